@@ -16,7 +16,7 @@ size_t DataTypeSize(DataType type) {
   return 0;
 }
 
-std::string_view DataTypeName(DataType type) {
+const char* DataTypeName(DataType type) {
   switch (type) {
     case DataType::kFloat32:
       return "FLOAT32";
@@ -32,7 +32,7 @@ std::string_view DataTypeName(DataType type) {
   return "UNKNOWN";
 }
 
-std::string_view PrecisionName(Precision precision) {
+const char* PrecisionName(Precision precision) {
   switch (precision) {
     case Precision::kFp32:
       return "FP32";

@@ -12,7 +12,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
 
 namespace gemmd {
 
@@ -21,7 +20,7 @@ enum class DataType : uint8_t { kFloat32, kFloat16, kBFloat16, kInt8, kInt32 };
 // Bytes per element.
 size_t DataTypeSize(DataType type);
 // "FLOAT32", "FLOAT16", ... (the proto enum names without their prefix).
-std::string_view DataTypeName(DataType type);
+const char* DataTypeName(DataType type);
 
 enum class Precision : uint8_t {
   // Plain FP32 FMA; FP16/BF16 inputs are widened exactly. No TF32.
@@ -32,7 +31,7 @@ enum class Precision : uint8_t {
 };
 inline constexpr int kNumPrecisions = 2;
 
-std::string_view PrecisionName(Precision precision);  // "FP32", "FP16_TENSOR"
+const char* PrecisionName(Precision precision);  // "FP32", "FP16_TENSOR"
 
 // The element type the tensor path feeds to the multiplier for these inputs.
 DataType TensorOperandType(DataType input_type);

@@ -1,0 +1,31 @@
+// The CPU backend as a Device: OpenBLAS for FP32, faithful FP16-tensor emulation (see
+// kernels/cpu_gemm.h). Operands already live in host memory, so copies take no time.
+#ifndef GEMMD_SERVER_CPU_DEVICE_H_
+#define GEMMD_SERVER_CPU_DEVICE_H_
+
+#include "server/device.h"
+
+namespace gemmd {
+
+inline constexpr char kCpuSgemmKernel[] = "cpu_sgemm_openblas";
+inline constexpr char kCpuTensorKernel[] = "cpu_hgemm_emulated_openblas";
+
+class CpuDevice : public Device {
+ public:
+  explicit CpuDevice(int index);
+
+  const DeviceDescription& description() const override { return description_; }
+  std::vector<KernelDescription> Kernels() const override;
+  absl::StatusOr<std::string> SelectKernel(const GemmProblem& problem,
+                                           absl::string_view forced_kernel) const override;
+  absl::Status Run(const GemmProblem& problem, const GemmOperands& host_operands,
+                   absl::string_view kernel, RunTiming* timing) override;
+  bool healthy() const override { return true; }
+
+ private:
+  DeviceDescription description_;
+};
+
+}  // namespace gemmd
+
+#endif  // GEMMD_SERVER_CPU_DEVICE_H_

@@ -1,0 +1,153 @@
+#include "server/gemm_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+#include <prometheus/exposer.h>
+
+#include <climits>
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "server/cpu_device.h"
+#include "server/fifo_executor.h"
+#include "server/gemm_service.h"
+#include "server/log.h"
+#include "server/metrics.h"
+
+namespace gemmd {
+namespace {
+
+absl::Status CheckConfig(const ServerConfig& c) {
+  if (c.port < 0 || c.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("--port ", c.port, " is not in [0, 65535]"));
+  }
+  if (c.metrics_port < -1 || c.metrics_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics_port ", c.metrics_port, " is not in [-1, 65535]"));
+  }
+  // gRPC keeps message sizes in an int: 2 GiB - 1 is the ceiling.
+  if (c.max_message_bytes < 65536 || c.max_message_bytes > INT_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_message_bytes ", c.max_message_bytes,
+                                                   " is not in [65536, ", INT_MAX, "]"));
+  }
+  if (c.max_elements < 1) {
+    return absl::InvalidArgumentError("--max_elements must be >= 1");
+  }
+  if (c.max_queue_size < 1) {
+    return absl::InvalidArgumentError("--max_queue_size must be >= 1");
+  }
+  if (c.shutdown_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--shutdown_grace_s must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ResolveBackend(const std::string& requested) {
+  if (requested == "cpu" || requested == "auto") {
+    // The CUDA device pool is not part of this build yet, so auto means cpu.
+    return std::string("cpu");
+  }
+  if (requested == "cuda") {
+    return absl::FailedPreconditionError(
+        "--backend=cuda: this build has no CUDA serving backend yet; use --backend=cpu or auto");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--backend=", requested, " is not one of auto, cpu, cuda"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(const ServerConfig& config) {
+  if (absl::Status s = CheckConfig(config); !s.ok()) return s;
+  absl::StatusOr<std::string> backend = ResolveBackend(config.backend);
+  if (!backend.ok()) return backend.status();
+
+  std::unique_ptr<GemmServer> server(new GemmServer());
+  server->config_ = config;
+  server->backend_ = *backend;
+  server->devices_.push_back(std::make_unique<CpuDevice>(0));
+  std::vector<Device*> devices;
+  for (auto& d : server->devices_) devices.push_back(d.get());
+
+  server->metrics_ = std::make_unique<ServerMetrics>(static_cast<int>(devices.size()));
+  server->executor_ = std::make_unique<FifoExecutor>(
+      devices, FifoExecutor::Options{config.max_queue_size}, server->metrics_.get());
+
+  ServiceSettings settings;
+  settings.version = kGemmdVersion;
+  settings.backend = server->backend_;
+  settings.limits = {config.max_message_bytes, config.max_elements};
+  settings.max_queue_size = config.max_queue_size;
+  server->service_ = std::make_unique<GemmServiceImpl>(settings, devices, server->executor_.get(),
+                                                       server->metrics_.get());
+
+  if (config.metrics_port >= 0) {
+    const std::string address = absl::StrCat(config.host, ":", config.metrics_port);
+    try {
+      server->exposer_ = std::make_unique<prometheus::Exposer>(address);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
+    }
+    server->exposer_->RegisterCollectable(server->metrics_->registry());
+    const std::vector<int> ports = server->exposer_->GetListeningPorts();
+    server->metrics_port_ = ports.empty() ? -1 : ports.front();
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string address = absl::StrCat(config.host, ":", config.port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
+  builder.RegisterService(server->service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot serve gRPC on ", address));
+  }
+  server->server_->GetHealthCheckService()->SetServingStatus(true);
+
+  std::vector<std::string> device_names;
+  for (const Device* d : devices) device_names.push_back(d->description().name);
+  Log(LogLevel::kInfo, "server_started",
+      {{"version", kGemmdVersion},
+       {"backend", server->backend_},
+       {"devices", absl::StrJoin(device_names, "; ")},
+       {"grpc", absl::StrCat(config.host, ":", server->port_)},
+       {"metrics", server->metrics_port_ >= 0
+                       ? absl::StrCat(config.host, ":", server->metrics_port_, "/metrics")
+                       : std::string("off")},
+       {"max_message_bytes", absl::StrCat(config.max_message_bytes)},
+       {"max_elements", absl::StrCat(config.max_elements)},
+       {"max_queue_size", absl::StrCat(config.max_queue_size)}});
+  return server;
+}
+
+void GemmServer::Shutdown() {
+  absl::MutexLock lock(&shutdown_mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  const absl::Time start = absl::Now();
+  Log(LogLevel::kInfo, "shutdown_started",
+      {{"grace_s", absl::StrCat(absl::ToDoubleSeconds(config_.shutdown_grace))}});
+  // Load balancers see NOT_SERVING first; then gRPC stops accepting and waits for every
+  // accepted RPC (the executor keeps completing them) until the grace period ends.
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  service_->StartDraining();
+  server_->Shutdown(absl::ToChronoTime(start + config_.shutdown_grace));
+  executor_->Drain();
+  server_->Wait();
+  Log(LogLevel::kInfo, "shutdown_complete",
+      {{"took_ms", absl::StrCat(absl::ToInt64Milliseconds(absl::Now() - start))}});
+}
+
+GemmServer::~GemmServer() {
+  if (server_ != nullptr) Shutdown();
+}
+
+}  // namespace gemmd

@@ -1,0 +1,76 @@
+// The whole server: devices, executor, gRPC service (+ health, reflection), Prometheus
+// exposer. Create() returns a started server; Shutdown() drains it gracefully.
+//
+// Errors from Create: INVALID_ARGUMENT (bad settings), FAILED_PRECONDITION (backend not
+// available), UNAVAILABLE (a port could not be bound).
+#ifndef GEMMD_SERVER_GEMM_SERVER_H_
+#define GEMMD_SERVER_GEMM_SERVER_H_
+
+#include <grpcpp/server.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace gemmd {
+
+class Device;
+class FifoExecutor;
+class GemmServiceImpl;
+class ServerMetrics;
+
+struct ServerConfig {
+  std::string host = "0.0.0.0";
+  int port = 50051;          // 0 = any free port (see GemmServer::port())
+  int metrics_port = 9464;   // 0 = any free port, -1 = no metrics endpoint
+  std::string backend = "auto";  // auto | cpu | cuda
+  int64_t max_message_bytes = int64_t{512} << 20;
+  int64_t max_elements = int64_t{1} << 27;
+  uint32_t max_queue_size = 1024;
+  absl::Duration shutdown_grace = absl::Seconds(30);
+};
+
+inline constexpr char kGemmdVersion[] = "0.1.0";
+
+class GemmServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<GemmServer>> Create(const ServerConfig& config);
+  ~GemmServer();  // shuts down if still running
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }
+  const std::string& backend() const { return backend_; }
+
+  // Health NOT_SERVING, new RPCs refused, accepted ones completed (those still running
+  // when the grace period ends are cancelled), devices drained. Idempotent; thread-safe.
+  void Shutdown();
+
+ private:
+  GemmServer() = default;
+
+  ServerConfig config_;
+  std::string backend_;
+  int port_ = 0;
+  int metrics_port_ = -1;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<FifoExecutor> executor_;
+  std::unique_ptr<GemmServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  absl::Mutex shutdown_mu_;
+  bool shut_down_ = false;
+};
+
+}  // namespace gemmd
+
+#endif  // GEMMD_SERVER_GEMM_SERVER_H_

@@ -1,0 +1,40 @@
+// One accepted GEMM request on its way to a device, and what comes back.
+#ifndef GEMMD_SERVER_JOB_H_
+#define GEMMD_SERVER_JOB_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "kernels/gemm_problem.h"
+
+namespace gemmd {
+
+struct JobResult {
+  std::string kernel;
+  std::string device;
+  absl::Duration queue;  // accepted -> taken by a device
+  absl::Duration copy_in;
+  absl::Duration compute;
+  absl::Duration copy_out;
+  uint32_t batch_size = 1;  // jobs that shared the launch
+};
+
+struct Job {
+  GemmProblem problem;
+  // Host memory owned by the submitter, valid until `done` runs; c_out receives C.
+  GemmOperands operands;
+  std::string kernel;  // from Device::SelectKernel
+  absl::Time accepted;
+  absl::Time deadline = absl::InfiniteFuture();
+  // True once the caller gave up; polled before the job reaches a device. May be empty.
+  std::function<bool()> is_cancelled;
+  // Called exactly once, from an executor thread, with OK or the reason it failed.
+  std::function<void(const absl::Status&, const JobResult&)> done;
+};
+
+}  // namespace gemmd
+
+#endif  // GEMMD_SERVER_JOB_H_

@@ -1,0 +1,88 @@
+// Prometheus metrics of the server (DESIGN.md §6). Every label set is created once and
+// cached, so the hot path only bumps atomics. Thread-safe.
+//
+// gemm_requests_total{method,precision,code}        counter
+// gemm_request_duration_seconds{method,phase}        histogram (queue, copy_in, compute,
+//                                                    copy_out, total)
+// gemm_batch_size                                    histogram (requests per launch)
+// gemm_queue_depth                                   gauge (jobs waiting for a device)
+// gemm_inflight_requests                             gauge (accepted, not yet answered)
+// gemm_flops_total{precision,device}                 counter
+// gemm_bytes_received_total / gemm_bytes_sent_total  counters (tensor payload bytes)
+// gemm_device_busy_seconds_total{device}             counter
+// gemm_device_healthy{device}                        gauge (1/0)
+#ifndef GEMMD_SERVER_METRICS_H_
+#define GEMMD_SERVER_METRICS_H_
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "kernels/gemm_problem.h"
+
+namespace gemmd {
+
+enum class RpcMethod { kMatmul, kGetServerInfo };
+inline constexpr int kNumRpcMethods = 2;
+const char* RpcMethodName(RpcMethod method);
+
+enum class Phase { kQueue, kCopyIn, kCompute, kCopyOut, kTotal };
+inline constexpr int kNumPhases = 5;
+
+class ServerMetrics {
+ public:
+  explicit ServerMetrics(int num_devices);
+  ServerMetrics(const ServerMetrics&) = delete;
+  ServerMetrics& operator=(const ServerMetrics&) = delete;
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+  // precision: nullopt when the request failed before it was known.
+  void RecordRequest(RpcMethod method, std::optional<Precision> precision,
+                     absl::StatusCode code);
+  void ObservePhase(RpcMethod method, Phase phase, absl::Duration duration);
+  void AddInflight(int delta) { inflight_->Increment(delta); }
+  void SetQueueDepth(int64_t depth) { queue_depth_->Set(static_cast<double>(depth)); }
+  void ObserveBatch(int64_t size) { batch_size_->Observe(static_cast<double>(size)); }
+  void AddDeviceWork(int device, Precision precision, double flops, absl::Duration busy);
+  void SetDeviceHealthy(int device, bool healthy);
+  void AddBytesReceived(int64_t bytes) { bytes_received_->Increment(static_cast<double>(bytes)); }
+  void AddBytesSent(int64_t bytes) { bytes_sent_->Increment(static_cast<double>(bytes)); }
+
+ private:
+  static constexpr int kNumCodes = 17;
+  static constexpr int kNumPrecisionLabels = kNumPrecisions + 1;  // + "NONE"
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* requests_family_;
+  absl::Mutex requests_mu_;
+  // Created on first use, then read without the lock.
+  std::array<std::array<std::array<std::atomic<prometheus::Counter*>, kNumCodes>,
+                        kNumPrecisionLabels>,
+             kNumRpcMethods>
+      requests_{};
+  std::array<std::array<prometheus::Histogram*, kNumPhases>, kNumRpcMethods> durations_{};
+  prometheus::Histogram* batch_size_;
+  prometheus::Gauge* queue_depth_;
+  prometheus::Gauge* inflight_;
+  prometheus::Counter* bytes_received_;
+  prometheus::Counter* bytes_sent_;
+  std::vector<std::array<prometheus::Counter*, kNumPrecisions>> flops_;  // [device][precision]
+  std::vector<prometheus::Counter*> busy_seconds_;
+  std::vector<prometheus::Gauge*> healthy_;
+};
+
+}  // namespace gemmd
+
+#endif  // GEMMD_SERVER_METRICS_H_

@@ -1,0 +1,138 @@
+// The CUDA GEMM kernel library: a registry of kernel variants, a heuristic that picks
+// one for a problem and a device, and a way to force one by name. Host-only header;
+// compiles with g++ (needs only <cuda_runtime_api.h>, no device code).
+//
+// Typical use (the server, the bench, the tests):
+//
+//   ASSIGN_OR_RETURN(DeviceCaps caps, QueryDeviceCaps(device));
+//   ASSIGN_OR_RETURN(const GpuGemmKernel* kernel, SelectKernel(problem, caps));
+//   size_t bytes = kernel->WorkspaceBytes(problem);          // 0 for most problems
+//   ... allocate device workspace of `bytes` (or reuse a bigger one) ...
+//   RETURN_IF_ERROR(kernel->Launch(problem, device_operands, workspace, bytes, stream));
+//
+// Variant names encode the family, tile and pipeline: `sgemm_simt_128x128x8` is the
+// FP32 SIMT kernel with a 128x128 block tile and K-step 8; `hgemm_wmma_128x256x32_s3`
+// is the FP16 WMMA tensor-core kernel with a 128x256x32 tile and a 3-stage cp.async
+// pipeline; `bgemm_…` is the same with BF16 operands; a `_splitk` suffix means the
+// variant splits K across blocks for small-M/N, large-K problems (it then needs a
+// workspace for the partial sums). docs/KERNELS.md describes each one.
+//
+// Thread safety: the registry and the kernel objects are immutable after construction;
+// every method may be called from any thread. Launch enqueues work on the given stream
+// of the current device and does not synchronize.
+#ifndef GEMMD_KERNELS_CUDA_GPU_GEMM_H_
+#define GEMMD_KERNELS_CUDA_GPU_GEMM_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/gemm_problem.h"
+
+namespace gemmd::gpu {
+
+// What selection needs to know about a device.
+struct DeviceCaps {
+  int device = 0;
+  std::string name;             // e.g. "NVIDIA H200"
+  int compute_capability = 0;   // major * 10 + minor, e.g. 90
+  int sm_count = 0;
+  int64_t shared_memory_per_block_optin_bytes = 0;
+  int64_t l2_cache_bytes = 0;
+  int64_t global_memory_bytes = 0;
+};
+
+// Reads the properties of CUDA device `device`. INTERNAL on CUDA errors (no device,
+// bad ordinal, driver problems).
+absl::StatusOr<DeviceCaps> QueryDeviceCaps(int device);
+
+// One registered kernel variant. Implementations live in the .cu files of each family.
+class GpuGemmKernel {
+ public:
+  virtual ~GpuGemmKernel() = default;
+
+  // Registry key, e.g. "sgemm_simt_128x128x8". Unique.
+  virtual std::string_view name() const = 0;
+  virtual Precision precision() const = 0;
+  // Lowest compute capability (major*10+minor) the variant runs on; also needs the
+  // library to have been built for a matching architecture.
+  virtual int min_compute_capability() const = 0;
+  // Operand element type the multiplier consumes (kFloat32, kFloat16, kBFloat16).
+  virtual DataType operand_type() const = 0;
+  // Whether the variant may split K across blocks (then it may need a workspace).
+  virtual bool splits_k() const = 0;
+
+  // OK when the variant computes `problem` (precision, data types, shapes, strides);
+  // otherwise FAILED_PRECONDITION (the variant does not do this kind of problem) or
+  // INVALID_ARGUMENT (the problem itself is malformed: negative sizes, a_type != b_type
+  // ...), with a message saying why. Does not look at any device.
+  virtual absl::Status Check(const GemmProblem& problem) const = 0;
+  bool CanImplement(const GemmProblem& problem) const { return Check(problem).ok(); }
+
+  // Device workspace bytes Launch needs for `problem`, assuming every operand pointer
+  // is 16-byte aligned (cudaMalloc gives 256). The overload with operands is exact for
+  // those pointers (a misaligned operand is first repacked into the workspace).
+  // 0 when no workspace is needed; undefined when !CanImplement(problem).
+  virtual size_t WorkspaceBytes(const GemmProblem& problem) const = 0;
+  virtual size_t WorkspaceBytes(const GemmProblem& problem,
+                                const GemmOperands& operands) const = 0;
+
+  // Enqueues C = alpha*op(A)*op(B) + beta*C on `stream` (current device). `operands`
+  // are device pointers as described in gemm_problem.h (c_in may be null when
+  // beta == 0 and is then never read; c_in may equal c_out). `workspace` is device
+  // memory of at least WorkspaceBytes(problem, operands) bytes (may be null when that
+  // is 0); it must not be used by other work until this launch has finished.
+  // Returns FAILED_PRECONDITION / INVALID_ARGUMENT as Check does, INVALID_ARGUMENT for
+  // null operands or a too-small workspace, INTERNAL for CUDA errors (launch failures;
+  // asynchronous faults show up at the caller's next synchronization).
+  virtual absl::Status Launch(const GemmProblem& problem, const GemmOperands& operands,
+                              void* workspace, size_t workspace_bytes,
+                              cudaStream_t stream) const = 0;
+};
+
+// Every variant compiled into the library, in a fixed order.
+class KernelRegistry {
+ public:
+  // The process-wide registry (built on first use; thread-safe).
+  static const KernelRegistry& Global();
+
+  const std::vector<const GpuGemmKernel*>& kernels() const { return view_; }
+  // nullptr when no variant has that name.
+  const GpuGemmKernel* Find(std::string_view name) const;
+
+  explicit KernelRegistry(std::vector<std::unique_ptr<GpuGemmKernel>> kernels);
+
+ private:
+  std::vector<std::unique_ptr<GpuGemmKernel>> owned_;
+  std::vector<const GpuGemmKernel*> view_;
+};
+
+// Picks the variant expected to be fastest for `problem` on a device with `caps`
+// (heuristic from gemm-bench measurements, docs/KERNELS.md). Never returns null.
+// FAILED_PRECONDITION when no variant can run it on that device (e.g. FP16 output,
+// tensor path below sm_80), INVALID_ARGUMENT when the problem is malformed.
+absl::StatusOr<const GpuGemmKernel*> SelectKernel(
+    const GemmProblem& problem, const DeviceCaps& caps,
+    const KernelRegistry& registry = KernelRegistry::Global());
+
+// The variant called `name`, checked against the problem and the device.
+// NOT_FOUND for an unknown name; FAILED_PRECONDITION when it cannot implement the
+// problem or the device's compute capability is too low.
+absl::StatusOr<const GpuGemmKernel*> ForceKernel(
+    std::string_view name, const GemmProblem& problem, const DeviceCaps& caps,
+    const KernelRegistry& registry = KernelRegistry::Global());
+
+// Lists "name (precision, operand type, sm_XY+)" for logs and ServerInfo.
+std::vector<std::string> DescribeKernels(
+    const KernelRegistry& registry = KernelRegistry::Global());
+
+}  // namespace gemmd::gpu
+
+#endif  // GEMMD_KERNELS_CUDA_GPU_GEMM_H_

@@ -43,6 +43,10 @@ ServerMetrics::ServerMetrics(int num_devices)
                         .Register(*registry_);
   for (int m = 0; m < kNumRpcMethods; ++m) {
     for (int p = 0; p < kNumPhases; ++p) {
+      // Only Matmul has device phases; other methods export their total alone.
+      if (m != static_cast<int>(RpcMethod::kMatmul) && p != static_cast<int>(Phase::kTotal)) {
+        continue;
+      }
       durations_[m][p] = &durations.Add(
           {{"method", RpcMethodName(static_cast<RpcMethod>(m))}, {"phase", PhaseName(p)}},
           DurationBuckets());
@@ -123,8 +127,8 @@ void ServerMetrics::RecordRequest(RpcMethod method, std::optional<Precision> pre
 }
 
 void ServerMetrics::ObservePhase(RpcMethod method, Phase phase, absl::Duration duration) {
-  durations_[static_cast<int>(method)][static_cast<int>(phase)]->Observe(
-      absl::ToDoubleSeconds(duration));
+  prometheus::Histogram* histogram = durations_[static_cast<int>(method)][static_cast<int>(phase)];
+  if (histogram != nullptr) histogram->Observe(absl::ToDoubleSeconds(duration));
 }
 
 void ServerMetrics::AddDeviceWork(int device, Precision precision, double flops,

@@ -1,0 +1,166 @@
+// Closed-loop load test: `concurrency` workers each send the same request back to back
+// for warmup_s + duration_s; only calls that start after the warm-up and end inside the
+// measured window count. With --local the workers call the in-process CPU backend
+// instead (the ceiling the service is measured against).
+#include <grpcpp/client_context.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client_cli/bench_report.h"
+#include "client_cli/commands.h"
+#include "client_cli/matmul_inputs.h"
+#include "gemm/v1/gemm.grpc.pb.h"
+#include "kernels/cpu_gemm.h"
+
+namespace gemmd {
+namespace {
+
+struct Sample {
+  absl::Time start;
+  absl::Time end;
+  grpc::StatusCode code = grpc::StatusCode::OK;
+  int64_t queue_us = 0, compute_us = 0, total_us = 0;
+};
+
+using Worker = std::function<Sample()>;
+
+// Runs `make_worker(i)()` in a loop on `concurrency` threads until `end`.
+std::vector<Sample> RunClosedLoop(int concurrency, absl::Time end,
+                                  const std::function<Worker(int)>& make_worker) {
+  std::vector<std::vector<Sample>> per_thread(static_cast<size_t>(concurrency));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < concurrency; ++i) {
+    threads.emplace_back([&, i] {
+      Worker call = make_worker(i);
+      while (absl::Now() < end) per_thread[static_cast<size_t>(i)].push_back(call());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::vector<Sample> all;
+  for (auto& v : per_thread) all.insert(all.end(), v.begin(), v.end());
+  return all;
+}
+
+}  // namespace
+
+int RunBench(const CliOptions& o) {
+  if (o.concurrency < 1 || o.channels < 1 || o.duration_s <= 0 || o.warmup_s < 0) {
+    std::fprintf(stderr,
+                 "error: --concurrency and --channels must be >= 1, --duration_s > 0, "
+                 "--warmup_s >= 0\n");
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<MatmulInputs>> built = BuildMatmulInputs(o);
+  if (!built.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(built.status().message()).c_str());
+    return 1;
+  }
+  const MatmulInputs& in = **built;
+  const GemmProblem& p = in.problem;
+
+  BenchReport report;
+  report.mode = o.local ? "in-process" : "grpc";
+  report.target = o.local ? "cpu backend (OpenBLAS)" : o.target;
+  report.shape = absl::StrCat(p.m, "x", p.n, "x", p.k, " batch=", p.batch);
+  report.dtype = DataTypeName(p.a_type);
+  report.precision = PrecisionName(p.precision);
+  report.concurrency = o.concurrency;
+  report.channels = o.local ? 0 : o.channels;
+  report.warmup_s = o.warmup_s;
+  report.duration_s = o.duration_s;
+  report.flops_per_request = p.Flops();
+  report.sent_bytes_per_request = in.payload_bytes;
+  report.received_bytes_per_request =
+      p.batch * p.m * p.n * static_cast<int64_t>(DataTypeSize(p.c_type));
+
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  if (!o.local) {
+    for (int i = 0; i < o.channels; ++i) channels.push_back(MakeChannel(o.target, i));
+    // One call first: fail fast (and learn the kernel) before starting the clock.
+    auto stub = gemm::v1::GemmService::NewStub(channels.front());
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(o.timeout_s)));
+    gemm::v1::MatmulResponse response;
+    grpc::Status status = stub->Matmul(&context, in.request, &response);
+    if (!status.ok()) return ReportRpcError("Matmul", status);
+    report.kernel = response.kernel();
+  } else {
+    report.kernel = p.precision == Precision::kFp32 ? "cpu_sgemm_openblas (in-process)"
+                                                    : "cpu_hgemm_emulated_openblas (in-process)";
+  }
+
+  const absl::Time begin = absl::Now();
+  const absl::Time measure_start = begin + absl::Seconds(o.warmup_s);
+  const absl::Time measure_end = measure_start + absl::Seconds(o.duration_s);
+  const int64_t out_bytes = report.received_bytes_per_request;
+
+  std::function<Worker(int)> make_worker;
+  if (o.local) {
+    make_worker = [&](int) -> Worker {
+      auto out = std::make_shared<std::string>(static_cast<size_t>(out_bytes), '\0');
+      return [&, out] {
+        Sample s;
+        s.start = absl::Now();
+        GemmOperands ops = in.operands;
+        ops.c_out = out->data();
+        const absl::Status status = CpuGemm(p, ops);
+        s.end = absl::Now();
+        s.code = static_cast<grpc::StatusCode>(status.code());
+        return s;
+      };
+    };
+  } else {
+    make_worker = [&](int i) -> Worker {
+      std::shared_ptr<gemm::v1::GemmService::Stub> stub =
+          gemm::v1::GemmService::NewStub(channels[static_cast<size_t>(i % o.channels)]);
+      return [&, stub] {
+        Sample s;
+        grpc::ClientContext context;
+        gemm::v1::MatmulResponse response;
+        s.start = absl::Now();
+        context.set_deadline(absl::ToChronoTime(s.start + absl::Seconds(o.timeout_s)));
+        const grpc::Status status = stub->Matmul(&context, in.request, &response);
+        s.end = absl::Now();
+        s.code = status.error_code();
+        s.queue_us = response.timing().queue_us();
+        s.compute_us = response.timing().compute_us();
+        s.total_us = response.timing().total_us();
+        return s;
+      };
+    };
+  }
+  const std::vector<Sample> samples = RunClosedLoop(o.concurrency, measure_end, make_worker);
+
+  std::vector<double> latencies_ms;
+  double queue_us = 0, compute_us = 0, total_us = 0;
+  for (const Sample& s : samples) {
+    if (s.start < measure_start || s.end > measure_end) continue;
+    if (s.code != grpc::StatusCode::OK) {
+      ++report.errors[StatusCodeName(s.code)];
+      continue;
+    }
+    ++report.ok;
+    latencies_ms.push_back(absl::ToDoubleMilliseconds(s.end - s.start));
+    queue_us += static_cast<double>(s.queue_us);
+    compute_us += static_cast<double>(s.compute_us);
+    total_us += static_cast<double>(s.total_us);
+  }
+  report.latency = SummarizeLatencies(std::move(latencies_ms));
+  if (report.ok > 0) {
+    report.server_queue_ms = queue_us / 1e3 / static_cast<double>(report.ok);
+    report.server_compute_ms = compute_us / 1e3 / static_cast<double>(report.ok);
+    report.server_total_ms = total_us / 1e3 / static_cast<double>(report.ok);
+  }
+  const std::string text = o.json ? FormatBenchJson(report) : FormatBenchText(report);
+  std::fputs(text.c_str(), stdout);
+  return report.ok > 0 ? 0 : 1;
+}
+
+}  // namespace gemmd

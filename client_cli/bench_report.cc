@@ -1,0 +1,98 @@
+#include "client_cli/bench_report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace gemmd {
+namespace {
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += absl::StrFormat("\\u%04x", c);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string Num(double v) { return std::isfinite(v) ? absl::StrFormat("%.6g", v) : "null"; }
+
+}  // namespace
+
+LatencySummary SummarizeLatencies(std::vector<double> ms) {
+  LatencySummary s;
+  if (ms.empty()) return s;
+  std::sort(ms.begin(), ms.end());
+  auto rank = [&](double p) {
+    const size_t idx = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(ms.size())));
+    return ms[std::min(ms.size() - 1, idx == 0 ? 0 : idx - 1)];
+  };
+  s.p50_ms = rank(50);
+  s.p90_ms = rank(90);
+  s.p99_ms = rank(99);
+  s.max_ms = ms.back();
+  double sum = 0;
+  for (double v : ms) sum += v;
+  s.mean_ms = sum / static_cast<double>(ms.size());
+  return s;
+}
+
+std::string FormatBenchText(const BenchReport& r) {
+  int64_t errors = 0;
+  std::vector<std::string> by_code;
+  for (const auto& [code, count] : r.errors) {
+    errors += count;
+    by_code.push_back(absl::StrCat(code, "=", count));
+  }
+  std::string out = absl::StrFormat(
+      "bench: %s %s  shape=%s dtype=%s precision=%s kernel=%s\n"
+      "       concurrency=%d channels=%d warmup=%.1fs measured=%.1fs\n"
+      "requests:   %d ok, %d errors  %.2f req/s\n"
+      "throughput: %.2f GFLOP/s   payload %.1f MB/s (sent %.1f, received %.1f)\n"
+      "latency ms: p50=%.3f p90=%.3f p99=%.3f max=%.3f mean=%.3f\n",
+      r.mode, r.target, r.shape, r.dtype, r.precision, r.kernel.empty() ? "-" : r.kernel,
+      r.concurrency, r.channels, r.warmup_s, r.duration_s, r.ok, errors, r.RequestsPerSecond(),
+      r.Gflops(), r.SentMBps() + r.ReceivedMBps(), r.SentMBps(), r.ReceivedMBps(),
+      r.latency.p50_ms, r.latency.p90_ms, r.latency.p99_ms, r.latency.max_ms, r.latency.mean_ms);
+  if (r.mode == "grpc") {
+    absl::StrAppendFormat(&out, "server ms (mean Timing): queue=%.3f compute=%.3f total=%.3f\n",
+                          r.server_queue_ms, r.server_compute_ms, r.server_total_ms);
+  }
+  absl::StrAppend(&out, "errors:     ", by_code.empty() ? "none" : absl::StrJoin(by_code, " "),
+                  "\n");
+  return out;
+}
+
+std::string FormatBenchJson(const BenchReport& r) {
+  std::vector<std::string> errors;
+  for (const auto& [code, count] : r.errors) {
+    errors.push_back(absl::StrCat(JsonString(code), ":", count));
+  }
+  return absl::StrCat(
+      "{\"mode\":", JsonString(r.mode), ",\"target\":", JsonString(r.target),
+      ",\"shape\":", JsonString(r.shape), ",\"dtype\":", JsonString(r.dtype),
+      ",\"precision\":", JsonString(r.precision), ",\"kernel\":", JsonString(r.kernel),
+      ",\"concurrency\":", r.concurrency, ",\"channels\":", r.channels,
+      ",\"warmup_s\":", Num(r.warmup_s), ",\"duration_s\":", Num(r.duration_s),
+      ",\"ok\":", r.ok, ",\"errors\":{", absl::StrJoin(errors, ","), "}",
+      ",\"requests_per_s\":", Num(r.RequestsPerSecond()), ",\"gflops\":", Num(r.Gflops()),
+      ",\"payload_mb_per_s\":", Num(r.SentMBps() + r.ReceivedMBps()),
+      ",\"sent_mb_per_s\":", Num(r.SentMBps()), ",\"received_mb_per_s\":", Num(r.ReceivedMBps()),
+      ",\"latency_ms\":{\"p50\":", Num(r.latency.p50_ms), ",\"p90\":", Num(r.latency.p90_ms),
+      ",\"p99\":", Num(r.latency.p99_ms), ",\"max\":", Num(r.latency.max_ms),
+      ",\"mean\":", Num(r.latency.mean_ms), "}",
+      ",\"server_ms\":{\"queue\":", Num(r.server_queue_ms), ",\"compute\":",
+      Num(r.server_compute_ms), ",\"total\":", Num(r.server_total_ms), "}}\n");
+}
+
+}  // namespace gemmd

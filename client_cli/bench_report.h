@@ -1,0 +1,50 @@
+// What `gemm-cli bench` measured and how it is printed (text or JSON). Pure functions.
+#ifndef GEMMD_CLIENT_CLI_BENCH_REPORT_H_
+#define GEMMD_CLIENT_CLI_BENCH_REPORT_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gemmd {
+
+struct LatencySummary {
+  double p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0, mean_ms = 0;
+};
+
+// Nearest-rank percentiles of `latencies_ms` (empty -> all zero).
+LatencySummary SummarizeLatencies(std::vector<double> latencies_ms);
+
+struct BenchReport {
+  std::string mode;    // "grpc" or "in-process"
+  std::string target;  // host:port, or the in-process backend
+  std::string shape;   // "1024x1024x1024 batch=1"
+  std::string dtype;
+  std::string precision;
+  std::string kernel;  // as the server reported it
+  int concurrency = 0;
+  int channels = 0;
+  double duration_s = 0;  // measured window
+  double warmup_s = 0;
+  int64_t ok = 0;
+  std::map<std::string, int64_t> errors;  // status code name -> count
+  double flops_per_request = 0;
+  int64_t sent_bytes_per_request = 0;
+  int64_t received_bytes_per_request = 0;
+  LatencySummary latency;
+  // Means of the server's Timing over successful responses (grpc mode).
+  double server_queue_ms = 0, server_compute_ms = 0, server_total_ms = 0;
+
+  double RequestsPerSecond() const { return duration_s > 0 ? ok / duration_s : 0; }
+  double Gflops() const { return RequestsPerSecond() * flops_per_request / 1e9; }
+  double SentMBps() const { return RequestsPerSecond() * sent_bytes_per_request / 1e6; }
+  double ReceivedMBps() const { return RequestsPerSecond() * received_bytes_per_request / 1e6; }
+};
+
+std::string FormatBenchText(const BenchReport& report);
+std::string FormatBenchJson(const BenchReport& report);
+
+}  // namespace gemmd
+
+#endif  // GEMMD_CLIENT_CLI_BENCH_REPORT_H_

@@ -1,0 +1,35 @@
+// Everything gemm-cli's commands take, filled from flags by gemm_cli.cc.
+#ifndef GEMMD_CLIENT_CLI_CLI_OPTIONS_H_
+#define GEMMD_CLIENT_CLI_CLI_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+namespace gemmd {
+
+struct CliOptions {
+  std::string target = "localhost:50051";
+  double timeout_s = 60;
+  // Problem (random operands unless a/b name .npy files).
+  int64_t m = 512, n = 512, k = 512, batch = 0;  // batch 0 = rank-2 operands
+  std::string dtype = "float32";                 // of random operands
+  std::string a_path, b_path, out_path;
+  std::string precision = "auto";
+  std::string output_dtype = "float32";
+  bool transpose_a = false, transpose_b = false;
+  double alpha = 1.0, beta = 0.0;
+  std::string kernel;
+  uint64_t seed = 1;
+  bool verify = false;
+  // bench
+  int concurrency = 1;
+  int channels = 1;
+  double duration_s = 10;
+  double warmup_s = 2;
+  bool local = false;  // time the in-process CPU backend instead of the server
+  bool json = false;
+};
+
+}  // namespace gemmd
+
+#endif  // GEMMD_CLIENT_CLI_CLI_OPTIONS_H_

@@ -1,0 +1,33 @@
+// gemm-cli's commands. Each returns the process exit status:
+//   0 success, 1 RPC or input error (message on stderr), 2 server NOT_SERVING (health),
+//   3 --verify found an error above the documented tolerance.
+#ifndef GEMMD_CLIENT_CLI_COMMANDS_H_
+#define GEMMD_CLIENT_CLI_COMMANDS_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/channel.h>
+#include <grpcpp/support/status.h>
+
+#include "client_cli/cli_options.h"
+
+namespace gemmd {
+
+int RunInfo(const CliOptions& options);
+int RunHealth(const CliOptions& options);
+int RunMatmul(const CliOptions& options);
+int RunBench(const CliOptions& options);
+
+// A channel to `target` without message size limits (the server enforces its own).
+// Channels with different `index` use separate TCP connections.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int index = 0);
+
+// Prints "error: CODE: message" to stderr and returns 1.
+int ReportRpcError(const std::string& what, const grpc::Status& status);
+
+std::string StatusCodeName(grpc::StatusCode code);
+
+}  // namespace gemmd
+
+#endif  // GEMMD_CLIENT_CLI_COMMANDS_H_

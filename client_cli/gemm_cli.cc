@@ -1,0 +1,113 @@
+// gemm-cli: the client of gemm-server — inspect it, call it, verify it, load-test it.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "client_cli/cli_options.h"
+#include "client_cli/commands.h"
+
+ABSL_FLAG(std::string, target, "localhost:50051", "Server address host:port.");
+ABSL_FLAG(double, timeout_s, 60, "Deadline of each RPC in seconds.");
+ABSL_FLAG(int64_t, m, 512, "Rows of op(A) and C (random operands).");
+ABSL_FLAG(int64_t, n, 512, "Columns of op(B) and C (random operands).");
+ABSL_FLAG(int64_t, k, 512, "Inner dimension (random operands).");
+ABSL_FLAG(int64_t, batch, 0, "Batch items ([batch, rows, cols] operands); 0 = plain matrices.");
+ABSL_FLAG(std::string, dtype, "float32", "Random operands' dtype: float32, float16, bfloat16.");
+ABSL_FLAG(std::string, a, "", "A from a .npy file (float32/float16, C order); needs --b.");
+ABSL_FLAG(std::string, b, "", "B from a .npy file; needs --a.");
+ABSL_FLAG(std::string, out, "", "matmul: write C to this .npy file.");
+ABSL_FLAG(std::string, precision, "auto",
+          "auto | fp32 | fp16_tensor. auto: FP32 for float32 inputs, else the tensor path.");
+ABSL_FLAG(std::string, output_dtype, "float32", "C's dtype: float32, float16, bfloat16.");
+ABSL_FLAG(bool, transpose_a, false, "A is stored [K, M].");
+ABSL_FLAG(bool, transpose_b, false, "B is stored [N, K].");
+ABSL_FLAG(double, alpha, 1.0, "C = alpha * op(A) op(B) + beta * C.");
+ABSL_FLAG(double, beta, 0.0, "Non-zero sends a random C input.");
+ABSL_FLAG(std::string, kernel, "", "Force a kernel by name (see `gemm-cli info`).");
+ABSL_FLAG(uint64_t, seed, 1, "Seed for random operands.");
+ABSL_FLAG(bool, verify, false,
+          "matmul: recompute C in FP64 here and print rel_error (exit 3 above tolerance).");
+ABSL_FLAG(int, concurrency, 1, "bench: requests in flight (closed loop).");
+ABSL_FLAG(int, channels, 1, "bench: TCP connections the workers share round-robin.");
+ABSL_FLAG(double, duration_s, 10, "bench: measured seconds.");
+ABSL_FLAG(double, warmup_s, 2, "bench: seconds run before measuring.");
+ABSL_FLAG(bool, local, false,
+          "bench: time the CPU backend in this process (no gRPC): the service's ceiling.");
+ABSL_FLAG(bool, json, false, "info/bench: print JSON.");
+
+namespace {
+
+constexpr char kUsage[] =
+    "client of gemm-server.\n\n"
+    "Usage: gemm-cli <command> [--target=host:port] [flags]\n\n"
+    "Commands:\n"
+    "  info     print the server's version, backend, devices, kernels and limits\n"
+    "  health   grpc.health.v1 check; prints SERVING (exit 0) or NOT_SERVING (exit 2)\n"
+    "  matmul   multiply random (--m --n --k [--batch] [--dtype]) or .npy (--a --b)\n"
+    "           operands; --out c.npy saves C, --verify checks it against FP64\n"
+    "  bench    closed-loop load test of one shape: --concurrency --duration_s\n"
+    "           --warmup_s [--channels] [--json]; --local times the in-process CPU backend\n\n"
+    "Exit status: 0 ok, 1 error (RPC status code and message on stderr), 2 not serving,\n"
+    "3 --verify above tolerance.\n\n"
+    "Examples:\n"
+    "  gemm-cli matmul --m 512 --n 512 --k 512 --verify\n"
+    "  gemm-cli matmul --precision fp16_tensor --m 1024 --n 1024 --k 1024 --verify\n"
+    "  gemm-cli bench --m 1024 --n 1024 --k 1024 --concurrency 8 --duration_s 10";
+
+bool CliFlagFile(absl::string_view file) { return absl::StrContains(file, "client_cli/"); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = CliFlagFile;
+  usage.contains_helpshort_flags = CliFlagFile;
+  absl::SetFlagsUsageConfig(usage);
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() != 2) {
+    std::fprintf(stderr, "%s\n\nRun gemm-cli --help for all flags.\n", kUsage);
+    return 1;
+  }
+  const std::string command = args[1];
+
+  gemmd::CliOptions o;
+  o.target = absl::GetFlag(FLAGS_target);
+  o.timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  o.m = absl::GetFlag(FLAGS_m);
+  o.n = absl::GetFlag(FLAGS_n);
+  o.k = absl::GetFlag(FLAGS_k);
+  o.batch = absl::GetFlag(FLAGS_batch);
+  o.dtype = absl::GetFlag(FLAGS_dtype);
+  o.a_path = absl::GetFlag(FLAGS_a);
+  o.b_path = absl::GetFlag(FLAGS_b);
+  o.out_path = absl::GetFlag(FLAGS_out);
+  o.precision = absl::GetFlag(FLAGS_precision);
+  o.output_dtype = absl::GetFlag(FLAGS_output_dtype);
+  o.transpose_a = absl::GetFlag(FLAGS_transpose_a);
+  o.transpose_b = absl::GetFlag(FLAGS_transpose_b);
+  o.alpha = absl::GetFlag(FLAGS_alpha);
+  o.beta = absl::GetFlag(FLAGS_beta);
+  o.kernel = absl::GetFlag(FLAGS_kernel);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.verify = absl::GetFlag(FLAGS_verify);
+  o.concurrency = absl::GetFlag(FLAGS_concurrency);
+  o.channels = absl::GetFlag(FLAGS_channels);
+  o.duration_s = absl::GetFlag(FLAGS_duration_s);
+  o.warmup_s = absl::GetFlag(FLAGS_warmup_s);
+  o.local = absl::GetFlag(FLAGS_local);
+  o.json = absl::GetFlag(FLAGS_json);
+
+  if (command == "info") return gemmd::RunInfo(o);
+  if (command == "health") return gemmd::RunHealth(o);
+  if (command == "matmul") return gemmd::RunMatmul(o);
+  if (command == "bench") return gemmd::RunBench(o);
+  std::fprintf(stderr, "error: unknown command '%s'; expected info, health, matmul or bench\n",
+               command.c_str());
+  return 1;
+}

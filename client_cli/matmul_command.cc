@@ -1,0 +1,81 @@
+#include <grpcpp/client_context.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client_cli/commands.h"
+#include "client_cli/matmul_inputs.h"
+#include "gemm/v1/gemm.grpc.pb.h"
+#include "kernels/npy_io.h"
+#include "proto/proto_types.h"
+
+namespace gemmd {
+
+int RunMatmul(const CliOptions& o) {
+  absl::StatusOr<std::unique_ptr<MatmulInputs>> inputs = BuildMatmulInputs(o);
+  if (!inputs.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(inputs.status().message()).c_str());
+    return 1;
+  }
+  const MatmulInputs& in = **inputs;
+  auto stub = gemm::v1::GemmService::NewStub(MakeChannel(o.target));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(o.timeout_s)));
+  gemm::v1::MatmulResponse response;
+  const absl::Time start = absl::Now();
+  grpc::Status status = stub->Matmul(&context, in.request, &response);
+  const absl::Duration elapsed = absl::Now() - start;
+  if (!status.ok()) return ReportRpcError("Matmul", status);
+
+  const gemm::v1::Timing& t = response.timing();
+  std::printf("c: shape=[%s] dtype=%s precision=%s\n",
+              absl::StrJoin(response.c().shape(), ",").c_str(),
+              ProtoDataTypeName(response.c().dtype()).c_str(),
+              ProtoPrecisionName(response.precision()).c_str());
+  std::printf("kernel=%s device=%s\n", response.kernel().c_str(), response.device().c_str());
+  std::printf(
+      "server_us: queue=%lld copy_in=%lld compute=%lld copy_out=%lld total=%lld batch_size=%u\n",
+      static_cast<long long>(t.queue_us()), static_cast<long long>(t.copy_in_us()),
+      static_cast<long long>(t.compute_us()), static_cast<long long>(t.copy_out_us()),
+      static_cast<long long>(t.total_us()), t.batch_size());
+  const double seconds = absl::ToDoubleSeconds(elapsed);
+  std::printf("client: %.3f ms round trip, %.2f GFLOP/s end to end, %.1f MB sent, %.1f MB received\n",
+              seconds * 1e3, in.problem.Flops() / seconds / 1e9, in.payload_bytes / 1e6,
+              response.c().data().size() / 1e6);
+
+  if (!o.out_path.empty()) {
+    const std::optional<DataType> type = DataTypeFromProto(response.c().dtype());
+    if (!type || *type == DataType::kBFloat16) {
+      std::fprintf(stderr, "error: --out: .npy output supports float32 and float16, not %s\n",
+                   ProtoDataTypeName(response.c().dtype()).c_str());
+      return 1;
+    }
+    NpyArray out;
+    out.shape.assign(response.c().shape().begin(), response.c().shape().end());
+    out.type = *type;
+    out.data = response.c().data();
+    if (absl::Status s = WriteNpyFile(o.out_path, out); !s.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    std::printf("wrote %s\n", o.out_path.c_str());
+  }
+
+  if (o.verify) {
+    absl::StatusOr<double> error = VerifyResult(in, response);
+    if (!error.ok()) {
+      std::fprintf(stderr, "error: verify: %s\n", std::string(error.status().message()).c_str());
+      return 1;
+    }
+    const double tolerance = ToleranceFor(in.problem);
+    const bool pass = *error <= tolerance;
+    std::printf("rel_error=%.3e (vs FP64 reference; tolerance %.0e for %s) %s\n", *error,
+                tolerance, PrecisionName(in.problem.precision), pass ? "PASS" : "FAIL");
+    if (!pass) return 3;
+  }
+  return 0;
+}
+
+}  // namespace gemmd

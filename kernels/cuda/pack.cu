@@ -104,8 +104,8 @@ absl::Status LaunchPack(DataType src_type, const void* src, int64_t rows, int64_
     if (src_type == DataType::kBFloat16) return args(Pack<BF16, BF16>);
   }
   return absl::InternalError(absl::StrCat("pack: no conversion from ",
-                                          DataTypeName(src_type), " to ",
-                                          DataTypeName(dst_type)));
+                                          Sv(DataTypeName(src_type)), " to ",
+                                          Sv(DataTypeName(dst_type))));
 }
 
 }  // namespace gemmd::gpu::internal

@@ -79,22 +79,22 @@ class TiledGemmKernel final : public GpuGemmKernel {
     }
     if (p.precision != v_.precision) {
       return absl::FailedPreconditionError(
-          absl::StrCat(v_.name, " computes ", PrecisionName(v_.precision), ", not ",
-                       PrecisionName(p.precision)));
+          absl::StrCat(v_.name, " computes ", Sv(PrecisionName(v_.precision)), ", not ",
+                       Sv(PrecisionName(p.precision))));
     }
     if (p.c_type != DataType::kFloat32) {
       return absl::FailedPreconditionError(absl::StrCat(
-          v_.name, " writes FLOAT32 output only, not ", DataTypeName(p.c_type)));
+          v_.name, " writes FLOAT32 output only, not ", Sv(DataTypeName(p.c_type))));
     }
     if (p.a_type != p.b_type) {
       return absl::FailedPreconditionError(
-          absl::StrCat(v_.name, " needs a_type == b_type, got ", DataTypeName(p.a_type),
-                       " and ", DataTypeName(p.b_type)));
+          absl::StrCat(v_.name, " needs a_type == b_type, got ", Sv(DataTypeName(p.a_type)),
+                       " and ", Sv(DataTypeName(p.b_type))));
     }
     if (!AcceptsInput(p.a_type)) {
       return absl::FailedPreconditionError(absl::StrCat(
-          v_.name, " (", DataTypeName(v_.operand_type), " operands) does not take ",
-          DataTypeName(p.a_type), " inputs"));
+          v_.name, " (", Sv(DataTypeName(v_.operand_type)), " operands) does not take ",
+          Sv(DataTypeName(p.a_type)), " inputs"));
     }
     if (p.m > kMaxDim || p.n > kMaxDim || p.k > kMaxDim) {
       return absl::FailedPreconditionError(

@@ -13,13 +13,18 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "kernels/cuda/gpu_gemm.h"
 #include "kernels/gemm_problem.h"
 
 namespace gemmd::gpu::internal {
+
+// This abseil may predate absl::string_view == std::string_view; StrCat needs this.
+inline absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 // What a tile kernel reads and writes: one launch covers `batch` items (grid.z) and
 // `splits` K-slices (grid.y) of a batch of tiles (grid.x). Operands A/B are of the

@@ -1,0 +1,606 @@
+// gemm-bench: times every registered GPU kernel variant and cuBLAS on the same inputs in
+// one run (DESIGN.md §7) and checks each result against the FP64 CPU reference.
+//
+//   gemm-bench [--csv[=FILE]] [--json[=FILE]] [--iters=N] [--warmup=N] [--filter=SUBSTR]
+//              [--kernels=SUBSTR|auto] [--seed=S] [--device=D] [--no-check]
+//
+// Workloads: square 1024/2048/4096/8192 (FP32; FP16_TENSOR with FP16 inputs; at 4096 and
+// 8192 also FP32 and BF16 inputs on the tensor path), skinny M in {1,16,64} with
+// N = K = 8192, batched 64 x 256^3 and 1024 x 64^3. cuBLAS yardsticks: cublasSgemm with
+// the default math mode (no TF32) for FP32; cublasGemmEx FP16 (or BF16) in, FP32 out,
+// FP32 compute (tensor ops) for the tensor path, on the same operands (FP16 copies for
+// FP32 inputs: cuBLAS is not charged the conversion, our kernels are); strided-batched
+// versions for batches.
+//
+// Method: fresh uniform(-1,1) data per workload (never zeros), generated on the device;
+// inputs rotated over several buffer sets when a set is smaller than 3x L2; warm-up
+// launches first; then each timed launch between its own pair of CUDA events, with the
+// host never waiting inside the loop (so launch gaps stay out); the median of --iters
+// (>= 10) is reported. Rel. error = ||C - C_ref||_F / ||C_ref||_F against FP64 on the
+// stored operands, over all of C for small problems and over sampled rows (and batch
+// items) for big ones.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/cuda/gpu_gemm.h"
+#include "kernels/gemm_problem.h"
+#include "kernels/reference_gemm.h"
+
+namespace {
+
+using gemmd::DataType;
+using gemmd::GemmOperands;
+using gemmd::GemmProblem;
+using gemmd::Precision;
+using gemmd::gpu::DeviceCaps;
+using gemmd::gpu::GpuGemmKernel;
+using gemmd::gpu::KernelRegistry;
+
+#define CHECK_CUDA(expr)                                                              \
+  do {                                                                                \
+    const cudaError_t e_ = (expr);                                                    \
+    if (e_ != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", #expr, __FILE__, __LINE__, \
+                   cudaGetErrorString(e_));                                           \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+#define CHECK_CUBLAS(expr)                                                          \
+  do {                                                                              \
+    const cublasStatus_t s_ = (expr);                                               \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                              \
+      std::fprintf(stderr, "cuBLAS error %d at %s:%d: %s\n", static_cast<int>(s_),  \
+                   __FILE__, __LINE__, #expr);                                      \
+      std::exit(1);                                                                 \
+    }                                                                               \
+  } while (0)
+
+// ---- device data ---------------------------------------------------------------------
+
+__device__ __forceinline__ uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+template <typename T>
+__device__ __forceinline__ T FromFloatDev(float v);
+template <>
+__device__ __forceinline__ float FromFloatDev<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half FromFloatDev<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromFloatDev<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// Uniform in [-1, 1): 24 random bits, so FP32 values are exact.
+template <typename T>
+__global__ void FillUniform(T* out, int64_t count, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const uint64_t r = SplitMix64(seed * 0x100000001b3ull + static_cast<uint64_t>(i));
+    const float v = static_cast<float>(r >> 40) * (2.0f / 16777216.0f) - 1.0f;
+    out[i] = FromFloatDev<T>(v);
+  }
+}
+
+__global__ void FloatToHalf(const float* in, __half* out, int64_t count) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = __float2half_rn(in[i]);
+  }
+}
+
+unsigned Blocks(int64_t count) {
+  return static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 65536));
+}
+
+void Fill(DataType type, void* ptr, int64_t count, uint64_t seed) {
+  if (type == DataType::kFloat32) {
+    FillUniform<float><<<Blocks(count), 256>>>(static_cast<float*>(ptr), count, seed);
+  } else if (type == DataType::kFloat16) {
+    FillUniform<__half><<<Blocks(count), 256>>>(static_cast<__half*>(ptr), count, seed);
+  } else {
+    FillUniform<__nv_bfloat16><<<Blocks(count), 256>>>(static_cast<__nv_bfloat16*>(ptr),
+                                                        count, seed);
+  }
+  CHECK_CUDA(cudaGetLastError());
+}
+
+struct DevMem {
+  void* p = nullptr;
+  DevMem() = default;
+  explicit DevMem(size_t bytes) { CHECK_CUDA(cudaMalloc(&p, std::max<size_t>(bytes, 256))); }
+  DevMem(DevMem&& o) noexcept : p(o.p) { o.p = nullptr; }
+  ~DevMem() {
+    if (p) cudaFree(p);
+  }
+};
+
+// ---- options ---------------------------------------------------------------------------
+
+struct Options {
+  bool csv = false;
+  bool json = false;
+  std::string csv_file;
+  std::string json_file;
+  int iters = 20;
+  int warmup = 3;
+  std::string filter;
+  std::string kernels;  // substring of variant names; "auto" = only the selected one
+  uint64_t seed = 20261130;
+  int device = 0;
+  bool check = true;
+};
+
+bool Flag(const std::string& arg, const char* name, std::string* value) {
+  const std::string n = name;
+  if (arg == n) {
+    *value = "";
+    return true;
+  }
+  if (arg.rfind(n + "=", 0) == 0) {
+    *value = arg.substr(n.size() + 1);
+    return true;
+  }
+  return false;
+}
+
+Options ParseOptions(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    std::string v;
+    if (Flag(arg, "--csv", &v)) {
+      o.csv = true;
+      o.csv_file = v;
+    } else if (Flag(arg, "--json", &v)) {
+      o.json = true;
+      o.json_file = v;
+    } else if (Flag(arg, "--iters", &v)) {
+      o.iters = std::max(10, std::atoi(v.c_str()));
+    } else if (Flag(arg, "--warmup", &v)) {
+      o.warmup = std::max(1, std::atoi(v.c_str()));
+    } else if (Flag(arg, "--filter", &v)) {
+      o.filter = v;
+    } else if (Flag(arg, "--kernels", &v)) {
+      o.kernels = v;
+    } else if (Flag(arg, "--seed", &v)) {
+      o.seed = std::strtoull(v.c_str(), nullptr, 10);
+    } else if (Flag(arg, "--device", &v)) {
+      o.device = std::atoi(v.c_str());
+    } else if (arg == "--no-check") {
+      o.check = false;
+    } else {
+      std::fprintf(stderr,
+                   "usage: gemm-bench [--csv[=FILE]] [--json[=FILE]] [--iters=N>=10] "
+                   "[--warmup=N] [--filter=SUBSTR] [--kernels=SUBSTR|auto] [--seed=S] "
+                   "[--device=D] [--no-check]\n");
+      std::exit(arg == "--help" || arg == "-h" ? 0 : 2);
+    }
+  }
+  return o;
+}
+
+// ---- workloads -------------------------------------------------------------------------
+
+struct Workload {
+  std::string group;  // square, skinny, batched
+  int64_t batch, m, n, k;
+  Precision precision;
+  DataType input;
+
+  std::string Shape() const {
+    std::ostringstream s;
+    if (batch > 1) s << batch << "x";
+    s << m << "x" << n << "x" << k;
+    return s.str();
+  }
+  std::string Path() const {
+    if (precision == Precision::kFp32) return "FP32";
+    return std::string("F16T/") + (input == DataType::kFloat32   ? "f32-in"
+                                   : input == DataType::kFloat16 ? "f16-in"
+                                                                 : "bf16-in");
+  }
+};
+
+std::vector<Workload> DefaultWorkloads() {
+  std::vector<Workload> w;
+  for (int64_t s : {1024, 2048, 4096, 8192}) {
+    w.push_back({"square", 1, s, s, s, Precision::kFp32, DataType::kFloat32});
+    w.push_back({"square", 1, s, s, s, Precision::kFp16Tensor, DataType::kFloat16});
+    if (s >= 4096) {
+      w.push_back({"square", 1, s, s, s, Precision::kFp16Tensor, DataType::kFloat32});
+      w.push_back({"square", 1, s, s, s, Precision::kFp16Tensor, DataType::kBFloat16});
+    }
+  }
+  for (int64_t m : {1, 16, 64}) {
+    w.push_back({"skinny", 1, m, 8192, 8192, Precision::kFp32, DataType::kFloat32});
+    w.push_back({"skinny", 1, m, 8192, 8192, Precision::kFp16Tensor, DataType::kFloat16});
+  }
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{64, 256}, {1024, 64}}) {
+    w.push_back({"batched", b, s, s, s, Precision::kFp32, DataType::kFloat32});
+    w.push_back({"batched", b, s, s, s, Precision::kFp16Tensor, DataType::kFloat16});
+  }
+  return w;
+}
+
+struct Row {
+  std::string group, shape, path, kernel;
+  bool selected = false;
+  bool is_cublas = false;
+  double ms = 0, tflops = 0, cublas_tflops = 0, rel_error = -1;
+  std::string checked;
+};
+
+// ---- timing ----------------------------------------------------------------------------
+
+template <typename Fn>
+double MedianMs(const Options& o, int sets, Fn&& run) {
+  for (int i = 0; i < o.warmup; ++i) run(i % sets);
+  std::vector<cudaEvent_t> ev(2 * o.iters);
+  for (auto& e : ev) CHECK_CUDA(cudaEventCreate(&e));
+  for (int i = 0; i < o.iters; ++i) {
+    CHECK_CUDA(cudaEventRecord(ev[2 * i]));
+    run((o.warmup + i) % sets);
+    CHECK_CUDA(cudaEventRecord(ev[2 * i + 1]));
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  CHECK_CUDA(cudaGetLastError());
+  std::vector<float> ms(o.iters);
+  for (int i = 0; i < o.iters; ++i) {
+    CHECK_CUDA(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  std::sort(ms.begin(), ms.end());
+  return o.iters % 2 ? ms[o.iters / 2] : 0.5 * (ms[o.iters / 2 - 1] + ms[o.iters / 2]);
+}
+
+// ---- reference ---------------------------------------------------------------------------
+
+struct RefRows {
+  std::vector<int64_t> items, rows;  // sampled (item, row) pairs, n outputs each
+  std::vector<double> values;
+  std::string what;
+};
+
+RefRows ComputeReference(const GemmProblem& p, const GemmOperands& host) {
+  RefRows r;
+  const double fmas = static_cast<double>(p.batch) * p.m * p.n * p.k;
+  std::vector<int64_t> items;
+  std::vector<int64_t> rows;
+  if (fmas <= (1 << 26)) {
+    for (int64_t b = 0; b < p.batch; ++b) items.push_back(b);
+    for (int64_t i = 0; i < p.m; ++i) rows.push_back(i);
+    r.what = "all";
+  } else {
+    items = {0};
+    if (p.batch > 1) items = {0, p.batch / 2, p.batch - 1};
+    const int64_t per_row = p.n * p.k;
+    // About 2^27 multiply-adds per item in total, at least 2 rows.
+    int64_t want = std::clamp<int64_t>((int64_t{1} << 27) / std::max<int64_t>(per_row, 1), 2, 16);
+    if (p.m <= want) {
+      for (int64_t i = 0; i < p.m; ++i) rows.push_back(i);
+    } else {
+      for (int64_t j = 0; j < want; ++j) rows.push_back(j * (p.m - 1) / (want - 1));
+    }
+    r.what = std::to_string(items.size() * rows.size()) + " rows";
+  }
+  for (int64_t b : items) {
+    for (int64_t i : rows) {
+      r.items.push_back(b);
+      r.rows.push_back(i);
+    }
+  }
+  r.values.resize(r.items.size() * p.n);
+  const unsigned threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (size_t j = t; j < r.items.size(); j += threads) {
+        gemmd::ReferenceGemmRows(p, host, r.items[j], r.rows[j], r.rows[j] + 1,
+                                 r.values.data() + j * p.n);
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  return r;
+}
+
+double ErrorAgainst(const RefRows& ref, const GemmProblem& p, const float* d_c) {
+  std::vector<float> got(ref.items.size() * p.n);
+  for (size_t j = 0; j < ref.items.size(); ++j) {
+    CHECK_CUDA(cudaMemcpy(got.data() + j * p.n,
+                          d_c + ref.items[j] * p.StrideC() + ref.rows[j] * p.n,
+                          p.n * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+  return gemmd::RelativeError(ref.values.data(), got.data(), DataType::kFloat32,
+                              static_cast<int64_t>(got.size()));
+}
+
+// ---- cuBLAS ------------------------------------------------------------------------------
+
+// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
+void CublasRun(cublasHandle_t h, const GemmProblem& p, DataType type, const void* a,
+               const void* b, float* c) {
+  const float alpha = p.alpha, beta = p.beta;
+  const cublasOperation_t op_a = p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
+  const int lda = static_cast<int>(p.lda()), ldb = static_cast<int>(p.ldb());
+  if (type == DataType::kFloat32) {
+    if (p.batch == 1) {
+      CHECK_CUBLAS(cublasSgemm(h, op_b, op_a, n, m, k, &alpha, static_cast<const float*>(b),
+                               ldb, static_cast<const float*>(a), lda, &beta, c, n));
+    } else {
+      CHECK_CUBLAS(cublasSgemmStridedBatched(
+          h, op_b, op_a, n, m, k, &alpha, static_cast<const float*>(b), ldb, p.StrideB(),
+          static_cast<const float*>(a), lda, p.StrideA(), &beta, c, n, p.StrideC(),
+          static_cast<int>(p.batch)));
+    }
+    return;
+  }
+  const cudaDataType_t t = type == DataType::kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
+  if (p.batch == 1) {
+    CHECK_CUBLAS(cublasGemmEx(h, op_b, op_a, n, m, k, &alpha, b, t, ldb, a, t, lda, &beta, c,
+                              CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  } else {
+    CHECK_CUBLAS(cublasGemmStridedBatchedEx(h, op_b, op_a, n, m, k, &alpha, b, t, ldb,
+                                            p.StrideB(), a, t, lda, p.StrideA(), &beta, c,
+                                            CUDA_R_32F, n, p.StrideC(),
+                                            static_cast<int>(p.batch), CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+// ---- one workload ------------------------------------------------------------------------
+
+void RunWorkload(const Options& o, const DeviceCaps& caps, cublasHandle_t handle,
+                 const Workload& w, uint64_t seed, std::vector<Row>* rows) {
+  GemmProblem p;
+  p.batch = w.batch;
+  p.m = w.m;
+  p.n = w.n;
+  p.k = w.k;
+  p.a_type = p.b_type = w.input;
+  p.c_type = DataType::kFloat32;
+  p.precision = w.precision;
+  const size_t in_bytes = gemmd::DataTypeSize(w.input);
+  const size_t a_bytes = p.ElementsA() * in_bytes, b_bytes = p.ElementsB() * in_bytes;
+  const size_t c_bytes = p.ElementsC() * sizeof(float);
+  const size_t set_bytes = a_bytes + b_bytes + c_bytes;
+  const int sets = static_cast<int>(std::clamp<int64_t>(
+      (3 * caps.l2_cache_bytes + set_bytes - 1) / set_bytes, 1, 16));
+
+  // cuBLAS has no FP32-in tensor GEMM: it gets FP16 copies (conversion not charged).
+  const bool cublas_f16_copy = w.precision == Precision::kFp16Tensor && w.input == DataType::kFloat32;
+  const DataType cublas_type = w.precision == Precision::kFp32 ? DataType::kFloat32
+                               : cublas_f16_copy             ? DataType::kFloat16
+                                                             : w.input;
+  std::vector<DevMem> A, B, C, A16, B16;
+  for (int s = 0; s < sets; ++s) {
+    A.emplace_back(a_bytes);
+    B.emplace_back(b_bytes);
+    C.emplace_back(c_bytes);
+    Fill(w.input, A[s].p, p.ElementsA(), seed * 1000 + 2 * s);
+    Fill(w.input, B[s].p, p.ElementsB(), seed * 1000 + 2 * s + 1);
+    if (cublas_f16_copy) {
+      A16.emplace_back(p.ElementsA() * 2);
+      B16.emplace_back(p.ElementsB() * 2);
+      FloatToHalf<<<Blocks(p.ElementsA()), 256>>>(static_cast<const float*>(A[s].p),
+                                                 static_cast<__half*>(A16[s].p), p.ElementsA());
+      FloatToHalf<<<Blocks(p.ElementsB()), 256>>>(static_cast<const float*>(B[s].p),
+                                                 static_cast<__half*>(B16[s].p), p.ElementsB());
+      CHECK_CUDA(cudaGetLastError());
+    }
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+
+  RefRows ref;
+  if (o.check) {
+    std::vector<char> ha(a_bytes), hb(b_bytes);
+    CHECK_CUDA(cudaMemcpy(ha.data(), A[0].p, a_bytes, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(hb.data(), B[0].p, b_bytes, cudaMemcpyDeviceToHost));
+    GemmOperands host{ha.data(), hb.data(), nullptr, nullptr};
+    ref = ComputeReference(p, host);
+  }
+  auto error_of_set0 = [&]() -> double {
+    if (!o.check) return -1;
+    CHECK_CUDA(cudaDeviceSynchronize());
+    return ErrorAgainst(ref, p, static_cast<const float*>(C[0].p));
+  };
+  auto poison_set0 = [&] { CHECK_CUDA(cudaMemset(C[0].p, 0xFF, c_bytes)); };
+
+  const double flops = p.Flops();
+  // cuBLAS
+  const double cublas_ms = MedianMs(o, sets, [&](int s) {
+    CublasRun(handle, p, cublas_type, cublas_f16_copy ? A16[s].p : A[s].p,
+              cublas_f16_copy ? B16[s].p : B[s].p, static_cast<float*>(C[s].p));
+  });
+  poison_set0();
+  CublasRun(handle, p, cublas_type, cublas_f16_copy ? A16[0].p : A[0].p,
+            cublas_f16_copy ? B16[0].p : B[0].p, static_cast<float*>(C[0].p));
+  Row base;
+  base.group = w.group;
+  base.shape = w.Shape();
+  base.path = w.Path();
+  base.kernel = cublas_f16_copy ? "cuBLAS (on FP16 copies)" : "cuBLAS";
+  base.is_cublas = true;
+  base.ms = cublas_ms;
+  base.tflops = flops / (cublas_ms * 1e-3) / 1e12;
+  base.cublas_tflops = base.tflops;
+  base.rel_error = error_of_set0();
+  base.checked = ref.what;
+  rows->push_back(base);
+
+  auto selected = gemmd::gpu::SelectKernel(p, caps);
+  const std::string selected_name =
+      selected.ok() ? std::string((*selected)->name()) : std::string();
+  for (const GpuGemmKernel* kernel : KernelRegistry::Global().kernels()) {
+    if (kernel->precision() != w.precision || !kernel->CanImplement(p) ||
+        caps.compute_capability < kernel->min_compute_capability()) {
+      continue;
+    }
+    const std::string name(kernel->name());
+    if (o.kernels == "auto" ? name != selected_name
+                            : (!o.kernels.empty() && name.find(o.kernels) == std::string::npos)) {
+      continue;
+    }
+    const size_t ws_bytes = kernel->WorkspaceBytes(p);
+    DevMem ws(ws_bytes);
+    auto launch = [&](int s) {
+      GemmOperands ops{A[s].p, B[s].p, nullptr, C[s].p};
+      const absl::Status st = kernel->Launch(p, ops, ws.p, ws_bytes, nullptr);
+      if (!st.ok()) {
+        std::cerr << name << ": " << st << "\n";
+        std::exit(1);
+      }
+    };
+    const double ms = MedianMs(o, sets, launch);
+    poison_set0();
+    launch(0);
+    Row r;
+    r.group = w.group;
+    r.shape = w.Shape();
+    r.path = w.Path();
+    r.kernel = name;
+    r.selected = name == selected_name;
+    r.ms = ms;
+    r.tflops = flops / (ms * 1e-3) / 1e12;
+    r.cublas_tflops = base.tflops;
+    r.rel_error = error_of_set0();
+    r.checked = ref.what;
+    rows->push_back(r);
+    std::fprintf(stderr, "  %-10s %-14s %-34s %9.3f ms %8.2f TFLOP/s  %5.1f%% of cuBLAS  err %.2e\n",
+                 r.path.c_str(), r.shape.c_str(), r.kernel.c_str(), r.ms, r.tflops,
+                 100.0 * r.tflops / base.tflops, r.rel_error);
+  }
+  std::fprintf(stderr, "  %-10s %-14s %-34s %9.3f ms %8.2f TFLOP/s  (%d buffer set%s)\n",
+               base.path.c_str(), base.shape.c_str(), base.kernel.c_str(), base.ms, base.tflops,
+               sets, sets > 1 ? "s" : "");
+}
+
+// ---- output ------------------------------------------------------------------------------
+
+std::string Fixed(double v, int prec) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", prec, v);
+  return buf;
+}
+std::string Sci(double v) {
+  if (v < 0) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.1e", v);
+  return buf;
+}
+
+void PrintTable(const DeviceCaps& caps, const std::vector<Row>& rows, std::ostream& out) {
+  out << "\ngemm-bench on " << caps.name << " (sm_" << caps.compute_capability << ", "
+      << caps.sm_count << " SMs): median of timed runs; * = SelectKernel's choice\n";
+  out << "| shape | path | kernel | ms | TFLOP/s | cuBLAS TFLOP/s | of cuBLAS | rel. error | checked |\n";
+  out << "|---|---|---|---:|---:|---:|---:|---:|---|\n";
+  for (const Row& r : rows) {
+    out << "| " << r.shape << " | " << r.path << " | " << r.kernel << (r.selected ? " *" : "")
+        << " | " << Fixed(r.ms, 4) << " | " << Fixed(r.tflops, 2) << " | "
+        << Fixed(r.cublas_tflops, 2) << " | "
+        << (r.is_cublas ? std::string("1.00") : Fixed(r.tflops / r.cublas_tflops, 2)) << " | "
+        << Sci(r.rel_error) << " | " << r.checked << " |\n";
+  }
+}
+
+void WriteCsv(const std::vector<Row>& rows, std::ostream& out) {
+  out << "group,shape,path,kernel,selected,ms,tflops,cublas_tflops,fraction_of_cublas,rel_error,checked\n";
+  for (const Row& r : rows) {
+    out << r.group << "," << r.shape << "," << r.path << "," << r.kernel << ","
+        << (r.selected ? 1 : 0) << "," << r.ms << "," << r.tflops << "," << r.cublas_tflops
+        << "," << r.tflops / r.cublas_tflops << "," << r.rel_error << "," << r.checked << "\n";
+  }
+}
+
+void WriteJson(const DeviceCaps& caps, const Options& o, const std::vector<Row>& rows,
+               std::ostream& out) {
+  out << "{\n  \"device\": \"" << caps.name << "\",\n  \"compute_capability\": "
+      << caps.compute_capability << ",\n  \"sm_count\": " << caps.sm_count
+      << ",\n  \"iters\": " << o.iters << ",\n  \"warmup\": " << o.warmup
+      << ",\n  \"seed\": " << o.seed << ",\n  \"rows\": [\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    out << "    {\"group\": \"" << r.group << "\", \"shape\": \"" << r.shape << "\", \"path\": \""
+        << r.path << "\", \"kernel\": \"" << r.kernel << "\", \"selected\": "
+        << (r.selected ? "true" : "false") << ", \"cublas\": " << (r.is_cublas ? "true" : "false")
+        << ", \"ms\": " << r.ms << ", \"tflops\": " << r.tflops
+        << ", \"cublas_tflops\": " << r.cublas_tflops
+        << ", \"fraction_of_cublas\": " << r.tflops / r.cublas_tflops
+        << ", \"rel_error\": " << r.rel_error << ", \"checked\": \"" << r.checked << "\"}"
+        << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  out << "  ]\n}\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = ParseOptions(argc, argv);
+  CHECK_CUDA(cudaSetDevice(o.device));
+  auto caps = gemmd::gpu::QueryDeviceCaps(o.device);
+  if (!caps.ok()) {
+    std::cerr << caps.status() << "\n";
+    return 1;
+  }
+  cublasHandle_t handle;
+  CHECK_CUBLAS(cublasCreate(&handle));
+  CHECK_CUBLAS(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));  // no TF32 for SGEMM
+  std::fprintf(stderr, "gemm-bench: %s, sm_%d, %d SMs, L2 %lld MiB; iters %d, warm-up %d\n",
+               caps->name.c_str(), caps->compute_capability, caps->sm_count,
+               static_cast<long long>(caps->l2_cache_bytes >> 20), o.iters, o.warmup);
+
+  std::vector<Row> rows;
+  uint64_t index = 0;
+  for (const Workload& w : DefaultWorkloads()) {
+    ++index;
+    const std::string label = w.group + " " + w.Shape() + " " + w.Path();
+    if (!o.filter.empty() && label.find(o.filter) == std::string::npos) continue;
+    RunWorkload(o, *caps, handle, w, o.seed + index, &rows);
+  }
+  cublasDestroy(handle);
+
+  if (o.csv) {
+    if (o.csv_file.empty()) {
+      WriteCsv(rows, std::cout);
+    } else {
+      std::ofstream f(o.csv_file);
+      WriteCsv(rows, f);
+    }
+  }
+  if (o.json) {
+    if (o.json_file.empty()) {
+      WriteJson(*caps, o, rows, std::cout);
+    } else {
+      std::ofstream f(o.json_file);
+      WriteJson(*caps, o, rows, f);
+    }
+  }
+  if ((!o.csv || !o.csv_file.empty()) && (!o.json || !o.json_file.empty())) {
+    PrintTable(*caps, rows, std::cout);
+  }
+  return 0;
+}

@@ -1,0 +1,309 @@
+// FP32 SIMT GEMM (PRECISION_FP32): plain FP32 FMA, no TF32, no tensor cores.
+//
+// The optimisation: the register-blocked outer-product micro-kernel. A block computes
+// a BM x BN tile of C; each warp a WM x WN sub-tile; each thread a TM x TN micro-tile
+// held in registers, built as RM x RN chunks of 4x4 so that every shared-memory read
+// is a float4 that the warp broadcasts (8 distinct float4 per warp: conflict-free).
+// Per K step of BK, A (stored transposed in shared memory, As[k][m], so a column of A
+// is a contiguous float4) and B are staged through two shared-memory buffers: the
+// global loads of tile k+1 (16-byte, coalesced) are issued into registers before the
+// FMAs of tile k and stored after them, one __syncthreads per K step. Blocks are
+// rasterised in groups of 8 tile rows for L2 reuse. Each thread does TM*TN FMAs per
+// (TM+TN) shared-memory words, which is what lifts this from memory- to FMA-bound.
+//
+// What it bought on the H200 (gemm-bench, docs/KERNELS.md has the ladder): see the
+// measured numbers there; the 128x128x8 variant is the big-problem kernel, the
+// 64x64x8 and 16x128x16 ones serve small and skinny problems with split-K.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/tiled_gemm.h"
+
+namespace gemmd::gpu::internal {
+namespace {
+
+template <int kBM, int kBN, int kBK, int kWarpsM, int kWarpsN, int kRM, int kRN,
+          int kMinBlocks>
+struct SimtTile {
+  static constexpr int BM = kBM;
+  static constexpr int BN = kBN;
+  static constexpr int BK = kBK;
+  static constexpr int kThreads = kWarpsM * kWarpsN * 32;
+  static constexpr int WM = kBM / kWarpsM;  // warp tile
+  static constexpr int WN = kBN / kWarpsN;
+  static constexpr int RM = kRM;  // 4-row chunks per thread
+  static constexpr int RN = kRN;  // 4-column chunks per thread
+  static constexpr int TM = 4 * kRM;
+  static constexpr int TN = 4 * kRN;
+  static constexpr int TY = WM / TM;  // thread grid inside a warp
+  static constexpr int TX = WN / TN;
+  static constexpr int WarpsN = kWarpsN;
+  static constexpr int MinBlocks = kMinBlocks;
+  // Padding keeps float4 alignment and spreads the transposed (As[k][m]) stores over
+  // all 32 banks.
+  static constexpr int kPad = 4;
+
+  static_assert(kBM % kWarpsM == 0 && kBN % kWarpsN == 0, "block tile must split into warps");
+  static_assert(WM % TM == 0 && WN % TN == 0, "warp tile must split into micro-tiles");
+  static_assert(TY * TX == 32, "a warp tile must hold exactly 32 micro-tiles");
+  static_assert(kBK % 4 == 0, "K step must be a multiple of the float4 load");
+  static_assert((kBM * kBK / 4) % 32 == 0 || kBM * kBK / 4 < kThreads,
+                "A tile loads must not split a warp unevenly");
+};
+
+template <class Cfg, bool kTransA, bool kTransB>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::MinBlocks)
+    SgemmSimtKernel(const TileArgs args) {
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, NT = Cfg::kThreads;
+  constexpr int TM = Cfg::TM, TN = Cfg::TN, TY = Cfg::TY, TX = Cfg::TX;
+  constexpr int kPad = Cfg::kPad;
+  constexpr int kChunksA = BM * BK / 4;
+  constexpr int kChunksB = BN * BK / 4;
+  constexpr int kPerThreadA = (kChunksA + NT - 1) / NT;
+  constexpr int kPerThreadB = (kChunksB + NT - 1) / NT;
+
+  __shared__ __align__(16) float As[2][BK][BM + kPad];
+  __shared__ __align__(16) float Bs[2][BK][BN + kPad];
+
+  const int tid = threadIdx.x;
+  const int tiles_m = (args.m + BM - 1) / BM;
+  const int tiles_n = (args.n + BN - 1) / BN;
+  int tile_m, tile_n;
+  SwizzleTile<8>(blockIdx.x, tiles_m, tiles_n, &tile_m, &tile_n);
+  const int m0 = tile_m * BM;
+  const int n0 = tile_n * BN;
+  const int split = blockIdx.y;
+  const int item = blockIdx.z;
+  const int k_begin = split * args.k_per_split;
+  const int k_end = min(args.k, k_begin + args.k_per_split);
+  const int num_k = k_end > k_begin ? (k_end - k_begin + BK - 1) / BK : 0;
+  const int M = args.m, N = args.n;
+
+  const float* __restrict__ A = static_cast<const float*>(args.a) + item * args.stride_a;
+  const float* __restrict__ B = static_cast<const float*>(args.b) + item * args.stride_b;
+
+  float4 ra[kPerThreadA];
+  float4 rb[kPerThreadB];
+
+  auto load_tiles = [&](int k0) {
+#pragma unroll
+    for (int i = 0; i < kPerThreadA; ++i) {
+      const int c = tid + i * NT;
+      if (kChunksA % NT == 0 || c < kChunksA) {
+        int gm, gk;
+        const float* src;
+        if (!kTransA) {  // A[M,K]: 4 consecutive k of one row
+          gm = m0 + c / (BK / 4);
+          gk = k0 + (c % (BK / 4)) * 4;
+          src = A + static_cast<int64_t>(gm) * args.lda + gk;
+        } else {  // A stored [K,M]: 4 consecutive m of one k
+          gk = k0 + c / (BM / 4);
+          gm = m0 + (c % (BM / 4)) * 4;
+          src = A + static_cast<int64_t>(gk) * args.lda + gm;
+        }
+        ra[i] = (gm < M && gk < k_end) ? *reinterpret_cast<const float4*>(src)
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kPerThreadB; ++i) {
+      const int c = tid + i * NT;
+      if (kChunksB % NT == 0 || c < kChunksB) {
+        int gn, gk;
+        const float* src;
+        if (!kTransB) {  // B[K,N]: 4 consecutive n of one k
+          gk = k0 + c / (BN / 4);
+          gn = n0 + (c % (BN / 4)) * 4;
+          src = B + static_cast<int64_t>(gk) * args.ldb + gn;
+        } else {  // B stored [N,K]: 4 consecutive k of one n
+          gn = n0 + c / (BK / 4);
+          gk = k0 + (c % (BK / 4)) * 4;
+          src = B + static_cast<int64_t>(gn) * args.ldb + gk;
+        }
+        rb[i] = (gn < N && gk < k_end) ? *reinterpret_cast<const float4*>(src)
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+  };
+
+  auto store_tiles = [&](int buf) {
+#pragma unroll
+    for (int i = 0; i < kPerThreadA; ++i) {
+      const int c = tid + i * NT;
+      if (kChunksA % NT == 0 || c < kChunksA) {
+        if (!kTransA) {
+          const int m = c / (BK / 4);
+          const int k = (c % (BK / 4)) * 4;
+          As[buf][k + 0][m] = ra[i].x;
+          As[buf][k + 1][m] = ra[i].y;
+          As[buf][k + 2][m] = ra[i].z;
+          As[buf][k + 3][m] = ra[i].w;
+        } else {
+          *reinterpret_cast<float4*>(&As[buf][c / (BM / 4)][(c % (BM / 4)) * 4]) = ra[i];
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kPerThreadB; ++i) {
+      const int c = tid + i * NT;
+      if (kChunksB % NT == 0 || c < kChunksB) {
+        if (!kTransB) {
+          *reinterpret_cast<float4*>(&Bs[buf][c / (BN / 4)][(c % (BN / 4)) * 4]) = rb[i];
+        } else {
+          const int n = c / (BK / 4);
+          const int k = (c % (BK / 4)) * 4;
+          Bs[buf][k + 0][n] = rb[i].x;
+          Bs[buf][k + 1][n] = rb[i].y;
+          Bs[buf][k + 2][n] = rb[i].z;
+          Bs[buf][k + 3][n] = rb[i].w;
+        }
+      }
+    }
+  };
+
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int wm0 = (warp / Cfg::WarpsN) * Cfg::WM;
+  const int wn0 = (warp % Cfg::WarpsN) * Cfg::WN;
+  const int ty = lane / TX;
+  const int tx = lane % TX;
+
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+  }
+
+  if (num_k > 0) {
+    load_tiles(k_begin);
+    store_tiles(0);
+  }
+  __syncthreads();
+
+  for (int kt = 0; kt < num_k; ++kt) {
+    const int buf = kt & 1;
+    const bool has_next = kt + 1 < num_k;
+    if (has_next) load_tiles(k_begin + (kt + 1) * BK);
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      float a[TM];
+      float b[TN];
+#pragma unroll
+      for (int r = 0; r < Cfg::RM; ++r) {
+        *reinterpret_cast<float4*>(&a[r * 4]) =
+            *reinterpret_cast<const float4*>(&As[buf][kk][wm0 + r * TY * 4 + ty * 4]);
+      }
+#pragma unroll
+      for (int c = 0; c < Cfg::RN; ++c) {
+        *reinterpret_cast<float4*>(&b[c * 4]) =
+            *reinterpret_cast<const float4*>(&Bs[buf][kk][wn0 + c * TX * 4 + tx * 4]);
+      }
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+      }
+    }
+    if (has_next) store_tiles(buf ^ 1);
+    __syncthreads();
+  }
+
+  // Epilogue: alpha/beta straight from registers; float4 when rows allow it. beta == 0
+  // never reads C (the caller may pass uninitialised or NaN memory).
+  float* C = args.c + item * args.stride_c + split * args.split_stride_c;
+  const float* C_in = args.beta != 0.0f ? args.c_in + item * args.stride_c_in : nullptr;
+  const float alpha = args.alpha, beta = args.beta;
+#pragma unroll
+  for (int r = 0; r < Cfg::RM; ++r) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = m0 + wm0 + r * TY * 4 + ty * 4 + i;
+      if (row >= M) continue;
+      const int64_t row_off = static_cast<int64_t>(row) * args.ldc;
+#pragma unroll
+      for (int c = 0; c < Cfg::RN; ++c) {
+        const int col = n0 + wn0 + c * TX * 4 + tx * 4;
+        const float* v = &acc[r * 4 + i][c * 4];
+        if (args.c_vec && col + 3 < N) {
+          float4 out = make_float4(alpha * v[0], alpha * v[1], alpha * v[2], alpha * v[3]);
+          if (C_in != nullptr) {
+            const float4 old = *reinterpret_cast<const float4*>(C_in + row_off + col);
+            out.x = fmaf(beta, old.x, out.x);
+            out.y = fmaf(beta, old.y, out.y);
+            out.z = fmaf(beta, old.z, out.z);
+            out.w = fmaf(beta, old.w, out.w);
+          }
+          *reinterpret_cast<float4*>(C + row_off + col) = out;
+        } else {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            if (col + e < N) {
+              float out = alpha * v[e];
+              if (C_in != nullptr) out = fmaf(beta, C_in[row_off + col + e], out);
+              C[row_off + col + e] = out;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class Cfg>
+absl::Status LaunchSimt(const TileArgs& t, cudaStream_t stream) {
+  const int64_t tiles =
+      static_cast<int64_t>((t.m + Cfg::BM - 1) / Cfg::BM) * ((t.n + Cfg::BN - 1) / Cfg::BN);
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(t.splits),
+                  static_cast<unsigned>(t.batch));
+  const dim3 block(Cfg::kThreads);
+  if (!t.trans_a && !t.trans_b) {
+    SgemmSimtKernel<Cfg, false, false><<<grid, block, 0, stream>>>(t);
+  } else if (!t.trans_a && t.trans_b) {
+    SgemmSimtKernel<Cfg, false, true><<<grid, block, 0, stream>>>(t);
+  } else if (t.trans_a && !t.trans_b) {
+    SgemmSimtKernel<Cfg, true, false><<<grid, block, 0, stream>>>(t);
+  } else {
+    SgemmSimtKernel<Cfg, true, true><<<grid, block, 0, stream>>>(t);
+  }
+  RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+//                       BM   BN  BK  warps  RM RN  min blocks/SM
+using Simt128x128x8 = SimtTile<128, 128, 8, 2, 4, 2, 2, 2>;   // 256 thr, 8x8 per thread
+using Simt64x64x8 = SimtTile<64, 64, 8, 2, 2, 1, 2, 4>;       // 128 thr, 4x8 per thread
+using Simt16x128x16 = SimtTile<16, 128, 16, 1, 4, 1, 1, 4>;   // 128 thr, 4x4 per thread
+
+TileVariant Simt(const char* name, int bm, int bn, int bk, bool split_k, TileLaunchFn fn) {
+  TileVariant v;
+  v.name = name;
+  v.precision = Precision::kFp32;
+  v.operand_type = DataType::kFloat32;
+  v.min_compute_capability = 80;  // the library is built for sm_80 and up
+  v.tile_m = bm;
+  v.tile_n = bn;
+  v.tile_k = bk;
+  v.split_k = split_k;
+  v.launch = fn;
+  return v;
+}
+
+}  // namespace
+
+void AppendSimtKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels) {
+  kernels->push_back(MakeTiledGemmKernel(
+      Simt("sgemm_simt_128x128x8", 128, 128, 8, false, &LaunchSimt<Simt128x128x8>)));
+  kernels->push_back(MakeTiledGemmKernel(
+      Simt("sgemm_simt_64x64x8_splitk", 64, 64, 8, true, &LaunchSimt<Simt64x64x8>)));
+  kernels->push_back(MakeTiledGemmKernel(
+      Simt("sgemm_simt_16x128x16_splitk", 16, 128, 16, true, &LaunchSimt<Simt16x128x16>)));
+}
+
+}  // namespace gemmd::gpu::internal

@@ -50,6 +50,11 @@ size_t FifoExecutor::QueueDepth() const {
   return queue_.size();
 }
 
+bool FifoExecutor::draining() const {
+  absl::MutexLock lock(&mu_);
+  return draining_;
+}
+
 void FifoExecutor::WorkerLoop(int worker) {
   Device* device = devices_[worker];
   while (true) {

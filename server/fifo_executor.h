@@ -33,6 +33,7 @@ class FifoExecutor : public JobExecutor {
   void Drain() override;
 
   size_t QueueDepth() const;
+  bool draining() const;
 
  private:
   void WorkerLoop(int worker);

@@ -66,10 +66,20 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(const ServerConfi
   absl::StatusOr<std::string> backend = ResolveBackend(config.backend);
   if (!backend.ok()) return backend.status();
 
+  std::vector<std::unique_ptr<Device>> devices;
+  devices.push_back(std::make_unique<CpuDevice>(0));
+  return CreateWithDevices(config, *backend, std::move(devices));
+}
+
+absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithDevices(
+    const ServerConfig& config, std::string backend_name,
+    std::vector<std::unique_ptr<Device>> owned_devices) {
+  if (absl::Status s = CheckConfig(config); !s.ok()) return s;
+  if (owned_devices.empty()) return absl::InvalidArgumentError("no devices to serve on");
   std::unique_ptr<GemmServer> server(new GemmServer());
   server->config_ = config;
-  server->backend_ = *backend;
-  server->devices_.push_back(std::make_unique<CpuDevice>(0));
+  server->backend_ = std::move(backend_name);
+  server->devices_ = std::move(owned_devices);
   std::vector<Device*> devices;
   for (auto& d : server->devices_) devices.push_back(d.get());
 
@@ -135,10 +145,12 @@ void GemmServer::Shutdown() {
   const absl::Time start = absl::Now();
   Log(LogLevel::kInfo, "shutdown_started",
       {{"grace_s", absl::StrCat(absl::ToDoubleSeconds(config_.shutdown_grace))}});
-  // Load balancers see NOT_SERVING first; then gRPC stops accepting and waits for every
-  // accepted RPC (the executor keeps completing them) until the grace period ends.
-  server_->GetHealthCheckService()->SetServingStatus(false);
+  // Refuse new work before advertising NOT_SERVING, so a client that sees NOT_SERVING
+  // knows no later request of its will be accepted. Then gRPC stops accepting and waits
+  // for every accepted RPC (the executor keeps completing them) until the grace period
+  // ends, after which it cancels the rest.
   service_->StartDraining();
+  server_->GetHealthCheckService()->SetServingStatus(false);
   server_->Shutdown(absl::ToChronoTime(start + config_.shutdown_grace));
   executor_->Drain();
   server_->Wait();

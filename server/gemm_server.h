@@ -44,11 +44,16 @@ inline constexpr char kGemmdVersion[] = "0.1.0";
 class GemmServer {
  public:
   static absl::StatusOr<std::unique_ptr<GemmServer>> Create(const ServerConfig& config);
+  // Serves on the given devices instead of the backend's (tests inject fakes here).
+  static absl::StatusOr<std::unique_ptr<GemmServer>> CreateWithDevices(
+      const ServerConfig& config, std::string backend,
+      std::vector<std::unique_ptr<Device>> devices);
   ~GemmServer();  // shuts down if still running
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
   const std::string& backend() const { return backend_; }
+  ServerMetrics& metrics() { return *metrics_; }
 
   // Health NOT_SERVING, new RPCs refused, accepted ones completed (those still running
   // when the grace period ends are cancelled), devices drained. Idempotent; thread-safe.

@@ -118,8 +118,8 @@ absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& re
   if (p.k != k_b) {
     return absl::InvalidArgumentError(absl::StrCat(
         "inner dimensions differ: op(a) is [M=", p.m, ", K=", p.k, "] (transpose_a=",
-        p.transpose_a, ") but op(b) is [K=", k_b, ", N=", p.n, "] (transpose_b=", p.transpose_b,
-        ")"));
+        p.transpose_a ? "true" : "false", ") but op(b) is [K=", k_b, ", N=", p.n,
+        "] (transpose_b=", p.transpose_b ? "true" : "false", ")"));
   }
   if (a->batch > 1 && b->batch > 1 && a->batch != b->batch) {
     return absl::InvalidArgumentError(

@@ -53,6 +53,7 @@ class ServerMetrics {
                      absl::StatusCode code);
   void ObservePhase(RpcMethod method, Phase phase, absl::Duration duration);
   void AddInflight(int delta) { inflight_->Increment(delta); }
+  int64_t inflight() const { return static_cast<int64_t>(inflight_->Value()); }
   void SetQueueDepth(int64_t depth) { queue_depth_->Set(static_cast<double>(depth)); }
   void ObserveBatch(int64_t size) { batch_size_->Observe(static_cast<double>(size)); }
   void AddDeviceWork(int device, Precision precision, double flops, absl::Duration busy);

@@ -1,0 +1,101 @@
+// The client's pieces that need no server: request building, verification, bench stats.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "client_cli/bench_report.h"
+#include "client_cli/matmul_inputs.h"
+#include "kernels/cpu_gemm.h"
+
+namespace gemmd {
+namespace {
+
+TEST(BenchReportTest, NearestRankPercentiles) {
+  std::vector<double> ms;
+  for (int i = 100; i >= 1; --i) ms.push_back(i);  // unsorted on purpose
+  const LatencySummary s = SummarizeLatencies(ms);
+  EXPECT_EQ(s.p50_ms, 50);
+  EXPECT_EQ(s.p90_ms, 90);
+  EXPECT_EQ(s.p99_ms, 99);
+  EXPECT_EQ(s.max_ms, 100);
+  EXPECT_DOUBLE_EQ(s.mean_ms, 50.5);
+  const LatencySummary one = SummarizeLatencies({7});
+  EXPECT_EQ(one.p50_ms, 7);
+  EXPECT_EQ(one.p99_ms, 7);
+  EXPECT_EQ(SummarizeLatencies({}).max_ms, 0);
+}
+
+TEST(BenchReportTest, RatesAndJson) {
+  BenchReport r;
+  r.mode = "grpc";
+  r.target = "localhost:1";
+  r.duration_s = 2;
+  r.ok = 10;
+  r.errors["RESOURCE_EXHAUSTED"] = 3;
+  r.flops_per_request = 2e9;
+  r.sent_bytes_per_request = 1000000;
+  r.received_bytes_per_request = 500000;
+  EXPECT_DOUBLE_EQ(r.RequestsPerSecond(), 5);
+  EXPECT_DOUBLE_EQ(r.Gflops(), 10);
+  EXPECT_DOUBLE_EQ(r.SentMBps(), 5);
+  EXPECT_DOUBLE_EQ(r.ReceivedMBps(), 2.5);
+  const std::string json = FormatBenchJson(r);
+  EXPECT_NE(json.find("\"requests_per_s\":5,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"errors\":{\"RESOURCE_EXHAUSTED\":3}"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"payload_mb_per_s\":7.5,"), std::string::npos) << json;
+  const std::string text = FormatBenchText(r);
+  EXPECT_NE(text.find("errors:     RESOURCE_EXHAUSTED=3"), std::string::npos) << text;
+}
+
+TEST(MatmulInputsTest, RandomOperandsMatchFlagsAndVerify) {
+  CliOptions o;
+  o.m = 9;
+  o.n = 7;
+  o.k = 5;
+  o.batch = 2;
+  o.transpose_b = true;
+  o.beta = 0.5;
+  o.dtype = "float16";
+  absl::StatusOr<std::unique_ptr<MatmulInputs>> in = BuildMatmulInputs(o);
+  ASSERT_TRUE(in.ok()) << in.status();
+  const gemm::v1::MatmulRequest& r = (*in)->request;
+  EXPECT_EQ(std::vector<int64_t>(r.b().shape().begin(), r.b().shape().end()),
+            (std::vector<int64_t>{2, 7, 5}));
+  EXPECT_EQ(r.a().dtype(), gemm::v1::DATA_TYPE_FLOAT16);
+  EXPECT_EQ(r.a().data().size(), 2u * 9 * 5 * 2);
+  EXPECT_EQ(r.c().data().size(), 2u * 9 * 7 * 4);
+  EXPECT_EQ((*in)->problem.precision, Precision::kFp16Tensor);  // auto with float16
+
+  // A correct C verifies near 0; a perturbed one does not.
+  gemm::v1::MatmulResponse response;
+  response.mutable_c()->set_dtype(gemm::v1::DATA_TYPE_FLOAT32);
+  std::string* c = response.mutable_c()->mutable_data();
+  c->resize(2 * 9 * 7 * 4);
+  GemmOperands ops = (*in)->operands;
+  ops.c_out = c->data();
+  ASSERT_TRUE(CpuGemm((*in)->problem, ops).ok());
+  absl::StatusOr<double> error = VerifyResult(**in, response);
+  ASSERT_TRUE(error.ok()) << error.status();
+  EXPECT_LE(*error, 1e-6);
+  reinterpret_cast<float*>(c->data())[3] += 100.0f;
+  EXPECT_GT(*VerifyResult(**in, response), 1e-2);
+  c->resize(8);
+  EXPECT_EQ(VerifyResult(**in, response).status().code(), absl::StatusCode::kInternal);
+}
+
+TEST(MatmulInputsTest, BadFlagsAreExplained) {
+  CliOptions o;
+  o.precision = "tf32";
+  EXPECT_EQ(BuildMatmulInputs(o).status().message(),
+            "--precision=tf32 is not one of auto, fp32, fp16_tensor");
+  o = CliOptions();
+  o.a_path = "/nonexistent.npy";
+  EXPECT_EQ(BuildMatmulInputs(o).status().message(),
+            "--a and --b go together: give both .npy files or neither");
+  o.b_path = "/nonexistent2.npy";
+  EXPECT_EQ(BuildMatmulInputs(o).status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gemmd

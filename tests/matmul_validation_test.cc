@@ -1,0 +1,222 @@
+// Every row of the error table that validation owns, with the exact messages clients see,
+// plus the problems valid requests decode to.
+#include "server/matmul_validation.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace gemmd {
+namespace {
+
+using gemm::v1::MatmulRequest;
+using gemm::v1::Tensor;
+
+constexpr ValidationLimits kLimits{/*max_message_bytes=*/int64_t{64} << 20,
+                                   /*max_elements=*/int64_t{1} << 20};
+
+void Fill(Tensor* t, std::vector<int64_t> shape, gemm::v1::DataType dtype, int elem_bytes) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    t->add_shape(d);
+    n *= d;
+  }
+  t->set_dtype(dtype);
+  t->set_data(std::string(static_cast<size_t>(n * elem_bytes), '\x01'));
+}
+
+MatmulRequest Valid(int64_t m = 4, int64_t n = 3, int64_t k = 5) {
+  MatmulRequest r;
+  Fill(r.mutable_a(), {m, k}, gemm::v1::DATA_TYPE_FLOAT32, 4);
+  Fill(r.mutable_b(), {k, n}, gemm::v1::DATA_TYPE_FLOAT32, 4);
+  return r;
+}
+
+void ExpectError(const MatmulRequest& r, absl::StatusCode code, const std::string& message) {
+  absl::StatusOr<ValidatedMatmul> v = ValidateMatmul(r, kLimits);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), code);
+  EXPECT_EQ(v.status().message(), message);
+}
+
+TEST(MatmulValidationTest, ValidRequestDecodes) {
+  MatmulRequest r = Valid();
+  absl::StatusOr<ValidatedMatmul> v = ValidateMatmul(r, kLimits);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->problem.m, 4);
+  EXPECT_EQ(v->problem.n, 3);
+  EXPECT_EQ(v->problem.k, 5);
+  EXPECT_EQ(v->problem.batch, 1);
+  EXPECT_EQ(v->problem.alpha, 1.0f);  // unset alpha means 1
+  EXPECT_EQ(v->problem.precision, Precision::kFp32);  // AUTO with FLOAT32
+  EXPECT_EQ(v->problem.c_type, DataType::kFloat32);
+  EXPECT_EQ(v->output_shape, (std::vector<int64_t>{4, 3}));
+  EXPECT_EQ(v->output_bytes, 4 * 3 * 4);
+  EXPECT_EQ(v->input_bytes, (4 * 5 + 5 * 3) * 4);
+  EXPECT_EQ(v->operands.a, r.a().data().data());  // zero copy
+  EXPECT_EQ(v->operands.c_in, nullptr);
+}
+
+TEST(MatmulValidationTest, TransposesBatchesAndBroadcast) {
+  MatmulRequest r;
+  Fill(r.mutable_a(), {2, 5, 4}, gemm::v1::DATA_TYPE_FLOAT16, 2);  // [batch, K, M]
+  Fill(r.mutable_b(), {3, 5}, gemm::v1::DATA_TYPE_FLOAT16, 2);     // [N, K], shared
+  r.set_transpose_a(true);
+  r.set_transpose_b(true);
+  r.set_alpha(0.0f);
+  absl::StatusOr<ValidatedMatmul> v = ValidateMatmul(r, kLimits);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->problem.batch, 2);
+  EXPECT_EQ(v->problem.m, 4);
+  EXPECT_EQ(v->problem.n, 3);
+  EXPECT_EQ(v->problem.k, 5);
+  EXPECT_EQ(v->problem.alpha, 0.0f);  // set alpha is honoured, even 0
+  EXPECT_EQ(v->problem.StrideA(), 20);
+  EXPECT_EQ(v->problem.StrideB(), 0);
+  EXPECT_EQ(v->problem.precision, Precision::kFp16Tensor);  // AUTO with FLOAT16
+  EXPECT_EQ(v->output_shape, (std::vector<int64_t>{2, 4, 3}));
+}
+
+TEST(MatmulValidationTest, BetaUsesC) {
+  MatmulRequest r = Valid();
+  r.set_beta(0.5f);
+  Fill(r.mutable_c(), {4, 3}, gemm::v1::DATA_TYPE_FLOAT32, 4);
+  absl::StatusOr<ValidatedMatmul> v = ValidateMatmul(r, kLimits);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->operands.c_in, r.c().data().data());
+  EXPECT_EQ(v->input_bytes, (4 * 5 + 5 * 3 + 4 * 3) * 4);
+}
+
+TEST(MatmulValidationTest, InvalidArgumentCases) {
+  const auto kInvalid = absl::StatusCode::kInvalidArgument;
+  MatmulRequest r = Valid();
+  r.clear_a();
+  ExpectError(r, kInvalid, "a is missing");
+
+  r = Valid();
+  r.mutable_b()->set_dtype(gemm::v1::DATA_TYPE_UNSPECIFIED);
+  ExpectError(r, kInvalid, "b.dtype is unset; expected FLOAT32, FLOAT16 or BFLOAT16");
+
+  r = Valid();
+  r.mutable_a()->set_dtype(static_cast<gemm::v1::DataType>(42));
+  ExpectError(r, kInvalid, "a.dtype 42 is not a DataType; expected FLOAT32, FLOAT16 or BFLOAT16");
+
+  r = Valid();
+  r.mutable_a()->set_dtype(gemm::v1::DATA_TYPE_INT8);
+  ExpectError(r, kInvalid,
+              "a.dtype INT8 is not accepted by Matmul; expected FLOAT32, FLOAT16 or BFLOAT16 "
+              "(integer and quantized operands belong to QuantizedMatmul)");
+
+  r = Valid();
+  r.mutable_a()->clear_shape();
+  r.mutable_a()->add_shape(20);
+  ExpectError(r, kInvalid, "a.shape [20] has rank 1; expected [rows, cols] or [batch, rows, cols]");
+
+  r = Valid();
+  r.mutable_a()->add_shape(1);
+  r.mutable_a()->add_shape(1);
+  ExpectError(r, kInvalid,
+              "a.shape [4,5,1,1] has rank 4; expected [rows, cols] or [batch, rows, cols]");
+
+  r = Valid();
+  r.mutable_b()->set_shape(0, 0);
+  ExpectError(r, kInvalid, "b.shape [0,3] has a dimension <= 0; all must be >= 1");
+
+  r = Valid();
+  r.mutable_b()->set_shape(1, -3);
+  ExpectError(r, kInvalid, "b.shape [5,-3] has a dimension <= 0; all must be >= 1");
+
+  r = Valid(16, 16, 16);
+  r.mutable_a()->mutable_data()->resize(1000);
+  ExpectError(r, kInvalid, "a.data has 1000 bytes; shape [16,16] FLOAT32 needs 1024");
+
+  r = Valid();
+  Fill(r.mutable_b(), {5, 3}, gemm::v1::DATA_TYPE_FLOAT16, 2);
+  r.mutable_b()->clear_shape();
+  r.mutable_b()->add_shape(5);
+  r.mutable_b()->add_shape(3);
+  ExpectError(r, kInvalid, "a.dtype FLOAT32 and b.dtype FLOAT16 differ; both operands must have one dtype");
+
+  r = Valid(4, 3, 5);
+  r.set_transpose_b(true);  // b [5,3] read as [N=5, K=3]
+  ExpectError(r, kInvalid,
+              "inner dimensions differ: op(a) is [M=4, K=5] (transpose_a=false) but op(b) is "
+              "[K=3, N=5] (transpose_b=true)");
+
+  r = Valid();
+  r.clear_a();
+  r.clear_b();
+  Fill(r.mutable_a(), {2, 4, 5}, gemm::v1::DATA_TYPE_FLOAT32, 4);
+  Fill(r.mutable_b(), {3, 5, 3}, gemm::v1::DATA_TYPE_FLOAT32, 4);
+  ExpectError(r, kInvalid,
+              "batch sizes differ: a has 2, b has 3; they must match, or one operand must be "
+              "rank 2 (shared)");
+
+  r = Valid();
+  r.set_output_dtype(gemm::v1::DATA_TYPE_INT32);
+  ExpectError(r, kInvalid, "output_dtype INT32 is not supported; expected FLOAT32, FLOAT16 or BFLOAT16");
+
+  r = Valid();
+  r.set_precision(static_cast<gemm::v1::Precision>(9));
+  ExpectError(r, kInvalid, "precision 9 is not a Precision; expected AUTO, FP32 or FP16_TENSOR");
+
+  r = Valid();
+  r.set_alpha(std::numeric_limits<float>::infinity());
+  ExpectError(r, kInvalid, "alpha and beta must be finite; got alpha=inf beta=0");
+
+  r = Valid();
+  r.set_beta(0.5f);
+  ExpectError(r, kInvalid, "beta is 0.5 but c is missing; send c [M,N] or set beta to 0");
+
+  r = Valid();
+  r.set_beta(1.0f);
+  Fill(r.mutable_c(), {4, 3}, gemm::v1::DATA_TYPE_FLOAT16, 2);
+  ExpectError(r, kInvalid, "c.dtype FLOAT16 must equal the output dtype FLOAT32");
+
+  r = Valid();
+  r.set_beta(1.0f);
+  Fill(r.mutable_c(), {3, 4}, gemm::v1::DATA_TYPE_FLOAT32, 4);
+  ExpectError(r, kInvalid, "c.shape [3,4] does not fit the result: expected [4,3] or [1,4,3]");
+}
+
+TEST(MatmulValidationTest, ResourceExhaustedCases) {
+  const auto kExhausted = absl::StatusCode::kResourceExhausted;
+  // An operand over max_elements: rejected from its shape alone, data never looked at.
+  MatmulRequest r = Valid();
+  r.mutable_a()->set_shape(0, 2048);
+  r.mutable_a()->set_shape(1, 1024);
+  ExpectError(r, kExhausted,
+              "a.shape [2048,1024] has 2097152 elements; this server accepts at most 1048576 "
+              "per operand (--max_elements)");
+
+  // Dimensions whose product overflows int64.
+  r = Valid();
+  r.mutable_a()->set_shape(0, int64_t{1} << 40);
+  r.mutable_a()->set_shape(1, int64_t{1} << 40);
+  ExpectError(r, kExhausted,
+              "a.shape [1099511627776,1099511627776] has more than 2^63 elements; this server "
+              "accepts at most 1048576 per operand (--max_elements)");
+
+  // Small operands, huge result: [2048,1] x [1,2048].
+  r = Valid(2048, 2048, 1);
+  ExpectError(r, kExhausted,
+              "the result C [1,2048,2048] would exceed the 1048576 elements this server "
+              "accepts per operand (--max_elements)");
+
+  // A result that fits max_elements but not a response message.
+  ValidationLimits small = kLimits;
+  small.max_message_bytes = 65536;
+  r = Valid(256, 256, 1);
+  absl::StatusOr<ValidatedMatmul> v = ValidateMatmul(r, small);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), kExhausted);
+  EXPECT_EQ(v.status().message(),
+            "the result C would be 262144 bytes; a response may carry at most 61440 "
+            "(--max_message_bytes=65536)");
+}
+
+}  // namespace
+}  // namespace gemmd

@@ -1,0 +1,484 @@
+// The whole server in-process on 127.0.0.1:0, called through real gRPC channels: each RPC,
+// each error code, malformed input, a 4096x4096 request, health, /metrics over HTTP, and
+// a shutdown while requests are in flight.
+#include <arpa/inet.h>
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/security/credentials.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gemm/v1/gemm.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "kernels/reference_gemm.h"
+#include "proto/proto_types.h"
+#include "server/cpu_device.h"
+#include "server/gemm_server.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "tests/fake_device.h"
+#include "tests/test_util.h"
+
+namespace gemmd {
+namespace {
+
+using ::gemmd::testing::FakeDevice;
+using ::gemmd::testing::RandomBytes;
+
+ServerConfig TestConfig() {
+  ServerConfig config;
+  config.host = "127.0.0.1";
+  config.port = 0;
+  // The metrics endpoint (civetweb) takes ~2 s to stop, so only tests that scrape it open it.
+  config.metrics_port = -1;
+  config.shutdown_grace = absl::Seconds(30);
+  return config;
+}
+
+std::shared_ptr<grpc::Channel> ChannelTo(int port) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+                                   grpc::InsecureChannelCredentials(), args);
+}
+
+void SetTensor(gemm::v1::Tensor* t, std::vector<int64_t> shape, DataType type,
+               std::string data) {
+  for (int64_t d : shape) t->add_shape(d);
+  t->set_dtype(DataTypeToProto(type));
+  t->set_data(std::move(data));
+}
+
+gemm::v1::MatmulRequest RandomRequest(int64_t m, int64_t n, int64_t k, uint64_t seed,
+                                      DataType type = DataType::kFloat32) {
+  std::mt19937_64 rng(seed);
+  gemm::v1::MatmulRequest r;
+  SetTensor(r.mutable_a(), {m, k}, type, RandomBytes(type, m * k, rng));
+  SetTensor(r.mutable_b(), {k, n}, type, RandomBytes(type, k * n, rng));
+  return r;
+}
+
+// HTTP/1.0 GET of the metrics page; empty on failure.
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buffer[65536];
+      ssize_t n;
+      while ((n = read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, n);
+    }
+  }
+  close(fd);
+  return response;
+}
+
+// The value of one exposition line, e.g. `gemm_requests_total{code="OK",...}`; -1 if absent.
+double ScrapedValue(const std::string& page, const std::string& series) {
+  const std::string line_start = "\n" + series + " ";
+  const size_t pos = page.find(line_start);
+  if (pos == std::string::npos) return -1;
+  return std::stod(page.substr(pos + line_start.size()));
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { SetLogEnabled(false); }
+
+  void Start(ServerConfig config = TestConfig(),
+             std::unique_ptr<Device> device = std::make_unique<CpuDevice>(0)) {
+    std::vector<std::unique_ptr<Device>> devices;
+    devices.push_back(std::move(device));
+    absl::StatusOr<std::unique_ptr<GemmServer>> server =
+        GemmServer::CreateWithDevices(config, "cpu", std::move(devices));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    channel_ = ChannelTo(server_->port());
+    stub_ = gemm::v1::GemmService::NewStub(channel_);
+  }
+
+  grpc::Status Call(const gemm::v1::MatmulRequest& request, gemm::v1::MatmulResponse* response,
+                    absl::Duration timeout = absl::Seconds(60)) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    return stub_->Matmul(&context, request, response);
+  }
+
+  std::string HealthStatus() {
+    auto health = grpc::health::v1::Health::NewStub(channel_);
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::Status status = health->Check(&context, {}, &response);
+    if (!status.ok()) return absl::StrCat("rpc error ", status.error_code());
+    return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
+  }
+
+  std::unique_ptr<GemmServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<gemm::v1::GemmService::Stub> stub_;
+};
+
+// An asynchronous Matmul whose outcome the test waits for.
+struct AsyncCall {
+  grpc::ClientContext context;
+  gemm::v1::MatmulRequest request;
+  gemm::v1::MatmulResponse response;
+  grpc::Status status;
+  absl::Notification done;
+
+  void Start(gemm::v1::GemmService::Stub* stub) {
+    stub->async()->Matmul(&context, &request, &response, [this](grpc::Status s) {
+      status = std::move(s);
+      done.Notify();
+    });
+  }
+};
+
+TEST_F(ServerTest, MatmulMatchesFp64Reference) {
+  Start();
+  for (const auto& [precision, tolerance] :
+       {std::pair{gemm::v1::PRECISION_FP32, 1e-5}, {gemm::v1::PRECISION_FP16_TENSOR, 1e-3}}) {
+    std::mt19937_64 rng(7);
+    gemm::v1::MatmulRequest request;
+    // op(A) = [129, 65] stored transposed, op(B) = [65, 127] stored transposed; beta != 0.
+    SetTensor(request.mutable_a(), {65, 129}, DataType::kFloat32,
+              RandomBytes(DataType::kFloat32, 65 * 129, rng));
+    SetTensor(request.mutable_b(), {127, 65}, DataType::kFloat32,
+              RandomBytes(DataType::kFloat32, 127 * 65, rng));
+    SetTensor(request.mutable_c(), {129, 127}, DataType::kFloat32,
+              RandomBytes(DataType::kFloat32, 129 * 127, rng));
+    request.set_transpose_a(true);
+    request.set_transpose_b(true);
+    request.set_alpha(0.75f);
+    request.set_beta(-1.5f);
+    request.set_precision(precision);
+    gemm::v1::MatmulResponse response;
+    ASSERT_TRUE(Call(request, &response).ok());
+
+    GemmProblem p;
+    p.m = 129;
+    p.n = 127;
+    p.k = 65;
+    p.transpose_a = p.transpose_b = true;
+    p.alpha = 0.75f;
+    p.beta = -1.5f;
+    const std::vector<double> ref = ReferenceGemm(
+        p, {request.a().data().data(), request.b().data().data(), request.c().data().data(),
+            nullptr});
+    ASSERT_EQ(response.c().data().size(), 129u * 127 * 4);
+    EXPECT_EQ(response.c().shape_size(), 2);
+    EXPECT_EQ(response.c().dtype(), gemm::v1::DATA_TYPE_FLOAT32);
+    EXPECT_LE(RelativeError(ref.data(), response.c().data().data(), DataType::kFloat32, 129 * 127),
+              tolerance);
+    EXPECT_EQ(response.precision(), precision);
+    EXPECT_EQ(response.kernel(), precision == gemm::v1::PRECISION_FP32 ? kCpuSgemmKernel
+                                                                       : kCpuTensorKernel);
+    EXPECT_TRUE(absl::StartsWith(response.device(), "cpu:0")) << response.device();
+    EXPECT_EQ(response.timing().batch_size(), 1u);
+    EXPECT_GE(response.timing().total_us(),
+              response.timing().queue_us() + response.timing().compute_us());
+  }
+}
+
+TEST_F(ServerTest, HalfInputsAndHalfOutput) {
+  Start();
+  gemm::v1::MatmulRequest request = RandomRequest(33, 17, 64, 3, DataType::kBFloat16);
+  request.set_output_dtype(gemm::v1::DATA_TYPE_FLOAT16);
+  gemm::v1::MatmulResponse response;
+  ASSERT_TRUE(Call(request, &response).ok());
+  EXPECT_EQ(response.precision(), gemm::v1::PRECISION_FP16_TENSOR);  // AUTO for BF16 inputs
+  EXPECT_EQ(response.c().dtype(), gemm::v1::DATA_TYPE_FLOAT16);
+  GemmProblem p;
+  p.m = 33;
+  p.n = 17;
+  p.k = 64;
+  p.a_type = p.b_type = DataType::kBFloat16;
+  const std::vector<double> ref =
+      ReferenceGemm(p, {request.a().data().data(), request.b().data().data(), nullptr, nullptr});
+  EXPECT_LE(RelativeError(ref.data(), response.c().data().data(), DataType::kFloat16, 33 * 17),
+            1e-3);
+}
+
+TEST_F(ServerTest, GetServerInfoDescribesTheServer) {
+  ServerConfig config = TestConfig();
+  config.max_elements = 12345678;
+  config.max_queue_size = 77;
+  Start(config);
+  grpc::ClientContext context;
+  gemm::v1::ServerInfo info;
+  ASSERT_TRUE(stub_->GetServerInfo(&context, {}, &info).ok());
+  EXPECT_EQ(info.version(), kGemmdVersion);
+  EXPECT_EQ(info.backend(), "cpu");
+  ASSERT_EQ(info.devices_size(), 1);
+  EXPECT_EQ(info.devices(0).kind(), "cpu");
+  EXPECT_TRUE(info.devices(0).healthy());
+  EXPECT_GE(info.devices(0).threads(), 1);
+  ASSERT_EQ(info.kernels_size(), 2);
+  EXPECT_EQ(info.kernels(0).name(), kCpuSgemmKernel);
+  EXPECT_EQ(info.kernels(1).precision(), gemm::v1::PRECISION_FP16_TENSOR);
+  EXPECT_EQ(info.limits().max_elements(), 12345678);
+  EXPECT_EQ(info.limits().max_queue_size(), 77u);
+  EXPECT_EQ(info.limits().max_message_bytes(), int64_t{512} << 20);
+  EXPECT_EQ(info.limits().max_batch_size(), 1u);
+}
+
+TEST_F(ServerTest, ErrorCodesAndMessagesReachTheClient) {
+  ServerConfig config = TestConfig();
+  config.max_elements = 1 << 20;
+  config.max_message_bytes = 8 << 20;
+  Start(config);
+  gemm::v1::MatmulResponse response;
+
+  gemm::v1::MatmulRequest r = RandomRequest(16, 16, 16, 1);
+  r.mutable_a()->mutable_data()->resize(1000);
+  grpc::Status s = Call(r, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "a.data has 1000 bytes; shape [16,16] FLOAT32 needs 1024");
+  EXPECT_FALSE(response.has_c());
+
+  r = RandomRequest(8, 8, 8, 1);
+  r.set_kernel("sgemm_imaginary");
+  s = Call(r, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(s.error_message(),
+            "no kernel named 'sgemm_imaginary' on this server; available: cpu_sgemm_openblas, "
+            "cpu_hgemm_emulated_openblas");
+
+  r = RandomRequest(2048, 2048, 1, 1);  // 4M-element result > max_elements
+  s = Call(r, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "--max_elements")) << s.error_message();
+
+  // A message over --max_message_bytes is refused by gRPC itself before it is parsed.
+  r = RandomRequest(1024, 1, 1024, 1);  // 4 MiB A ...
+  r.mutable_b()->clear_shape();
+  r.mutable_b()->add_shape(1024);
+  r.mutable_b()->add_shape(1024);
+  r.mutable_b()->mutable_data()->resize(4 << 20);  // ... + 4 MiB B > 8 MiB
+  s = Call(r, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+
+  // Still serving.
+  ASSERT_TRUE(Call(RandomRequest(8, 8, 8, 2), &response).ok());
+}
+
+TEST_F(ServerTest, MalformedInputsNeverCrashTheServer) {
+  Start();
+  std::vector<gemm::v1::MatmulRequest> bad;
+  bad.emplace_back();  // empty
+  gemm::v1::MatmulRequest r = RandomRequest(4, 4, 4, 1);
+  r.mutable_a()->set_shape(0, -1);
+  bad.push_back(r);
+  r = RandomRequest(4, 4, 4, 1);
+  r.mutable_a()->set_shape(0, int64_t{1} << 62);
+  bad.push_back(r);
+  r = RandomRequest(4, 4, 4, 1);
+  r.mutable_b()->set_dtype(static_cast<gemm::v1::DataType>(-5));
+  bad.push_back(r);
+  r = RandomRequest(4, 4, 4, 1);
+  r.mutable_b()->clear_data();
+  bad.push_back(r);
+  r = RandomRequest(4, 4, 4, 1);
+  r.mutable_a()->add_shape(4);
+  r.mutable_a()->add_shape(4);
+  bad.push_back(r);
+  r = RandomRequest(4, 5, 6, 1);
+  r.set_transpose_a(true);
+  bad.push_back(r);
+  r = RandomRequest(4, 4, 4, 1);
+  r.set_beta(std::nanf(""));
+  bad.push_back(r);
+  r = RandomRequest(4, 4, 4, 1);
+  r.set_beta(1);
+  bad.push_back(r);
+  r = RandomRequest(4, 4, 4, 1);
+  r.set_output_dtype(gemm::v1::DATA_TYPE_INT8);
+  bad.push_back(r);
+  for (size_t i = 0; i < bad.size(); ++i) {
+    gemm::v1::MatmulResponse response;
+    const grpc::Status s = Call(bad[i], &response);
+    EXPECT_FALSE(s.ok()) << "case " << i;
+    EXPECT_TRUE(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+                s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << "case " << i << ": " << s.error_code() << " " << s.error_message();
+  }
+
+  // Bytes that are not a MatmulRequest at all.
+  grpc::GenericStub generic(channel_);
+  for (const std::string& garbage : {std::string("\xff\xff\xff\xff\x0f", 5),
+                                     std::string(1000, '\x0a'), std::string("\x1a\x80")}) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    grpc::Slice slice(garbage);
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer reply;
+    absl::Notification done;
+    grpc::Status status;
+    generic.UnaryCall(&context, "/gemm.v1.GemmService/Matmul", grpc::StubOptions(), &request,
+                      &reply, [&](grpc::Status s) {
+                        status = std::move(s);
+                        done.Notify();
+                      });
+    done.WaitForNotification();
+    EXPECT_FALSE(status.ok());
+  }
+
+  gemm::v1::MatmulResponse response;
+  EXPECT_TRUE(Call(RandomRequest(32, 32, 32, 9), &response).ok());
+  EXPECT_EQ(HealthStatus(), "SERVING");
+}
+
+TEST_F(ServerTest, Large4096Fp32RequestSucceeds) {
+  Start();
+  constexpr int64_t kN = 4096;
+  gemm::v1::MatmulRequest request = RandomRequest(kN, kN, kN, 11);
+  ASSERT_EQ(request.a().data().size(), 64u << 20);  // 64 MiB per operand
+  gemm::v1::MatmulResponse response;
+  const grpc::Status s = Call(request, &response, absl::Seconds(240));
+  ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  ASSERT_EQ(response.c().data().size(), 64u << 20);
+  GemmProblem p;
+  p.m = p.n = p.k = kN;
+  const GemmOperands ops{request.a().data().data(), request.b().data().data(), nullptr, nullptr};
+  // FP64 reference on sampled rows (first, last, and a few between).
+  for (int64_t row : {int64_t{0}, int64_t{1}, int64_t{2047}, kN - 1}) {
+    std::vector<double> ref(kN);
+    ReferenceGemmRows(p, ops, 0, row, row + 1, ref.data());
+    const char* c_row = response.c().data().data() + row * kN * 4;
+    EXPECT_LE(RelativeError(ref.data(), c_row, DataType::kFloat32, kN), 1e-5) << "row " << row;
+  }
+}
+
+TEST_F(ServerTest, MetricsEndpointServesTheMetrics) {
+  ServerConfig config = TestConfig();
+  config.metrics_port = 0;
+  Start(config);
+  gemm::v1::MatmulResponse response;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Call(RandomRequest(64, 32, 16, i), &response).ok());
+  gemm::v1::MatmulRequest bad = RandomRequest(4, 4, 4, 1);
+  bad.mutable_a()->clear_data();
+  EXPECT_FALSE(Call(bad, &response).ok());
+
+  ASSERT_GT(server_->metrics_port(), 0);
+  const std::string page = HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(absl::StartsWith(page, "HTTP/1.")) << page.substr(0, 200);
+  for (const char* name :
+       {"gemm_requests_total", "gemm_request_duration_seconds", "gemm_batch_size",
+        "gemm_queue_depth", "gemm_inflight_requests", "gemm_flops_total",
+        "gemm_bytes_received_total", "gemm_bytes_sent_total", "gemm_device_busy_seconds_total",
+        "gemm_device_healthy"}) {
+    EXPECT_TRUE(absl::StrContains(page, absl::StrCat("# TYPE ", name, " "))) << name;
+  }
+  EXPECT_EQ(ScrapedValue(page, "gemm_requests_total{code=\"OK\",method=\"Matmul\",precision=\"FP32\"}"), 3);
+  EXPECT_EQ(ScrapedValue(page,
+                         "gemm_requests_total{code=\"INVALID_ARGUMENT\",method=\"Matmul\",precision=\"NONE\"}"),
+            1);
+  EXPECT_EQ(ScrapedValue(page, "gemm_flops_total{device=\"0\",precision=\"FP32\"}"),
+            3 * 2.0 * 64 * 32 * 16);
+  EXPECT_EQ(ScrapedValue(page, "gemm_bytes_received_total"), 3 * (64 * 16 + 16 * 32) * 4.0);
+  EXPECT_EQ(ScrapedValue(page, "gemm_bytes_sent_total"), 3 * 64 * 32 * 4.0);
+  EXPECT_EQ(ScrapedValue(page, "gemm_batch_size_count"), 3);
+  EXPECT_EQ(ScrapedValue(page, "gemm_inflight_requests"), 0);
+  EXPECT_EQ(ScrapedValue(page, "gemm_device_healthy{device=\"0\"}"), 1);
+  EXPECT_EQ(ScrapedValue(page,
+                         "gemm_request_duration_seconds_count{method=\"Matmul\",phase=\"compute\"}"),
+            3);
+  EXPECT_EQ(ScrapedValue(page,
+                         "gemm_request_duration_seconds_count{method=\"Matmul\",phase=\"total\"}"),
+            4);
+}
+
+TEST_F(ServerTest, DeadlineAndCancellationDropJobsBeforeTheDevice) {
+  auto device = std::make_unique<FakeDevice>(/*gated=*/true);
+  FakeDevice* fake = device.get();
+  ServerConfig config = TestConfig();
+  config.metrics_port = 0;
+  Start(config, std::move(device));
+
+  AsyncCall running, late, cancelled;
+  running.request = RandomRequest(3, 2, 2, 1);
+  running.Start(stub_.get());
+  fake->AwaitStarted(1);  // the device is busy with `running`
+
+  late.request = RandomRequest(5, 2, 2, 1);
+  late.context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(200)));
+  late.Start(stub_.get());
+  cancelled.request = RandomRequest(7, 2, 2, 1);
+  cancelled.Start(stub_.get());
+  late.done.WaitForNotification();
+  EXPECT_EQ(late.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  cancelled.context.TryCancel();
+  cancelled.done.WaitForNotification();
+  EXPECT_EQ(cancelled.status.error_code(), grpc::StatusCode::CANCELLED);
+
+  fake->Open();
+  running.done.WaitForNotification();
+  EXPECT_TRUE(running.status.ok());
+  server_->Shutdown();  // drains: both dropped jobs have been answered by now
+  EXPECT_EQ(fake->ran_m(), std::vector<int64_t>{3});  // neither reached the device
+  const std::string page = HttpGet(server_->metrics_port(), "/metrics");
+  EXPECT_EQ(ScrapedValue(page, "gemm_requests_total{code=\"DEADLINE_EXCEEDED\",method=\"Matmul\","
+                               "precision=\"FP32\"}"),
+            1);
+  EXPECT_EQ(ScrapedValue(page, "gemm_requests_total{code=\"CANCELLED\",method=\"Matmul\","
+                               "precision=\"FP32\"}"),
+            1);
+  EXPECT_EQ(server_->metrics().inflight(), 0);
+}
+
+TEST_F(ServerTest, ShutdownCompletesEveryAcceptedRequest) {
+  auto device = std::make_unique<FakeDevice>(/*gated=*/true);
+  FakeDevice* fake = device.get();
+  Start(TestConfig(), std::move(device));
+  ASSERT_EQ(HealthStatus(), "SERVING");
+
+  constexpr int kCalls = 4;
+  std::vector<std::unique_ptr<AsyncCall>> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.push_back(std::make_unique<AsyncCall>());
+    calls.back()->request = RandomRequest(10 + i, 3, 2, i);
+    calls.back()->Start(stub_.get());
+  }
+  fake->AwaitStarted(1);
+  while (server_->metrics().inflight() < kCalls) absl::SleepFor(absl::Milliseconds(1));
+
+  std::thread shutdown([&] { server_->Shutdown(); });
+  // Once health stops saying SERVING, no new request is accepted.
+  while (HealthStatus() == "SERVING") absl::SleepFor(absl::Milliseconds(1));
+  gemm::v1::MatmulResponse refused;
+  EXPECT_EQ(Call(RandomRequest(2, 2, 2, 1), &refused).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+
+  fake->Open();
+  shutdown.join();
+  for (int i = 0; i < kCalls; ++i) {
+    calls[i]->done.WaitForNotification();
+    ASSERT_TRUE(calls[i]->status.ok()) << i << ": " << calls[i]->status.error_message();
+    const float* c = reinterpret_cast<const float*>(calls[i]->response.c().data().data());
+    EXPECT_EQ(c[0], static_cast<float>(10 + i));  // each caller got its own result
+  }
+  EXPECT_EQ(fake->ran_m().size(), static_cast<size_t>(kCalls));
+}
+
+}  // namespace
+}  // namespace gemmd

@@ -1,0 +1,16 @@
+# Tests of the server core and of the whole server in-process (gRPC on 127.0.0.1:0).
+add_executable(server_unit_test
+  matmul_validation_test.cc
+  fifo_executor_test.cc
+  grpc_status_test.cc
+)
+target_link_libraries(server_unit_test PRIVATE gemm_server_lib GTest::gtest_main)
+gtest_discover_tests(server_unit_test DISCOVERY_TIMEOUT 60)
+
+add_executable(server_integration_test server_integration_test.cc)
+target_link_libraries(server_integration_test PRIVATE gemm_server_lib GTest::gtest_main)
+gtest_discover_tests(server_integration_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+
+add_executable(cli_test cli_test.cc)
+target_link_libraries(cli_test PRIVATE gemm_cli_lib GTest::gtest_main)
+gtest_discover_tests(cli_test DISCOVERY_TIMEOUT 60)

@@ -4,6 +4,10 @@
 //   gemm-bench [--csv[=FILE]] [--json[=FILE]] [--iters=N] [--warmup=N] [--filter=SUBSTR]
 //              [--kernels=SUBSTR|auto] [--seed=S] [--device=D] [--no-check]
 //
+// --filter takes comma-separated substrings of "group shape path", e.g.
+// --filter='square 4096x4096x4096 FP32,batched' ; --kernels=auto times only the
+// variant SelectKernel picks (plus cuBLAS).
+//
 // Workloads: square 1024/2048/4096/8192 (FP32; FP16_TENSOR with FP16 inputs; at 4096 and
 // 8192 also FP32 and BF16 inputs on the tensor path), skinny M in {1,16,64} with
 // N = K = 8192, batched 64 x 256^3 and 1024 x 64^3. cuBLAS yardsticks: cublasSgemm with
@@ -578,7 +582,15 @@ int main(int argc, char** argv) {
   for (const Workload& w : DefaultWorkloads()) {
     ++index;
     const std::string label = w.group + " " + w.Shape() + " " + w.Path();
-    if (!o.filter.empty() && label.find(o.filter) == std::string::npos) continue;
+    if (!o.filter.empty()) {
+      // Comma-separated substrings of "group shape path"; any one selects the workload.
+      bool match = false;
+      std::stringstream list(o.filter);
+      for (std::string item; std::getline(list, item, ',');) {
+        match = match || (!item.empty() && label.find(item) != std::string::npos);
+      }
+      if (!match) continue;
+    }
     RunWorkload(o, *caps, handle, w, o.seed + index, &rows);
   }
   cublasDestroy(handle);

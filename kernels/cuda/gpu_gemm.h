@@ -53,6 +53,16 @@ struct DeviceCaps {
 // bad ordinal, driver problems).
 absl::StatusOr<DeviceCaps> QueryDeviceCaps(int device);
 
+// How a variant splits a problem into thread blocks (selection, logs, metrics).
+struct LaunchGeometry {
+  int64_t tile_m = 0;
+  int64_t tile_n = 0;
+  int64_t tile_k = 0;
+  int64_t splits = 1;       // K slices (split-K); 1 = none
+  int64_t k_per_split = 0;  // K handled by one block
+  int64_t blocks = 0;       // thread blocks over all launches of the problem
+};
+
 // One registered kernel variant. Implementations live in the .cu files of each family.
 class GpuGemmKernel {
  public:
@@ -75,6 +85,9 @@ class GpuGemmKernel {
   // ...), with a message saying why. Does not look at any device.
   virtual absl::Status Check(const GemmProblem& problem) const = 0;
   bool CanImplement(const GemmProblem& problem) const { return Check(problem).ok(); }
+
+  // The launch shape Launch would use; zeros when !CanImplement(problem).
+  virtual LaunchGeometry Geometry(const GemmProblem& problem) const = 0;
 
   // Device workspace bytes Launch needs for `problem`, assuming every operand pointer
   // is 16-byte aligned (cudaMalloc gives 256). The overload with operands is exact for

@@ -29,7 +29,7 @@ namespace gemmd::gpu::internal {
 namespace {
 
 template <int kBM, int kBN, int kBK, int kWarpsM, int kWarpsN, int kRM, int kRN,
-          int kMinBlocks>
+          int kMinBlocks, bool kSplitStagingArg>
 struct SimtTile {
   static constexpr int BM = kBM;
   static constexpr int BN = kBN;
@@ -45,6 +45,9 @@ struct SimtTile {
   static constexpr int TX = WN / TN;
   static constexpr int WarpsN = kWarpsN;
   static constexpr int MinBlocks = kMinBlocks;
+  // true: fetch A at K step 0 and B half-way (halves the live staging registers; needs
+  // enough FMAs per half step to cover a global load). false: fetch both at step 0.
+  static constexpr bool kSplitStaging = kSplitStagingArg;
   // Padding keeps float4 alignment and spreads the transposed (As[k][m]) stores over
   // all 32 banks.
   static constexpr int kPad = 4;
@@ -53,8 +56,83 @@ struct SimtTile {
   static_assert(WM % TM == 0 && WN % TN == 0, "warp tile must split into micro-tiles");
   static_assert(TY * TX == 32, "a warp tile must hold exactly 32 micro-tiles");
   static_assert(kBK % 4 == 0, "K step must be a multiple of the float4 load");
-  static_assert((kBM * kBK / 4) % 32 == 0 || kBM * kBK / 4 < kThreads,
-                "A tile loads must not split a warp unevenly");
+};
+
+// Stages one operand's BK-deep slice of the block tile from global memory into registers
+// (Load) and then into shared memory, stored [k][x] (Store). "K-contiguous" operands (A
+// not transposed, B transposed) are read as float4 along k and transposed on the way
+// into shared memory; the others are copied as float4. Pointers and the row predicates
+// are computed once; each K step only bumps a pointer and compares k.
+template <int BX, int BK, int NT, int kPad, bool kKContig>
+struct OperandLoader {
+  static constexpr int kChunksPerRow = kKContig ? BK / 4 : BX / 4;
+  static constexpr int kTileRows = kKContig ? BX : BK;
+  static_assert(NT % kChunksPerRow == 0, "a row of chunks must not straddle threads unevenly");
+  static constexpr int kPassRows = NT / kChunksPerRow;
+  static constexpr int kPer = (kTileRows + kPassRows - 1) / kPassRows;
+
+  const float* ptr;
+  int64_t chunk_stride;
+  int64_t tile_step;
+  int row0;
+  int col;
+  unsigned fixed_ok;
+  float4 reg[kPer];
+
+  __device__ __forceinline__ static constexpr bool AlwaysActive() {
+    return kTileRows % kPassRows == 0;
+  }
+  __device__ __forceinline__ bool Active(int i) const {
+    return AlwaysActive() || row0 + i * kPassRows < kTileRows;
+  }
+
+  __device__ __forceinline__ void Init(const float* base, int64_t ld, int x0, int xdim,
+                                       int k_begin, int tid) {
+    row0 = tid / kChunksPerRow;
+    col = (tid % kChunksPerRow) * 4;
+    chunk_stride = kPassRows * ld;
+    fixed_ok = 0;
+    if (kKContig) {
+      ptr = base + static_cast<int64_t>(x0 + row0) * ld + (k_begin + col);
+      tile_step = BK;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) fixed_ok |= (x0 + row0 + i * kPassRows < xdim) << i;
+    } else {
+      ptr = base + static_cast<int64_t>(k_begin + row0) * ld + (x0 + col);
+      tile_step = BK * ld;
+      fixed_ok = x0 + col < xdim ? ~0u : 0u;
+    }
+  }
+
+  __device__ __forceinline__ void Load(int k0, int k_end) {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      if (Active(i)) {
+        const bool k_ok = kKContig ? k0 + col < k_end : k0 + row0 + i * kPassRows < k_end;
+        const bool ok = ((fixed_ok >> i) & 1u) && k_ok;
+        reg[i] = ok ? *reinterpret_cast<const float4*>(ptr + i * chunk_stride)
+                    : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+    ptr += tile_step;
+  }
+
+  __device__ __forceinline__ void Store(float (*s)[BX + kPad]) const {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      if (Active(i)) {
+        const int r = row0 + i * kPassRows;
+        if (kKContig) {
+          s[col + 0][r] = reg[i].x;
+          s[col + 1][r] = reg[i].y;
+          s[col + 2][r] = reg[i].z;
+          s[col + 3][r] = reg[i].w;
+        } else {
+          *reinterpret_cast<float4*>(&s[r][col]) = reg[i];
+        }
+      }
+    }
+  }
 };
 
 template <class Cfg, bool kTransA, bool kTransB>
@@ -63,10 +141,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MinBlocks)
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, NT = Cfg::kThreads;
   constexpr int TM = Cfg::TM, TN = Cfg::TN, TY = Cfg::TY, TX = Cfg::TX;
   constexpr int kPad = Cfg::kPad;
-  constexpr int kChunksA = BM * BK / 4;
-  constexpr int kChunksB = BN * BK / 4;
-  constexpr int kPerThreadA = (kChunksA + NT - 1) / NT;
-  constexpr int kPerThreadB = (kChunksB + NT - 1) / NT;
 
   __shared__ __align__(16) float As[2][BK][BM + kPad];
   __shared__ __align__(16) float Bs[2][BK][BN + kPad];
@@ -85,87 +159,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MinBlocks)
   const int num_k = k_end > k_begin ? (k_end - k_begin + BK - 1) / BK : 0;
   const int M = args.m, N = args.n;
 
-  const float* __restrict__ A = static_cast<const float*>(args.a) + item * args.stride_a;
-  const float* __restrict__ B = static_cast<const float*>(args.b) + item * args.stride_b;
-
-  float4 ra[kPerThreadA];
-  float4 rb[kPerThreadB];
-
-  auto load_tiles = [&](int k0) {
-#pragma unroll
-    for (int i = 0; i < kPerThreadA; ++i) {
-      const int c = tid + i * NT;
-      if (kChunksA % NT == 0 || c < kChunksA) {
-        int gm, gk;
-        const float* src;
-        if (!kTransA) {  // A[M,K]: 4 consecutive k of one row
-          gm = m0 + c / (BK / 4);
-          gk = k0 + (c % (BK / 4)) * 4;
-          src = A + static_cast<int64_t>(gm) * args.lda + gk;
-        } else {  // A stored [K,M]: 4 consecutive m of one k
-          gk = k0 + c / (BM / 4);
-          gm = m0 + (c % (BM / 4)) * 4;
-          src = A + static_cast<int64_t>(gk) * args.lda + gm;
-        }
-        ra[i] = (gm < M && gk < k_end) ? *reinterpret_cast<const float4*>(src)
-                                       : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kPerThreadB; ++i) {
-      const int c = tid + i * NT;
-      if (kChunksB % NT == 0 || c < kChunksB) {
-        int gn, gk;
-        const float* src;
-        if (!kTransB) {  // B[K,N]: 4 consecutive n of one k
-          gk = k0 + c / (BN / 4);
-          gn = n0 + (c % (BN / 4)) * 4;
-          src = B + static_cast<int64_t>(gk) * args.ldb + gn;
-        } else {  // B stored [N,K]: 4 consecutive k of one n
-          gn = n0 + c / (BK / 4);
-          gk = k0 + (c % (BK / 4)) * 4;
-          src = B + static_cast<int64_t>(gn) * args.ldb + gk;
-        }
-        rb[i] = (gn < N && gk < k_end) ? *reinterpret_cast<const float4*>(src)
-                                       : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-    }
-  };
-
-  auto store_tiles = [&](int buf) {
-#pragma unroll
-    for (int i = 0; i < kPerThreadA; ++i) {
-      const int c = tid + i * NT;
-      if (kChunksA % NT == 0 || c < kChunksA) {
-        if (!kTransA) {
-          const int m = c / (BK / 4);
-          const int k = (c % (BK / 4)) * 4;
-          As[buf][k + 0][m] = ra[i].x;
-          As[buf][k + 1][m] = ra[i].y;
-          As[buf][k + 2][m] = ra[i].z;
-          As[buf][k + 3][m] = ra[i].w;
-        } else {
-          *reinterpret_cast<float4*>(&As[buf][c / (BM / 4)][(c % (BM / 4)) * 4]) = ra[i];
-        }
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kPerThreadB; ++i) {
-      const int c = tid + i * NT;
-      if (kChunksB % NT == 0 || c < kChunksB) {
-        if (!kTransB) {
-          *reinterpret_cast<float4*>(&Bs[buf][c / (BN / 4)][(c % (BN / 4)) * 4]) = rb[i];
-        } else {
-          const int n = c / (BK / 4);
-          const int k = (c % (BK / 4)) * 4;
-          Bs[buf][k + 0][n] = rb[i].x;
-          Bs[buf][k + 1][n] = rb[i].y;
-          Bs[buf][k + 2][n] = rb[i].z;
-          Bs[buf][k + 3][n] = rb[i].w;
-        }
-      }
-    }
-  };
+  OperandLoader<BM, BK, NT, kPad, !kTransA> load_a;
+  OperandLoader<BN, BK, NT, kPad, kTransB> load_b;
+  load_a.Init(static_cast<const float*>(args.a) + item * args.stride_a, args.lda, m0, M,
+              k_begin, tid);
+  load_b.Init(static_cast<const float*>(args.b) + item * args.stride_b, args.ldb, n0, N,
+              k_begin, tid);
 
   const int warp = tid / 32;
   const int lane = tid % 32;
@@ -182,17 +181,32 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MinBlocks)
   }
 
   if (num_k > 0) {
-    load_tiles(k_begin);
-    store_tiles(0);
+    load_a.Load(k_begin, k_end);
+    load_b.Load(k_begin, k_end);
+    load_a.Store(As[0]);
+    load_b.Store(Bs[0]);
   }
   __syncthreads();
 
+  // The next K slice travels global -> registers -> the other shared buffer while this
+  // one is multiplied. A is fetched at step 0 and stored half-way, B fetched half-way
+  // and stored at the end: each load has half a K step of FMAs to arrive, and only one
+  // operand's staging registers are live at a time (what keeps 8x8 micro-tiles at
+  // 128 registers, i.e. two blocks per multiprocessor, without spills).
   for (int kt = 0; kt < num_k; ++kt) {
     const int buf = kt & 1;
     const bool has_next = kt + 1 < num_k;
-    if (has_next) load_tiles(k_begin + (kt + 1) * BK);
+    const int k_next = k_begin + (kt + 1) * BK;
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
+      if (kk == 0 && has_next) {
+        load_a.Load(k_next, k_end);
+        if (!Cfg::kSplitStaging) load_b.Load(k_next, k_end);
+      }
+      if (Cfg::kSplitStaging && kk == BK / 2 && has_next) {
+        load_a.Store(As[buf ^ 1]);
+        load_b.Load(k_next, k_end);
+      }
       float a[TM];
       float b[TN];
 #pragma unroll
@@ -211,7 +225,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MinBlocks)
         for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
       }
     }
-    if (has_next) store_tiles(buf ^ 1);
+    if (has_next) {
+      if (!Cfg::kSplitStaging) load_a.Store(As[buf ^ 1]);
+      load_b.Store(Bs[buf ^ 1]);
+    }
     __syncthreads();
   }
 
@@ -276,10 +293,10 @@ absl::Status LaunchSimt(const TileArgs& t, cudaStream_t stream) {
   return absl::OkStatus();
 }
 
-//                       BM   BN  BK  warps  RM RN  min blocks/SM
-using Simt128x128x8 = SimtTile<128, 128, 8, 2, 4, 2, 2, 2>;   // 256 thr, 8x8 per thread
-using Simt64x64x8 = SimtTile<64, 64, 8, 2, 2, 1, 2, 4>;       // 128 thr, 4x8 per thread
-using Simt16x128x16 = SimtTile<16, 128, 16, 1, 4, 1, 1, 4>;   // 128 thr, 4x4 per thread
+//                             BM   BN  BK warps RM RN blocks/SM split staging
+using Simt128x128x8 = SimtTile<128, 128, 8, 2, 4, 2, 2, 2, true>;   // 256 thr, 8x8/thread
+using Simt64x64x8 = SimtTile<64, 64, 8, 2, 2, 1, 2, 4, false>;      // 128 thr, 4x8/thread
+using Simt16x128x16 = SimtTile<16, 128, 16, 1, 4, 1, 1, 4, false>;  // 128 thr, 4x4/thread
 
 TileVariant Simt(const char* name, int bm, int bn, int bk, bool split_k, TileLaunchFn fn) {
   TileVariant v;

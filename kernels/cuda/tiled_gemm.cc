@@ -110,6 +110,19 @@ class TiledGemmKernel final : public GpuGemmKernel {
     return absl::OkStatus();
   }
 
+  LaunchGeometry Geometry(const GemmProblem& p) const override {
+    LaunchGeometry g;
+    if (!Check(p).ok()) return g;
+    const Plan plan = MakePlan(p, GemmOperands{});
+    g.tile_m = v_.tile_m;
+    g.tile_n = v_.tile_n;
+    g.tile_k = v_.tile_k;
+    g.splits = plan.splits;
+    g.k_per_split = std::min(plan.k_per_split, p.k);
+    g.blocks = CeilDiv(p.m, v_.tile_m) * CeilDiv(p.n, v_.tile_n) * p.batch * plan.splits;
+    return g;
+  }
+
   size_t WorkspaceBytes(const GemmProblem& p) const override {
     return MakePlan(p, GemmOperands{}).total_bytes;
   }

@@ -62,8 +62,8 @@ std::string FormatBenchText(const BenchReport& r) {
       "latency ms: p50=%.3f p90=%.3f p99=%.3f max=%.3f mean=%.3f\n",
       r.mode, r.target, r.shape, r.dtype, r.precision, r.kernel.empty() ? "-" : r.kernel,
       r.concurrency, r.channels, r.warmup_s, r.duration_s, r.ok, errors, r.RequestsPerSecond(),
-      r.Gflops(), r.SentMBps() + r.ReceivedMBps(), r.SentMBps(), r.ReceivedMBps(),
-      r.latency.p50_ms, r.latency.p90_ms, r.latency.p99_ms, r.latency.max_ms, r.latency.mean_ms);
+      r.Gflops(), r.SentMBps() + r.ReceivedMBps(), r.SentMBps(), r.ReceivedMBps(), r.latency.p50_ms,
+      r.latency.p90_ms, r.latency.p99_ms, r.latency.max_ms, r.latency.mean_ms);
   if (r.mode == "grpc") {
     absl::StrAppendFormat(&out, "server ms (mean Timing): queue=%.3f compute=%.3f total=%.3f\n",
                           r.server_queue_ms, r.server_compute_ms, r.server_total_ms);
@@ -83,16 +83,16 @@ std::string FormatBenchJson(const BenchReport& r) {
       ",\"shape\":", JsonString(r.shape), ",\"dtype\":", JsonString(r.dtype),
       ",\"precision\":", JsonString(r.precision), ",\"kernel\":", JsonString(r.kernel),
       ",\"concurrency\":", r.concurrency, ",\"channels\":", r.channels,
-      ",\"warmup_s\":", Num(r.warmup_s), ",\"duration_s\":", Num(r.duration_s),
-      ",\"ok\":", r.ok, ",\"errors\":{", absl::StrJoin(errors, ","), "}",
+      ",\"warmup_s\":", Num(r.warmup_s), ",\"duration_s\":", Num(r.duration_s), ",\"ok\":", r.ok,
+      ",\"errors\":{", absl::StrJoin(errors, ","), "}",
       ",\"requests_per_s\":", Num(r.RequestsPerSecond()), ",\"gflops\":", Num(r.Gflops()),
       ",\"payload_mb_per_s\":", Num(r.SentMBps() + r.ReceivedMBps()),
       ",\"sent_mb_per_s\":", Num(r.SentMBps()), ",\"received_mb_per_s\":", Num(r.ReceivedMBps()),
       ",\"latency_ms\":{\"p50\":", Num(r.latency.p50_ms), ",\"p90\":", Num(r.latency.p90_ms),
       ",\"p99\":", Num(r.latency.p99_ms), ",\"max\":", Num(r.latency.max_ms),
       ",\"mean\":", Num(r.latency.mean_ms), "}",
-      ",\"server_ms\":{\"queue\":", Num(r.server_queue_ms), ",\"compute\":",
-      Num(r.server_compute_ms), ",\"total\":", Num(r.server_total_ms), "}}\n");
+      ",\"server_ms\":{\"queue\":", Num(r.server_queue_ms),
+      ",\"compute\":", Num(r.server_compute_ms), ",\"total\":", Num(r.server_total_ms), "}}\n");
 }
 
 }  // namespace gemmd

@@ -4,11 +4,11 @@
 #ifndef GEMMD_CLIENT_CLI_COMMANDS_H_
 #define GEMMD_CLIENT_CLI_COMMANDS_H_
 
-#include <memory>
-#include <string>
-
 #include <grpcpp/channel.h>
 #include <grpcpp/support/status.h>
+
+#include <memory>
+#include <string>
 
 #include "client_cli/cli_options.h"
 

@@ -15,8 +15,8 @@ int RunHealth(const CliOptions& o) {
   grpc::health::v1::HealthCheckResponse response;
   grpc::Status status = stub->Check(&context, grpc::health::v1::HealthCheckRequest(), &response);
   if (!status.ok()) return ReportRpcError("health check", status);
-  std::printf("%s\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status())
-                          .c_str());
+  std::printf("%s\n",
+              grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()).c_str());
   return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 2;
 }
 

@@ -31,8 +31,7 @@ int RunInfo(const CliOptions& o) {
   std::printf("backend:  %s\n", info.backend().c_str());
   for (const gemm::v1::DeviceInfo& d : info.devices()) {
     std::printf("device %d: %s [%s]%s%s%s\n", d.index(), d.name().c_str(),
-                d.healthy() ? "healthy" : "UNHEALTHY",
-                d.compute_capability().empty() ? "" : " sm_",
+                d.healthy() ? "healthy" : "UNHEALTHY", d.compute_capability().empty() ? "" : " sm_",
                 d.compute_capability().c_str(),
                 d.memory_bytes() > 0
                     ? absl::StrFormat(" %.1f GiB", d.memory_bytes() / 1073741824.0).c_str()

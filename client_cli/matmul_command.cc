@@ -41,9 +41,10 @@ int RunMatmul(const CliOptions& o) {
       static_cast<long long>(t.compute_us()), static_cast<long long>(t.copy_out_us()),
       static_cast<long long>(t.total_us()), t.batch_size());
   const double seconds = absl::ToDoubleSeconds(elapsed);
-  std::printf("client: %.3f ms round trip, %.2f GFLOP/s end to end, %.1f MB sent, %.1f MB received\n",
-              seconds * 1e3, in.problem.Flops() / seconds / 1e9, in.payload_bytes / 1e6,
-              response.c().data().size() / 1e6);
+  std::printf(
+      "client: %.3f ms round trip, %.2f GFLOP/s end to end, %.1f MB sent, %.1f MB received\n",
+      seconds * 1e3, in.problem.Flops() / seconds / 1e9, in.payload_bytes / 1e6,
+      response.c().data().size() / 1e6);
 
   if (!o.out_path.empty()) {
     const std::optional<DataType> type = DataTypeFromProto(response.c().dtype());
@@ -71,8 +72,8 @@ int RunMatmul(const CliOptions& o) {
     }
     const double tolerance = ToleranceFor(in.problem);
     const bool pass = *error <= tolerance;
-    std::printf("rel_error=%.3e (vs FP64 reference; tolerance %.0e for %s) %s\n", *error,
-                tolerance, PrecisionName(in.problem.precision), pass ? "PASS" : "FAIL");
+    std::printf("rel_error=%.3e (vs FP64 reference; tolerance %.0e for %s) %s\n", *error, tolerance,
+                PrecisionName(in.problem.precision), pass ? "PASS" : "FAIL");
     if (!pass) return 3;
   }
   return 0;

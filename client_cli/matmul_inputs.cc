@@ -99,9 +99,9 @@ absl::StatusOr<std::unique_ptr<MatmulInputs>> BuildMatmulInputs(const CliOptions
     if (!b.ok()) return b.status();
     for (const NpyArray* x : {&*a, &*b}) {
       if (x->shape.size() != 2 && x->shape.size() != 3) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            x == &*a ? o.a_path : o.b_path, ": expected a 2-D or 3-D array, got ",
-            x->shape.size(), "-D"));
+        return absl::InvalidArgumentError(absl::StrCat(x == &*a ? o.a_path : o.b_path,
+                                                       ": expected a 2-D or 3-D array, got ",
+                                                       x->shape.size(), "-D"));
       }
     }
     const size_t ra = a->shape.size(), rb = b->shape.size();
@@ -126,12 +126,10 @@ absl::StatusOr<std::unique_ptr<MatmulInputs>> BuildMatmulInputs(const CliOptions
     p.a_type = p.b_type = *type;
     batch_a = batch_b = o.batch;
     const int64_t items = std::max<int64_t>(o.batch, 1);
-    SetTensor(r.mutable_a(),
-              o.transpose_a ? Shape(o.batch, p.k, p.m) : Shape(o.batch, p.m, p.k), *type,
-              RandomData(*type, items * p.m * p.k, rng));
-    SetTensor(r.mutable_b(),
-              o.transpose_b ? Shape(o.batch, p.n, p.k) : Shape(o.batch, p.k, p.n), *type,
-              RandomData(*type, items * p.k * p.n, rng));
+    SetTensor(r.mutable_a(), o.transpose_a ? Shape(o.batch, p.k, p.m) : Shape(o.batch, p.m, p.k),
+              *type, RandomData(*type, items * p.m * p.k, rng));
+    SetTensor(r.mutable_b(), o.transpose_b ? Shape(o.batch, p.n, p.k) : Shape(o.batch, p.k, p.n),
+              *type, RandomData(*type, items * p.k * p.n, rng));
   }
   p.batch = std::max<int64_t>({batch_a, batch_b, 1});
   p.batch_stride_a = batch_a <= 1 && p.batch > 1 ? 0 : -1;
@@ -156,8 +154,8 @@ absl::StatusOr<std::unique_ptr<MatmulInputs>> BuildMatmulInputs(const CliOptions
   inputs->operands.a = r.a().data().data();
   inputs->operands.b = r.b().data().data();
   inputs->operands.c_in = r.has_c() ? r.c().data().data() : nullptr;
-  inputs->payload_bytes = static_cast<int64_t>(r.a().data().size() + r.b().data().size() +
-                                               r.c().data().size());
+  inputs->payload_bytes =
+      static_cast<int64_t>(r.a().data().size() + r.b().data().size() + r.c().data().size());
   return inputs;
 }
 
@@ -169,10 +167,10 @@ absl::StatusOr<double> VerifyResult(const MatmulInputs& inputs,
   if (!type || *type != p.c_type ||
       static_cast<int64_t>(response.c().data().size()) !=
           count * static_cast<int64_t>(DataTypeSize(p.c_type))) {
-    return absl::InternalError(absl::StrCat(
-        "the response's C (", response.c().data().size(), " bytes, dtype ",
-        ProtoDataTypeName(response.c().dtype()), ") does not match the request's [", p.batch,
-        ",", p.m, ",", p.n, "] ", DataTypeName(p.c_type)));
+    return absl::InternalError(
+        absl::StrCat("the response's C (", response.c().data().size(), " bytes, dtype ",
+                     ProtoDataTypeName(response.c().dtype()), ") does not match the request's [",
+                     p.batch, ",", p.m, ",", p.n, "] ", DataTypeName(p.c_type)));
   }
   const std::vector<double> ref = ReferenceGemm(p, inputs.operands);
   return RelativeError(ref.data(), response.c().data().data(), p.c_type, count);

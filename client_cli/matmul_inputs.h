@@ -15,8 +15,8 @@ namespace gemmd {
 
 struct MatmulInputs {
   gemm::v1::MatmulRequest request;
-  GemmProblem problem;  // precision resolved as the server resolves AUTO
-  GemmOperands operands;  // point into `request` (c_out null)
+  GemmProblem problem;        // precision resolved as the server resolves AUTO
+  GemmOperands operands;      // point into `request` (c_out null)
   int64_t payload_bytes = 0;  // tensor bytes in the request
 };
 

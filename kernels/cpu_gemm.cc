@@ -13,13 +13,11 @@ namespace gemmd {
 namespace {
 
 bool IsFloatType(DataType type) {
-  return type == DataType::kFloat32 || type == DataType::kFloat16 ||
-         type == DataType::kBFloat16;
+  return type == DataType::kFloat32 || type == DataType::kFloat16 || type == DataType::kBFloat16;
 }
 
 // Widens (and for the tensor path, first rounds) `count` elements to FP32.
-void ToFloat(const void* src, DataType type, int64_t count, bool round_for_tensor,
-             float* dst) {
+void ToFloat(const void* src, DataType type, int64_t count, bool round_for_tensor, float* dst) {
   switch (type) {
     case DataType::kFloat32: {
       const float* s = static_cast<const float*>(src);
@@ -92,9 +90,8 @@ absl::Status CpuGemm(const GemmProblem& p, const GemmOperands& operands) {
   }
   constexpr int64_t kMaxDim = std::numeric_limits<int>::max();
   if (p.m > kMaxDim || p.n > kMaxDim || p.k > kMaxDim) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dimensions [", p.m, ",", p.n, ",", p.k,
-                     "] exceed the CPU backend's 32-bit BLAS indices"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dimensions [", p.m, ",", p.n, ",", p.k, "] exceed the CPU backend's 32-bit BLAS indices"));
   }
   if (p.batch <= 0 || p.m <= 0 || p.n <= 0 || p.k <= 0) {
     return absl::InvalidArgumentError("batch, m, n and k must be positive");
@@ -117,8 +114,8 @@ absl::Status CpuGemm(const GemmProblem& p, const GemmOperands& operands) {
   std::vector<float> c_scratch(c_is_float ? 0 : static_cast<size_t>(mn));
 
   for (int64_t item = 0; item < p.batch; ++item) {
-    float* c = c_is_float ? static_cast<float*>(operands.c_out) + item * p.StrideC()
-                          : c_scratch.data();
+    float* c =
+        c_is_float ? static_cast<float*>(operands.c_out) + item * p.StrideC() : c_scratch.data();
     if (read_c) {
       const char* c_in = static_cast<const char*>(operands.c_in) +
                          item * p.StrideCIn() * static_cast<int64_t>(c_elem);
@@ -137,12 +134,12 @@ absl::Status CpuGemm(const GemmProblem& p, const GemmOperands& operands) {
                 p.transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(p.m),
                 static_cast<int>(p.n), static_cast<int>(p.k), p.alpha,
                 a.data() + item * p.StrideA(), static_cast<int>(p.lda()),
-                b.data() + item * p.StrideB(), static_cast<int>(p.ldb()),
-                read_c ? p.beta : 0.0f, c, static_cast<int>(p.ldc()));
+                b.data() + item * p.StrideB(), static_cast<int>(p.ldb()), read_c ? p.beta : 0.0f, c,
+                static_cast<int>(p.ldc()));
     if (!c_is_float) {
-      FromFloat(c, mn, p.c_type,
-                static_cast<char*>(operands.c_out) +
-                    item * p.StrideC() * static_cast<int64_t>(c_elem));
+      FromFloat(
+          c, mn, p.c_type,
+          static_cast<char*>(operands.c_out) + item * p.StrideC() * static_cast<int64_t>(c_elem));
     }
   }
   return absl::OkStatus();

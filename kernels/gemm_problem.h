@@ -72,8 +72,8 @@ struct GemmProblem {
   int64_t ElementsC() const { return SpanElements(StrideC(), m * n); }
 
   double Flops() const {
-    return 2.0 * static_cast<double>(batch) * static_cast<double>(m) *
-           static_cast<double>(n) * static_cast<double>(k);
+    return 2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) *
+           static_cast<double>(k);
   }
 
  private:

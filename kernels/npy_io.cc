@@ -20,7 +20,7 @@ constexpr size_t kMagicSize = 6;
 
 // The value that follows 'key': in the header dict, up to (but not including) `end`.
 absl::StatusOr<absl::string_view> DictValue(absl::string_view header, absl::string_view key,
-                                           const std::string& name) {
+                                            const std::string& name) {
   const std::string quoted = absl::StrCat("'", key, "'");
   size_t pos = header.find(quoted);
   if (pos == absl::string_view::npos) {
@@ -81,8 +81,9 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes, const std::string& n
   } else if (*descr == "'<f2'") {
     array.type = DataType::kFloat16;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": dtype ", *descr, " is not supported; expected '<f4' (float32) or '<f2' (float16)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": dtype ", *descr,
+                     " is not supported; expected '<f4' (float32) or '<f2' (float16)"));
   }
   absl::StatusOr<absl::string_view> fortran = DictValue(header, "fortran_order", name);
   if (!fortran.ok()) return fortran.status();
@@ -118,9 +119,8 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes, const std::string& n
 std::string SerializeNpy(const NpyArray& array) {
   std::string shape = absl::StrJoin(array.shape, ", ");
   if (array.shape.size() == 1) shape += ",";
-  std::string header = absl::StrCat(
-      "{'descr': '", array.type == DataType::kFloat16 ? "<f2" : "<f4",
-      "', 'fortran_order': False, 'shape': (", shape, "), }");
+  std::string header = absl::StrCat("{'descr': '", array.type == DataType::kFloat16 ? "<f2" : "<f4",
+                                    "', 'fortran_order': False, 'shape': (", shape, "), }");
   // Pad with spaces so the data starts 64-byte aligned, ending in a newline (as numpy).
   const size_t unpadded = kMagicSize + 4 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');

@@ -50,8 +50,8 @@ const void* Offset(const void* base, DataType type, int64_t elements) {
 }
 
 template <typename LB>
-void RowsWithB(const GemmProblem& p, const void* b, const std::vector<double>& a_rows,
-               int64_t rows, double* out) {
+void RowsWithB(const GemmProblem& p, const void* b, const std::vector<double>& a_rows, int64_t rows,
+               double* out) {
   const int64_t n = p.n;
   const int64_t k = p.k;
   for (int64_t r = 0; r < rows; ++r) {
@@ -83,9 +83,8 @@ double LoadAsDouble(const void* data, DataType type, int64_t index) {
   return value;
 }
 
-void ReferenceGemmRows(const GemmProblem& p, const GemmOperands& operands,
-                       int64_t batch_index, int64_t row_begin, int64_t row_end,
-                       double* out) {
+void ReferenceGemmRows(const GemmProblem& p, const GemmOperands& operands, int64_t batch_index,
+                       int64_t row_begin, int64_t row_end, double* out) {
   const int64_t rows = row_end - row_begin;
   if (rows <= 0 || p.n <= 0) return;
   const void* a = Offset(operands.a, p.a_type, batch_index * p.StrideA());
@@ -101,9 +100,8 @@ void ReferenceGemmRows(const GemmProblem& p, const GemmOperands& operands,
       }
     }
   });
-  DispatchLoader(p.b_type, [&](auto loader) {
-    RowsWithB<decltype(loader)>(p, b, a_rows, rows, out);
-  });
+  DispatchLoader(p.b_type,
+                 [&](auto loader) { RowsWithB<decltype(loader)>(p, b, a_rows, rows, out); });
 
   const bool read_c = p.beta != 0.0f && operands.c_in != nullptr;
   const void* c_in =
@@ -113,8 +111,7 @@ void ReferenceGemmRows(const GemmProblem& p, const GemmOperands& operands,
       double& v = out[r * p.n + j];
       v *= static_cast<double>(p.alpha);
       if (read_c) {
-        v += static_cast<double>(p.beta) *
-             LoadAsDouble(c_in, p.c_type, (row_begin + r) * p.n + j);
+        v += static_cast<double>(p.beta) * LoadAsDouble(c_in, p.c_type, (row_begin + r) * p.n + j);
       }
     }
   }
@@ -123,8 +120,7 @@ void ReferenceGemmRows(const GemmProblem& p, const GemmOperands& operands,
 std::vector<double> ReferenceGemm(const GemmProblem& problem, const GemmOperands& operands) {
   std::vector<double> out(static_cast<size_t>(problem.batch * problem.m * problem.n));
   for (int64_t b = 0; b < problem.batch; ++b) {
-    ReferenceGemmRows(problem, operands, b, 0, problem.m,
-                      out.data() + b * problem.m * problem.n);
+    ReferenceGemmRows(problem, operands, b, 0, problem.m, out.data() + b * problem.m * problem.n);
   }
   return out;
 }

@@ -18,8 +18,7 @@ double LoadAsDouble(const void* data, DataType type, int64_t index);
 // Rows [row_begin, row_end) of batch item `batch_index`: writes (row_end-row_begin)*n
 // doubles to `out`, row-major. Lets large problems be checked on sampled rows.
 void ReferenceGemmRows(const GemmProblem& problem, const GemmOperands& operands,
-                       int64_t batch_index, int64_t row_begin, int64_t row_end,
-                       double* out);
+                       int64_t batch_index, int64_t row_begin, int64_t row_end, double* out);
 
 // The whole problem: batch*m*n doubles, dense [batch, m, n].
 std::vector<double> ReferenceGemm(const GemmProblem& problem, const GemmOperands& operands);

@@ -16,8 +16,7 @@ CpuDevice::CpuDevice(int index) {
 }
 
 std::vector<KernelDescription> CpuDevice::Kernels() const {
-  return {{kCpuSgemmKernel, Precision::kFp32, ""},
-          {kCpuTensorKernel, Precision::kFp16Tensor, ""}};
+  return {{kCpuSgemmKernel, Precision::kFp32, ""}, {kCpuTensorKernel, Precision::kFp16Tensor, ""}};
 }
 
 absl::StatusOr<std::string> CpuDevice::SelectKernel(const GemmProblem& problem,
@@ -34,9 +33,9 @@ absl::StatusOr<std::string> CpuDevice::SelectKernel(const GemmProblem& problem,
   }
   std::vector<std::string> names;
   for (const KernelDescription& k : Kernels()) names.push_back(k.name);
-  return absl::FailedPreconditionError(absl::StrCat("no kernel named '", forced_kernel,
-                                                    "' on this server; available: ",
-                                                    absl::StrJoin(names, ", ")));
+  return absl::FailedPreconditionError(
+      absl::StrCat("no kernel named '", forced_kernel,
+                   "' on this server; available: ", absl::StrJoin(names, ", ")));
 }
 
 absl::Status CpuDevice::Run(const GemmProblem& problem, const GemmOperands& host_operands,

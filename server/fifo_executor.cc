@@ -7,8 +7,7 @@
 
 namespace gemmd {
 
-FifoExecutor::FifoExecutor(std::vector<Device*> devices, Options options,
-                           ServerMetrics* metrics)
+FifoExecutor::FifoExecutor(std::vector<Device*> devices, Options options, ServerMetrics* metrics)
     : devices_(std::move(devices)), options_(options), metrics_(metrics) {
   for (size_t i = 0; i < devices_.size(); ++i) {
     workers_.emplace_back([this, i] { WorkerLoop(static_cast<int>(i)); });
@@ -24,8 +23,8 @@ absl::Status FifoExecutor::Submit(std::unique_ptr<Job> job) {
     if (draining_) return absl::UnavailableError("server is shutting down");
     if (queue_.size() >= options_.max_queue_size) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "queue full: ", queue_.size(), " jobs waiting (--max_queue_size=",
-          options_.max_queue_size, "); retry later"));
+          "queue full: ", queue_.size(),
+          " jobs waiting (--max_queue_size=", options_.max_queue_size, "); retry later"));
     }
     queue_.push_back(std::move(job));
     depth = queue_.size();
@@ -53,6 +52,15 @@ size_t FifoExecutor::QueueDepth() const {
 bool FifoExecutor::draining() const {
   absl::MutexLock lock(&mu_);
   return draining_;
+}
+
+size_t FifoExecutor::CancelledJobsWaiting() const {
+  absl::MutexLock lock(&mu_);
+  size_t cancelled = 0;
+  for (const std::unique_ptr<Job>& job : queue_) {
+    if (job->is_cancelled && job->is_cancelled()) ++cancelled;
+  }
+  return cancelled;
 }
 
 void FifoExecutor::WorkerLoop(int worker) {
@@ -83,9 +91,9 @@ void FifoExecutor::RunJob(Device* device, int device_index, std::unique_ptr<Job>
   const absl::Time start = absl::Now();
   result.queue = start - job->accepted;
   if (start > job->deadline) {
-    job->done(absl::DeadlineExceededError(absl::StrCat(
-                  "deadline passed after ", absl::FormatDuration(result.queue),
-                  " in the queue; the job did not run")),
+    job->done(absl::DeadlineExceededError(absl::StrCat("deadline passed after ",
+                                                       absl::FormatDuration(result.queue),
+                                                       " in the queue; the job did not run")),
               result);
     return;
   }

@@ -34,6 +34,8 @@ class FifoExecutor : public JobExecutor {
 
   size_t QueueDepth() const;
   bool draining() const;
+  // Queued jobs whose caller has already given up (they will be dropped at dequeue).
+  size_t CancelledJobsWaiting() const;
 
  private:
   void WorkerLoop(int worker);

@@ -145,13 +145,19 @@ void GemmServer::Shutdown() {
   const absl::Time start = absl::Now();
   Log(LogLevel::kInfo, "shutdown_started",
       {{"grace_s", absl::StrCat(absl::ToDoubleSeconds(config_.shutdown_grace))}});
-  // Refuse new work before advertising NOT_SERVING, so a client that sees NOT_SERVING
-  // knows no later request of its will be accepted. Then gRPC stops accepting and waits
-  // for every accepted RPC (the executor keeps completing them) until the grace period
-  // ends, after which it cancels the rest.
+  // Refuse new work (UNAVAILABLE, which clients and balancers retry elsewhere) before
+  // advertising NOT_SERVING, so a client that sees NOT_SERVING knows no later request
+  // of its will be accepted. gRPC keeps its listener open meanwhile: closing it first
+  // would answer late arrivals with CANCELLED instead. Accepted requests complete; those
+  // still running when the grace period ends are cancelled by gRPC's shutdown.
   service_->StartDraining();
   server_->GetHealthCheckService()->SetServingStatus(false);
-  server_->Shutdown(absl::ToChronoTime(start + config_.shutdown_grace));
+  const bool idle = service_->AwaitIdle(start + config_.shutdown_grace);
+  if (!idle) Log(LogLevel::kWarning, "shutdown_grace_expired", {});
+  // Answered calls may still be flushing their responses: give them a moment (Shutdown
+  // returns as soon as they are done); past the grace period, cancel at once.
+  server_->Shutdown(
+      absl::ToChronoTime(absl::Now() + (idle ? absl::Seconds(5) : absl::ZeroDuration())));
   executor_->Drain();
   server_->Wait();
   Log(LogLevel::kInfo, "shutdown_complete",

@@ -30,8 +30,8 @@ class ServerMetrics;
 
 struct ServerConfig {
   std::string host = "0.0.0.0";
-  int port = 50051;          // 0 = any free port (see GemmServer::port())
-  int metrics_port = 9464;   // 0 = any free port, -1 = no metrics endpoint
+  int port = 50051;              // 0 = any free port (see GemmServer::port())
+  int metrics_port = 9464;       // 0 = any free port, -1 = no metrics endpoint
   std::string backend = "auto";  // auto | cpu | cuda
   int64_t max_message_bytes = int64_t{512} << 20;
   int64_t max_elements = int64_t{1} << 27;
@@ -54,6 +54,7 @@ class GemmServer {
   int metrics_port() const { return metrics_port_; }
   const std::string& backend() const { return backend_; }
   ServerMetrics& metrics() { return *metrics_; }
+  FifoExecutor& executor() { return *executor_; }
 
   // Health NOT_SERVING, new RPCs refused, accepted ones completed (those still running
   // when the grace period ends are cancelled), devices drained. Idempotent; thread-safe.

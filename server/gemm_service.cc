@@ -30,13 +30,24 @@ GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> 
       executor_(executor),
       metrics_(metrics) {}
 
+void GemmServiceImpl::AddInflight(int delta) {
+  metrics_->AddInflight(delta);
+  absl::MutexLock lock(&inflight_mu_);
+  inflight_ += delta;
+}
+
+bool GemmServiceImpl::AwaitIdle(absl::Time deadline) {
+  absl::MutexLock lock(&inflight_mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(inflight_mu_) { return inflight_ == 0; };
+  return inflight_mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+}
+
 void GemmServiceImpl::Answer(grpc::CallbackServerContext* context,
                              grpc::ServerUnaryReactor* reactor, RpcMethod method,
                              std::optional<Precision> precision, const absl::Status& status,
                              absl::Time accepted) {
   metrics_->RecordRequest(method, precision, status.code());
   metrics_->ObservePhase(method, Phase::kTotal, absl::Now() - accepted);
-  metrics_->AddInflight(-1);
   if (!status.ok()) {
     Log(LogLevel::kWarning, "request_failed",
         {{"method", RpcMethodName(method)},
@@ -45,6 +56,7 @@ void GemmServiceImpl::Answer(grpc::CallbackServerContext* context,
          {"peer", context->peer()}});
   }
   reactor->Finish(ToGrpcStatus(status));
+  AddInflight(-1);
 }
 
 grpc::ServerUnaryReactor* GemmServiceImpl::Matmul(grpc::CallbackServerContext* context,
@@ -52,12 +64,13 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Matmul(grpc::CallbackServerContext* c
                                                   gemm::v1::MatmulResponse* response) {
   const absl::Time accepted = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  metrics_->AddInflight(1);
+  AddInflight(1);
   auto fail = [&](std::optional<Precision> precision, const absl::Status& status) {
     Answer(context, reactor, RpcMethod::kMatmul, precision, status, accepted);
     return reactor;
   };
-  if (draining_.load()) return fail(std::nullopt, absl::UnavailableError("server is shutting down"));
+  if (draining_.load())
+    return fail(std::nullopt, absl::UnavailableError("server is shutting down"));
 
   absl::StatusOr<ValidatedMatmul> validated = ValidateMatmul(*request, settings_.limits);
   if (!validated.ok()) return fail(std::nullopt, validated.status());
@@ -122,7 +135,7 @@ grpc::ServerUnaryReactor* GemmServiceImpl::GetServerInfo(
     gemm::v1::ServerInfo* response) {
   const absl::Time accepted = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  metrics_->AddInflight(1);
+  AddInflight(1);
   response->set_version(settings_.version);
   response->set_backend(settings_.backend);
   for (const Device* device : devices_) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "server/device.h"
@@ -29,8 +30,8 @@ struct ServiceSettings {
 class GemmServiceImpl final : public gemm::v1::GemmService::CallbackService {
  public:
   // `devices`, `executor` and `metrics` must outlive the service.
-  GemmServiceImpl(ServiceSettings settings, std::vector<Device*> devices,
-                  JobExecutor* executor, ServerMetrics* metrics);
+  GemmServiceImpl(ServiceSettings settings, std::vector<Device*> devices, JobExecutor* executor,
+                  ServerMetrics* metrics);
 
   grpc::ServerUnaryReactor* Matmul(grpc::CallbackServerContext* context,
                                    const gemm::v1::MatmulRequest* request,
@@ -42,7 +43,11 @@ class GemmServiceImpl final : public gemm::v1::GemmService::CallbackService {
   // From now on new requests get UNAVAILABLE; those already accepted still complete.
   void StartDraining() { draining_.store(true); }
 
+  // Waits until no request is in flight or `deadline` passes; true when idle.
+  bool AwaitIdle(absl::Time deadline);
+
  private:
+  void AddInflight(int delta);
   // Records metrics, logs failures and finishes the RPC.
   void Answer(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
               RpcMethod method, std::optional<Precision> precision, const absl::Status& status,
@@ -53,6 +58,8 @@ class GemmServiceImpl final : public gemm::v1::GemmService::CallbackService {
   JobExecutor* const executor_;
   ServerMetrics* const metrics_;
   std::atomic<bool> draining_{false};
+  absl::Mutex inflight_mu_;
+  int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;
 };
 
 }  // namespace gemmd

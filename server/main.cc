@@ -35,9 +35,7 @@ ABSL_FLAG(double, shutdown_grace_s, 30.0,
 
 namespace {
 
-bool ServerFlagFile(absl::string_view file) {
-  return absl::StrContains(file, "server/main.cc");
-}
+bool ServerFlagFile(absl::string_view file) { return absl::StrContains(file, "server/main.cc"); }
 
 }  // namespace
 

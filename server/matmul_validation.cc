@@ -41,8 +41,7 @@ absl::StatusOr<MatrixView> ParseMatrix(const gemm::v1::Tensor& t, absl::string_v
     return absl::InvalidArgumentError(absl::StrCat(
         name, ".dtype ", t.dtype(), " is not a DataType; expected FLOAT32, FLOAT16 or BFLOAT16"));
   }
-  if (*type != DataType::kFloat32 && *type != DataType::kFloat16 &&
-      *type != DataType::kBFloat16) {
+  if (*type != DataType::kFloat32 && *type != DataType::kFloat16 && *type != DataType::kBFloat16) {
     return absl::InvalidArgumentError(absl::StrCat(
         name, ".dtype ", DataTypeName(*type),
         " is not accepted by Matmul; expected FLOAT32, FLOAT16 or BFLOAT16 (integer and "
@@ -58,23 +57,23 @@ absl::StatusOr<MatrixView> ParseMatrix(const gemm::v1::Tensor& t, absl::string_v
   bool overflow = false;
   for (int64_t dim : t.shape()) {
     if (dim <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ".shape ", ShapeString(t.shape()), " has a dimension <= 0; all must be >= 1"));
+      return absl::InvalidArgumentError(absl::StrCat(name, ".shape ", ShapeString(t.shape()),
+                                                     " has a dimension <= 0; all must be >= 1"));
     }
     overflow = overflow || !MulOk(elements, dim, &elements);
   }
   if (overflow || elements > limits.max_elements) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        name, ".shape ", ShapeString(t.shape()), " has ",
-        overflow ? std::string("more than 2^63") : absl::StrCat(elements),
-        " elements; this server accepts at most ", limits.max_elements,
-        " per operand (--max_elements)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(name, ".shape ", ShapeString(t.shape()), " has ",
+                     overflow ? std::string("more than 2^63") : absl::StrCat(elements),
+                     " elements; this server accepts at most ", limits.max_elements,
+                     " per operand (--max_elements)"));
   }
   const int64_t bytes = elements * static_cast<int64_t>(DataTypeSize(*type));
   if (static_cast<int64_t>(t.data().size()) != bytes) {
     return absl::InvalidArgumentError(absl::StrCat(name, ".data has ", t.data().size(),
-                                                   " bytes; shape ", ShapeString(t.shape()),
-                                                   " ", DataTypeName(*type), " needs ", bytes));
+                                                   " bytes; shape ", ShapeString(t.shape()), " ",
+                                                   DataTypeName(*type), " needs ", bytes));
   }
   MatrixView view;
   view.batch = rank == 3 ? t.shape(0) : 0;
@@ -116,10 +115,10 @@ absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& re
   const int64_t k_b = p.transpose_b ? b->cols : b->rows;
   p.n = p.transpose_b ? b->rows : b->cols;
   if (p.k != k_b) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "inner dimensions differ: op(a) is [M=", p.m, ", K=", p.k, "] (transpose_a=",
-        p.transpose_a ? "true" : "false", ") but op(b) is [K=", k_b, ", N=", p.n,
-        "] (transpose_b=", p.transpose_b ? "true" : "false", ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("inner dimensions differ: op(a) is [M=", p.m, ", K=", p.k,
+                     "] (transpose_a=", p.transpose_a ? "true" : "false", ") but op(b) is [K=", k_b,
+                     ", N=", p.n, "] (transpose_b=", p.transpose_b ? "true" : "false", ")"));
   }
   if (a->batch > 1 && b->batch > 1 && a->batch != b->batch) {
     return absl::InvalidArgumentError(
@@ -137,8 +136,7 @@ absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& re
     p.c_type = DataType::kFloat32;
   } else {
     const std::optional<DataType> t = DataTypeFromProto(out_dtype);
-    if (!t || (*t != DataType::kFloat32 && *t != DataType::kFloat16 &&
-               *t != DataType::kBFloat16)) {
+    if (!t || (*t != DataType::kFloat32 && *t != DataType::kFloat16 && *t != DataType::kBFloat16)) {
       return absl::InvalidArgumentError(absl::StrCat("output_dtype ", ProtoDataTypeName(out_dtype),
                                                      " is not supported; expected FLOAT32, "
                                                      "FLOAT16 or BFLOAT16"));
@@ -169,15 +167,15 @@ absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& re
   if (!MulOk(p.m, p.n, &out_elements) || !MulOk(out_elements, p.batch, &out_elements) ||
       out_elements > limits.max_elements) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the result C [", p.batch, ",", p.m, ",", p.n, "] would exceed the ",
-        limits.max_elements, " elements this server accepts per operand (--max_elements)"));
+        "the result C [", p.batch, ",", p.m, ",", p.n, "] would exceed the ", limits.max_elements,
+        " elements this server accepts per operand (--max_elements)"));
   }
   v.output_bytes = out_elements * static_cast<int64_t>(DataTypeSize(p.c_type));
   if (v.output_bytes > limits.max_message_bytes - kResponseOverheadBytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the result C would be ", v.output_bytes, " bytes; a response may carry at most ",
-        limits.max_message_bytes - kResponseOverheadBytes, " (--max_message_bytes=",
-        limits.max_message_bytes, ")"));
+        limits.max_message_bytes - kResponseOverheadBytes,
+        " (--max_message_bytes=", limits.max_message_bytes, ")"));
   }
   if (a->batch == 0 && b->batch == 0) {
     v.output_shape = {p.m, p.n};
@@ -203,8 +201,8 @@ absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& re
     const bool batch_ok = c->batch == 0 || c->batch == 1 || c->batch == p.batch;
     if (c->rows != p.m || c->cols != p.n || !batch_ok) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "c.shape ", ShapeString(request.c().shape()), " does not fit the result: expected [",
-          p.m, ",", p.n, "] or [", p.batch, ",", p.m, ",", p.n, "]"));
+          "c.shape ", ShapeString(request.c().shape()), " does not fit the result: expected [", p.m,
+          ",", p.n, "] or [", p.batch, ",", p.m, ",", p.n, "]"));
     }
     if (p.beta != 0.0f) {  // beta == 0: C is not an input (BLAS semantics)
       v.operands.c_in = c->data;

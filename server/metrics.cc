@@ -8,15 +8,15 @@ namespace gemmd {
 namespace {
 
 const char* PhaseName(int phase) {
-  static constexpr const char* kNames[kNumPhases] = {"queue", "copy_in", "compute",
-                                                     "copy_out", "total"};
+  static constexpr const char* kNames[kNumPhases] = {"queue", "copy_in", "compute", "copy_out",
+                                                     "total"};
   return kNames[phase];
 }
 
 // 50 µs to 60 s: small GEMMs on a GPU through to large ones on a CPU.
 prometheus::Histogram::BucketBoundaries DurationBuckets() {
-  return {50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3,
-          100e-3, 250e-3, 500e-3, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0};
+  return {50e-6,  100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3,
+          100e-3, 250e-3, 500e-3, 1.0,    2.5,  5.0,    10.0, 30.0,  60.0};
 }
 
 }  // namespace
@@ -52,12 +52,12 @@ ServerMetrics::ServerMetrics(int num_devices)
           DurationBuckets());
     }
   }
-  batch_size_ = &prometheus::BuildHistogram()
-                     .Name("gemm_batch_size")
-                     .Help("Requests that shared one launch")
-                     .Register(*registry_)
-                     .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64,
-                                                                      128, 256, 512});
+  batch_size_ =
+      &prometheus::BuildHistogram()
+           .Name("gemm_batch_size")
+           .Help("Requests that shared one launch")
+           .Register(*registry_)
+           .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256, 512});
   queue_depth_ = &prometheus::BuildGauge()
                       .Name("gemm_queue_depth")
                       .Help("Jobs waiting for a device")
@@ -94,8 +94,8 @@ ServerMetrics::ServerMetrics(int num_devices)
     const std::string device = absl::StrCat(d);
     std::array<prometheus::Counter*, kNumPrecisions> per_precision{};
     for (int p = 0; p < kNumPrecisions; ++p) {
-      per_precision[p] = &flops.Add(
-          {{"precision", PrecisionName(static_cast<Precision>(p))}, {"device", device}});
+      per_precision[p] =
+          &flops.Add({{"precision", PrecisionName(static_cast<Precision>(p))}, {"device", device}});
     }
     flops_.push_back(per_precision);
     busy_seconds_.push_back(&busy.Add({{"device", device}}));

@@ -49,8 +49,7 @@ class ServerMetrics {
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
   // precision: nullopt when the request failed before it was known.
-  void RecordRequest(RpcMethod method, std::optional<Precision> precision,
-                     absl::StatusCode code);
+  void RecordRequest(RpcMethod method, std::optional<Precision> precision, absl::StatusCode code);
   void ObservePhase(RpcMethod method, Phase phase, absl::Duration duration);
   void AddInflight(int delta) { inflight_->Increment(delta); }
   int64_t inflight() const { return static_cast<int64_t>(inflight_->Value()); }
@@ -69,9 +68,9 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>* requests_family_;
   absl::Mutex requests_mu_;
   // Created on first use, then read without the lock.
-  std::array<std::array<std::array<std::atomic<prometheus::Counter*>, kNumCodes>,
-                        kNumPrecisionLabels>,
-             kNumRpcMethods>
+  std::array<
+      std::array<std::array<std::atomic<prometheus::Counter*>, kNumCodes>, kNumPrecisionLabels>,
+      kNumRpcMethods>
       requests_{};
   std::array<std::array<prometheus::Histogram*, kNumPhases>, kNumRpcMethods> durations_{};
   prometheus::Histogram* batch_size_;

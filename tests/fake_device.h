@@ -27,12 +27,11 @@ class FakeDevice : public Device {
   std::vector<KernelDescription> Kernels() const override {
     return {{"fake_kernel", Precision::kFp32, ""}};
   }
-  absl::StatusOr<std::string> SelectKernel(const GemmProblem&,
-                                           absl::string_view) const override {
+  absl::StatusOr<std::string> SelectKernel(const GemmProblem&, absl::string_view) const override {
     return std::string("fake_kernel");
   }
-  absl::Status Run(const GemmProblem& problem, const GemmOperands& operands,
-                   absl::string_view, RunTiming* timing) override {
+  absl::Status Run(const GemmProblem& problem, const GemmOperands& operands, absl::string_view,
+                   RunTiming* timing) override {
     {
       absl::MutexLock lock(&mu_);
       ++started_;

@@ -14,14 +14,14 @@ TEST(HalfTest, KnownValues) {
   EXPECT_EQ(FloatToHalfBits(-0.0f), 0x8000);
   EXPECT_EQ(FloatToHalfBits(1.0f), 0x3c00);
   EXPECT_EQ(FloatToHalfBits(-2.0f), 0xc000);
-  EXPECT_EQ(FloatToHalfBits(65504.0f), 0x7bff);       // largest finite
-  EXPECT_EQ(FloatToHalfBits(65519.0f), 0x7bff);       // rounds down
-  EXPECT_EQ(FloatToHalfBits(65520.0f), 0x7c00);       // tie rounds to even: inf
+  EXPECT_EQ(FloatToHalfBits(65504.0f), 0x7bff);  // largest finite
+  EXPECT_EQ(FloatToHalfBits(65519.0f), 0x7bff);  // rounds down
+  EXPECT_EQ(FloatToHalfBits(65520.0f), 0x7c00);  // tie rounds to even: inf
   EXPECT_EQ(FloatToHalfBits(1e9f), 0x7c00);
   EXPECT_EQ(FloatToHalfBits(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(FloatToHalfBits(std::ldexp(1.0f, -25)), 0x0000);  // tie to even: zero
   EXPECT_EQ(FloatToHalfBits(std::ldexp(1.5f, -25)), 0x0001);
-  EXPECT_EQ(FloatToHalfBits(std::ldexp(1.0f, -14)), 0x0400);  // smallest normal
+  EXPECT_EQ(FloatToHalfBits(std::ldexp(1.0f, -14)), 0x0400);             // smallest normal
   EXPECT_EQ(FloatToHalfBits(1.0f + std::ldexp(1.0f, -11)), 0x3c00);      // tie: even
   EXPECT_EQ(FloatToHalfBits(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // tie: even
   EXPECT_EQ(FloatToHalfBits(std::numeric_limits<float>::infinity()), 0x7c00);

@@ -50,7 +50,7 @@ TEST(MatmulValidationTest, ValidRequestDecodes) {
   EXPECT_EQ(v->problem.n, 3);
   EXPECT_EQ(v->problem.k, 5);
   EXPECT_EQ(v->problem.batch, 1);
-  EXPECT_EQ(v->problem.alpha, 1.0f);  // unset alpha means 1
+  EXPECT_EQ(v->problem.alpha, 1.0f);                  // unset alpha means 1
   EXPECT_EQ(v->problem.precision, Precision::kFp32);  // AUTO with FLOAT32
   EXPECT_EQ(v->problem.c_type, DataType::kFloat32);
   EXPECT_EQ(v->output_shape, (std::vector<int64_t>{4, 3}));
@@ -138,7 +138,8 @@ TEST(MatmulValidationTest, InvalidArgumentCases) {
   r.mutable_b()->clear_shape();
   r.mutable_b()->add_shape(5);
   r.mutable_b()->add_shape(3);
-  ExpectError(r, kInvalid, "a.dtype FLOAT32 and b.dtype FLOAT16 differ; both operands must have one dtype");
+  ExpectError(r, kInvalid,
+              "a.dtype FLOAT32 and b.dtype FLOAT16 differ; both operands must have one dtype");
 
   r = Valid(4, 3, 5);
   r.set_transpose_b(true);  // b [5,3] read as [N=5, K=3]
@@ -157,7 +158,8 @@ TEST(MatmulValidationTest, InvalidArgumentCases) {
 
   r = Valid();
   r.set_output_dtype(gemm::v1::DATA_TYPE_INT32);
-  ExpectError(r, kInvalid, "output_dtype INT32 is not supported; expected FLOAT32, FLOAT16 or BFLOAT16");
+  ExpectError(r, kInvalid,
+              "output_dtype INT32 is not supported; expected FLOAT32, FLOAT16 or BFLOAT16");
 
   r = Valid();
   r.set_precision(static_cast<gemm::v1::Precision>(9));

@@ -17,8 +17,8 @@ GemmProblem Small(int64_t m, int64_t n, int64_t k) {
 }
 
 TEST(ReferenceGemmTest, HandComputed2x3x2) {
-  const std::vector<float> a = {1, 2, 3, 4, 5, 6};        // [2,3]
-  const std::vector<float> b = {7, 8, 9, 10, 11, 12};     // [3,2]
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6};     // [2,3]
+  const std::vector<float> b = {7, 8, 9, 10, 11, 12};  // [3,2]
   GemmProblem p = Small(2, 2, 3);
   const auto c = ReferenceGemm(p, {a.data(), b.data(), nullptr, nullptr});
   EXPECT_EQ(c, (std::vector<double>{58, 64, 139, 154}));

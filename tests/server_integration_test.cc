@@ -26,6 +26,7 @@
 #include "kernels/reference_gemm.h"
 #include "proto/proto_types.h"
 #include "server/cpu_device.h"
+#include "server/fifo_executor.h"
 #include "server/gemm_server.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -56,8 +57,7 @@ std::shared_ptr<grpc::Channel> ChannelTo(int port) {
                                    grpc::InsecureChannelCredentials(), args);
 }
 
-void SetTensor(gemm::v1::Tensor* t, std::vector<int64_t> shape, DataType type,
-               std::string data) {
+void SetTensor(gemm::v1::Tensor* t, std::vector<int64_t> shape, DataType type, std::string data) {
   for (int64_t d : shape) t->add_shape(d);
   t->set_dtype(DataTypeToProto(type));
   t->set_data(std::move(data));
@@ -183,16 +183,16 @@ TEST_F(ServerTest, MatmulMatchesFp64Reference) {
     p.alpha = 0.75f;
     p.beta = -1.5f;
     const std::vector<double> ref = ReferenceGemm(
-        p, {request.a().data().data(), request.b().data().data(), request.c().data().data(),
-            nullptr});
+        p,
+        {request.a().data().data(), request.b().data().data(), request.c().data().data(), nullptr});
     ASSERT_EQ(response.c().data().size(), 129u * 127 * 4);
     EXPECT_EQ(response.c().shape_size(), 2);
     EXPECT_EQ(response.c().dtype(), gemm::v1::DATA_TYPE_FLOAT32);
     EXPECT_LE(RelativeError(ref.data(), response.c().data().data(), DataType::kFloat32, 129 * 127),
               tolerance);
     EXPECT_EQ(response.precision(), precision);
-    EXPECT_EQ(response.kernel(), precision == gemm::v1::PRECISION_FP32 ? kCpuSgemmKernel
-                                                                       : kCpuTensorKernel);
+    EXPECT_EQ(response.kernel(),
+              precision == gemm::v1::PRECISION_FP32 ? kCpuSgemmKernel : kCpuTensorKernel);
     EXPECT_TRUE(absl::StartsWith(response.device(), "cpu:0")) << response.device();
     EXPECT_EQ(response.timing().batch_size(), 1u);
     EXPECT_GE(response.timing().total_us(),
@@ -382,17 +382,20 @@ TEST_F(ServerTest, MetricsEndpointServesTheMetrics) {
   ASSERT_GT(server_->metrics_port(), 0);
   const std::string page = HttpGet(server_->metrics_port(), "/metrics");
   ASSERT_TRUE(absl::StartsWith(page, "HTTP/1.")) << page.substr(0, 200);
-  for (const char* name :
-       {"gemm_requests_total", "gemm_request_duration_seconds", "gemm_batch_size",
-        "gemm_queue_depth", "gemm_inflight_requests", "gemm_flops_total",
-        "gemm_bytes_received_total", "gemm_bytes_sent_total", "gemm_device_busy_seconds_total",
-        "gemm_device_healthy"}) {
+  for (const char* name : {"gemm_requests_total", "gemm_request_duration_seconds",
+                           "gemm_batch_size", "gemm_queue_depth", "gemm_inflight_requests",
+                           "gemm_flops_total", "gemm_bytes_received_total", "gemm_bytes_sent_total",
+                           "gemm_device_busy_seconds_total", "gemm_device_healthy"}) {
     EXPECT_TRUE(absl::StrContains(page, absl::StrCat("# TYPE ", name, " "))) << name;
   }
-  EXPECT_EQ(ScrapedValue(page, "gemm_requests_total{code=\"OK\",method=\"Matmul\",precision=\"FP32\"}"), 3);
-  EXPECT_EQ(ScrapedValue(page,
-                         "gemm_requests_total{code=\"INVALID_ARGUMENT\",method=\"Matmul\",precision=\"NONE\"}"),
-            1);
+  EXPECT_EQ(
+      ScrapedValue(page, "gemm_requests_total{code=\"OK\",method=\"Matmul\",precision=\"FP32\"}"),
+      3);
+  EXPECT_EQ(
+      ScrapedValue(
+          page,
+          "gemm_requests_total{code=\"INVALID_ARGUMENT\",method=\"Matmul\",precision=\"NONE\"}"),
+      1);
   EXPECT_EQ(ScrapedValue(page, "gemm_flops_total{device=\"0\",precision=\"FP32\"}"),
             3 * 2.0 * 64 * 32 * 16);
   EXPECT_EQ(ScrapedValue(page, "gemm_bytes_received_total"), 3 * (64 * 16 + 16 * 32) * 4.0);
@@ -400,12 +403,12 @@ TEST_F(ServerTest, MetricsEndpointServesTheMetrics) {
   EXPECT_EQ(ScrapedValue(page, "gemm_batch_size_count"), 3);
   EXPECT_EQ(ScrapedValue(page, "gemm_inflight_requests"), 0);
   EXPECT_EQ(ScrapedValue(page, "gemm_device_healthy{device=\"0\"}"), 1);
-  EXPECT_EQ(ScrapedValue(page,
-                         "gemm_request_duration_seconds_count{method=\"Matmul\",phase=\"compute\"}"),
+  EXPECT_EQ(ScrapedValue(
+                page, "gemm_request_duration_seconds_count{method=\"Matmul\",phase=\"compute\"}"),
             3);
-  EXPECT_EQ(ScrapedValue(page,
-                         "gemm_request_duration_seconds_count{method=\"Matmul\",phase=\"total\"}"),
-            4);
+  EXPECT_EQ(
+      ScrapedValue(page, "gemm_request_duration_seconds_count{method=\"Matmul\",phase=\"total\"}"),
+      4);
 }
 
 TEST_F(ServerTest, DeadlineAndCancellationDropJobsBeforeTheDevice) {
@@ -430,6 +433,13 @@ TEST_F(ServerTest, DeadlineAndCancellationDropJobsBeforeTheDevice) {
   cancelled.context.TryCancel();
   cancelled.done.WaitForNotification();
   EXPECT_EQ(cancelled.status.error_code(), grpc::StatusCode::CANCELLED);
+  // Both calls are over for gRPC (a passed deadline cancels the server-side call too), but
+  // that news reaches the server asynchronously (RST_STREAM); wait until it has.
+  const absl::Time limit = absl::Now() + absl::Seconds(10);
+  while (server_->executor().CancelledJobsWaiting() < 2 && absl::Now() < limit) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(server_->executor().CancelledJobsWaiting(), 2u);
 
   fake->Open();
   running.done.WaitForNotification();
@@ -437,11 +447,13 @@ TEST_F(ServerTest, DeadlineAndCancellationDropJobsBeforeTheDevice) {
   server_->Shutdown();  // drains: both dropped jobs have been answered by now
   EXPECT_EQ(fake->ran_m(), std::vector<int64_t>{3});  // neither reached the device
   const std::string page = HttpGet(server_->metrics_port(), "/metrics");
-  EXPECT_EQ(ScrapedValue(page, "gemm_requests_total{code=\"DEADLINE_EXCEEDED\",method=\"Matmul\","
-                               "precision=\"FP32\"}"),
+  EXPECT_EQ(ScrapedValue(page,
+                         "gemm_requests_total{code=\"DEADLINE_EXCEEDED\",method=\"Matmul\","
+                         "precision=\"FP32\"}"),
             1);
-  EXPECT_EQ(ScrapedValue(page, "gemm_requests_total{code=\"CANCELLED\",method=\"Matmul\","
-                               "precision=\"FP32\"}"),
+  EXPECT_EQ(ScrapedValue(page,
+                         "gemm_requests_total{code=\"CANCELLED\",method=\"Matmul\","
+                         "precision=\"FP32\"}"),
             1);
   EXPECT_EQ(server_->metrics().inflight(), 0);
 }
@@ -466,8 +478,7 @@ TEST_F(ServerTest, ShutdownCompletesEveryAcceptedRequest) {
   // Once health stops saying SERVING, no new request is accepted.
   while (HealthStatus() == "SERVING") absl::SleepFor(absl::Milliseconds(1));
   gemm::v1::MatmulResponse refused;
-  EXPECT_EQ(Call(RandomRequest(2, 2, 2, 1), &refused).error_code(),
-            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Call(RandomRequest(2, 2, 2, 1), &refused).error_code(), grpc::StatusCode::UNAVAILABLE);
 
   fake->Open();
   shutdown.join();

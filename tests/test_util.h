@@ -2,8 +2,8 @@
 #ifndef GEMMD_TESTS_TEST_UTIL_H_
 #define GEMMD_TESTS_TEST_UTIL_H_
 
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <random>

@@ -8,7 +8,7 @@
 namespace gemmd {
 
 struct CliOptions {
-  std::string target = "localhost:50051";
+  std::string target = "127.0.0.1:50051";
   double timeout_s = 60;
   // Problem (random operands unless a/b name .npy files).
   int64_t m = 512, n = 512, k = 512, batch = 0;  // batch 0 = rank-2 operands

@@ -11,11 +11,20 @@
 //   RETURN_IF_ERROR(kernel->Launch(problem, device_operands, workspace, bytes, stream));
 //
 // Variant names encode the family, tile and pipeline: `sgemm_simt_128x128x8` is the
-// FP32 SIMT kernel with a 128x128 block tile and K-step 8; `hgemm_wmma_128x256x32_s3`
-// is the FP16 WMMA tensor-core kernel with a 128x256x32 tile and a 3-stage cp.async
+// FP32 SIMT kernel with a 128x128 block tile and K-step 8; `hgemm_wmma_128x128x32_s4`
+// is the FP16 WMMA tensor-core kernel with a 128x128x32 tile and a 4-stage cp.async
 // pipeline; `bgemm_…` is the same with BF16 operands; a `_splitk` suffix means the
 // variant splits K across blocks for small-M/N, large-K problems (it then needs a
 // workspace for the partial sums). docs/KERNELS.md describes each one.
+//
+// Registered today: sgemm_simt_128x128x8, sgemm_simt_64x64x8_splitk,
+// sgemm_simt_16x128x16_splitk (FP32); hgemm_wmma_128x128x32_s4,
+// hgemm_wmma_64x64x32_s4_splitk (FP16_TENSOR, FP32 or FP16 inputs);
+// bgemm_wmma_128x128x32_s4, bgemm_wmma_64x64x32_s4_splitk (FP16_TENSOR, BF16 inputs).
+// All write FP32 C; FP16/BF16 output is not implemented (Check: FAILED_PRECONDITION).
+// Workspace is needed for split-K partial sums, for FP32 inputs on the tensor path
+// (converted to FP16 first), for FP16/BF16 inputs on the FP32 path (widened), and for
+// operands whose rows are not 16-byte aligned (odd K, offset pointers: repacked).
 //
 // Thread safety: the registry and the kernel objects are immutable after construction;
 // every method may be called from any thread. Launch enqueues work on the given stream

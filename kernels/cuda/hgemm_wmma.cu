@@ -1,22 +1,34 @@
 // WMMA tensor-core GEMM (PRECISION_FP16_TENSOR): FP16 (hgemm_*) or BF16 (bgemm_*)
 // operands, FP32 accumulation, FP32 output, through nvcuda::wmma (m16n16k16 fragments,
-// which compile to mma.sync on sm_80/sm_90).
+// which compile to LDSM + HMMA.16816, i.e. mma.sync, on sm_80/sm_90).
 //
 // The optimisations, in the order they matter:
-//   * Multi-warp block tiles with large warp tiles (64x64 = 4x4 fragments per warp in
-//     the big variants): each A/B fragment loaded from shared memory feeds 4 MMAs, so
-//     shared-memory bandwidth stays under the tensor-core rate.
-//   * A cp.async pipeline of 3-4 stages (16-byte global->shared copies that bypass the
-//     registers, zero-filled past the matrix edges), so the next tiles are in flight
-//     while the current one is multiplied; one __syncthreads per K step.
-//   * Shared-memory rows skewed by 8 elements (16 bytes), so the 8 rows a fragment load
-//     touches fall into different bank groups.
-//   * Blocks rasterised in groups of 8 tile rows, for L2 reuse on large problems.
+//   * Multi-warp block tiles with 64x64 warp tiles (4x4 fragments per warp): each
+//     fragment loaded from shared memory feeds 4 MMAs.
+//   * A cp.async pipeline of 4 stages (16-byte global->shared copies that bypass the
+//     registers, zero-filled past the matrix edges): the next tiles are in flight while
+//     the current one is multiplied; one __syncthreads per K step.
+//   * Shared-memory rows skewed by 8 elements (16 bytes): the 8 rows each ldmatrix
+//     phase reads fall into different bank groups.
+//   * Blocks rasterised in groups of 8 tile rows, for L2 reuse.
 //   * Epilogue through a per-warp shared-memory staging tile: alpha/beta, predicated
 //     edges and coalesced float4 stores of C.
-// FP32 inputs are rounded to FP16 by the packer (pack.cu) into the workspace first.
-// Measured on the H200 with gemm-bench: see docs/KERNELS.md (fraction of cuBLAS per
-// shape, and why mma.sync caps this family well below cuBLAS's wgmma kernels).
+//
+// What it bought, H200, gemm-bench medians, 2026-11-30 (FP16 in, FP32 out; cuBLAS
+// cublasGemmEx = 719-733 TFLOP/s at 4096^3, 732-746 at 8192^3):
+//   128x256x32, 3 stages, 8 warps (1 block/SM)                    267 / 263 (36% / 35%)
+//   128x128x32, 4 stages, 4 warps (2 blocks/SM: one block's
+//     barrier waits are covered by the other)                     332 / 343 (46% / 47%)
+//   BF16 through the header's load_matrix_sync (generic loads)    228 / 237 (30%)
+//   BF16 through `wmma.load...shared.bf16` (LDSM)                 332 / 322 (44% / 42%)
+// Losers, not shipped: 3 or 5 stages (within 1%), BK=64 (317), 256x128 8 warps (283),
+// 8 warps of 64x32 (197: 144 registers allow one block/SM). ncu at 4096^3: L2 throughput
+// 80%, tensor pipe 54%, 0.5 eligible warps per scheduler: register-hungry warp tiles
+// and L2 bandwidth cap mma.sync here; wgmma + TMA is the next step (docs/KERNELS.md).
+// FP32 inputs are rounded to FP16 by the packer (pack.cu) into the workspace first
+// (295 / 294 TFLOP/s including that pass, 41% / 40%).
+// The 64x64x32 split-K variant serves skinny and small batched problems
+// (1x8192x8192: 91% of cuBLAS; 1024 x 64^3: 104%).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -341,9 +353,6 @@ using Wmma128x128x32s4 = WmmaTile<T, 128, 128, 32, 2, 2, 4>;  // 4 warps of 64x6
 template <typename T>
 using Wmma64x64x32s4 = WmmaTile<T, 64, 64, 32, 2, 2, 4>;      // 4 warps of 32x32
 
-template <typename T>
-using X128x128x32s5 = WmmaTile<T, 128, 128, 32, 2, 2, 5>;  // experiment
-
 template <class Cfg>
 TileVariant Wmma(const char* name, DataType operand_type, bool split_k) {
   TileVariant v;
@@ -372,8 +381,6 @@ void AppendWmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels) {
       Wmma<Wmma128x128x32s4<__nv_bfloat16>>("bgemm_wmma_128x128x32_s4", kBF16, false)));
   kernels->push_back(MakeTiledGemmKernel(
       Wmma<Wmma64x64x32s4<__nv_bfloat16>>("bgemm_wmma_64x64x32_s4_splitk", kBF16, true)));
-  kernels->push_back(MakeTiledGemmKernel(
-      Wmma<X128x128x32s5<__half>>("x_hgemm_wmma_128x128x32_s5", kF16, false)));
 }
 
 }  // namespace gemmd::gpu::internal

@@ -2,8 +2,8 @@
 // the tile kernels read with 16-byte loads (operand type, rows padded with zeros to a
 // multiple of 16 bytes, 16-byte aligned). It serves three cases:
 //   * FP32 inputs on the FP16 tensor path (round to nearest even, one pass: read 4 B,
-//     write 2 B per element). Measured on the H200 (gemm-bench, see docs/KERNELS.md):
-//     this pass is the whole difference between the FP32-input and FP16-input rows.
+//     write 2 B per element). It is the whole difference between the FP32-input and
+//     FP16-input rows of gemm-bench (docs/KERNELS.md has the H200 numbers).
 //   * FP16/BF16 inputs on the FP32 SIMT path (exact widening).
 //   * operands whose rows or base pointer are not 16-byte aligned (odd K, offsets).
 // Memory-bound; each thread writes one 16-byte group of outputs.
@@ -27,6 +27,9 @@ struct alignas(sizeof(T) * N) VecOf {
   T v[N];
 };
 
+// Block (32, 8): x walks the 16-byte output groups of a row, y the rows, z the items;
+// all loops stride, so any size fits the grid limits, and no 64-bit division is needed
+// (one per element made this pass compute-bound: 1.5 TB/s at 8192^2, 2026-11-30).
 template <typename Src, typename Dst>
 __global__ void __launch_bounds__(256) PackKernel(const Src* __restrict__ src, int64_t rows,
                                                   int64_t cols, int64_t ld_src,
@@ -35,27 +38,59 @@ __global__ void __launch_bounds__(256) PackKernel(const Src* __restrict__ src, i
                                                   int64_t stride_dst, bool src_vec) {
   constexpr int kGroup = 16 / sizeof(Dst);
   const int64_t groups_per_row = ld_dst / kGroup;
-  const int64_t total = items * rows * groups_per_row;
-  for (int64_t g = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; g < total;
-       g += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t col = (g % groups_per_row) * kGroup;
-    const int64_t row_global = g / groups_per_row;
-    const int64_t item = row_global / rows;
-    const int64_t row = row_global - item * rows;
-    const Src* s = src + item * stride_src + row * ld_src + col;
-    VecOf<Dst, kGroup> out;
-    if (src_vec && col + kGroup <= cols) {
-      const VecOf<Src, kGroup> in = *reinterpret_cast<const VecOf<Src, kGroup>*>(s);
+  for (int64_t item = blockIdx.z; item < items; item += gridDim.z) {
+    for (int64_t row = blockIdx.y * int64_t{blockDim.y} + threadIdx.y; row < rows;
+         row += int64_t{gridDim.y} * blockDim.y) {
+      const Src* s_row = src + item * stride_src + row * ld_src;
+      Dst* d_row = dst + item * stride_dst + row * ld_dst;
+      for (int64_t g = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; g < groups_per_row;
+           g += int64_t{gridDim.x} * blockDim.x) {
+        const int64_t col = g * kGroup;
+        const Src* s = s_row + col;
+        VecOf<Dst, kGroup> out;
+        if (src_vec && col + kGroup <= cols) {
+          const VecOf<Src, kGroup> in = *reinterpret_cast<const VecOf<Src, kGroup>*>(s);
 #pragma unroll
-      for (int e = 0; e < kGroup; ++e) out.v[e] = FromFloat<Dst>(ToFloat<Src>(in.v[e]));
-    } else {
+          for (int e = 0; e < kGroup; ++e) out.v[e] = FromFloat<Dst>(ToFloat<Src>(in.v[e]));
+        } else {
 #pragma unroll
-      for (int e = 0; e < kGroup; ++e) {
-        out.v[e] = FromFloat<Dst>(col + e < cols ? ToFloat<Src>(s[e]) : 0.0f);
+          for (int e = 0; e < kGroup; ++e) {
+            out.v[e] = FromFloat<Dst>(col + e < cols ? ToFloat<Src>(s[e]) : 0.0f);
+          }
+        }
+        *reinterpret_cast<VecOf<Dst, kGroup>*>(d_row + col) = out;
       }
     }
-    *reinterpret_cast<VecOf<Dst, kGroup>*>(dst + item * stride_dst + row * ld_dst + col) =
-        out;
+  }
+}
+
+// The common case, a dense operand with no padding (ld_src == ld_dst == cols, items
+// back to back): one flat conversion. Each thread keeps kUnroll 16-byte groups in flight
+// before storing any, which is what a bandwidth-bound pass needs.
+template <typename Src, typename Dst>
+__global__ void __launch_bounds__(256)
+    PackFlatKernel(const Src* __restrict__ src, Dst* __restrict__ dst, int64_t groups) {
+  constexpr int kGroup = 16 / sizeof(Dst);
+  constexpr int kUnroll = 4;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t g0 = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; g0 < groups;
+       g0 += stride * kUnroll) {
+    VecOf<Src, kGroup> in[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t g = g0 + u * stride;
+      if (g < groups) in[u] = reinterpret_cast<const VecOf<Src, kGroup>*>(src)[g];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t g = g0 + u * stride;
+      if (g < groups) {
+        VecOf<Dst, kGroup> out;
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) out.v[e] = FromFloat<Dst>(ToFloat<Src>(in[u].v[e]));
+        reinterpret_cast<VecOf<Dst, kGroup>*>(dst)[g] = out;
+      }
+    }
   }
 }
 
@@ -70,11 +105,22 @@ absl::Status Pack(const void* src, int64_t rows, int64_t cols, int64_t ld_src,
   }
   const bool src_vec = reinterpret_cast<uintptr_t>(src) % (sizeof(Src) * kGroup) == 0 &&
                        ld_src % kGroup == 0 && (items <= 1 || stride_src % kGroup == 0);
-  const int64_t total = items * rows * (ld_dst / kGroup);
-  if (total == 0) return absl::OkStatus();
-  const int threads = 256;
-  const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, int64_t{1} << 20);
-  PackKernel<Src, Dst><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
+  if (items == 0 || rows == 0 || ld_dst == 0) return absl::OkStatus();
+  const bool dense = src_vec && ld_src == cols && ld_dst == cols &&
+                     (items <= 1 || (stride_src == rows * cols && stride_dst == rows * cols));
+  if (dense) {
+    const int64_t groups = items * rows * cols / kGroup;
+    const int64_t blocks = std::min<int64_t>((groups + 1023) / 1024, 4096);
+    PackFlatKernel<Src, Dst><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+        static_cast<const Src*>(src), static_cast<Dst*>(dst), groups);
+    RETURN_IF_CUDA_ERROR(cudaGetLastError());
+    return absl::OkStatus();
+  }
+  const dim3 block(32, 8);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((ld_dst / kGroup + 31) / 32, 1024)),
+                  static_cast<unsigned>(std::min<int64_t>((rows + 7) / 8, 65535)),
+                  static_cast<unsigned>(std::min<int64_t>(items, 65535)));
+  PackKernel<Src, Dst><<<grid, block, 0, stream>>>(
       static_cast<const Src*>(src), rows, cols, ld_src, stride_src, items,
       static_cast<Dst*>(dst), ld_dst, stride_dst, src_vec);
   RETURN_IF_CUDA_ERROR(cudaGetLastError());

@@ -6,14 +6,21 @@
 // is a float4 that the warp broadcasts (8 distinct float4 per warp: conflict-free).
 // Per K step of BK, A (stored transposed in shared memory, As[k][m], so a column of A
 // is a contiguous float4) and B are staged through two shared-memory buffers: the
-// global loads of tile k+1 (16-byte, coalesced) are issued into registers before the
-// FMAs of tile k and stored after them, one __syncthreads per K step. Blocks are
-// rasterised in groups of 8 tile rows for L2 reuse. Each thread does TM*TN FMAs per
-// (TM+TN) shared-memory words, which is what lifts this from memory- to FMA-bound.
+// 16-byte global loads of slice k+1 go to registers during the FMAs of slice k and to
+// the other buffer after them, one __syncthreads per K step. Each thread does TM*TN
+// FMAs per (TM+TN)/4 shared loads, which is what makes this FMA-bound. Blocks are
+// rasterised in groups of 8 tile rows for L2 reuse.
 //
-// What it bought on the H200 (gemm-bench, docs/KERNELS.md has the ladder): see the
-// measured numbers there; the 128x128x8 variant is the big-problem kernel, the
-// 64x64x8 and 16x128x16 ones serve small and skinny problems with split-K.
+// What it bought, H200, gemm-bench medians, 2026-11-30 (docs/KERNELS.md has the ladder;
+// cuBLAS SGEMM = 51.4 TFLOP/s at 4096^3 and 8192^3):
+//   128x128x8, 8x8 per thread, both operands staged at step 0     36.3 / 36.8 (71% / 72%)
+//   + loader with pointers and predicates computed once, and split staging (A fetched
+//     at step 0 and stored half-way, B fetched half-way): no spills at the 128-register
+//     cap that keeps two blocks per SM                              43.2 / 43.7 (84% / 85%)
+// Losers, not shipped: __launch_bounds__(256,1) 24.7 (one block/SM), 128x256 with 8x16
+// per thread 33.7, BK=16 equal to BK=8 once spills were gone.
+// The 64x64x8 and 16x128x16 variants serve small and skinny problems with split-K
+// (1x8192x8192: 76% of cuBLAS; 16x8192x8192: 162%; 64x8192x8192: 74%).
 #include <cuda_runtime.h>
 
 #include <atomic>

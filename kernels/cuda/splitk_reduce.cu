@@ -13,23 +13,22 @@
 namespace gemmd::gpu::internal {
 namespace {
 
+// grid.y walks batch items, x the M*N outputs of one item (no 64-bit division).
 __global__ void __launch_bounds__(256)
-    SplitKReduceKernel(const float* __restrict__ partial, int splits, int64_t m, int64_t n,
+    SplitKReduceKernel(const float* __restrict__ partial, int splits, int64_t mn,
                        int64_t batch, float alpha, float beta, const float* c_in,
                        int64_t stride_c_in, float* c, int64_t stride_c) {
-  const int64_t mn = m * n;
-  const int64_t total = batch * mn;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t item = i / mn;
-    const int64_t e = i - item * mn;
-    const float* p = partial + item * splits * mn + e;
-    float sum = 0.0f;
-    for (int s = 0; s < splits; ++s) sum += p[s * mn];
-    float v = alpha * sum;
-    // beta == 0 must not read C (it may hold NaN or be unallocated).
-    if (beta != 0.0f) v = fmaf(beta, c_in[item * stride_c_in + e], v);
-    c[item * stride_c + e] = v;
+  for (int64_t item = blockIdx.y; item < batch; item += gridDim.y) {
+    const float* p_item = partial + item * splits * mn;
+    for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < mn;
+         e += int64_t{gridDim.x} * blockDim.x) {
+      float sum = 0.0f;
+      for (int s = 0; s < splits; ++s) sum += p_item[s * mn + e];
+      float v = alpha * sum;
+      // beta == 0 must not read C (it may hold NaN or be unallocated).
+      if (beta != 0.0f) v = fmaf(beta, c_in[item * stride_c_in + e], v);
+      c[item * stride_c + e] = v;
+    }
   }
 }
 
@@ -39,12 +38,13 @@ absl::Status LaunchSplitKReduce(const float* partial, int splits, int64_t m, int
                                 int64_t batch, float alpha, float beta, const float* c_in,
                                 int64_t stride_c_in, float* c, int64_t stride_c,
                                 cudaStream_t stream) {
-  const int64_t total = batch * m * n;
-  if (total == 0) return absl::OkStatus();
+  const int64_t mn = m * n;
+  if (batch == 0 || mn == 0) return absl::OkStatus();
   const int threads = 256;
-  const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, int64_t{1} << 20);
-  SplitKReduceKernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
-      partial, splits, m, n, batch, alpha, beta, c_in, stride_c_in, c, stride_c);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((mn + threads - 1) / threads, 1 << 16)),
+                  static_cast<unsigned>(std::min<int64_t>(batch, 65535)));
+  SplitKReduceKernel<<<grid, threads, 0, stream>>>(partial, splits, mn, batch, alpha, beta,
+                                                   c_in, stride_c_in, c, stride_c);
   RETURN_IF_CUDA_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }

@@ -354,6 +354,37 @@ TEST(KernelSelectTest, ReportsWhatCannotBeDone) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(KernelSelectTest, GeometryAndChoicesFollowTheProblemShape) {
+  // Skinny problems split K (the only way to occupy 100+ multiprocessors with 64 tiles).
+  GemmProblem skinny = Square(8192, Precision::kFp16Tensor, DataType::kFloat16);
+  skinny.m = 16;
+  auto kernel = SelectKernel(skinny, FakeHopper());
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_TRUE((*kernel)->splits_k()) << (*kernel)->name();
+  const LaunchGeometry g = (*kernel)->Geometry(skinny);
+  EXPECT_GT(g.splits, 1);
+  EXPECT_GE(g.blocks, 132);
+  EXPECT_EQ(g.k_per_split % g.tile_k, 0);
+  EXPECT_GT((*kernel)->WorkspaceBytes(skinny), 0u);
+  // Large square problems take the big tile and no workspace (FP16 inputs, aligned).
+  const GemmProblem big = Square(4096, Precision::kFp16Tensor, DataType::kFloat16);
+  kernel = SelectKernel(big, FakeHopper());
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ((*kernel)->Geometry(big).splits, 1);
+  EXPECT_EQ((*kernel)->Geometry(big).tile_m, 128);
+  EXPECT_EQ((*kernel)->WorkspaceBytes(big), 0u);
+  // Tiny batched problems take a small tile.
+  GemmProblem tiny = Square(64, Precision::kFp32, DataType::kFloat32);
+  tiny.batch = 1024;
+  kernel = SelectKernel(tiny, FakeHopper());
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_LE((*kernel)->Geometry(tiny).tile_m, 64) << (*kernel)->name();
+  // Something it cannot do has no geometry.
+  GemmProblem fp16_out = big;
+  fp16_out.c_type = DataType::kFloat16;
+  EXPECT_EQ((*kernel)->Geometry(fp16_out).blocks, 0);
+}
+
 TEST(CudaStatusTest, NamesExpressionLocationAndError) {
   const absl::Status s = CudaErrorToStatus(cudaErrorInvalidValue, "cudaFoo(x)", "f.cc", 12);
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/half.h"
+#include "kernels/half_bulk.h"
 
 namespace gemmd {
 namespace {
@@ -22,15 +23,14 @@ void ToFloat(const void* src, DataType type, int64_t count, bool round_for_tenso
     case DataType::kFloat32: {
       const float* s = static_cast<const float*>(src);
       if (round_for_tensor) {  // FP32 inputs are rounded to FP16 on the tensor path
-        for (int64_t i = 0; i < count; ++i) dst[i] = RoundToHalf(s[i]);
+        RoundToHalfBulk(s, count, dst);
       } else {
         std::memcpy(dst, s, static_cast<size_t>(count) * sizeof(float));
       }
       return;
     }
     case DataType::kFloat16: {
-      const uint16_t* s = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < count; ++i) dst[i] = HalfBitsToFloat(s[i]);
+      HalfToFloatBulk(static_cast<const uint16_t*>(src), count, dst);
       return;
     }
     case DataType::kBFloat16: {

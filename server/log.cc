@@ -47,16 +47,21 @@ void AppendValue(std::string* line, absl::string_view value) {
 
 void SetLogEnabled(bool enabled) { log_enabled.store(enabled); }
 
-void Log(LogLevel level, absl::string_view event, std::initializer_list<LogField> fields) {
-  if (!log_enabled.load(std::memory_order_relaxed)) return;
-  std::string line = absl::StrCat(
-      "ts=", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()),
-      " level=", LevelName(level), " event=", event);
+std::string FormatLogFields(LogLevel level, absl::string_view event,
+                            std::initializer_list<LogField> fields) {
+  std::string line = absl::StrCat("level=", LevelName(level), " event=", event);
   for (const LogField& field : fields) {
     absl::StrAppend(&line, " ", field.first, "=");
     AppendValue(&line, field.second);
   }
-  line.push_back('\n');
+  return line;
+}
+
+void Log(LogLevel level, absl::string_view event, std::initializer_list<LogField> fields) {
+  if (!log_enabled.load(std::memory_order_relaxed)) return;
+  std::string line = absl::StrCat(
+      "ts=", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()), " ",
+      FormatLogFields(level, event, fields), "\n");
   // One write(2) per line keeps lines whole under concurrency.
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;

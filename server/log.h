@@ -18,6 +18,10 @@ using LogField = std::pair<absl::string_view, std::string>;
 
 void Log(LogLevel level, absl::string_view event, std::initializer_list<LogField> fields = {});
 
+// The line Log() writes, without the timestamp field and the newline (tests).
+std::string FormatLogFields(LogLevel level, absl::string_view event,
+                            std::initializer_list<LogField> fields);
+
 // Tests silence the log (it stays on by default).
 void SetLogEnabled(bool enabled);
 

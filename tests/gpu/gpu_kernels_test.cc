@@ -18,6 +18,7 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -99,6 +100,11 @@ struct Param {
   DataType input;
   Shape shape;
 };
+
+// Readable parameters in gtest output ("kernel/FLOAT16/127x129x65_tt").
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << p.kernel << "/" << DataTypeName(p.input) << "/" << p.shape.name;
+}
 
 std::vector<DataType> InputTypes(const GpuGemmKernel& k) {
   switch (k.operand_type()) {

@@ -458,6 +458,36 @@ TEST_F(ServerTest, DeadlineAndCancellationDropJobsBeforeTheDevice) {
   EXPECT_EQ(server_->metrics().inflight(), 0);
 }
 
+TEST_F(ServerTest, FullQueueAndDeviceFaultCodes) {
+  auto device = std::make_unique<FakeDevice>(/*gated=*/true);
+  FakeDevice* fake = device.get();
+  ServerConfig config = TestConfig();
+  config.max_queue_size = 1;
+  Start(config, std::move(device));
+
+  AsyncCall running, queued;
+  running.request = RandomRequest(3, 2, 2, 1);
+  running.Start(stub_.get());
+  fake->AwaitStarted(1);
+  queued.request = RandomRequest(4, 2, 2, 1);
+  queued.Start(stub_.get());
+  while (server_->executor().QueueDepth() < 1) absl::SleepFor(absl::Milliseconds(1));
+
+  gemm::v1::MatmulResponse response;
+  const grpc::Status full = Call(RandomRequest(5, 2, 2, 1), &response);
+  EXPECT_EQ(full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(full.error_message(), "queue full: 1 jobs waiting (--max_queue_size=1); retry later");
+
+  fake->FailWith(absl::InternalError("CUDA error: injected fault"));
+  fake->Open();
+  for (AsyncCall* call : {&running, &queued}) {
+    call->done.WaitForNotification();
+    EXPECT_EQ(call->status.error_code(), grpc::StatusCode::INTERNAL);
+    EXPECT_EQ(call->status.error_message(), "CUDA error: injected fault");
+    EXPECT_FALSE(call->response.has_c());
+  }
+}
+
 TEST_F(ServerTest, ShutdownCompletesEveryAcceptedRequest) {
   auto device = std::make_unique<FakeDevice>(/*gated=*/true);
   FakeDevice* fake = device.get();

@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/gpu_gemm.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/reference_gemm.h"
@@ -85,17 +86,6 @@ __device__ __forceinline__ uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-template <typename T>
-__device__ __forceinline__ T FromFloatDev(float v);
-template <>
-__device__ __forceinline__ float FromFloatDev<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half FromFloatDev<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 FromFloatDev<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-
 // Uniform in [-1, 1): 24 random bits, so FP32 values are exact.
 template <typename T>
 __global__ void FillUniform(T* out, int64_t count, uint64_t seed) {
@@ -103,7 +93,7 @@ __global__ void FillUniform(T* out, int64_t count, uint64_t seed) {
        i += int64_t{gridDim.x} * blockDim.x) {
     const uint64_t r = SplitMix64(seed * 0x100000001b3ull + static_cast<uint64_t>(i));
     const float v = static_cast<float>(r >> 40) * (2.0f / 16777216.0f) - 1.0f;
-    out[i] = FromFloatDev<T>(v);
+    out[i] = gemmd::gpu::internal::FromFloat<T>(v);
   }
 }
 

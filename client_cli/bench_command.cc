@@ -92,8 +92,7 @@ int RunBench(const CliOptions& o) {
     if (!status.ok()) return ReportRpcError("Matmul", status);
     report.kernel = response.kernel();
   } else {
-    report.kernel = p.precision == Precision::kFp32 ? "cpu_sgemm_openblas (in-process)"
-                                                    : "cpu_hgemm_emulated_openblas (in-process)";
+    report.kernel = absl::StrCat(CpuKernelName(p.precision), " (in-process)");
   }
 
   const absl::Time begin = absl::Now();

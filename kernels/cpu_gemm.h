@@ -15,6 +15,15 @@
 
 namespace gemmd {
 
+// Registry names of the CPU backend's two kernels (ServerInfo, responses, the client).
+inline constexpr char kCpuSgemmKernel[] = "cpu_sgemm_openblas";
+inline constexpr char kCpuTensorKernel[] = "cpu_hgemm_emulated_openblas";
+
+// The name of the kernel CpuGemm runs for `precision`.
+inline const char* CpuKernelName(Precision precision) {
+  return precision == Precision::kFp32 ? kCpuSgemmKernel : kCpuTensorKernel;
+}
+
 // Runs `problem` on host memory. The problem must already be validated by the caller;
 // this still rejects what it cannot run with INVALID_ARGUMENT (unsupported dtypes,
 // dimensions beyond OpenBLAS's 32-bit indices, missing C input when beta != 0).

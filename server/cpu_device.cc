@@ -21,8 +21,7 @@ std::vector<KernelDescription> CpuDevice::Kernels() const {
 
 absl::StatusOr<std::string> CpuDevice::SelectKernel(const GemmProblem& problem,
                                                     absl::string_view forced_kernel) const {
-  const std::string natural =
-      problem.precision == Precision::kFp32 ? kCpuSgemmKernel : kCpuTensorKernel;
+  const std::string natural = CpuKernelName(problem.precision);
   if (forced_kernel.empty() || forced_kernel == natural) return natural;
   for (const KernelDescription& k : Kernels()) {
     if (k.name == forced_kernel) {

@@ -3,12 +3,10 @@
 #ifndef GEMMD_SERVER_CPU_DEVICE_H_
 #define GEMMD_SERVER_CPU_DEVICE_H_
 
+#include "kernels/cpu_gemm.h"
 #include "server/device.h"
 
 namespace gemmd {
-
-inline constexpr char kCpuSgemmKernel[] = "cpu_sgemm_openblas";
-inline constexpr char kCpuTensorKernel[] = "cpu_hgemm_emulated_openblas";
 
 class CpuDevice : public Device {
  public:

@@ -62,7 +62,6 @@ absl::StatusOr<std::string> ResolveBackend(const std::string& requested) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(const ServerConfig& config) {
-  if (absl::Status s = CheckConfig(config); !s.ok()) return s;
   absl::StatusOr<std::string> backend = ResolveBackend(config.backend);
   if (!backend.ok()) return backend.status();
 

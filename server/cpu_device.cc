@@ -37,13 +37,17 @@ absl::StatusOr<std::string> CpuDevice::SelectKernel(const GemmProblem& problem,
                    "' on this server; available: ", absl::StrJoin(names, ", ")));
 }
 
-absl::Status CpuDevice::Run(const GemmProblem& problem, const GemmOperands& host_operands,
-                            absl::string_view /*kernel*/, RunTiming* timing) {
+absl::Status CpuDevice::RunBatch(const Batch& batch, int /*lane*/, BatchRun* run) {
   const absl::Time start = absl::Now();
-  absl::Status status = CpuGemm(problem, host_operands);
-  timing->copy_in = absl::ZeroDuration();
-  timing->compute = absl::Now() - start;
-  timing->copy_out = absl::ZeroDuration();
+  run->kernel = CpuKernelName(batch.problem.precision);
+  absl::Status status = absl::OkStatus();
+  for (const std::unique_ptr<Job>& job : batch.jobs) {
+    status = CpuGemm(job->problem, job->operands);
+    if (!status.ok()) break;
+  }
+  run->copy_in = absl::ZeroDuration();
+  run->compute = absl::Now() - start;
+  run->copy_out = absl::ZeroDuration();
   return status;
 }
 

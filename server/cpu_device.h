@@ -1,5 +1,7 @@
 // The CPU backend as a Device: OpenBLAS for FP32, faithful FP16-tensor emulation (see
 // kernels/cpu_gemm.h). Operands already live in host memory, so copies take no time.
+// A batch runs its jobs one after another straight from the request buffers: packing
+// them would only add copies (OpenBLAS gains nothing from one bigger call).
 #ifndef GEMMD_SERVER_CPU_DEVICE_H_
 #define GEMMD_SERVER_CPU_DEVICE_H_
 
@@ -16,8 +18,7 @@ class CpuDevice : public Device {
   std::vector<KernelDescription> Kernels() const override;
   absl::StatusOr<std::string> SelectKernel(const GemmProblem& problem,
                                            absl::string_view forced_kernel) const override;
-  absl::Status Run(const GemmProblem& problem, const GemmOperands& host_operands,
-                   absl::string_view kernel, RunTiming* timing) override;
+  absl::Status RunBatch(const Batch& batch, int lane, BatchRun* run) override;
   bool healthy() const override { return true; }
 
  private:

@@ -1,10 +1,12 @@
-// A compute device the server schedules work on: the CPU backend today, one per GPU with
-// the CUDA backend. The executor owns devices and calls Run() from one worker thread per
-// device; every other method is thread-safe and cheap.
+// A compute device the server schedules work on: the CPU backend, or one GPU with the
+// CUDA backend. The batcher owns the scheduling: it calls RunBatch() from `lanes()`
+// worker threads per device, each with its own lane index; every other method is
+// thread-safe and cheap.
 #ifndef GEMMD_SERVER_DEVICE_H_
 #define GEMMD_SERVER_DEVICE_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -13,13 +15,14 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "kernels/gemm_problem.h"
+#include "server/batch.h"
 
 namespace gemmd {
 
 struct DeviceDescription {
   int index = 0;
   std::string kind;  // "cpu" or "cuda"
-  std::string name;  // "cpu:0 (OpenBLAS, 8 threads)"
+  std::string name;  // "cpu:0 (OpenBLAS, 8 threads)", "cuda:1 (NVIDIA H200)"
   std::string compute_capability;
   int64_t memory_bytes = 0;
   int threads = 0;
@@ -31,10 +34,19 @@ struct KernelDescription {
   std::string min_compute_capability;
 };
 
-struct RunTiming {
-  absl::Duration copy_in;
-  absl::Duration compute;
-  absl::Duration copy_out;
+// What one RunBatch did: the kernel that ran and how long each phase took.
+struct BatchRun {
+  std::string kernel;
+  absl::Duration copy_in;   // host operands -> device (staging included)
+  absl::Duration compute;   // the launch
+  absl::Duration copy_out;  // results -> the callers' response buffers
+};
+
+// Memory a device holds, for gemm_device_memory_bytes{kind}.
+struct DeviceMemoryUsage {
+  int64_t device_pool_bytes = 0;   // device memory held by the pool (operands, workspace)
+  int64_t device_limit_bytes = 0;  // the pool's cap
+  int64_t pinned_bytes = 0;        // page-locked host staging buffers
 };
 
 class Device {
@@ -49,12 +61,23 @@ class Device {
   virtual absl::StatusOr<std::string> SelectKernel(const GemmProblem& problem,
                                                    absl::string_view forced_kernel) const = 0;
 
-  // Runs a validated problem whose operands are in host memory (c_out included) with a
-  // kernel SelectKernel returned. Fills per-phase times. Not reentrant: one caller.
-  virtual absl::Status Run(const GemmProblem& problem, const GemmOperands& host_operands,
-                           absl::string_view kernel, RunTiming* timing) = 0;
+  // How many RunBatch calls may run at once (each on its own lane in [0, lanes())).
+  // GPUs use two, so one batch's copies overlap the previous batch's compute.
+  virtual int lanes() const { return 1; }
+
+  // Device bytes one batch may occupy (operands, result, workspace); the batcher never
+  // forms a larger batch and refuses a single job that is larger. BatchBytes() is the
+  // device's estimate for a batch.
+  virtual int64_t max_batch_bytes() const { return std::numeric_limits<int64_t>::max(); }
+  virtual int64_t BatchBytes(const GemmProblem& packed) const { return 0; }
+
+  // Runs every job of `batch` (their operands are in host memory; each job's C goes to
+  // its own c_out) on lane `lane`. All jobs share the outcome. A CUDA fault also makes
+  // healthy() false from then on.
+  virtual absl::Status RunBatch(const Batch& batch, int lane, BatchRun* run) = 0;
 
   virtual bool healthy() const = 0;
+  virtual DeviceMemoryUsage memory() const { return {}; }
 };
 
 }  // namespace gemmd

@@ -13,10 +13,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/cpu_device.h"
-#include "server/fifo_executor.h"
+#include "server/batcher.h"
 #include "server/gemm_service.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#ifdef GEMM_HAVE_CUDA
+#include "server/cuda/cuda_device_pool.h"
+#endif
 
 namespace gemmd {
 namespace {
@@ -43,31 +46,61 @@ absl::Status CheckConfig(const ServerConfig& c) {
   if (c.shutdown_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--shutdown_grace_s must be >= 0");
   }
+  if (c.max_batch_size < 1 || c.max_batch_size > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_batch_size ", c.max_batch_size, " is not in [1, 4096]"));
+  }
+  if (c.max_queue_delay < absl::ZeroDuration() || c.max_queue_delay > absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--max_queue_delay_us must be in [0, 1000000]");
+  }
+  if (c.max_inflight_bytes < 0) {
+    return absl::InvalidArgumentError("--max_inflight_bytes must be >= 0 (0 = no cap)");
+  }
+  if (c.device_memory_limit_bytes < 0) {
+    return absl::InvalidArgumentError(
+        "--device_memory_limit_bytes must be >= 0 (0 = 90% of free memory)");
+  }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ResolveBackend(const std::string& requested) {
-  if (requested == "cpu" || requested == "auto") {
-    // The CUDA device pool is not part of this build yet, so auto means cpu.
-    return std::string("cpu");
+absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenBackend(const ServerConfig& config,
+                                                                std::string* backend) {
+  std::vector<std::unique_ptr<Device>> devices;
+  if (config.backend != "auto" && config.backend != "cpu" && config.backend != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend=", config.backend, " is not one of auto, cpu, cuda"));
   }
-  if (requested == "cuda") {
+#ifdef GEMM_HAVE_CUDA
+  if (config.backend == "cuda" || (config.backend == "auto" && CudaDeviceCount() > 0)) {
+    CudaDeviceOptions options;
+    options.memory_limit_bytes = config.device_memory_limit_bytes;
+    options.fault_after_batches = config.inject_fault_after_batches;
+    absl::StatusOr<std::vector<std::unique_ptr<Device>>> gpus =
+        OpenCudaDevices(config.devices, options);
+    if (!gpus.ok()) return gpus.status();
+    *backend = "cuda";
+    return gpus;
+  }
+#else
+  if (config.backend == "cuda") {
     return absl::FailedPreconditionError(
-        "--backend=cuda: this build has no CUDA serving backend yet; use --backend=cpu or auto");
+        "--backend=cuda: this gemm-server was built without CUDA (no nvcc at build time); "
+        "use --backend=cpu or auto");
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--backend=", requested, " is not one of auto, cpu, cuda"));
+#endif
+  *backend = "cpu";
+  devices.push_back(std::make_unique<CpuDevice>(0));
+  return devices;
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(const ServerConfig& config) {
-  absl::StatusOr<std::string> backend = ResolveBackend(config.backend);
-  if (!backend.ok()) return backend.status();
-
-  std::vector<std::unique_ptr<Device>> devices;
-  devices.push_back(std::make_unique<CpuDevice>(0));
-  return CreateWithDevices(config, *backend, std::move(devices));
+  if (absl::Status s = CheckConfig(config); !s.ok()) return s;
+  std::string backend;
+  absl::StatusOr<std::vector<std::unique_ptr<Device>>> devices = OpenBackend(config, &backend);
+  if (!devices.ok()) return devices.status();
+  return CreateWithDevices(config, backend, *std::move(devices));
 }
 
 absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithDevices(
@@ -82,15 +115,29 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithDevices(
   std::vector<Device*> devices;
   for (auto& d : server->devices_) devices.push_back(d.get());
 
-  server->metrics_ = std::make_unique<ServerMetrics>(static_cast<int>(devices.size()));
-  server->executor_ = std::make_unique<FifoExecutor>(
-      devices, FifoExecutor::Options{config.max_queue_size}, server->metrics_.get());
+  std::vector<int> device_labels;
+  for (const Device* d : devices) device_labels.push_back(d->description().index);
+  server->metrics_ = std::make_unique<ServerMetrics>(device_labels);
+  Batcher::Options batching;
+  batching.max_batch_size = config.max_batch_size;
+  batching.max_queue_delay = config.max_queue_delay;
+  batching.max_queue_size = config.max_queue_size;
+  batching.max_inflight_bytes = config.max_inflight_bytes;
+  server->executor_ =
+      std::make_unique<Batcher>(devices, batching, server->metrics_.get());
+  for (size_t i = 0; i < devices.size(); ++i) {
+    server->metrics_->SetDeviceMemory(static_cast<int>(i), devices[i]->memory());
+    server->metrics_->SetDeviceHealthy(static_cast<int>(i), devices[i]->healthy());
+  }
 
   ServiceSettings settings;
   settings.version = kGemmdVersion;
   settings.backend = server->backend_;
   settings.limits = {config.max_message_bytes, config.max_elements};
   settings.max_queue_size = config.max_queue_size;
+  settings.max_batch_size = config.max_batch_size;
+  settings.max_queue_delay = config.max_queue_delay;
+  settings.max_inflight_bytes = config.max_inflight_bytes;
   server->service_ = std::make_unique<GemmServiceImpl>(settings, devices, server->executor_.get(),
                                                        server->metrics_.get());
 
@@ -120,6 +167,13 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithDevices(
     return absl::UnavailableError(absl::StrCat("cannot serve gRPC on ", address));
   }
   server->server_->GetHealthCheckService()->SetServingStatus(true);
+  // With every device faulted the server can answer nothing: tell health checkers, so a
+  // balancer stops sending work here (requests meanwhile get UNAVAILABLE).
+  grpc::Server* grpc_server = server->server_.get();
+  server->executor_->SetOnNoHealthyDevice([grpc_server] {
+    Log(LogLevel::kError, "no_healthy_device", {{"health", "NOT_SERVING"}});
+    grpc_server->GetHealthCheckService()->SetServingStatus(false);
+  });
 
   std::vector<std::string> device_names;
   for (const Device* d : devices) device_names.push_back(d->description().name);
@@ -133,7 +187,10 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithDevices(
                        : std::string("off")},
        {"max_message_bytes", absl::StrCat(config.max_message_bytes)},
        {"max_elements", absl::StrCat(config.max_elements)},
-       {"max_queue_size", absl::StrCat(config.max_queue_size)}});
+       {"max_queue_size", absl::StrCat(config.max_queue_size)},
+       {"max_batch_size", absl::StrCat(config.max_batch_size)},
+       {"max_queue_delay_us", absl::StrCat(absl::ToInt64Microseconds(config.max_queue_delay))},
+       {"max_inflight_bytes", absl::StrCat(config.max_inflight_bytes)}});
   return server;
 }
 

@@ -2,7 +2,7 @@
 // exposer. Create() returns a started server; Shutdown() drains it gracefully.
 //
 // Errors from Create: INVALID_ARGUMENT (bad settings), FAILED_PRECONDITION (backend not
-// available), UNAVAILABLE (a port could not be bound).
+// available: no GPU, or a build without CUDA), UNAVAILABLE (a port could not be bound).
 #ifndef GEMMD_SERVER_GEMM_SERVER_H_
 #define GEMMD_SERVER_GEMM_SERVER_H_
 
@@ -24,7 +24,7 @@ class Exposer;
 namespace gemmd {
 
 class Device;
-class FifoExecutor;
+class Batcher;
 class GemmServiceImpl;
 class ServerMetrics;
 
@@ -37,6 +37,16 @@ struct ServerConfig {
   int64_t max_elements = int64_t{1} << 27;
   uint32_t max_queue_size = 1024;
   absl::Duration shutdown_grace = absl::Seconds(30);
+  // Batching (DESIGN.md §5).
+  uint32_t max_batch_size = 64;
+  absl::Duration max_queue_delay = absl::Microseconds(100);
+  int64_t max_inflight_bytes = int64_t{4} << 30;  // 0 = no cap
+  // CUDA backend.
+  std::string devices = "all";            // all | comma list of ordinals
+  int64_t device_memory_limit_bytes = 0;  // per GPU; 0 = 90% of its free memory
+  // TEST ONLY: the N-th batch on GPU 0 (0-based) first runs a trapping kernel, a real
+  // CUDA fault. -1 = off.
+  int64_t inject_fault_after_batches = -1;
 };
 
 inline constexpr char kGemmdVersion[] = "0.1.0";
@@ -54,7 +64,7 @@ class GemmServer {
   int metrics_port() const { return metrics_port_; }
   const std::string& backend() const { return backend_; }
   ServerMetrics& metrics() { return *metrics_; }
-  FifoExecutor& executor() { return *executor_; }
+  Batcher& executor() { return *executor_; }
 
   // Health NOT_SERVING, new RPCs refused, accepted ones completed (those still running
   // when the grace period ends are cancelled), devices drained. Idempotent; thread-safe.
@@ -69,7 +79,7 @@ class GemmServer {
   int metrics_port_ = -1;
   std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<ServerMetrics> metrics_;
-  std::unique_ptr<FifoExecutor> executor_;
+  std::unique_ptr<Batcher> executor_;
   std::unique_ptr<GemmServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;

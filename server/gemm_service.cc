@@ -75,7 +75,9 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Matmul(grpc::CallbackServerContext* c
   absl::StatusOr<ValidatedMatmul> validated = ValidateMatmul(*request, settings_.limits);
   if (!validated.ok()) return fail(std::nullopt, validated.status());
   const Precision precision = validated->problem.precision;
-  // Every device of a server is of one kind, so the first one answers for all.
+  // Every device of a server is of one kind, so the first one answers for all. The
+  // device picks the kernel again for the whole batch; this catches, before queueing,
+  // a request no kernel here can run (or an unknown forced kernel).
   absl::StatusOr<std::string> kernel =
       devices_.front()->SelectKernel(validated->problem, validated->kernel);
   if (!kernel.ok()) return fail(precision, kernel.status());
@@ -91,7 +93,7 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Matmul(grpc::CallbackServerContext* c
   job->problem = validated->problem;
   job->operands = validated->operands;
   job->operands.c_out = c_data->data();
-  job->kernel = *std::move(kernel);
+  job->forced_kernel = validated->kernel;
   job->accepted = accepted;
   job->deadline = DeadlineOf(*context);
   job->is_cancelled = [context] { return context->IsCancelled(); };
@@ -158,11 +160,10 @@ grpc::ServerUnaryReactor* GemmServiceImpl::GetServerInfo(
   gemm::v1::Limits* limits = response->mutable_limits();
   limits->set_max_message_bytes(settings_.limits.max_message_bytes);
   limits->set_max_elements(settings_.limits.max_elements);
-  // No dynamic batching yet: every request is its own launch.
-  limits->set_max_batch_size(1);
-  limits->set_max_queue_delay_us(0);
+  limits->set_max_batch_size(settings_.max_batch_size);
+  limits->set_max_queue_delay_us(absl::ToInt64Microseconds(settings_.max_queue_delay));
   limits->set_max_queue_size(settings_.max_queue_size);
-  limits->set_max_inflight_bytes(0);
+  limits->set_max_inflight_bytes(settings_.max_inflight_bytes);
   Answer(context, reactor, RpcMethod::kGetServerInfo, std::nullopt, absl::OkStatus(), accepted);
   return reactor;
 }

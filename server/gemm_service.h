@@ -25,6 +25,9 @@ struct ServiceSettings {
   std::string backend;  // "cpu" or "cuda"
   ValidationLimits limits;
   uint32_t max_queue_size = 0;
+  uint32_t max_batch_size = 1;
+  absl::Duration max_queue_delay;
+  int64_t max_inflight_bytes = 0;
 };
 
 class GemmServiceImpl final : public gemm::v1::GemmService::CallbackService {

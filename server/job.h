@@ -15,7 +15,7 @@ namespace gemmd {
 struct JobResult {
   std::string kernel;
   std::string device;
-  absl::Duration queue;  // accepted -> taken by a device
+  absl::Duration queue;  // accepted -> its batch started on a device
   absl::Duration copy_in;
   absl::Duration compute;
   absl::Duration copy_out;
@@ -26,7 +26,8 @@ struct Job {
   GemmProblem problem;
   // Host memory owned by the submitter, valid until `done` runs; c_out receives C.
   GemmOperands operands;
-  std::string kernel;  // from Device::SelectKernel
+  // The request's kernel name; empty = the device chooses (per batch).
+  std::string forced_kernel;
   absl::Time accepted;
   absl::Time deadline = absl::InfiniteFuture();
   // True once the caller gave up; polled before the job reaches a device. May be empty.

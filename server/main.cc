@@ -20,8 +20,25 @@ ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free one (printed in the start
 ABSL_FLAG(int, metrics_port, 9464,
           "Prometheus /metrics port; 0 picks a free one, -1 turns the endpoint off.");
 ABSL_FLAG(std::string, backend, "auto",
-          "auto | cpu | cuda. auto = cuda when a GPU is present, else cpu (this build "
-          "serves from the CPU backend: OpenBLAS).");
+          "auto | cpu | cuda. auto = cuda when this build has CUDA and a GPU is present, "
+          "else cpu (OpenBLAS).");
+ABSL_FLAG(std::string, devices, "all",
+          "CUDA backend: GPUs to serve on, 'all' or a comma list of ordinals (e.g. 0,2).");
+ABSL_FLAG(int64_t, device_memory_limit_bytes, 0,
+          "CUDA backend: device memory each GPU's pool may hold (operands, results, "
+          "workspace); 0 = 90% of the GPU's free memory at start.");
+ABSL_FLAG(uint32_t, max_batch_size, 64,
+          "Most requests one launch serves. Requests batch when they share precision, "
+          "dtypes, M, N, K, transposes, alpha, beta and kernel. 1 turns batching off.");
+ABSL_FLAG(int64_t, max_queue_delay_us, 100,
+          "How long the first request of a batch may wait for company before it launches "
+          "anyway (microseconds; 0 = never wait).");
+ABSL_FLAG(int64_t, max_inflight_bytes, int64_t{4} << 30,
+          "Cap on operand and result bytes of all queued and running requests; beyond it "
+          "RESOURCE_EXHAUSTED at once. 0 = no cap.");
+ABSL_FLAG(int64_t, inject_fault_after_batches, -1,
+          "TEST ONLY: batch number N (0-based) on the first GPU runs a trapping kernel "
+          "first, a real CUDA fault, to exercise fault handling. -1 = off.");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{512} << 20,
           "Largest request or response in bytes (default 512 MiB: two 4096x4096 FP32 "
           "operands take 128 MiB). gRPC's ceiling is 2147483647.");
@@ -42,7 +59,8 @@ bool ServerFlagFile(absl::string_view file) { return absl::StrContains(file, "se
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "matrix multiplication as a gRPC service.\n"
-      "Usage: gemm-server [--port=50051] [--metrics_port=9464] [--backend=auto|cpu|cuda] ...\n"
+      "Usage: gemm-server [--port=50051] [--metrics_port=9464] [--backend=auto|cpu|cuda]\n"
+      "                   [--max_batch_size=64] [--max_queue_delay_us=100] ...\n"
       "Stops gracefully on SIGTERM/SIGINT: health goes NOT_SERVING, new requests are "
       "refused,\naccepted ones complete (up to --shutdown_grace_s), exit status 0.");
   absl::FlagsUsageConfig usage;
@@ -69,6 +87,12 @@ int main(int argc, char** argv) {
   config.max_elements = absl::GetFlag(FLAGS_max_elements);
   config.max_queue_size = absl::GetFlag(FLAGS_max_queue_size);
   config.shutdown_grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_s));
+  config.devices = absl::GetFlag(FLAGS_devices);
+  config.device_memory_limit_bytes = absl::GetFlag(FLAGS_device_memory_limit_bytes);
+  config.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
+  config.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
+  config.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
+  config.inject_fault_after_batches = absl::GetFlag(FLAGS_inject_fault_after_batches);
 
   absl::StatusOr<std::unique_ptr<gemmd::GemmServer>> server = gemmd::GemmServer::Create(config);
   if (!server.ok()) {

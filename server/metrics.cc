@@ -31,8 +31,21 @@ const char* RpcMethodName(RpcMethod method) {
   return "unknown";
 }
 
-ServerMetrics::ServerMetrics(int num_devices)
+namespace {
+
+std::vector<int> Positions(int n) {
+  std::vector<int> labels;
+  for (int i = 0; i < n; ++i) labels.push_back(i);
+  return labels;
+}
+
+}  // namespace
+
+ServerMetrics::ServerMetrics(int num_devices) : ServerMetrics(Positions(num_devices)) {}
+
+ServerMetrics::ServerMetrics(const std::vector<int>& device_labels)
     : registry_(std::make_shared<prometheus::Registry>()) {
+  const int num_devices = static_cast<int>(device_labels.size());
   requests_family_ = &prometheus::BuildCounter()
                           .Name("gemm_requests_total")
                           .Help("RPCs answered, by method, precision and status code")
@@ -90,8 +103,13 @@ ServerMetrics::ServerMetrics(int num_devices)
                       .Name("gemm_device_healthy")
                       .Help("1 while the device takes work, 0 once it faulted")
                       .Register(*registry_);
+  auto& memory = prometheus::BuildGauge()
+                     .Name("gemm_device_memory_bytes")
+                     .Help("Memory a device holds: pool = device memory of the pool, limit = "
+                           "the pool's cap, pinned = page-locked host staging buffers")
+                     .Register(*registry_);
   for (int d = 0; d < num_devices; ++d) {
-    const std::string device = absl::StrCat(d);
+    const std::string device = absl::StrCat(device_labels[d]);
     std::array<prometheus::Counter*, kNumPrecisions> per_precision{};
     for (int p = 0; p < kNumPrecisions; ++p) {
       per_precision[p] =
@@ -101,6 +119,9 @@ ServerMetrics::ServerMetrics(int num_devices)
     busy_seconds_.push_back(&busy.Add({{"device", device}}));
     healthy_.push_back(&healthy.Add({{"device", device}}));
     healthy_.back()->Set(1);
+    memory_.push_back({&memory.Add({{"device", device}, {"kind", "pool"}}),
+                       &memory.Add({{"device", device}, {"kind", "limit"}}),
+                       &memory.Add({{"device", device}, {"kind", "pinned"}})});
   }
 }
 
@@ -141,6 +162,13 @@ void ServerMetrics::AddDeviceWork(int device, Precision precision, double flops,
 void ServerMetrics::SetDeviceHealthy(int device, bool healthy) {
   if (device < 0 || device >= static_cast<int>(healthy_.size())) return;
   healthy_[device]->Set(healthy ? 1 : 0);
+}
+
+void ServerMetrics::SetDeviceMemory(int device, const DeviceMemoryUsage& usage) {
+  if (device < 0 || device >= static_cast<int>(memory_.size())) return;
+  memory_[device][0]->Set(static_cast<double>(usage.device_pool_bytes));
+  memory_[device][1]->Set(static_cast<double>(usage.device_limit_bytes));
+  memory_[device][2]->Set(static_cast<double>(usage.pinned_bytes));
 }
 
 }  // namespace gemmd

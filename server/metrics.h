@@ -10,6 +10,9 @@
 // gemm_flops_total{precision,device}                 counter
 // gemm_bytes_received_total / gemm_bytes_sent_total  counters (tensor payload bytes)
 // gemm_device_busy_seconds_total{device}             counter
+// gemm_device_memory_bytes{device,kind}              gauge (kind: pool = device memory
+//                                                    held, limit = its cap, pinned =
+//                                                    page-locked host staging)
 // gemm_device_healthy{device}                        gauge (1/0)
 #ifndef GEMMD_SERVER_METRICS_H_
 #define GEMMD_SERVER_METRICS_H_
@@ -30,6 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kernels/gemm_problem.h"
+#include "server/device.h"
 
 namespace gemmd {
 
@@ -42,7 +46,10 @@ inline constexpr int kNumPhases = 5;
 
 class ServerMetrics {
  public:
+  // Devices are addressed by position; their `device` label is the given one (a GPU's
+  // ordinal), or the position with the first constructor.
   explicit ServerMetrics(int num_devices);
+  explicit ServerMetrics(const std::vector<int>& device_labels);
   ServerMetrics(const ServerMetrics&) = delete;
   ServerMetrics& operator=(const ServerMetrics&) = delete;
 
@@ -57,6 +64,7 @@ class ServerMetrics {
   void ObserveBatch(int64_t size) { batch_size_->Observe(static_cast<double>(size)); }
   void AddDeviceWork(int device, Precision precision, double flops, absl::Duration busy);
   void SetDeviceHealthy(int device, bool healthy);
+  void SetDeviceMemory(int device, const DeviceMemoryUsage& usage);
   void AddBytesReceived(int64_t bytes) { bytes_received_->Increment(static_cast<double>(bytes)); }
   void AddBytesSent(int64_t bytes) { bytes_sent_->Increment(static_cast<double>(bytes)); }
 
@@ -81,6 +89,7 @@ class ServerMetrics {
   std::vector<std::array<prometheus::Counter*, kNumPrecisions>> flops_;  // [device][precision]
   std::vector<prometheus::Counter*> busy_seconds_;
   std::vector<prometheus::Gauge*> healthy_;
+  std::vector<std::array<prometheus::Gauge*, 3>> memory_;  // [device][pool, limit, pinned]
 };
 
 }  // namespace gemmd

@@ -1,12 +1,13 @@
-// A Device for tests: records what it runs, can hold every Run until the test opens a
-// gate, and writes a recognisable value (the problem's m) into C so tests can check that
-// results reach the right caller.
+// A Device for tests: records the batches it runs, can hold every run until the test
+// opens a gate, can fail (and then turn unhealthy, like a CUDA fault), and writes a
+// recognisable value into each job's C so tests can check that results reach the right
+// caller: the problem's m, or with set_tag_from_a(true) the first float of the job's A.
 #ifndef GEMMD_TESTS_FAKE_DEVICE_H_
 #define GEMMD_TESTS_FAKE_DEVICE_H_
 
-#include <atomic>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -17,9 +18,10 @@ namespace gemmd::testing {
 
 class FakeDevice : public Device {
  public:
-  explicit FakeDevice(bool gated = false) {
+  explicit FakeDevice(bool gated = false, int lanes = 1, int index = 0) : lanes_(lanes) {
+    description_.index = index;
     description_.kind = "fake";
-    description_.name = "fake:0";
+    description_.name = "fake:" + std::to_string(index);
     if (!gated) gate_.Notify();
   }
 
@@ -30,26 +32,50 @@ class FakeDevice : public Device {
   absl::StatusOr<std::string> SelectKernel(const GemmProblem&, absl::string_view) const override {
     return std::string("fake_kernel");
   }
-  absl::Status Run(const GemmProblem& problem, const GemmOperands& operands, absl::string_view,
-                   RunTiming* timing) override {
+  int lanes() const override { return lanes_; }
+  int64_t max_batch_bytes() const override { return max_batch_bytes_; }
+
+  absl::Status RunBatch(const Batch& batch, int, BatchRun* run) override {
     {
       absl::MutexLock lock(&mu_);
       ++started_;
-      ran_m_.push_back(problem.m);
+      batch_sizes_.push_back(static_cast<int>(batch.jobs.size()));
+      packed_batch_.push_back(batch.problem.batch);
+      for (const auto& job : batch.jobs) ran_m_.push_back(job->problem.m);
     }
     gate_.WaitForNotification();
-    if (!status_.ok()) return status_;
-    float* c = static_cast<float*>(operands.c_out);
-    for (int64_t i = 0; i < problem.batch * problem.m * problem.n; ++i) {
-      c[i] = static_cast<float>(problem.m);
+    {
+      absl::MutexLock lock(&mu_);
+      if (!status_.ok()) {
+        healthy_ = !fault_;
+        return status_;
+      }
     }
-    timing->compute = absl::Milliseconds(1);
+    for (const auto& job : batch.jobs) {
+      const GemmProblem& p = job->problem;
+      float value = static_cast<float>(p.m);
+      if (tag_from_a_) std::memcpy(&value, job->operands.a, sizeof(float));
+      float* c = static_cast<float*>(job->operands.c_out);
+      for (int64_t i = 0; i < p.batch * p.m * p.n; ++i) c[i] = value;
+    }
+    run->kernel = "fake_kernel";
+    run->compute = absl::Milliseconds(1);
     return absl::OkStatus();
   }
-  bool healthy() const override { return true; }
+  bool healthy() const override {
+    absl::MutexLock lock(&mu_);
+    return healthy_;
+  }
 
   void Open() { gate_.Notify(); }
-  void FailWith(absl::Status status) { status_ = std::move(status); }
+  // Every later run fails with `status`; with `fault`, the device also turns unhealthy.
+  void FailWith(absl::Status status, bool fault = false) {
+    absl::MutexLock lock(&mu_);
+    status_ = std::move(status);
+    fault_ = fault;
+  }
+  void set_max_batch_bytes(int64_t bytes) { max_batch_bytes_ = bytes; }
+  void set_tag_from_a(bool on) { tag_from_a_ = on; }
   int started() {
     absl::MutexLock lock(&mu_);
     return started_;
@@ -57,6 +83,14 @@ class FakeDevice : public Device {
   std::vector<int64_t> ran_m() {
     absl::MutexLock lock(&mu_);
     return ran_m_;
+  }
+  std::vector<int> batch_sizes() {
+    absl::MutexLock lock(&mu_);
+    return batch_sizes_;
+  }
+  std::vector<int64_t> packed_batch() {
+    absl::MutexLock lock(&mu_);
+    return packed_batch_;
   }
   // Blocks until `n` runs have begun (the device holds them at the gate).
   void AwaitStarted(int n) {
@@ -67,11 +101,18 @@ class FakeDevice : public Device {
 
  private:
   DeviceDescription description_;
+  const int lanes_;
+  int64_t max_batch_bytes_ = int64_t{1} << 62;
+  bool tag_from_a_ = false;
   absl::Notification gate_;
-  absl::Status status_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  bool fault_ ABSL_GUARDED_BY(mu_) = false;
+  bool healthy_ ABSL_GUARDED_BY(mu_) = true;
   int started_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<int64_t> ran_m_;
+  std::vector<int64_t> ran_m_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> batch_sizes_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> packed_batch_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gemmd::testing

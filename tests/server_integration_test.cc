@@ -25,8 +25,8 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "kernels/reference_gemm.h"
 #include "proto/proto_types.h"
+#include "server/batcher.h"
 #include "server/cpu_device.h"
-#include "server/fifo_executor.h"
 #include "server/gemm_server.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -223,6 +223,9 @@ TEST_F(ServerTest, GetServerInfoDescribesTheServer) {
   ServerConfig config = TestConfig();
   config.max_elements = 12345678;
   config.max_queue_size = 77;
+  config.max_batch_size = 32;
+  config.max_queue_delay = absl::Microseconds(250);
+  config.max_inflight_bytes = int64_t{1} << 30;
   Start(config);
   grpc::ClientContext context;
   gemm::v1::ServerInfo info;
@@ -239,7 +242,65 @@ TEST_F(ServerTest, GetServerInfoDescribesTheServer) {
   EXPECT_EQ(info.limits().max_elements(), 12345678);
   EXPECT_EQ(info.limits().max_queue_size(), 77u);
   EXPECT_EQ(info.limits().max_message_bytes(), int64_t{512} << 20);
-  EXPECT_EQ(info.limits().max_batch_size(), 1u);
+  EXPECT_EQ(info.limits().max_batch_size(), 32u);
+  EXPECT_EQ(info.limits().max_queue_delay_us(), 250);
+  EXPECT_EQ(info.limits().max_inflight_bytes(), int64_t{1} << 30);
+}
+
+TEST_F(ServerTest, ConcurrentRequestsShareLaunchesAndGetTheirOwnResults) {
+  ServerConfig config = TestConfig();
+  config.max_batch_size = 16;
+  // Long enough that all 16 calls (sent back to back) arrive before the first launch.
+  config.max_queue_delay = absl::Milliseconds(500);
+  Start(config);
+  constexpr int kCalls = 16;
+  std::vector<std::unique_ptr<AsyncCall>> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.push_back(std::make_unique<AsyncCall>());
+    calls.back()->request = RandomRequest(24, 20, 12, 100 + i);
+    calls.back()->Start(stub_.get());
+  }
+  uint32_t largest_batch = 0;
+  for (const auto& call : calls) {
+    call->done.WaitForNotification();
+    ASSERT_TRUE(call->status.ok()) << call->status.error_message();
+    GemmProblem p;
+    p.m = 24;
+    p.n = 20;
+    p.k = 12;
+    const std::vector<double> ref = ReferenceGemm(
+        p, {call->request.a().data().data(), call->request.b().data().data(), nullptr, nullptr});
+    EXPECT_LE(
+        RelativeError(ref.data(), call->response.c().data().data(), DataType::kFloat32, 24 * 20),
+        1e-5);
+    largest_batch = std::max(largest_batch, call->response.timing().batch_size());
+  }
+  EXPECT_GE(largest_batch, 2u);
+  EXPECT_EQ(server_->executor().InflightBytes(), 0);
+}
+
+TEST_F(ServerTest, WithNoHealthyDeviceHealthIsNotServingAndCallsAreUnavailable) {
+  auto device = std::make_unique<FakeDevice>();
+  device->FailWith(absl::InternalError("cuda:0 fault: unspecified launch failure"),
+                   /*fault=*/true);
+  Start(TestConfig(), std::move(device));
+  ASSERT_EQ(HealthStatus(), "SERVING");
+  gemm::v1::MatmulResponse response;
+  grpc::Status s = Call(RandomRequest(4, 4, 4, 1), &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(s.error_message(), "cuda:0 fault: unspecified launch failure");
+  const absl::Time limit = absl::Now() + absl::Seconds(10);
+  while (HealthStatus() == "SERVING" && absl::Now() < limit) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(HealthStatus(), "NOT_SERVING");
+  s = Call(RandomRequest(4, 4, 4, 2), &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(s.error_message(), "no healthy device: every device of this server has faulted");
+  grpc::ClientContext context;
+  gemm::v1::ServerInfo info;
+  ASSERT_TRUE(stub_->GetServerInfo(&context, {}, &info).ok());
+  EXPECT_FALSE(info.devices(0).healthy());
 }
 
 TEST_F(ServerTest, ErrorCodesAndMessagesReachTheClient) {
@@ -450,7 +511,7 @@ TEST_F(ServerTest, DeadlineAndCancellationDropJobsBeforeTheDevice) {
   // server's deadline (its arrival + the client's remaining timeout) can still lie ahead
   // when the client's RST_STREAM has already cancelled it, and then it counts as
   // CANCELLED. The executor's own choice between the two is tested in
-  // FifoExecutorTest.ExpiredAndCancelledJobsNeverReachTheDevice.
+  // BatcherTest.ExpiredAndCancelledJobsNeverReachTheDevice.
   const std::string page = HttpGet(server_->metrics_port(), "/metrics");
   const double deadline_exceeded =
       std::max(0.0, ScrapedValue(page,

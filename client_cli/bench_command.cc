@@ -26,7 +26,8 @@ struct Sample {
   absl::Time start;
   absl::Time end;
   grpc::StatusCode code = grpc::StatusCode::OK;
-  int64_t queue_us = 0, compute_us = 0, total_us = 0;
+  int64_t queue_us = 0, copy_in_us = 0, compute_us = 0, copy_out_us = 0, total_us = 0;
+  uint32_t batch_size = 0;
 };
 
 using Worker = std::function<Sample()>;
@@ -129,33 +130,46 @@ int RunBench(const CliOptions& o) {
         s.end = absl::Now();
         s.code = status.error_code();
         s.queue_us = response.timing().queue_us();
+        s.copy_in_us = response.timing().copy_in_us();
         s.compute_us = response.timing().compute_us();
+        s.copy_out_us = response.timing().copy_out_us();
         s.total_us = response.timing().total_us();
+        s.batch_size = response.timing().batch_size();
         return s;
       };
     };
   }
   const std::vector<Sample> samples = RunClosedLoop(o.concurrency, measure_end, make_worker);
 
-  std::vector<double> latencies_ms;
-  double queue_us = 0, compute_us = 0, total_us = 0;
+  std::vector<double> latencies_ms, error_latencies_ms;
+  double queue_us = 0, copy_in_us = 0, compute_us = 0, copy_out_us = 0, total_us = 0;
+  double batch_sizes = 0;
   for (const Sample& s : samples) {
     if (s.start < measure_start || s.end > measure_end) continue;
     if (s.code != grpc::StatusCode::OK) {
       ++report.errors[StatusCodeName(s.code)];
+      error_latencies_ms.push_back(absl::ToDoubleMilliseconds(s.end - s.start));
       continue;
     }
     ++report.ok;
     latencies_ms.push_back(absl::ToDoubleMilliseconds(s.end - s.start));
     queue_us += static_cast<double>(s.queue_us);
+    copy_in_us += static_cast<double>(s.copy_in_us);
     compute_us += static_cast<double>(s.compute_us);
+    copy_out_us += static_cast<double>(s.copy_out_us);
     total_us += static_cast<double>(s.total_us);
+    batch_sizes += static_cast<double>(s.batch_size);
   }
   report.latency = SummarizeLatencies(std::move(latencies_ms));
+  report.error_latency = SummarizeLatencies(std::move(error_latencies_ms));
   if (report.ok > 0) {
-    report.server_queue_ms = queue_us / 1e3 / static_cast<double>(report.ok);
-    report.server_compute_ms = compute_us / 1e3 / static_cast<double>(report.ok);
-    report.server_total_ms = total_us / 1e3 / static_cast<double>(report.ok);
+    const double ok = static_cast<double>(report.ok);
+    report.server_queue_ms = queue_us / 1e3 / ok;
+    report.server_copy_in_ms = copy_in_us / 1e3 / ok;
+    report.server_compute_ms = compute_us / 1e3 / ok;
+    report.server_copy_out_ms = copy_out_us / 1e3 / ok;
+    report.server_total_ms = total_us / 1e3 / ok;
+    report.mean_batch_size = batch_sizes / ok;
   }
   const std::string text = o.json ? FormatBenchJson(report) : FormatBenchText(report);
   std::fputs(text.c_str(), stdout);

@@ -65,11 +65,18 @@ std::string FormatBenchText(const BenchReport& r) {
       r.Gflops(), r.SentMBps() + r.ReceivedMBps(), r.SentMBps(), r.ReceivedMBps(), r.latency.p50_ms,
       r.latency.p90_ms, r.latency.p99_ms, r.latency.max_ms, r.latency.mean_ms);
   if (r.mode == "grpc") {
-    absl::StrAppendFormat(&out, "server ms (mean Timing): queue=%.3f compute=%.3f total=%.3f\n",
-                          r.server_queue_ms, r.server_compute_ms, r.server_total_ms);
+    absl::StrAppendFormat(&out,
+                          "server ms (mean Timing): queue=%.3f copy_in=%.3f compute=%.3f "
+                          "copy_out=%.3f total=%.3f  batch=%.1f\n",
+                          r.server_queue_ms, r.server_copy_in_ms, r.server_compute_ms,
+                          r.server_copy_out_ms, r.server_total_ms, r.mean_batch_size);
   }
   absl::StrAppend(&out, "errors:     ", by_code.empty() ? "none" : absl::StrJoin(by_code, " "),
                   "\n");
+  if (errors > 0) {
+    absl::StrAppendFormat(&out, "error latency ms: p50=%.3f p99=%.3f max=%.3f\n",
+                          r.error_latency.p50_ms, r.error_latency.p99_ms, r.error_latency.max_ms);
+  }
   return out;
 }
 
@@ -91,8 +98,12 @@ std::string FormatBenchJson(const BenchReport& r) {
       ",\"latency_ms\":{\"p50\":", Num(r.latency.p50_ms), ",\"p90\":", Num(r.latency.p90_ms),
       ",\"p99\":", Num(r.latency.p99_ms), ",\"max\":", Num(r.latency.max_ms),
       ",\"mean\":", Num(r.latency.mean_ms), "}",
+      ",\"error_latency_ms\":{\"p50\":", Num(r.error_latency.p50_ms),
+      ",\"p99\":", Num(r.error_latency.p99_ms), ",\"max\":", Num(r.error_latency.max_ms), "}",
       ",\"server_ms\":{\"queue\":", Num(r.server_queue_ms),
-      ",\"compute\":", Num(r.server_compute_ms), ",\"total\":", Num(r.server_total_ms), "}}\n");
+      ",\"copy_in\":", Num(r.server_copy_in_ms), ",\"compute\":", Num(r.server_compute_ms),
+      ",\"copy_out\":", Num(r.server_copy_out_ms), ",\"total\":", Num(r.server_total_ms),
+      "},\"mean_batch_size\":", Num(r.mean_batch_size), "}\n");
 }
 
 }  // namespace gemmd

@@ -32,9 +32,12 @@ struct BenchReport {
   double flops_per_request = 0;
   int64_t sent_bytes_per_request = 0;
   int64_t received_bytes_per_request = 0;
-  LatencySummary latency;
+  LatencySummary latency;        // successful requests
+  LatencySummary error_latency;  // failed ones: how fast the server says no
   // Means of the server's Timing over successful responses (grpc mode).
-  double server_queue_ms = 0, server_compute_ms = 0, server_total_ms = 0;
+  double server_queue_ms = 0, server_copy_in_ms = 0, server_compute_ms = 0,
+         server_copy_out_ms = 0, server_total_ms = 0;
+  double mean_batch_size = 0;  // requests per launch, as responses report it
 
   double RequestsPerSecond() const { return duration_s > 0 ? ok / duration_s : 0; }
   double Gflops() const { return RequestsPerSecond() * flops_per_request / 1e9; }

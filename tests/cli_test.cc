@@ -44,8 +44,14 @@ TEST(BenchReportTest, RatesAndJson) {
   EXPECT_NE(json.find("\"requests_per_s\":5,"), std::string::npos) << json;
   EXPECT_NE(json.find("\"errors\":{\"RESOURCE_EXHAUSTED\":3}"), std::string::npos) << json;
   EXPECT_NE(json.find("\"payload_mb_per_s\":7.5,"), std::string::npos) << json;
+  r.error_latency = SummarizeLatencies({0.2, 0.1, 0.3});
+  r.mean_batch_size = 12.5;
   const std::string text = FormatBenchText(r);
   EXPECT_NE(text.find("errors:     RESOURCE_EXHAUSTED=3"), std::string::npos) << text;
+  EXPECT_NE(text.find("error latency ms: p50=0.200 p99=0.300 max=0.300"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("batch=12.5"), std::string::npos) << text;
+  EXPECT_NE(FormatBenchJson(r).find("\"mean_batch_size\":12.5}"), std::string::npos);
 }
 
 TEST(MatmulInputsTest, RandomOperandsMatchFlagsAndVerify) {

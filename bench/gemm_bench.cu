@@ -2,7 +2,7 @@
 // one run (DESIGN.md §7) and checks each result against the FP64 CPU reference.
 //
 //   gemm-bench [--csv[=FILE]] [--json[=FILE]] [--iters=N] [--warmup=N] [--filter=SUBSTR]
-//              [--kernels=SUBSTR|auto] [--seed=S] [--device=D] [--no-check]
+//              [--kernels=SUBSTR|auto] [--seed=S] [--device=D] [--no-check] [--with-copies]
 //
 // --filter takes comma-separated substrings of "group shape path", e.g.
 // --filter='square 4096x4096x4096 FP32,batched' ; --kernels=auto times only the
@@ -23,12 +23,19 @@
 // (>= 10) is reported. Rel. error = ||C - C_ref||_F / ||C_ref||_F against FP64 on the
 // stored operands, over all of C for small problems and over sampled rows (and batch
 // items) for big ones.
+//
+// --with-copies also times, for each workload's selected kernel, what an in-process
+// caller holding its operands in host memory pays: cudaMemcpy A and B in, the launch,
+// cudaMemcpy C out (wall clock, median of --iters), from ordinary (pageable) host memory
+// and from pinned memory. That is the yardstick for the server's copy_in + compute +
+// copy_out (its operands arrive in pageable request buffers).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -144,6 +151,7 @@ struct Options {
   uint64_t seed = 20261130;
   int device = 0;
   bool check = true;
+  bool with_copies = false;
 };
 
 bool Flag(const std::string& arg, const char* name, std::string* value) {
@@ -184,11 +192,13 @@ Options ParseOptions(int argc, char** argv) {
       o.device = std::atoi(v.c_str());
     } else if (arg == "--no-check") {
       o.check = false;
+    } else if (arg == "--with-copies") {
+      o.with_copies = true;
     } else {
       std::fprintf(stderr,
                    "usage: gemm-bench [--csv[=FILE]] [--json[=FILE]] [--iters=N>=10] "
                    "[--warmup=N] [--filter=SUBSTR] [--kernels=SUBSTR|auto] [--seed=S] "
-                   "[--device=D] [--no-check]\n");
+                   "[--device=D] [--no-check] [--with-copies]\n");
       std::exit(arg == "--help" || arg == "-h" ? 0 : 2);
     }
   }
@@ -493,6 +503,91 @@ void RunWorkload(const Options& o, const DeviceCaps& caps, cublasHandle_t handle
                sets, sets > 1 ? "s" : "");
 }
 
+// ---- copies + kernel, in-process --------------------------------------------------------
+
+struct CopyRow {
+  std::string shape, path, kernel;
+  double pageable_ms = 0, pinned_ms = 0, kernel_ms = 0;
+};
+
+void RunWithCopies(const Options& o, const DeviceCaps& caps, const Workload& w, uint64_t seed,
+                   std::vector<CopyRow>* rows) {
+  GemmProblem p;
+  p.batch = w.batch;
+  p.m = w.m;
+  p.n = w.n;
+  p.k = w.k;
+  p.a_type = p.b_type = w.input;
+  p.precision = w.precision;
+  auto selected = gemmd::gpu::SelectKernel(p, caps);
+  if (!selected.ok()) return;
+  const GpuGemmKernel* kernel = *selected;
+  const size_t in_bytes = gemmd::DataTypeSize(w.input);
+  const size_t a_bytes = p.ElementsA() * in_bytes, b_bytes = p.ElementsB() * in_bytes;
+  const size_t c_bytes = p.ElementsC() * sizeof(float);
+  const size_t ws_bytes = kernel->WorkspaceBytes(p);
+  DevMem dA(a_bytes), dB(b_bytes), dC(c_bytes), ws(ws_bytes);
+  Fill(w.input, dA.p, p.ElementsA(), seed * 7919);
+  Fill(w.input, dB.p, p.ElementsB(), seed * 7919 + 1);
+  std::vector<char> ha(a_bytes), hb(b_bytes), hc(c_bytes);
+  CHECK_CUDA(cudaMemcpy(ha.data(), dA.p, a_bytes, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(hb.data(), dB.p, b_bytes, cudaMemcpyDeviceToHost));
+  void *pa, *pb, *pc;
+  CHECK_CUDA(cudaMallocHost(&pa, a_bytes));
+  CHECK_CUDA(cudaMallocHost(&pb, b_bytes));
+  CHECK_CUDA(cudaMallocHost(&pc, c_bytes));
+  std::memcpy(pa, ha.data(), a_bytes);
+  std::memcpy(pb, hb.data(), b_bytes);
+  auto launch = [&](int) {
+    GemmOperands ops{dA.p, dB.p, nullptr, dC.p};
+    const absl::Status st = kernel->Launch(p, ops, ws.p, ws_bytes, nullptr);
+    if (!st.ok()) {
+      std::cerr << kernel->name() << ": " << st << "\n";
+      std::exit(1);
+    }
+  };
+  // The last cudaMemcpy waits for everything before it on the (legacy) default stream.
+  auto median_round_trip_ms = [&](const void* a, const void* b, void* c) {
+    std::vector<double> ms;
+    for (int i = 0; i < o.warmup + o.iters; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      CHECK_CUDA(cudaMemcpy(dA.p, a, a_bytes, cudaMemcpyHostToDevice));
+      CHECK_CUDA(cudaMemcpy(dB.p, b, b_bytes, cudaMemcpyHostToDevice));
+      launch(0);
+      CHECK_CUDA(cudaMemcpy(c, dC.p, c_bytes, cudaMemcpyDeviceToHost));
+      const auto t1 = std::chrono::steady_clock::now();
+      if (i >= o.warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  CopyRow r;
+  r.shape = w.Shape();
+  r.path = w.Path();
+  r.kernel = std::string(kernel->name());
+  r.pageable_ms = median_round_trip_ms(ha.data(), hb.data(), hc.data());
+  r.pinned_ms = median_round_trip_ms(pa, pb, pc);
+  r.kernel_ms = MedianMs(o, 1, launch);
+  CHECK_CUDA(cudaFreeHost(pa));
+  CHECK_CUDA(cudaFreeHost(pb));
+  CHECK_CUDA(cudaFreeHost(pc));
+  std::fprintf(stderr, "  %-10s %-14s copies+kernel: pageable %.3f ms, pinned %.3f ms, kernel %.3f ms\n",
+               r.path.c_str(), r.shape.c_str(), r.pageable_ms, r.pinned_ms, r.kernel_ms);
+  rows->push_back(r);
+}
+
+void PrintCopyTable(const std::vector<CopyRow>& rows, std::ostream& out) {
+  out << "\nIn-process copies + kernel (cudaMemcpy A,B in; launch; cudaMemcpy C out; median wall "
+         "ms)\n\n| shape | path | kernel | pageable host | pinned host | kernel alone |\n"
+         "|---|---|---|---:|---:|---:|\n";
+  for (const CopyRow& r : rows) {
+    char line[256];
+    std::snprintf(line, sizeof(line), "| %s | %s | %s | %.3f | %.3f | %.3f |\n", r.shape.c_str(),
+                  r.path.c_str(), r.kernel.c_str(), r.pageable_ms, r.pinned_ms, r.kernel_ms);
+    out << line;
+  }
+}
+
 // ---- output ------------------------------------------------------------------------------
 
 std::string Fixed(double v, int prec) {
@@ -568,6 +663,7 @@ int main(int argc, char** argv) {
                static_cast<long long>(caps->l2_cache_bytes >> 20), o.iters, o.warmup);
 
   std::vector<Row> rows;
+  std::vector<CopyRow> copy_rows;
   uint64_t index = 0;
   for (const Workload& w : DefaultWorkloads()) {
     ++index;
@@ -582,6 +678,7 @@ int main(int argc, char** argv) {
       if (!match) continue;
     }
     RunWorkload(o, *caps, handle, w, o.seed + index, &rows);
+    if (o.with_copies) RunWithCopies(o, *caps, w, o.seed + index, &copy_rows);
   }
   cublasDestroy(handle);
 
@@ -603,6 +700,7 @@ int main(int argc, char** argv) {
   }
   if ((!o.csv || !o.csv_file.empty()) && (!o.json || !o.json_file.empty())) {
     PrintTable(*caps, rows, std::cout);
+    if (!copy_rows.empty()) PrintCopyTable(copy_rows, std::cout);
   }
   return 0;
 }

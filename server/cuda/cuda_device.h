@@ -1,0 +1,112 @@
+// One GPU as a Device for the batcher (DESIGN.md §2, §5): the CUDA kernels of
+// kernels/cuda behind per-lane streams, pinned staging rings and device memory arenas.
+//
+// A batch runs as copy-in (the jobs' operands gathered through pinned staging into one
+// arena, regions A | B | C_in | C | workspace, so a batch's items are back to back: the
+// dense strided-batch layout one launch serves), compute (one launch) and copy-out (the
+// C region scattered to each job's c_out). Each lane has its own stream, staging ring
+// and arena, so two batches on two lanes run at once and one's copies overlap the
+// other's compute.
+//
+// Threads: RunBatch may be called concurrently for different lanes (one caller per
+// lane); everything else is thread-safe. A CUDA fault (any CUDA error of a copy, launch
+// or synchronization other than out-of-memory) poisons the whole context, so the device
+// then stays unhealthy: the faulting batch gets INTERNAL, later ones UNAVAILABLE.
+#ifndef GEMMD_SERVER_CUDA_CUDA_DEVICE_H_
+#define GEMMD_SERVER_CUDA_CUDA_DEVICE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "kernels/cuda/cuda_raii.h"
+#include "kernels/cuda/gpu_gemm.h"
+#include "server/cuda/device_memory_pool.h"
+#include "server/cuda/pinned_staging.h"
+#include "server/device.h"
+
+namespace gemmd {
+
+struct CudaDeviceOptions {
+  // Device memory cap of the pool (--device_memory_limit_bytes); 0 = 90% of the
+  // device's free memory when the device is opened.
+  int64_t memory_limit_bytes = 0;
+  // Concurrent batches (each with its own stream, staging ring and arena).
+  int lanes = 2;
+  // Pinned staging per lane: staging_slots slots of staging_chunk_bytes each.
+  size_t staging_chunk_bytes = size_t{4} << 20;
+  int staging_slots = 4;
+  // TEST ONLY: when >= 0, RunBatch call number N (0-based) first launches a trapping
+  // kernel (a real, sticky CUDA fault) on its stream.
+  int64_t fault_after_batches = -1;
+};
+
+class CudaDevice : public Device {
+ public:
+  // Opens CUDA device `ordinal`: creates its context, streams, staging rings and the
+  // (still empty) memory pool. INVALID_ARGUMENT for bad options; INTERNAL for CUDA
+  // errors (bad ordinal, no driver, pinned allocation failure).
+  static absl::StatusOr<std::unique_ptr<CudaDevice>> Create(int ordinal,
+                                                            const CudaDeviceOptions& options);
+  ~CudaDevice() override;
+
+  const DeviceDescription& description() const override { return description_; }
+  // The registry kernels this device's compute capability can run.
+  std::vector<KernelDescription> Kernels() const override;
+  // FAILED_PRECONDITION when no kernel here runs `problem` or `forced_kernel` is unknown
+  // or cannot run it; INVALID_ARGUMENT for a malformed problem.
+  absl::StatusOr<std::string> SelectKernel(const GemmProblem& problem,
+                                           absl::string_view forced_kernel) const override;
+
+  int lanes() const override { return static_cast<int>(lanes_.size()); }
+  // Half a lane's share of the memory cap: the rest is room for the kernel workspace.
+  int64_t max_batch_bytes() const override { return pool_->lane_share_bytes() / 2; }
+  // Operand and result bytes of `packed` (what max_batch_bytes bounds).
+  int64_t BatchBytes(const GemmProblem& packed) const override;
+
+  // Status: as SelectKernel for the kernel choice; RESOURCE_EXHAUSTED when the batch
+  // does not fit the lane's share of the cap or the GPU is out of memory; INTERNAL on a
+  // CUDA fault (the device is then unhealthy); UNAVAILABLE once unhealthy;
+  // INVALID_ARGUMENT for an empty batch, a lane out of range or a missing host buffer.
+  absl::Status RunBatch(const Batch& batch, int lane, BatchRun* run) override;
+
+  bool healthy() const override { return healthy_.load(std::memory_order_acquire); }
+  DeviceMemoryUsage memory() const override;
+
+ private:
+  struct Lane {
+    gpu::CudaStream stream;
+    std::unique_ptr<StagingRing> staging;
+  };
+
+  CudaDevice(int ordinal, const CudaDeviceOptions& options, gpu::DeviceCaps caps);
+
+  // The kernel for `problem` on this device, errors mapped as SelectKernel documents.
+  absl::StatusOr<const gpu::GpuGemmKernel*> ChooseKernel(const GemmProblem& problem,
+                                                         absl::string_view forced_kernel) const;
+  // The three phases of RunBatch; the device is already current.
+  absl::Status RunOnLane(const Batch& batch, Lane& lane, int lane_index, BatchRun* run);
+  // Marks the device unhealthy (logging the first fault) and returns the INTERNAL status
+  // the batch reports.
+  absl::Status Fault(const absl::Status& cuda_error);
+
+  const int ordinal_;
+  const CudaDeviceOptions options_;
+  const gpu::DeviceCaps caps_;
+  DeviceDescription description_;
+  std::vector<Lane> lanes_;
+  std::unique_ptr<DeviceMemoryPool> pool_;
+  int64_t pinned_bytes_ = 0;
+  std::atomic<bool> healthy_{true};
+  std::atomic<int64_t> batches_started_{0};  // for fault_after_batches
+};
+
+}  // namespace gemmd
+
+#endif  // GEMMD_SERVER_CUDA_CUDA_DEVICE_H_

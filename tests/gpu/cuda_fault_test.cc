@@ -1,0 +1,85 @@
+// A real CUDA fault on a CudaDevice: a trapping kernel (CudaDeviceOptions::
+// fault_after_batches) poisons the context, the faulting batch fails with INTERNAL, the
+// device turns unhealthy and later batches are refused with UNAVAILABLE without touching
+// the GPU. Its own executable: after the trap no CUDA call in this process works, so it
+// must not share a process with other GPU tests. Skipped (visibly) without a GPU.
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "server/batch.h"
+#include "server/cuda/cuda_device.h"
+#include "server/job.h"
+
+namespace gemmd {
+namespace {
+
+bool HasGpu() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+// A 32x32x32 FP32 job of all-ones operands: every element of C is 32.
+struct OnesJob {
+  static constexpr int64_t kSize = 32;
+  std::vector<float> a = std::vector<float>(kSize * kSize, 1.0f);
+  std::vector<float> b = std::vector<float>(kSize * kSize, 1.0f);
+  std::vector<float> c = std::vector<float>(kSize * kSize, 0.0f);
+
+  Batch ToBatch() {
+    auto job = std::make_unique<Job>();
+    job->problem.m = job->problem.n = job->problem.k = kSize;
+    job->operands.a = a.data();
+    job->operands.b = b.data();
+    job->operands.c_out = c.data();
+    Batch batch;
+    batch.jobs.push_back(std::move(job));
+    batch.problem = PackedProblem(batch.jobs);
+    return batch;
+  }
+};
+
+TEST(CudaFaultTest, FaultMakesTheDeviceUnhealthyAndLaterBatchesUnavailable) {
+  if (!HasGpu()) GTEST_SKIP() << "no CUDA device here: GPU test skipped";
+  CudaDeviceOptions options;
+  options.fault_after_batches = 1;
+  absl::StatusOr<std::unique_ptr<CudaDevice>> created = CudaDevice::Create(0, options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  CudaDevice& device = **created;
+
+  OnesJob first;
+  BatchRun run;
+  const absl::Status ok = device.RunBatch(first.ToBatch(), 0, &run);
+  ASSERT_TRUE(ok.ok()) << ok;
+  EXPECT_EQ(first.c[0], 32.0f);
+  EXPECT_EQ(first.c.back(), 32.0f);
+  EXPECT_TRUE(device.healthy());
+
+  OnesJob second;
+  const absl::Status fault = device.RunBatch(second.ToBatch(), 1, &run);
+  EXPECT_EQ(fault.code(), absl::StatusCode::kInternal) << fault;
+  EXPECT_TRUE(absl::StrContains(fault.message(), "cuda:0")) << fault;
+  EXPECT_FALSE(device.healthy());
+
+  OnesJob third;
+  const absl::Time start = absl::Now();
+  const absl::Status refused = device.RunBatch(third.ToBatch(), 0, &run);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "cuda:0 is unhealthy")) << refused;
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(100));
+  EXPECT_EQ(third.c[0], 0.0f);  // never touched
+  EXPECT_FALSE(device.healthy());
+  // Metrics still read the device after the fault.
+  EXPECT_GT(device.memory().device_limit_bytes, 0);
+}
+
+}  // namespace
+}  // namespace gemmd

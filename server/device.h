@@ -65,11 +65,9 @@ class Device {
   // GPUs use two, so one batch's copies overlap the previous batch's compute.
   virtual int lanes() const { return 1; }
 
-  // Device bytes one batch may occupy (operands, result, workspace); the batcher never
-  // forms a larger batch and refuses a single job that is larger. BatchBytes() is the
-  // device's estimate for a batch.
+  // Operand and result bytes (OperandBytes, batch.h) one batch may have on the device;
+  // the batcher never forms a larger batch and refuses a single job that is larger.
   virtual int64_t max_batch_bytes() const { return std::numeric_limits<int64_t>::max(); }
-  virtual int64_t BatchBytes(const GemmProblem& packed) const { return 0; }
 
   // Runs every job of `batch` (their operands are in host memory; each job's C goes to
   // its own c_out) on lane `lane`. All jobs share the outcome. A CUDA fault also makes

@@ -166,13 +166,6 @@ absl::StatusOr<std::string> CudaDevice::SelectKernel(const GemmProblem& problem,
   return std::string((*kernel)->name());
 }
 
-int64_t CudaDevice::BatchBytes(const GemmProblem& packed) const {
-  const int64_t c_size = static_cast<int64_t>(DataTypeSize(packed.c_type));
-  return packed.ElementsA() * static_cast<int64_t>(DataTypeSize(packed.a_type)) +
-         packed.ElementsB() * static_cast<int64_t>(DataTypeSize(packed.b_type)) +
-         (packed.beta != 0.0f ? packed.ElementsCIn() * c_size : 0) + packed.ElementsC() * c_size;
-}
-
 DeviceMemoryUsage CudaDevice::memory() const {
   DeviceMemoryUsage usage;
   usage.device_pool_bytes = pool_->held_bytes();

@@ -67,8 +67,6 @@ class CudaDevice : public Device {
   int lanes() const override { return static_cast<int>(lanes_.size()); }
   // Half a lane's share of the memory cap: the rest is room for the kernel workspace.
   int64_t max_batch_bytes() const override { return pool_->lane_share_bytes() / 2; }
-  // Operand and result bytes of `packed` (what max_batch_bytes bounds).
-  int64_t BatchBytes(const GemmProblem& packed) const override;
 
   // Status: as SelectKernel for the kernel choice; RESOURCE_EXHAUSTED when the batch
   // does not fit the lane's share of the cap or the GPU is out of memory; INTERNAL on a

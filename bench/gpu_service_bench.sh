@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The GPU service benchmark of docs/BENCHMARKS.md (issue 4's acceptance), in one run on a
+# GPU machine: gemm-bench's in-process copies + kernel at 4096^3, then gemm-server on the
+# CUDA backend driven by gemm-cli bench: batching on vs --max_batch_size=1 (128 x 128^3
+# and 64 x 256^3 FP16_TENSOR), one 4096^3 FP16_TENSOR request at a time, and overload
+# (concurrency 512, small queue) with the server's peak RSS.
+# Usage: bench/gpu_service_bench.sh [BIN_DIR]   (BIN_DIR holds gemm-server, gemm-cli,
+# gemm-bench; default .devpack/bin as device-pack lays it out). Prints JSON lines, then a
+# summary table (bench/gpu_service_summary.py).
+set -uo pipefail
+bin=${1:-.devpack/bin}
+duration=${DURATION_S:-5}
+warmup=${WARMUP_S:-1}
+port=${PORT:-50777}
+mport=${METRICS_PORT:-9477}
+out=${OUT_DIR:-/tmp/gpu_service_bench}
+mkdir -p "$out"
+rm -f "$out"/*.json
+
+echo "## $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1), $(nproc) cores"
+
+"$bin/gemm-bench" --filter='square 4096x4096x4096 F16T/f16-in' --kernels=auto --with-copies \
+  --json="$out/gemm_bench_4096.json" 2>&1 | tail -8
+
+server_pid=
+start_server() {
+  "$bin/gemm-server" --backend=cuda --devices="${DEVICES:-0}" --port "$port" \
+    --metrics_port "$mport" "$@" >"$out/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 100); do
+    "$bin/gemm-cli" health --target "127.0.0.1:$port" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "server did not start:"; cat "$out/server.log"; return 1
+}
+stop_server() {
+  kill -TERM "$server_pid" 2>/dev/null
+  wait "$server_pid" 2>/dev/null
+}
+trap stop_server EXIT
+bench() {  # NAME ARGS...: one gemm-cli bench run, its JSON kept as NAME.json
+  local name=$1
+  shift
+  "$bin/gemm-cli" bench --target "127.0.0.1:$port" --duration_s "$duration" \
+    --warmup_s "$warmup" --json "$@" | tee "$out/$name.json"
+}
+
+for batch in 64 1; do
+  start_server --max_batch_size=$batch --max_queue_delay_us=100 || exit 1
+  bench "b${batch}_128" --m 128 --n 128 --k 128 --dtype float16 --precision fp16_tensor \
+    --concurrency 128 --channels 8
+  bench "b${batch}_256" --m 256 --n 256 --k 256 --dtype float16 --precision fp16_tensor \
+    --concurrency 64 --channels 8
+  stop_server
+done
+
+start_server || exit 1
+bench big_4096 --m 4096 --n 4096 --k 4096 --dtype float16 --precision fp16_tensor \
+  --concurrency 1 --duration_s $((duration * 2))
+stop_server
+
+# Overload: 512 callers against a queue of 64 jobs and a 256 MiB in-flight cap.
+start_server --max_queue_size=64 --max_inflight_bytes=$((256 << 20)) || exit 1
+peak_rss_kb=0
+(
+  while kill -0 "$server_pid" 2>/dev/null; do
+    grep VmRSS "/proc/$server_pid/status" 2>/dev/null | awk '{print $2}'
+    sleep 0.2
+  done
+) >"$out/rss.txt" &
+sampler=$!
+bench overload_512 --m 256 --n 256 --k 256 --dtype float16 --precision fp16_tensor \
+  --concurrency 512 --channels 16 --timeout_s 30
+sleep 1
+curl -s "127.0.0.1:$mport/metrics" >"$out/metrics_overload.txt" ||
+  python3 -c "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:$mport/metrics').read().decode())" >"$out/metrics_overload.txt"
+stop_server
+kill "$sampler" 2>/dev/null
+grep -E '^gemm_(requests_total|inflight_requests|queue_depth|batch_size_(sum|count)|device_memory_bytes)' \
+  "$out/metrics_overload.txt"
+echo "server peak RSS: $(sort -n "$out/rss.txt" | tail -1) kB"
+sort -n "$out/rss.txt" | tail -1 >"$out/peak_rss_kb.txt"
+
+python3 "$(dirname "$0")/gpu_service_summary.py" "$out"

@@ -81,4 +81,13 @@ grep -E '^gemm_(requests_total|inflight_requests|queue_depth|batch_size_(sum|cou
 echo "server peak RSS: $(sort -n "$out/rss.txt" | tail -1) kB"
 sort -n "$out/rss.txt" | tail -1 >"$out/peak_rss_kb.txt"
 
+# Several GPUs: one server on all of them; placement should spread the work.
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  DEVICES=all start_server || exit 1
+  bench multi_gpu_256 --m 256 --n 256 --k 256 --dtype float16 --precision fp16_tensor \
+    --concurrency 128 --channels 8
+  curl -s "127.0.0.1:$mport/metrics" | grep -E '^gemm_(flops_total\{precision="FP16_TENSOR"|device_busy_seconds_total)'
+  stop_server
+fi
+
 python3 "$(dirname "$0")/gpu_service_summary.py" "$out"

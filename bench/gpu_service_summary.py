@@ -18,7 +18,8 @@ def load(name):
 
 print("\n| run | req/s | p50 ms | p99 ms | mean batch | server total ms | errors |")
 print("|---|---:|---:|---:|---:|---:|---|")
-for name in ["b64_128", "b1_128", "b64_256", "b1_256", "big_4096", "overload_512"]:
+for name in ["b64_128", "b1_128", "b64_256", "b1_256", "big_4096", "overload_512",
+             "multi_gpu_256"]:
     r = load(name)
     if r is None:
         print(f"| {name} | missing | | | | | |")

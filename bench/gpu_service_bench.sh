@@ -38,6 +38,10 @@ stop_server() {
   wait "$server_pid" 2>/dev/null
 }
 trap stop_server EXIT
+scrape() {  # the metrics page (curl, or Python where there is no curl)
+  curl -s "127.0.0.1:$mport/metrics" 2>/dev/null ||
+    python3 -c "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:$mport/metrics').read().decode())"
+}
 bench() {  # NAME ARGS...: one gemm-cli bench run, its JSON kept as NAME.json
   local name=$1
   shift
@@ -72,8 +76,7 @@ sampler=$!
 bench overload_512 --m 256 --n 256 --k 256 --dtype float16 --precision fp16_tensor \
   --concurrency 512 --channels 16 --timeout_s 30
 sleep 1
-curl -s "127.0.0.1:$mport/metrics" >"$out/metrics_overload.txt" ||
-  python3 -c "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:$mport/metrics').read().decode())" >"$out/metrics_overload.txt"
+scrape >"$out/metrics_overload.txt"
 stop_server
 kill "$sampler" 2>/dev/null
 grep -E '^gemm_(requests_total|inflight_requests|queue_depth|batch_size_(sum|count)|device_memory_bytes)' \
@@ -86,7 +89,7 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   DEVICES=all start_server || exit 1
   bench multi_gpu_256 --m 256 --n 256 --k 256 --dtype float16 --precision fp16_tensor \
     --concurrency 128 --channels 8
-  curl -s "127.0.0.1:$mport/metrics" | grep -E '^gemm_(flops_total\{precision="FP16_TENSOR"|device_busy_seconds_total)'
+  scrape | grep -E '^gemm_(flops_total\{precision="FP16_TENSOR"|device_busy_seconds_total)'
   stop_server
 fi
 

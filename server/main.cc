@@ -39,6 +39,9 @@ ABSL_FLAG(int64_t, max_inflight_bytes, int64_t{4} << 30,
 ABSL_FLAG(int64_t, inject_fault_after_batches, -1,
           "TEST ONLY: batch number N (0-based) on the first GPU runs a trapping kernel "
           "first, a real CUDA fault, to exercise fault handling. -1 = off.");
+ABSL_FLAG(std::string, inject_fault_kind, "trap",
+          "TEST ONLY: trap (a sticky fault; on a multi-GPU host it may poison every GPU of "
+          "the process) or launch_error (a rejected launch; only the first GPU is lost).");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{512} << 20,
           "Largest request or response in bytes (default 512 MiB: two 4096x4096 FP32 "
           "operands take 128 MiB). gRPC's ceiling is 2147483647.");
@@ -93,6 +96,7 @@ int main(int argc, char** argv) {
   config.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
   config.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
   config.inject_fault_after_batches = absl::GetFlag(FLAGS_inject_fault_after_batches);
+  config.inject_fault_kind = absl::GetFlag(FLAGS_inject_fault_kind);
 
   absl::StatusOr<std::unique_ptr<gemmd::GemmServer>> server = gemmd::GemmServer::Create(config);
   if (!server.ok()) {

@@ -1,9 +1,11 @@
-// TEST-ONLY fault injection: a kernel that executes __trap(), which aborts the launch
-// with cudaErrorLaunchFailure and leaves the CUDA context of the whole process unusable
-// (a sticky error). The server's fault tests use it (CudaDeviceOptions::
-// fault_after_batches) to check that a real device fault marks the device unhealthy and
-// fails its jobs with INTERNAL. Never call it outside tests: every later CUDA call in the
-// process fails. Host-only header; compiles with g++.
+// TEST-ONLY fault injection (CudaDeviceOptions::fault_after_batches), two kinds:
+// - a kernel that executes __trap(): the launch aborts with cudaErrorLaunchFailure, a
+//   sticky error. On the H200 host (driver 580) it also poisoned the other GPU of the
+//   process: every later CUDA call on either GPU failed. Never call it outside tests.
+// - a launch with an invalid configuration (cudaErrorInvalidConfiguration): an error the
+//   CUDA runtime reports and forgets, so only the device the server marks unhealthy
+//   stops serving and the other GPUs can show that serving goes on.
+// Host-only header; compiles with g++.
 #ifndef GEMMD_KERNELS_CUDA_FAULT_INJECTION_H_
 #define GEMMD_KERNELS_CUDA_FAULT_INJECTION_H_
 
@@ -17,6 +19,10 @@ namespace gemmd::gpu {
 // is enqueued (INTERNAL if the launch itself fails); the fault shows up at the stream's
 // next synchronization.
 absl::Status LaunchTrapKernel(cudaStream_t stream);
+
+// Launches a kernel with 4096 threads per block (over every GPU's limit) on `stream`:
+// always INTERNAL (cudaErrorInvalidConfiguration), the context stays usable.
+absl::Status LaunchInvalidKernel(cudaStream_t stream);
 
 }  // namespace gemmd::gpu
 

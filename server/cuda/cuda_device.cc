@@ -287,7 +287,8 @@ absl::Status CudaDevice::RunOnLane(const Batch& batch, Lane& lane, int lane_inde
 
   start = absl::Now();
   if (options_.fault_after_batches >= 0 && batch_number == options_.fault_after_batches) {
-    GEMMD_FAULT_IF_ERROR(gpu::LaunchTrapKernel(stream));
+    GEMMD_FAULT_IF_ERROR(options_.fault_is_trap ? gpu::LaunchTrapKernel(stream)
+                                                : gpu::LaunchInvalidKernel(stream));
   }
   absl::Status launched = kernel.Launch(problem, device, workspace, workspace_bytes, stream);
   if (!launched.ok()) {

@@ -43,8 +43,11 @@ struct CudaDeviceOptions {
   size_t staging_chunk_bytes = size_t{4} << 20;
   int staging_slots = 4;
   // TEST ONLY: when >= 0, RunBatch call number N (0-based) first launches a trapping
-  // kernel (a real, sticky CUDA fault) on its stream.
+  // kernel (a real, sticky CUDA fault) on its stream, or with fault_is_trap = false a
+  // launch the runtime rejects (a CUDA error that leaves the context usable). See
+  // kernels/cuda/fault_injection.h.
   int64_t fault_after_batches = -1;
+  bool fault_is_trap = true;
 };
 
 class CudaDevice : public Device {

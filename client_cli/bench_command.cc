@@ -28,6 +28,7 @@ struct Sample {
   grpc::StatusCode code = grpc::StatusCode::OK;
   int64_t queue_us = 0, copy_in_us = 0, compute_us = 0, copy_out_us = 0, total_us = 0;
   uint32_t batch_size = 0;
+  std::string message;  // errors only
 };
 
 using Worker = std::function<Sample()>;
@@ -113,6 +114,7 @@ int RunBench(const CliOptions& o) {
         const absl::Status status = CpuGemm(p, ops);
         s.end = absl::Now();
         s.code = static_cast<grpc::StatusCode>(status.code());
+        if (!status.ok()) s.message = std::string(status.message());
         return s;
       };
     };
@@ -129,6 +131,7 @@ int RunBench(const CliOptions& o) {
         const grpc::Status status = stub->Matmul(&context, in.request, &response);
         s.end = absl::Now();
         s.code = status.error_code();
+        if (!status.ok()) s.message = status.error_message();
         s.queue_us = response.timing().queue_us();
         s.copy_in_us = response.timing().copy_in_us();
         s.compute_us = response.timing().compute_us();
@@ -148,6 +151,7 @@ int RunBench(const CliOptions& o) {
     if (s.start < measure_start || s.end > measure_end) continue;
     if (s.code != grpc::StatusCode::OK) {
       ++report.errors[StatusCodeName(s.code)];
+      report.error_examples.emplace(StatusCodeName(s.code), s.message);
       error_latencies_ms.push_back(absl::ToDoubleMilliseconds(s.end - s.start));
       continue;
     }

@@ -73,6 +73,9 @@ std::string FormatBenchText(const BenchReport& r) {
   }
   absl::StrAppend(&out, "errors:     ", by_code.empty() ? "none" : absl::StrJoin(by_code, " "),
                   "\n");
+  for (const auto& [code, message] : r.error_examples) {
+    absl::StrAppend(&out, "  first ", code, ": ", message, "\n");
+  }
   if (errors > 0) {
     absl::StrAppendFormat(&out, "error latency ms: p50=%.3f p99=%.3f max=%.3f\n",
                           r.error_latency.p50_ms, r.error_latency.p99_ms, r.error_latency.max_ms);
@@ -81,9 +84,12 @@ std::string FormatBenchText(const BenchReport& r) {
 }
 
 std::string FormatBenchJson(const BenchReport& r) {
-  std::vector<std::string> errors;
+  std::vector<std::string> errors, examples;
   for (const auto& [code, count] : r.errors) {
     errors.push_back(absl::StrCat(JsonString(code), ":", count));
+  }
+  for (const auto& [code, message] : r.error_examples) {
+    examples.push_back(absl::StrCat(JsonString(code), ":", JsonString(message)));
   }
   return absl::StrCat(
       "{\"mode\":", JsonString(r.mode), ",\"target\":", JsonString(r.target),
@@ -92,6 +98,7 @@ std::string FormatBenchJson(const BenchReport& r) {
       ",\"concurrency\":", r.concurrency, ",\"channels\":", r.channels,
       ",\"warmup_s\":", Num(r.warmup_s), ",\"duration_s\":", Num(r.duration_s), ",\"ok\":", r.ok,
       ",\"errors\":{", absl::StrJoin(errors, ","), "}",
+      ",\"error_examples\":{", absl::StrJoin(examples, ","), "}",
       ",\"requests_per_s\":", Num(r.RequestsPerSecond()), ",\"gflops\":", Num(r.Gflops()),
       ",\"payload_mb_per_s\":", Num(r.SentMBps() + r.ReceivedMBps()),
       ",\"sent_mb_per_s\":", Num(r.SentMBps()), ",\"received_mb_per_s\":", Num(r.ReceivedMBps()),

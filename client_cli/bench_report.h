@@ -29,6 +29,7 @@ struct BenchReport {
   double warmup_s = 0;
   int64_t ok = 0;
   std::map<std::string, int64_t> errors;  // status code name -> count
+  std::map<std::string, std::string> error_examples;  // code name -> first message
   double flops_per_request = 0;
   int64_t sent_bytes_per_request = 0;
   int64_t received_bytes_per_request = 0;

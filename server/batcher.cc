@@ -12,7 +12,10 @@ namespace gemmd {
 
 Batcher::Batcher(std::vector<Device*> devices, Options options, ServerMetrics* metrics,
                  Clock* clock)
-    : options_(options), metrics_(metrics), clock_(clock) {
+    : options_(options),
+      metrics_(metrics),
+      clock_(clock),
+      completions_(options.completion_threads) {
   max_batch_bytes_ = std::numeric_limits<int64_t>::max();
   {
     absl::MutexLock lock(&mu_);
@@ -80,6 +83,7 @@ void Batcher::Drain() {
   for (std::thread& lane : lanes_) {
     if (lane.joinable()) lane.join();
   }
+  completions_.AwaitIdle();  // every job answered
 }
 
 void Batcher::SetOnNoHealthyDevice(std::function<void()> callback) {
@@ -380,16 +384,26 @@ void Batcher::LaneLoop(int device_index, int lane) {
       dispatch_cv_.Signal();
     }
     if (on_none_healthy) on_none_healthy();
-    for (std::unique_ptr<Job>& job : batch.jobs) {
-      JobResult result;
-      result.kernel = run.kernel;
-      result.device = device->description().name;
-      result.queue = start - job->accepted;
-      result.copy_in = run.copy_in;
-      result.compute = run.compute;
-      result.copy_out = run.copy_out;
-      result.batch_size = static_cast<uint32_t>(batch.jobs.size());
-      job->done(status, result);
+    // Answering is gRPC work (responses are serialized as RPCs finish): hand it to the
+    // completion threads in slices, so the lane goes back to its device at once.
+    constexpr size_t kJobsPerCompletion = 8;
+    auto jobs = std::make_shared<std::vector<std::unique_ptr<Job>>>(std::move(batch.jobs));
+    JobResult result;
+    result.kernel = run.kernel;
+    result.device = device->description().name;
+    result.copy_in = run.copy_in;
+    result.compute = run.compute;
+    result.copy_out = run.copy_out;
+    result.batch_size = static_cast<uint32_t>(jobs->size());
+    for (size_t first = 0; first < jobs->size(); first += kJobsPerCompletion) {
+      const size_t last = std::min(jobs->size(), first + kJobsPerCompletion);
+      completions_.Schedule([jobs, first, last, status, result, start] {
+        for (size_t j = first; j < last; ++j) {
+          JobResult mine = result;
+          mine.queue = start - (*jobs)[j]->accepted;
+          (*jobs)[j]->done(status, mine);
+        }
+      });
     }
   }
 }

@@ -37,6 +37,7 @@
 #include "server/device.h"
 #include "server/job_executor.h"
 #include "server/metrics.h"
+#include "server/thread_pool.h"
 
 namespace gemmd {
 
@@ -47,6 +48,8 @@ class Batcher : public JobExecutor {
     absl::Duration max_queue_delay = absl::Microseconds(100);
     size_t max_queue_size = 1024;
     int64_t max_inflight_bytes = 0;  // 0 = no cap
+    // Threads that answer finished jobs (fill responses, finish RPCs) off the lanes.
+    int completion_threads = 4;
   };
 
   // `devices`, `metrics` (may be null) and `clock` must outlive the batcher.
@@ -139,6 +142,7 @@ class Batcher : public JobExecutor {
   bool dispatcher_done_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> on_no_healthy_device_ ABSL_GUARDED_BY(mu_);
 
+  ThreadPool completions_;
   std::thread dispatcher_;
   std::vector<std::thread> lanes_;
   absl::Mutex join_mu_;  // serializes Drain()

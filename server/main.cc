@@ -1,5 +1,6 @@
 // gemm-server: serves GemmService (Matmul, GetServerInfo), grpc.health.v1 and server
 // reflection over gRPC, and Prometheus metrics over HTTP on its own port.
+#include <malloc.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -71,6 +72,15 @@ int main(int argc, char** argv) {
   usage.contains_helpshort_flags = ServerFlagFile;
   absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
+
+  // Operands and results are large buffers (a 4096^2 FP32 result is 64 MiB). glibc
+  // serves every allocation above 32 MiB with a fresh mmap and unmaps it on free, so each
+  // request paid page faults on all of its bytes again (~25 ms for 64 MiB on the H200
+  // host, before anything useful happened). Keep big buffers in the heap and keep the
+  // freed ones for reuse; what the process holds stays bounded by --max_inflight_bytes
+  // and gRPC's buffers at peak.
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
 
   // Block the stop signals before any thread starts, so only sigwait() below sees them.
   sigset_t stop_signals;

@@ -3,6 +3,7 @@ add_executable(server_unit_test
   matmul_validation_test.cc
   batcher_test.cc
   grpc_status_test.cc
+  host_copier_test.cc
   log_test.cc
 )
 target_link_libraries(server_unit_test PRIVATE gemm_server_lib GTest::gtest_main)

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -96,12 +97,14 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal,
                           ? options.memory_limit_bytes
                           : static_cast<int64_t>(static_cast<double>(free_bytes) * 0.9);
   device->pool_ = std::make_unique<DeviceMemoryPool>(cap, options.lanes);
+  device->copier_ = std::make_unique<HostCopier>(std::max(0, options.copy_threads));
   device->lanes_.reserve(static_cast<size_t>(options.lanes));
   for (int i = 0; i < options.lanes; ++i) {
     absl::StatusOr<gpu::CudaStream> stream = gpu::CudaStream::Create();
     if (!stream.ok()) return stream.status();
     absl::StatusOr<std::unique_ptr<StagingRing>> staging =
-        StagingRing::Create(options.staging_slots, options.staging_chunk_bytes);
+        StagingRing::Create(options.staging_slots, options.staging_chunk_bytes,
+                            device->copier_.get());
     if (!staging.ok()) return staging.status();
     device->pinned_bytes_ += static_cast<int64_t>((*staging)->pinned_bytes());
     device->lanes_.push_back(Lane{*std::move(stream), *std::move(staging)});

@@ -29,6 +29,7 @@
 #include "kernels/cuda/gpu_gemm.h"
 #include "server/cuda/device_memory_pool.h"
 #include "server/cuda/pinned_staging.h"
+#include "server/host_copier.h"
 #include "server/device.h"
 
 namespace gemmd {
@@ -42,6 +43,8 @@ struct CudaDeviceOptions {
   // Pinned staging per lane: staging_slots slots of staging_chunk_bytes each.
   size_t staging_chunk_bytes = size_t{4} << 20;
   int staging_slots = 4;
+  // Threads that help the lanes' host copies into and out of staging (HostCopier).
+  int copy_threads = 3;
   // TEST ONLY: when >= 0, RunBatch call number N (0-based) first launches a trapping
   // kernel (a real, sticky CUDA fault) on its stream, or with fault_is_trap = false a
   // launch the runtime rejects (a CUDA error that leaves the context usable). See
@@ -101,6 +104,7 @@ class CudaDevice : public Device {
   const CudaDeviceOptions options_;
   const gpu::DeviceCaps caps_;
   DeviceDescription description_;
+  std::unique_ptr<HostCopier> copier_;  // shared by the lanes' rings; outlives them
   std::vector<Lane> lanes_;
   std::unique_ptr<DeviceMemoryPool> pool_;
   int64_t pinned_bytes_ = 0;

@@ -10,7 +10,8 @@
 
 namespace gemmd {
 
-absl::StatusOr<std::unique_ptr<StagingRing>> StagingRing::Create(int slots, size_t slot_bytes) {
+absl::StatusOr<std::unique_ptr<StagingRing>> StagingRing::Create(int slots, size_t slot_bytes,
+                                                                 HostCopier* copier) {
   if (slots < 1 || slot_bytes == 0 ||
       slot_bytes > std::numeric_limits<size_t>::max() / static_cast<size_t>(slots)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -19,7 +20,8 @@ absl::StatusOr<std::unique_ptr<StagingRing>> StagingRing::Create(int slots, size
   void* pinned = nullptr;
   RETURN_IF_CUDA_ERROR(cudaMallocHost(&pinned, static_cast<size_t>(slots) * slot_bytes));
   // Owned from here on: the destructor frees whatever Create built before failing.
-  std::unique_ptr<StagingRing> ring(new StagingRing(slot_bytes, static_cast<char*>(pinned)));
+  std::unique_ptr<StagingRing> ring(
+      new StagingRing(slot_bytes, static_cast<char*>(pinned), copier));
   ring->slots_.resize(static_cast<size_t>(slots));
   for (int i = 0; i < slots; ++i) {
     Slot& slot = ring->slots_[static_cast<size_t>(i)];
@@ -50,11 +52,22 @@ absl::StatusOr<StagingRing::Slot*> StagingRing::NextFreeSlot() {
   return slot;
 }
 
+void StagingRing::HostCopy(const std::vector<HostCopier::Task>& tasks) {
+  if (copier_ != nullptr) {
+    copier_->Copy(tasks);
+  } else {
+    for (const HostCopier::Task& t : tasks) std::memcpy(t.dst, t.src, t.bytes);
+  }
+}
+
 absl::Status StagingRing::Unpack(Slot& slot) {
   RETURN_IF_CUDA_ERROR(cudaEventSynchronize(slot.done));
+  std::vector<HostCopier::Task> tasks;
+  tasks.reserve(slot.pieces.size());
   for (const Piece& piece : slot.pieces) {
-    std::memcpy(piece.host, slot.data + piece.slot_offset, piece.bytes);
+    tasks.push_back({piece.host, slot.data + piece.slot_offset, piece.bytes});
   }
+  HostCopy(tasks);
   slot.pieces.clear();
   return absl::OkStatus();
 }
@@ -63,7 +76,10 @@ absl::Status StagingRing::CopyIn(const std::vector<HostToDevice>& segments, cuda
   Slot* slot = nullptr;  // being filled; its DMA is not enqueued yet
   size_t used = 0;
   char* device_start = nullptr;
+  std::vector<HostCopier::Task> fill;  // host copies into `slot`, done just before its DMA
   auto enqueue = [&]() -> absl::Status {
+    HostCopy(fill);
+    fill.clear();
     RETURN_IF_CUDA_ERROR(
         cudaMemcpyAsync(device_start, slot->data, used, cudaMemcpyHostToDevice, stream));
     RETURN_IF_CUDA_ERROR(cudaEventRecord(slot->done, stream));
@@ -89,7 +105,7 @@ absl::Status StagingRing::CopyIn(const std::vector<HostToDevice>& segments, cuda
         device_start = dst;
       }
       const size_t n = std::min(left, slot_bytes_ - used);
-      std::memcpy(slot->data + used, src, n);
+      fill.push_back({slot->data + used, src, n});
       used += n;
       src += n;
       dst += n;

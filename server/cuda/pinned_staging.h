@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/host_copier.h"
 
 namespace gemmd {
 
@@ -46,9 +47,12 @@ class StagingRing {
  public:
   // Pins slots * slot_bytes of host memory (one cudaMallocHost) and creates one event
   // per slot on the current device. INVALID_ARGUMENT for slots < 1 or slot_bytes == 0;
-  // INTERNAL for CUDA errors (e.g. the pinned allocation fails).
+  // INTERNAL for CUDA errors (e.g. the pinned allocation fails). Host-side copies into
+  // and out of the slots go through `copier` (several threads) when it is not null; it
+  // must outlive the ring.
   static absl::StatusOr<std::unique_ptr<StagingRing>> Create(int slots = 4,
-                                                             size_t slot_bytes = 4 << 20);
+                                                             size_t slot_bytes = 4 << 20,
+                                                             HostCopier* copier = nullptr);
   ~StagingRing();
   StagingRing(const StagingRing&) = delete;
   StagingRing& operator=(const StagingRing&) = delete;
@@ -87,7 +91,9 @@ class StagingRing {
     std::vector<Piece> pieces;   // CopyOut: what to unpack from it
   };
 
-  StagingRing(size_t slot_bytes, char* pinned) : slot_bytes_(slot_bytes), pinned_(pinned) {}
+  StagingRing(size_t slot_bytes, char* pinned, HostCopier* copier)
+      : slot_bytes_(slot_bytes), pinned_(pinned), copier_(copier) {}
+  void HostCopy(const std::vector<HostCopier::Task>& tasks);
 
   // The next slot in ring order, once its previous DMA has finished.
   absl::StatusOr<Slot*> NextFreeSlot();
@@ -96,6 +102,7 @@ class StagingRing {
 
   const size_t slot_bytes_;
   char* const pinned_;  // all slots, one allocation
+  HostCopier* const copier_;
   std::vector<Slot> slots_;
   size_t next_ = 0;  // ring position of the next slot to fill
   int64_t dmas_ = 0;

@@ -34,6 +34,7 @@
 #include "server/cuda/cuda_device_pool.h"
 #include "server/cuda/device_memory_pool.h"
 #include "server/cuda/pinned_staging.h"
+#include "server/host_copier.h"
 #include "server/device.h"
 #include "server/job.h"
 #include "tests/test_util.h"
@@ -481,6 +482,36 @@ TEST(StagingRingTest, RoundTripsScatteredSegments) {
   ASSERT_EQ(cudaStreamSynchronize(stream->get()), cudaSuccess);
   ASSERT_TRUE((*ring)->CopyOut(out, stream->get()).ok());
   for (size_t i = 0; i < sources.size(); ++i) ASSERT_EQ(results[i], sources[i]) << "segment " << i;
+}
+
+// Big segments through slots whose host side is copied by several threads (HostCopier),
+// as the server's lanes do: every byte arrives, there and back.
+TEST(StagingRingTest, RoundTripsLargeSegmentsWithHelperThreads) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(TestSeed(16));
+  HostCopier copier(3);
+  absl::StatusOr<std::unique_ptr<StagingRing>> ring = StagingRing::Create(4, 1 << 20, &copier);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  absl::StatusOr<gpu::CudaStream> stream = gpu::CudaStream::Create();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  absl::StatusOr<gpu::DeviceBuffer> device = gpu::DeviceBuffer::Allocate(24 << 20);
+  ASSERT_TRUE(device.ok()) << device.status();
+  const std::string a = RandomBytes(DataType::kInt8, (9 << 20) + 7, rng);
+  const std::string b = RandomBytes(DataType::kInt8, 5 << 20, rng);
+  std::string a_back(a.size(), '\0'), b_back(b.size(), '\0');
+  char* base = device->as<char>();
+  ASSERT_TRUE(
+      (*ring)->CopyIn({{a.data(), base, a.size()}, {b.data(), base + (12 << 20), b.size()}},
+                      stream->get())
+          .ok());
+  ASSERT_EQ(cudaStreamSynchronize(stream->get()), cudaSuccess);
+  ASSERT_TRUE((*ring)
+                  ->CopyOut({{base, a_back.data(), a.size()},
+                             {base + (12 << 20), b_back.data(), b.size()}},
+                            stream->get())
+                  .ok());
+  EXPECT_TRUE(a_back == a);
+  EXPECT_TRUE(b_back == b);
 }
 
 // The point of staging: a batch of many small jobs travels as one DMA each way.

@@ -16,6 +16,7 @@
 #include "server/batcher.h"
 #include "server/gemm_service.h"
 #include "server/log.h"
+#include "server/matmul_message_pool.h"
 #include "server/metrics.h"
 #ifdef GEMM_HAVE_CUDA
 #include "server/cuda/cuda_device_pool.h"
@@ -52,6 +53,9 @@ absl::Status CheckConfig(const ServerConfig& c) {
   }
   if (c.max_queue_delay < absl::ZeroDuration() || c.max_queue_delay > absl::Seconds(1)) {
     return absl::InvalidArgumentError("--max_queue_delay_us must be in [0, 1000000]");
+  }
+  if (c.message_pool_bytes < 0) {
+    return absl::InvalidArgumentError("--message_pool_bytes must be >= 0 (0 = no pool)");
   }
   if (c.max_inflight_bytes < 0) {
     return absl::InvalidArgumentError("--max_inflight_bytes must be >= 0 (0 = no cap)");
@@ -145,6 +149,11 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithDevices(
   settings.max_inflight_bytes = config.max_inflight_bytes;
   server->service_ = std::make_unique<GemmServiceImpl>(settings, devices, server->executor_.get(),
                                                        server->metrics_.get());
+  if (config.message_pool_bytes > 0) {
+    server->message_pool_ =
+        std::make_unique<MatmulMessagePool>(config.message_pool_bytes, /*max_messages=*/256);
+    server->service_->SetMessageAllocatorFor_Matmul(server->message_pool_.get());
+  }
 
   if (config.metrics_port >= 0) {
     const std::string address = absl::StrCat(config.host, ":", config.metrics_port);

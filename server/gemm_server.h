@@ -26,6 +26,7 @@ namespace gemmd {
 class Device;
 class Batcher;
 class GemmServiceImpl;
+class MatmulMessagePool;
 class ServerMetrics;
 
 struct ServerConfig {
@@ -41,6 +42,8 @@ struct ServerConfig {
   uint32_t max_batch_size = 64;
   absl::Duration max_queue_delay = absl::Microseconds(100);
   int64_t max_inflight_bytes = int64_t{4} << 30;  // 0 = no cap
+  // Buffers kept between Matmul calls for reuse (MatmulMessagePool); 0 = none kept.
+  int64_t message_pool_bytes = int64_t{1} << 30;
   // CUDA backend.
   std::string devices = "all";            // all | comma list of ordinals
   int64_t device_memory_limit_bytes = 0;  // per GPU; 0 = 90% of its free memory
@@ -82,6 +85,7 @@ class GemmServer {
   std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<Batcher> executor_;
+  std::unique_ptr<MatmulMessagePool> message_pool_;  // outlives the gRPC server
   std::unique_ptr<GemmServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;

@@ -9,6 +9,7 @@
 #include "proto/proto_types.h"
 #include "server/grpc_status.h"
 #include "server/log.h"
+#include "server/matmul_message_pool.h"
 
 namespace gemmd {
 namespace {
@@ -87,7 +88,8 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Matmul(grpc::CallbackServerContext* c
   for (int64_t dim : validated->output_shape) c->add_shape(dim);
   c->set_dtype(DataTypeToProto(validated->problem.c_type));
   std::string* c_data = c->mutable_data();
-  c_data->resize(static_cast<size_t>(validated->output_bytes));
+  MatmulMessagePool::PrepareResultBuffer(context->GetRpcAllocatorState(), c_data,
+                                         static_cast<size_t>(validated->output_bytes));
 
   auto job = std::make_unique<Job>();
   job->problem = validated->problem;

@@ -1,6 +1,5 @@
 // gemm-server: serves GemmService (Matmul, GetServerInfo), grpc.health.v1 and server
 // reflection over gRPC, and Prometheus metrics over HTTP on its own port.
-#include <malloc.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -37,6 +36,9 @@ ABSL_FLAG(int64_t, max_queue_delay_us, 100,
 ABSL_FLAG(int64_t, max_inflight_bytes, int64_t{4} << 30,
           "Cap on operand and result bytes of all queued and running requests; beyond it "
           "RESOURCE_EXHAUSTED at once. 0 = no cap.");
+ABSL_FLAG(int64_t, message_pool_bytes, int64_t{1} << 30,
+          "Request/response buffers kept between Matmul calls for reuse, so big requests "
+          "skip fresh allocations and page faults. 0 = keep none.");
 ABSL_FLAG(int64_t, inject_fault_after_batches, -1,
           "TEST ONLY: batch number N (0-based) on the first GPU runs a trapping kernel "
           "first, a real CUDA fault, to exercise fault handling. -1 = off.");
@@ -73,15 +75,6 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
 
-  // Operands and results are large buffers (a 4096^2 FP32 result is 64 MiB). glibc
-  // serves every allocation above 32 MiB with a fresh mmap and unmaps it on free, so each
-  // request paid page faults on all of its bytes again (~25 ms for 64 MiB on the H200
-  // host, before anything useful happened). Keep big buffers in the heap and keep the
-  // freed ones for reuse; what the process holds stays bounded by --max_inflight_bytes
-  // and gRPC's buffers at peak.
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-
   // Block the stop signals before any thread starts, so only sigwait() below sees them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -105,6 +98,7 @@ int main(int argc, char** argv) {
   config.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   config.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
   config.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
+  config.message_pool_bytes = absl::GetFlag(FLAGS_message_pool_bytes);
   config.inject_fault_after_batches = absl::GetFlag(FLAGS_inject_fault_after_batches);
   config.inject_fault_kind = absl::GetFlag(FLAGS_inject_fault_kind);
 

@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -217,6 +218,28 @@ TEST_F(ServerTest, HalfInputsAndHalfOutput) {
       ReferenceGemm(p, {request.a().data().data(), request.b().data().data(), nullptr, nullptr});
   EXPECT_LE(RelativeError(ref.data(), response.c().data().data(), DataType::kFloat16, 33 * 17),
             1e-3);
+}
+
+// Pooled messages carry buffers from call to call: results of every size must come back
+// exact (length and values), whatever came before.
+TEST_F(ServerTest, ResultsStayExactAcrossReusedBuffers) {
+  Start();
+  for (const auto& [m, n, k] : {std::tuple{64, 48, 40}, {8, 8, 8}, {96, 64, 16}, {1, 1, 3},
+                                 {64, 48, 40}, {33, 17, 9}}) {
+    const gemm::v1::MatmulRequest request = RandomRequest(m, n, k, 1000 + m);
+    gemm::v1::MatmulResponse response;
+    ASSERT_TRUE(Call(request, &response).ok());
+    ASSERT_EQ(response.c().data().size(), static_cast<size_t>(m * n * 4));
+    GemmProblem p;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    const std::vector<double> ref = ReferenceGemm(
+        p, {request.a().data().data(), request.b().data().data(), nullptr, nullptr});
+    EXPECT_LE(RelativeError(ref.data(), response.c().data().data(), DataType::kFloat32, m * n),
+              1e-5)
+        << m << "x" << n << "x" << k;
+  }
 }
 
 TEST_F(ServerTest, GetServerInfoDescribesTheServer) {

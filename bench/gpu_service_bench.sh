@@ -66,7 +66,6 @@ stop_server
 
 # Overload: 512 callers against a queue of 64 jobs and a 256 MiB in-flight cap.
 start_server --max_queue_size=64 --max_inflight_bytes=$((256 << 20)) || exit 1
-peak_rss_kb=0
 (
   while kill -0 "$server_pid" 2>/dev/null; do
     grep VmRSS "/proc/$server_pid/status" 2>/dev/null | awk '{print $2}'
@@ -82,6 +81,14 @@ stop_server
 kill "$sampler" 2>/dev/null
 grep -E '^gemm_(requests_total|inflight_requests|queue_depth|batch_size_(sum|count)|device_memory_bytes)' \
   "$out/metrics_overload.txt"
+# The same without batching and a queue of 16: the device path is the bottleneck there
+# (not the transport), so more callers are turned away.
+start_server --max_batch_size=1 --max_queue_size=16 || exit 1
+bench overload_b1_512 --m 256 --n 256 --k 256 --dtype float16 --precision fp16_tensor \
+  --concurrency 512 --channels 16 --timeout_s 30
+scrape | grep -E '^gemm_(requests_total|inflight_requests|queue_depth)'
+stop_server
+
 # RSS over the run: bounded means the later samples do not keep climbing.
 awk '{a[NR]=$1} END {n=NR; if (n==0) exit; m=a[1]; for(i=1;i<=n;i++) if(a[i]>m) m=a[i];
   printf "server RSS kB: first %d, 25%% %d, 50%% %d, 75%% %d, last %d, peak %d (%d samples)\n",

@@ -19,7 +19,7 @@ def load(name):
 print("\n| run | req/s | p50 ms | p99 ms | mean batch | server total ms | errors |")
 print("|---|---:|---:|---:|---:|---:|---|")
 for name in ["b64_128", "b1_128", "b64_256", "b1_256", "big_4096", "overload_512",
-             "multi_gpu_256"]:
+             "overload_b1_512", "multi_gpu_256"]:
     r = load(name)
     if r is None:
         print(f"| {name} | missing | | | | | |")
@@ -42,8 +42,10 @@ if big and os.path.exists(bench_path):
           f"{s['compute']:.3f} + copy_out {s['copy_out']:.3f} = {server:.3f} ms "
           f"(Timing.total {s['total']:.3f}); client p50 {big['latency_ms']['p50']:.3f} ms")
 
-over = load("overload_512")
-if over:
+for over in [load("overload_512"), load("overload_b1_512")]:
+    if not over:
+        continue
     e = over.get("error_latency_ms", {})
-    print(f"overload: {over['ok']} ok, errors {over['errors']}, error p50 {e.get('p50', 0):.3f} "
+    print(f"overload (mean batch {over['mean_batch_size']:.1f}): {over['ok']} ok, ok p50 "
+          f"{over['latency_ms']['p50']:.3f} ms, errors {over['errors']}, error p50 {e.get('p50', 0):.3f} "
           f"ms p99 {e.get('p99', 0):.3f} ms")

@@ -37,11 +37,11 @@ ABSL_FLAG(int64_t, max_inflight_bytes, int64_t{4} << 30,
           "Cap on operand and result bytes of all queued and running requests; beyond it "
           "RESOURCE_EXHAUSTED at once. 0 = no cap.");
 ABSL_FLAG(int64_t, message_pool_bytes, int64_t{1} << 30,
-          "Request/response buffers kept between Matmul calls for reuse, so big requests "
-          "skip fresh allocations and page faults. 0 = keep none.");
+          "Result buffers kept between Matmul calls for reuse, so big results skip fresh "
+          "allocations, page faults and zero-filling. 0 = keep none.");
 ABSL_FLAG(int64_t, inject_fault_after_batches, -1,
-          "TEST ONLY: batch number N (0-based) on the first GPU runs a trapping kernel "
-          "first, a real CUDA fault, to exercise fault handling. -1 = off.");
+          "TEST ONLY: batch number N (0-based) on the first GPU fails with a real CUDA "
+          "error (see --inject_fault_kind), to exercise fault handling. -1 = off.");
 ABSL_FLAG(std::string, inject_fault_kind, "trap",
           "TEST ONLY: trap (a sticky fault; on a multi-GPU host it may poison every GPU of "
           "the process) or launch_error (a rejected launch; only the first GPU is lost).");

@@ -43,11 +43,23 @@ scrape() {  # the metrics page (curl, or Python where there is no curl)
   curl -s "127.0.0.1:$mport/metrics" 2>/dev/null ||
     python3 -c "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:$mport/metrics').read().decode())"
 }
+cpu_s() {  # user + system CPU seconds a process has used so far
+  awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"
+}
 bench() {  # NAME ARGS...: one gemm-cli bench run, its JSON kept as NAME.json
   local name=$1
   shift
-  "$bin/gemm-cli" bench --target "127.0.0.1:$port" --duration_s "$duration" \
-    --warmup_s "$warmup" --json "$@" | tee "$out/$name.json"
+  local before
+  before=$(cpu_s "$server_pid")
+  local TIMEFORMAT='%U %S %R'
+  { time "$bin/gemm-cli" bench --target "127.0.0.1:$port" --duration_s "$duration" \
+      --warmup_s "$warmup" --json "$@" >"$out/$name.json"; } 2>"$out/$name.time"
+  cat "$out/$name.json"
+  # Where the CPU went (client and server share the host): seconds over the whole run.
+  read -r user sys real < <(tail -1 "$out/$name.time")
+  awk -v a="$(cpu_s "$server_pid")" -v b="$before" -v u="$user" -v s="$sys" -v r="$real" \
+    -v n="$name" 'BEGIN {printf "cpu %s: server %.1f s, client %.1f s, over %.1f s wall\n",
+                         n, a - b, u + s, r}'
 }
 
 for batch in 64 1; do
@@ -56,6 +68,11 @@ for batch in 64 1; do
     --concurrency 128 --channels 8
   bench "b${batch}_256" --m 256 --n 256 --k 256 --dtype float16 --precision fp16_tensor \
     --concurrency 64 --channels 8
+  # The same with the lighter callback-API client.
+  bench "b${batch}_128_async" --m 128 --n 128 --k 128 --dtype float16 \
+    --precision fp16_tensor --concurrency 128 --channels 8 --async
+  bench "b${batch}_256_async" --m 256 --n 256 --k 256 --dtype float16 \
+    --precision fp16_tensor --concurrency 64 --channels 8 --async
   stop_server
 done
 

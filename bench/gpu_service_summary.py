@@ -18,8 +18,9 @@ def load(name):
 
 print("\n| run | req/s | p50 ms | p99 ms | mean batch | server total ms | errors |")
 print("|---|---:|---:|---:|---:|---:|---|")
-for name in ["b64_128", "b1_128", "b64_256", "b1_256", "big_4096", "overload_512",
-             "overload_b1_512", "multi_gpu_256"]:
+for name in ["b64_128", "b1_128", "b64_256", "b1_256", "b64_128_async", "b1_128_async",
+             "b64_256_async", "b1_256_async", "big_4096", "overload_512", "overload_b1_512",
+             "multi_gpu_256"]:
     r = load(name)
     if r is None:
         print(f"| {name} | missing | | | | | |")
@@ -28,7 +29,7 @@ for name in ["b64_128", "b1_128", "b64_256", "b1_256", "big_4096", "overload_512
           f"{r['latency_ms']['p99']:.3f} | {r['mean_batch_size']:.1f} | "
           f"{r['server_ms']['total']:.3f} | {r['errors']} |")
 
-for shape in ["128", "256"]:
+for shape in ["128", "256", "128_async", "256_async"]:
     on, off = load("b64_" + shape), load("b1_" + shape)
     if on and off and off["requests_per_s"] > 0:
         print(f"batching speed-up {shape}^3: {on['requests_per_s'] / off['requests_per_s']:.2f}x")

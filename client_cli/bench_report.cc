@@ -64,7 +64,7 @@ std::string FormatBenchText(const BenchReport& r) {
       r.concurrency, r.channels, r.warmup_s, r.duration_s, r.ok, errors, r.RequestsPerSecond(),
       r.Gflops(), r.SentMBps() + r.ReceivedMBps(), r.SentMBps(), r.ReceivedMBps(), r.latency.p50_ms,
       r.latency.p90_ms, r.latency.p99_ms, r.latency.max_ms, r.latency.mean_ms);
-  if (r.mode == "grpc") {
+  if (r.mode != "in-process") {
     absl::StrAppendFormat(&out,
                           "server ms (mean Timing): queue=%.3f copy_in=%.3f compute=%.3f "
                           "copy_out=%.3f total=%.3f  batch=%.1f\n",

@@ -27,6 +27,7 @@ struct CliOptions {
   double duration_s = 10;
   double warmup_s = 2;
   bool local = false;  // time the in-process CPU backend instead of the server
+  bool async = false;  // bench: callback API, no thread per call in flight
   bool json = false;
 };
 

@@ -37,6 +37,9 @@ ABSL_FLAG(int, concurrency, 1, "bench: requests in flight (closed loop).");
 ABSL_FLAG(int, channels, 1, "bench: TCP connections the workers share round-robin.");
 ABSL_FLAG(double, duration_s, 10, "bench: measured seconds.");
 ABSL_FLAG(double, warmup_s, 2, "bench: seconds run before measuring.");
+ABSL_FLAG(bool, async, false,
+          "bench: keep --concurrency calls in flight with gRPC's callback API instead of one "
+          "blocking thread per call (a lighter client, for high request rates).");
 ABSL_FLAG(bool, local, false,
           "bench: time the CPU backend in this process (no gRPC): the service's ceiling.");
 ABSL_FLAG(bool, json, false, "info/bench: print JSON.");
@@ -52,7 +55,8 @@ constexpr char kUsage[] =
     "  matmul   multiply random (--m --n --k [--batch] [--dtype]) or .npy (--a --b)\n"
     "           operands; --out c.npy saves C, --verify checks it against FP64\n"
     "  bench    closed-loop load test of one shape: --concurrency --duration_s\n"
-    "           --warmup_s [--channels] [--json]; --local times the in-process CPU backend\n\n"
+    "           --warmup_s [--channels] [--async] [--json]; --local times the in-process CPU\n"
+    "           backend\n\n"
     "Exit status: 0 ok, 1 error (RPC status code and message on stderr), 2 not serving,\n"
     "3 --verify above tolerance.\n\n"
     "Examples:\n"
@@ -102,6 +106,7 @@ int main(int argc, char** argv) {
   o.duration_s = absl::GetFlag(FLAGS_duration_s);
   o.warmup_s = absl::GetFlag(FLAGS_warmup_s);
   o.local = absl::GetFlag(FLAGS_local);
+  o.async = absl::GetFlag(FLAGS_async);
   o.json = absl::GetFlag(FLAGS_json);
 
   if (command == "info") return gemmd::RunInfo(o);

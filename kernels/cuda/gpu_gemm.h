@@ -151,6 +151,13 @@ absl::StatusOr<const GpuGemmKernel*> ForceKernel(
     std::string_view name, const GemmProblem& problem, const DeviceCaps& caps,
     const KernelRegistry& registry = KernelRegistry::Global());
 
+// Converts `count` contiguous elements on `stream`, rounding to nearest even: FLOAT32 to
+// FLOAT16 or BFLOAT16 and back (the server's FP16/BF16 results and C inputs around the
+// FP32-output kernels). `dst` must be 16-byte aligned with room for `count` rounded up
+// to 16 bytes (the tail is zeroed). INTERNAL for an unsupported pair or a CUDA error.
+absl::Status LaunchConvert(DataType src_type, const void* src, DataType dst_type, void* dst,
+                           int64_t count, cudaStream_t stream);
+
 // Lists "name (precision, operand type, sm_XY+)" for logs and ServerInfo.
 std::vector<std::string> DescribeKernels(
     const KernelRegistry& registry = KernelRegistry::Global());

@@ -147,6 +147,7 @@ absl::Status LaunchPack(DataType src_type, const void* src, int64_t rows, int64_
     if (src_type == DataType::kFloat32) return args(Pack<F32, F16>);
     if (src_type == DataType::kFloat16) return args(Pack<F16, F16>);
   } else if (dst_type == DataType::kBFloat16) {
+    if (src_type == DataType::kFloat32) return args(Pack<F32, BF16>);
     if (src_type == DataType::kBFloat16) return args(Pack<BF16, BF16>);
   }
   return absl::InternalError(absl::StrCat("pack: no conversion from ",
@@ -155,3 +156,18 @@ absl::Status LaunchPack(DataType src_type, const void* src, int64_t rows, int64_
 }
 
 }  // namespace gemmd::gpu::internal
+
+namespace gemmd::gpu {
+
+absl::Status LaunchConvert(DataType src_type, const void* src, DataType dst_type, void* dst,
+                           int64_t count, cudaStream_t stream) {
+  if (count <= 0) return absl::OkStatus();
+  // One flat row; Pack writes whole 16-byte groups, hence the rounded destination.
+  const int64_t group = 16 / static_cast<int64_t>(DataTypeSize(dst_type));
+  const int64_t ld_dst = (count + group - 1) / group * group;
+  return internal::LaunchPack(src_type, src, /*rows=*/1, count, /*ld_src=*/count,
+                              /*stride_src=*/0, /*items=*/1, dst_type, dst, ld_dst,
+                              /*stride_dst=*/0, stream);
+}
+
+}  // namespace gemmd::gpu

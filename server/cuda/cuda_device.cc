@@ -31,6 +31,12 @@
 namespace gemmd {
 namespace {
 
+// `p` with FP32 output: what the kernels compute for any requested output type.
+GemmProblem Fp32Output(GemmProblem p) {
+  p.c_type = DataType::kFloat32;
+  return p;
+}
+
 // Region starts in the arena: cudaMalloc's alignment, more than any kernel's vector
 // loads need, so the kernels never repack an operand for alignment's sake.
 constexpr int64_t kRegionAlignment = 256;
@@ -142,7 +148,9 @@ std::vector<KernelDescription> CudaDevice::Kernels() const {
 }
 
 absl::StatusOr<const gpu::GpuGemmKernel*> CudaDevice::ChooseKernel(
-    const GemmProblem& problem, absl::string_view forced_kernel) const {
+    const GemmProblem& requested, absl::string_view forced_kernel) const {
+  // The kernels write FP32 C; FP16/BF16 results (and C inputs) are converted around them.
+  const GemmProblem problem = Fp32Output(requested);
   absl::StatusOr<const gpu::GpuGemmKernel*> kernel =
       forced_kernel.empty()
           ? gpu::SelectKernel(problem, caps_)
@@ -212,18 +220,34 @@ absl::Status CudaDevice::RunOnLane(const Batch& batch, Lane& lane, int lane_inde
   if (absl::Status s = CheckHostBuffers(batch); !s.ok()) return s;
 
   // Arena: A | B | C_in | C | workspace, each region 256-byte aligned. Jobs sit back to
-  // back inside each region, which is the dense layout of the packed problem.
+  // back inside each region, which is the dense layout of the packed problem. With an
+  // FP16/BF16 result the kernel works on FP32 copies: C_in is widened into C_in32 and C32
+  // is rounded into C afterwards (element offsets are the same in both).
   const BatchLayout layout = LayoutOf(batch.jobs);
   const bool reads_c = problem.beta != 0.0f;
+  const bool converts = problem.c_type != DataType::kFloat32;
+  const GemmProblem launch = Fp32Output(problem);
+  const int64_t c_in_elements = reads_c ? problem.ElementsCIn() : 0;
+  const int64_t c_elements = problem.ElementsC();
   const int64_t a_at = 0;
   const int64_t b_at = AlignUp(a_at + layout.a_bytes);
   const int64_t c_in_at = AlignUp(b_at + layout.b_bytes);
+  // +16 bytes after each conversion target: LaunchConvert writes whole 16-byte groups.
   const int64_t c_at = AlignUp(c_in_at + layout.c_in_bytes);
-  const int64_t workspace_at = AlignUp(c_at + layout.c_bytes);
+  int64_t end = AlignUp(c_at + layout.c_bytes + 16);
+  int64_t c_in32_at = c_in_at;  // where the kernel reads C_in and writes C
+  int64_t c32_at = c_at;
+  if (converts) {
+    c_in32_at = end;
+    end = AlignUp(c_in32_at + c_in_elements * 4 + 16);
+    c32_at = end;
+    end = AlignUp(c32_at + c_elements * 4);
+  }
+  const int64_t workspace_at = end;
 
   // The one-argument WorkspaceBytes assumes 16-byte-aligned operands, which the region
   // starts are; the exact count below can only differ if that assumption broke.
-  size_t workspace_bytes = kernel.WorkspaceBytes(problem);
+  size_t workspace_bytes = kernel.WorkspaceBytes(launch);
   char* arena = nullptr;
   GemmOperands device;
   bool placed = false;
@@ -239,9 +263,9 @@ absl::Status CudaDevice::RunOnLane(const Batch& batch, Lane& lane, int lane_inde
     arena = static_cast<char*>(*acquired);
     device.a = arena + a_at;
     device.b = arena + b_at;
-    device.c_in = reads_c ? arena + c_in_at : nullptr;
-    device.c_out = arena + c_at;
-    const size_t exact = kernel.WorkspaceBytes(problem, device);
+    device.c_in = reads_c ? arena + c_in32_at : nullptr;
+    device.c_out = arena + c32_at;
+    const size_t exact = kernel.WorkspaceBytes(launch, device);
     if (exact <= workspace_bytes) {
       placed = true;
     } else {
@@ -293,11 +317,20 @@ absl::Status CudaDevice::RunOnLane(const Batch& batch, Lane& lane, int lane_inde
     GEMMD_FAULT_IF_ERROR(options_.fault_is_trap ? gpu::LaunchTrapKernel(stream)
                                                 : gpu::LaunchInvalidKernel(stream));
   }
-  absl::Status launched = kernel.Launch(problem, device, workspace, workspace_bytes, stream);
+  if (converts && reads_c) {
+    GEMMD_FAULT_IF_ERROR(gpu::LaunchConvert(problem.c_type, arena + c_in_at,
+                                            DataType::kFloat32, arena + c_in32_at,
+                                            c_in_elements, stream));
+  }
+  absl::Status launched = kernel.Launch(launch, device, workspace, workspace_bytes, stream);
   if (!launched.ok()) {
     // INTERNAL is a CUDA error; the rest are the kernel's checks of the problem.
     if (launched.code() == absl::StatusCode::kInternal) return Fault(launched);
     return launched;
+  }
+  if (converts) {
+    GEMMD_FAULT_IF_ERROR(gpu::LaunchConvert(DataType::kFloat32, arena + c32_at, problem.c_type,
+                                            arena + c_at, c_elements, stream));
   }
   GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaStreamSynchronize(stream)));
   run->compute = absl::Now() - start;

@@ -315,15 +315,30 @@ TEST_F(CudaDeviceTest, UnknownForcedKernelIsAPreconditionFailure) {
   EXPECT_TRUE(device_->healthy());
 }
 
-TEST_F(CudaDeviceTest, Fp16OutputIsAPreconditionFailure) {
-  std::mt19937_64 rng(TestSeed(10));
-  GemmProblem p = Problem(16, 16, 16);
-  p.c_type = DataType::kFloat16;
-  std::vector<std::unique_ptr<TestJob>> jobs;
-  jobs.push_back(MakeTestJob(p, rng, false, /*reference=*/false));
-  BatchRun run;
-  EXPECT_EQ(device_->RunBatch(ToBatch(jobs), 0, &run).code(),
-            absl::StatusCode::kFailedPrecondition);
+// FP16/BF16 results (and C inputs) are converted around the FP32-output kernels. The
+// result is FP32 rounded once to the output type (RNE): within half an output ulp of the
+// FP32 result, so the tolerance is the output type's precision on top of the path's.
+TEST_F(CudaDeviceTest, Fp16AndBf16OutputsAroundFp32Kernels) {
+  const uint64_t seed = TestSeed(10);
+  SCOPED_TRACE(absl::StrCat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  for (DataType out : {DataType::kFloat16, DataType::kBFloat16}) {
+    for (Precision precision : {Precision::kFp32, Precision::kFp16Tensor}) {
+      SCOPED_TRACE(absl::StrCat(DataTypeName(out), " ", PrecisionName(precision)));
+      GemmProblem p = Problem(33, 47, 65, /*batch=*/2);  // odd sizes: unaligned tails
+      p.c_type = out;
+      p.precision = precision;
+      p.alpha = 1.5f;
+      p.beta = 0.5f;
+      std::vector<std::unique_ptr<TestJob>> jobs = MakeJobs(p, 3, rng);
+      jobs.push_back(MakeTestJob(p, rng, /*in_place=*/true));
+      BatchRun run;
+      ASSERT_TRUE(device_->RunBatch(ToBatch(jobs), 0, &run).ok());
+      const double rounding = out == DataType::kFloat16 ? 1e-3 : 8e-3;
+      ExpectAllCorrect(jobs, rounding + (precision == Precision::kFp32 ? kFp32Tolerance
+                                                                        : kTensorTolerance));
+    }
+  }
   EXPECT_TRUE(device_->healthy());
 }
 

@@ -187,7 +187,7 @@ Batcher::Placed Batcher::FormBatch(KeyQueue& queue, absl::Time now,
     --queued_;
     absl::Status reason = DropReason(*q.job, now);
     if (!reason.ok()) {
-      Release(q.bytes, 0);
+      Release(q.bytes);
       dropped->push_back({std::move(q.job), std::move(reason)});
       continue;
     }
@@ -214,7 +214,7 @@ void Batcher::PlaceOn(int device, Placed placed) {
 void Batcher::FailAllQueued(const absl::Status& status, std::vector<Dropped>* dropped) {
   for (auto& [key, queue] : queues_) {
     for (Queued& q : queue.jobs) {
-      Release(q.bytes, 0);
+      Release(q.bytes);
       dropped->push_back({std::move(q.job), status});
     }
     queued_ -= queue.jobs.size();
@@ -222,7 +222,7 @@ void Batcher::FailAllQueued(const absl::Status& status, std::vector<Dropped>* dr
     queue.bytes = 0;
   }
   for (Placed& placed : orphans_) {
-    Release(placed.bytes, 0);
+    Release(placed.bytes);
     for (std::unique_ptr<Job>& job : placed.batch.jobs) {
       dropped->push_back({std::move(job), status});
     }
@@ -230,7 +230,7 @@ void Batcher::FailAllQueued(const absl::Status& status, std::vector<Dropped>* dr
   orphans_.clear();
 }
 
-void Batcher::Release(int64_t bytes, size_t /*jobs*/) { inflight_bytes_ -= bytes; }
+void Batcher::Release(int64_t bytes) { inflight_bytes_ -= bytes; }
 
 void Batcher::PublishQueueDepth() {
   if (metrics_ != nullptr) metrics_->SetQueueDepth(static_cast<int64_t>(queued_));
@@ -349,9 +349,8 @@ void Batcher::LaneLoop(int device_index, int lane) {
 
     absl::Status status = absl::OkStatus();
     BatchRun run;
-    double flops = 0;
     if (!batch.jobs.empty()) {
-      flops = batch.problem.Flops();
+      const double flops = batch.problem.Flops();
       status = device->RunBatch(batch, lane, &run);
       const absl::Duration busy = absl::Now() - start;
       if (metrics_ != nullptr) {
@@ -380,7 +379,7 @@ void Batcher::LaneLoop(int device_index, int lane) {
         ++d.free_lanes;
         d.outstanding_flops -= placed.flops;
       }
-      Release(placed.bytes, batch.jobs.size());
+      Release(placed.bytes);
       dispatch_cv_.Signal();
     }
     if (on_none_healthy) on_none_healthy();

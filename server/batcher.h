@@ -120,7 +120,7 @@ class Batcher : public JobExecutor {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkUnhealthy(int device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Answer(std::vector<Dropped> dropped);
-  void Release(int64_t bytes, size_t jobs) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Release(int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishQueueDepth() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;

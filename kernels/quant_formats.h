@@ -1,0 +1,70 @@
+// The quantized operand formats of QuantizedMatmul (DESIGN.md §4), shared by the server,
+// the client and the tests: quantize (client side), dequantize (server side, and the
+// reference the quantized kernels are tested against), and the scalar codecs.
+//
+// Both operands are K-major matrices [rows, K] (A is [M, K], B is [N, K]).
+// - INT8: symmetric, one FP32 scale per row: x = q * s, s = amax(row) / 127,
+//   q = round-half-even(x / s) clamped to [-127, 127]. An all-zero row gets s = 1.
+// - NVFP4: E2M1 elements (two per byte, even K index in the low nibble), one E4M3 scale
+//   byte per 16 consecutive elements along K, one FP32 tensor scale g:
+//   x = e2m1 * e4m3 * g, g = amax(tensor) / (448 * 6), block scale = e4m3(amax(block) / 6
+//   / g), element = round-to-nearest-even of x / (scale * g) onto the E2M1 grid, clamped
+//   to +-6. K % 16 == 0. An all-zero tensor gets g = 1, zero scales and zero codes.
+// Quantizers reject NaN and infinite inputs (INVALID_ARGUMENT); the NVFP4 decoder
+// rejects the NaN scale bytes 0x7F and 0xFF (INVALID_ARGUMENT). Pure functions;
+// thread-safe.
+#ifndef GEMMD_KERNELS_QUANT_FORMATS_H_
+#define GEMMD_KERNELS_QUANT_FORMATS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace gemmd {
+
+inline constexpr int64_t kNvfp4BlockSize = 16;  // elements per E4M3 scale, along K
+inline constexpr float kE4m3Max = 448.0f;
+inline constexpr float kE2m1Max = 6.0f;
+
+struct Int8Matrix {
+  int64_t rows = 0;
+  int64_t cols = 0;              // K
+  std::vector<int8_t> values;    // [rows, cols]
+  std::vector<float> scales;     // [rows]
+};
+
+struct Nvfp4Matrix {
+  int64_t rows = 0;
+  int64_t cols = 0;                   // K, a multiple of 16
+  std::vector<uint8_t> packed;        // [rows, cols / 2]: two E2M1 codes per byte
+  std::vector<uint8_t> block_scales;  // [rows, cols / 16]: E4M3 bytes
+  float tensor_scale = 1.0f;
+};
+
+// Bytes each format takes for a [rows, cols] matrix (values + scales), as sent.
+int64_t Int8Bytes(int64_t rows, int64_t cols);
+int64_t Nvfp4Bytes(int64_t rows, int64_t cols);
+
+// Scalar codecs.
+float DecodeE2m1(uint8_t code);  // low 4 bits: 0..7 -> 0, 0.5, 1, 1.5, 2, 3, 4, 6; 8..15 negative
+// Nearest E2M1 code to `x` (ties to the even code, i.e. mantissa bit 0), clamped to +-6.
+uint8_t EncodeE2m1(float x);
+// float8_e4m3fn: NaN for 0x7F and 0xFF.
+float DecodeE4m3(uint8_t byte);
+// Nearest E4M3 byte to x >= 0 (ties to even), clamped to 448; x must not be NaN.
+uint8_t EncodeE4m3(float x);
+
+absl::StatusOr<Int8Matrix> QuantizeInt8(const float* x, int64_t rows, int64_t cols);
+// out: rows * cols floats.
+void DequantizeInt8(const Int8Matrix& m, float* out);
+
+absl::StatusOr<Nvfp4Matrix> QuantizeNvfp4(const float* x, int64_t rows, int64_t cols);
+// out: rows * cols floats. INVALID_ARGUMENT for a NaN scale byte or tensor scale, or sizes
+// that do not match rows and cols.
+absl::Status DequantizeNvfp4(const Nvfp4Matrix& m, float* out);
+
+}  // namespace gemmd
+
+#endif  // GEMMD_KERNELS_QUANT_FORMATS_H_

@@ -32,6 +32,10 @@ absl::Status CheckShape(int64_t rows, int64_t cols) {
 
 }  // namespace
 
+const char* QuantFormatName(QuantFormat format) {
+  return format == QuantFormat::kInt8 ? "INT8" : "NVFP4";
+}
+
 int64_t Int8Bytes(int64_t rows, int64_t cols) { return rows * cols + rows * 4; }
 
 int64_t Nvfp4Bytes(int64_t rows, int64_t cols) {
@@ -114,12 +118,17 @@ absl::StatusOr<Int8Matrix> QuantizeInt8(const float* x, int64_t rows, int64_t co
   return m;
 }
 
-void DequantizeInt8(const Int8Matrix& m, float* out) {
-  for (int64_t r = 0; r < m.rows; ++r) {
-    for (int64_t k = 0; k < m.cols; ++k) {
-      out[r * m.cols + k] = static_cast<float>(m.values[r * m.cols + k]) * m.scales[r];
+void DequantizeInt8(const int8_t* values, const float* scales, int64_t rows, int64_t cols,
+                    float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < cols; ++k) {
+      out[r * cols + k] = static_cast<float>(values[r * cols + k]) * scales[r];
     }
   }
+}
+
+void DequantizeInt8(const Int8Matrix& m, float* out) {
+  DequantizeInt8(m.values.data(), m.scales.data(), m.rows, m.cols, out);
 }
 
 absl::StatusOr<Nvfp4Matrix> QuantizeNvfp4(const float* x, int64_t rows, int64_t cols) {
@@ -169,13 +178,19 @@ absl::Status DequantizeNvfp4(const Nvfp4Matrix& m, float* out) {
         m.rows * (m.cols / kNvfp4BlockSize), " scale bytes; got ", m.packed.size(), " and ",
         m.block_scales.size()));
   }
-  if (!std::isfinite(m.tensor_scale)) {
+  return DequantizeNvfp4(m.packed.data(), m.block_scales.data(), m.tensor_scale, m.rows, m.cols,
+                         out);
+}
+
+absl::Status DequantizeNvfp4(const uint8_t* packed, const uint8_t* block_scales,
+                             float tensor_scale, int64_t rows, int64_t cols, float* out) {
+  if (!std::isfinite(tensor_scale)) {
     return absl::InvalidArgumentError("NVFP4 tensor scale is not finite");
   }
-  const int64_t blocks_per_row = m.cols / kNvfp4BlockSize;
-  for (int64_t r = 0; r < m.rows; ++r) {
+  const int64_t blocks_per_row = cols / kNvfp4BlockSize;
+  for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < blocks_per_row; ++b) {
-      const uint8_t scale_byte = m.block_scales[r * blocks_per_row + b];
+      const uint8_t scale_byte = block_scales[r * blocks_per_row + b];
       const float scale = DecodeE4m3(scale_byte);
       if (std::isnan(scale)) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -184,10 +199,10 @@ absl::Status DequantizeNvfp4(const Nvfp4Matrix& m, float* out) {
       }
       for (int64_t i = 0; i < kNvfp4BlockSize; ++i) {
         const int64_t k = b * kNvfp4BlockSize + i;
-        const uint8_t byte = m.packed[(r * m.cols + k) / 2];
+        const uint8_t byte = packed[(r * cols + k) / 2];
         const uint8_t code = (k % 2 == 0) ? (byte & 0xF) : (byte >> 4);
         // e2m1 * e4m3 is exact in float; the tensor scale adds the only rounding.
-        out[r * m.cols + k] = DecodeE2m1(code) * scale * m.tensor_scale;
+        out[r * cols + k] = DecodeE2m1(code) * scale * tensor_scale;
       }
     }
   }

@@ -24,6 +24,10 @@
 
 namespace gemmd {
 
+enum class QuantFormat : uint8_t { kInt8, kNvfp4 };
+inline constexpr int kNumQuantFormats = 2;
+const char* QuantFormatName(QuantFormat format);  // "INT8", "NVFP4"
+
 inline constexpr int64_t kNvfp4BlockSize = 16;  // elements per E4M3 scale, along K
 inline constexpr float kE4m3Max = 448.0f;
 inline constexpr float kE2m1Max = 6.0f;
@@ -59,11 +63,16 @@ uint8_t EncodeE4m3(float x);
 absl::StatusOr<Int8Matrix> QuantizeInt8(const float* x, int64_t rows, int64_t cols);
 // out: rows * cols floats.
 void DequantizeInt8(const Int8Matrix& m, float* out);
+void DequantizeInt8(const int8_t* values, const float* scales, int64_t rows, int64_t cols,
+                    float* out);
 
 absl::StatusOr<Nvfp4Matrix> QuantizeNvfp4(const float* x, int64_t rows, int64_t cols);
 // out: rows * cols floats. INVALID_ARGUMENT for a NaN scale byte or tensor scale, or sizes
 // that do not match rows and cols.
 absl::Status DequantizeNvfp4(const Nvfp4Matrix& m, float* out);
+// The same from raw buffers of the right sizes (rows*cols/2 and rows*cols/16 bytes).
+absl::Status DequantizeNvfp4(const uint8_t* packed, const uint8_t* block_scales,
+                             float tensor_scale, int64_t rows, int64_t cols, float* out);
 
 }  // namespace gemmd
 

@@ -10,6 +10,7 @@
 #include "server/grpc_status.h"
 #include "server/log.h"
 #include "server/matmul_message_pool.h"
+#include "server/quantized_validation.h"
 
 namespace gemmd {
 namespace {
@@ -45,7 +46,7 @@ bool GemmServiceImpl::AwaitIdle(absl::Time deadline) {
 
 void GemmServiceImpl::Answer(grpc::CallbackServerContext* context,
                              grpc::ServerUnaryReactor* reactor, RpcMethod method,
-                             std::optional<Precision> precision, const absl::Status& status,
+                             PrecisionLabel precision, const absl::Status& status,
                              absl::Time accepted) {
   metrics_->RecordRequest(method, precision, status.code());
   metrics_->ObservePhase(method, Phase::kTotal, absl::Now() - accepted);
@@ -60,78 +61,129 @@ void GemmServiceImpl::Answer(grpc::CallbackServerContext* context,
   AddInflight(-1);
 }
 
-grpc::ServerUnaryReactor* GemmServiceImpl::Matmul(grpc::CallbackServerContext* context,
-                                                  const gemm::v1::MatmulRequest* request,
-                                                  gemm::v1::MatmulResponse* response) {
-  const absl::Time accepted = absl::Now();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  AddInflight(1);
-  auto fail = [&](std::optional<Precision> precision, const absl::Status& status) {
-    Answer(context, reactor, RpcMethod::kMatmul, precision, status, accepted);
-    return reactor;
+grpc::ServerUnaryReactor* GemmServiceImpl::SubmitGemm(const GemmCall& call,
+                                                      gemm::v1::MatmulResponse* response) {
+  auto fail = [&](const absl::Status& status) {
+    response->Clear();
+    Answer(call.context, call.reactor, call.method, call.label, status, call.accepted);
+    return call.reactor;
   };
-  if (draining_.load())
-    return fail(std::nullopt, absl::UnavailableError("server is shutting down"));
-
-  absl::StatusOr<ValidatedMatmul> validated = ValidateMatmul(*request, settings_.limits);
-  if (!validated.ok()) return fail(std::nullopt, validated.status());
-  const Precision precision = validated->problem.precision;
   // Every device of a server is of one kind, so the first one answers for all. The
   // device picks the kernel again for the whole batch; this catches, before queueing,
   // a request no kernel here can run (or an unknown forced kernel).
   absl::StatusOr<std::string> kernel =
-      devices_.front()->SelectKernel(validated->problem, validated->kernel);
-  if (!kernel.ok()) return fail(precision, kernel.status());
+      devices_.front()->SelectKernel(call.problem, call.forced_kernel);
+  if (!kernel.ok()) return fail(kernel.status());
 
   // The result is computed straight into the response's bytes: no copy on the way out.
   gemm::v1::Tensor* c = response->mutable_c();
-  for (int64_t dim : validated->output_shape) c->add_shape(dim);
-  c->set_dtype(DataTypeToProto(validated->problem.c_type));
+  for (int64_t dim : call.output_shape) c->add_shape(dim);
+  c->set_dtype(DataTypeToProto(call.problem.c_type));
   std::string* c_data = c->mutable_data();
-  MatmulMessagePool::PrepareResultBuffer(context->GetRpcAllocatorState(), c_data,
-                                         static_cast<size_t>(validated->output_bytes));
+  MatmulMessagePool::PrepareResultBuffer(call.context->GetRpcAllocatorState(), c_data,
+                                         static_cast<size_t>(call.output_bytes));
 
   auto job = std::make_unique<Job>();
-  job->problem = validated->problem;
-  job->operands = validated->operands;
+  job->problem = call.problem;
+  job->operands = call.operands;
   job->operands.c_out = c_data->data();
-  job->forced_kernel = validated->kernel;
-  job->accepted = accepted;
-  job->deadline = DeadlineOf(*context);
+  job->forced_kernel = call.forced_kernel;
+  job->accepted = call.accepted;
+  job->deadline = DeadlineOf(*call.context);
+  grpc::CallbackServerContext* context = call.context;
   job->is_cancelled = [context] { return context->IsCancelled(); };
-  const int64_t bytes_in = validated->input_bytes;
-  const int64_t bytes_out = validated->output_bytes;
-  job->done = [this, context, reactor, response, precision, accepted, bytes_in, bytes_out](
-                  const absl::Status& status, const JobResult& result) {
+  job->done = [this, call, response](const absl::Status& status, const JobResult& result) {
     if (status.ok()) {
       response->set_kernel(result.kernel);
       response->set_device(result.device);
-      response->set_precision(PrecisionToProto(precision));
+      response->set_precision(PrecisionToProto(call.problem.precision));
       gemm::v1::Timing* timing = response->mutable_timing();
       timing->set_queue_us(Micros(result.queue));
       timing->set_copy_in_us(Micros(result.copy_in));
       timing->set_compute_us(Micros(result.compute));
       timing->set_copy_out_us(Micros(result.copy_out));
-      timing->set_total_us(Micros(absl::Now() - accepted));
+      timing->set_total_us(Micros(absl::Now() - call.accepted));
       timing->set_batch_size(result.batch_size);
-      metrics_->ObservePhase(RpcMethod::kMatmul, Phase::kQueue, result.queue);
-      metrics_->ObservePhase(RpcMethod::kMatmul, Phase::kCopyIn, result.copy_in);
-      metrics_->ObservePhase(RpcMethod::kMatmul, Phase::kCompute, result.compute);
-      metrics_->ObservePhase(RpcMethod::kMatmul, Phase::kCopyOut, result.copy_out);
-      metrics_->AddBytesReceived(bytes_in);
-      metrics_->AddBytesSent(bytes_out);
+      metrics_->ObservePhase(call.method, Phase::kQueue, result.queue);
+      metrics_->ObservePhase(call.method, Phase::kCopyIn, result.copy_in);
+      metrics_->ObservePhase(call.method, Phase::kCompute, result.compute);
+      metrics_->ObservePhase(call.method, Phase::kCopyOut, result.copy_out);
+      metrics_->AddBytesReceived(call.input_bytes);
+      metrics_->AddBytesSent(call.output_bytes);
     } else {
       response->Clear();  // an error carries no partial result
     }
-    Answer(context, reactor, RpcMethod::kMatmul, precision, status, accepted);
+    Answer(call.context, call.reactor, call.method, call.label, status, call.accepted);
   };
 
   absl::Status submitted = executor_->Submit(std::move(job));
-  if (!submitted.ok()) {
-    response->Clear();
-    return fail(precision, submitted);
-  }
-  return reactor;
+  if (!submitted.ok()) return fail(submitted);
+  return call.reactor;
+}
+
+grpc::ServerUnaryReactor* GemmServiceImpl::Matmul(grpc::CallbackServerContext* context,
+                                                  const gemm::v1::MatmulRequest* request,
+                                                  gemm::v1::MatmulResponse* response) {
+  GemmCall call;
+  call.context = context;
+  call.reactor = context->DefaultReactor();
+  call.method = RpcMethod::kMatmul;
+  call.accepted = absl::Now();
+  AddInflight(1);
+  auto fail = [&](const absl::Status& status) {
+    Answer(context, call.reactor, call.method, call.label, status, call.accepted);
+    return call.reactor;
+  };
+  if (draining_.load()) return fail(absl::UnavailableError("server is shutting down"));
+
+  absl::StatusOr<ValidatedMatmul> validated = ValidateMatmul(*request, settings_.limits);
+  if (!validated.ok()) return fail(validated.status());
+  call.label = PrecisionLabel::Of(validated->problem.precision);
+  call.problem = validated->problem;
+  call.operands = validated->operands;  // point into the request, which outlives the job
+  call.forced_kernel = validated->kernel;
+  call.output_shape = validated->output_shape;
+  call.input_bytes = validated->input_bytes;
+  call.output_bytes = validated->output_bytes;
+  return SubmitGemm(call, response);
+}
+
+grpc::ServerUnaryReactor* GemmServiceImpl::QuantizedMatmul(
+    grpc::CallbackServerContext* context, const gemm::v1::QuantizedMatmulRequest* request,
+    gemm::v1::MatmulResponse* response) {
+  GemmCall call;
+  call.context = context;
+  call.reactor = context->DefaultReactor();
+  call.method = RpcMethod::kQuantizedMatmul;
+  call.accepted = absl::Now();
+  AddInflight(1);
+  auto fail = [&](const absl::Status& status) {
+    Answer(context, call.reactor, call.method, call.label, status, call.accepted);
+    return call.reactor;
+  };
+  if (draining_.load()) return fail(absl::UnavailableError("server is shutting down"));
+
+  absl::StatusOr<ValidatedQuantized> v = ValidateQuantizedMatmul(*request, settings_.limits);
+  if (!v.ok()) return fail(v.status());
+  call.label = PrecisionLabel::Of(v->b_format);
+  // Until the quantized kernels land, both backends dequantize to FP32 (validated sizes
+  // only) and run the FP32 GEMM: C = A * B^T with B stored [N, K].
+  auto operands = std::make_shared<std::vector<float>>(static_cast<size_t>((v->m + v->n) * v->k));
+  float* a = operands->data();
+  float* b = a + v->m * v->k;
+  if (absl::Status s = DequantizeOperands(*request, *v, a, b); !s.ok()) return fail(s);
+  call.problem.m = v->m;
+  call.problem.n = v->n;
+  call.problem.k = v->k;
+  call.problem.transpose_b = true;
+  call.problem.precision = Precision::kFp32;
+  call.operands = {a, b, nullptr, nullptr};
+  call.keep_alive = std::move(operands);
+  call.forced_kernel = v->kernel;
+  call.output_shape = {v->m, v->n};
+  call.input_bytes = v->input_bytes;
+  call.output_bytes = v->output_bytes;
+  return SubmitGemm(call, response);
 }
 
 grpc::ServerUnaryReactor* GemmServiceImpl::GetServerInfo(
@@ -166,7 +218,8 @@ grpc::ServerUnaryReactor* GemmServiceImpl::GetServerInfo(
   limits->set_max_queue_delay_us(absl::ToInt64Microseconds(settings_.max_queue_delay));
   limits->set_max_queue_size(settings_.max_queue_size);
   limits->set_max_inflight_bytes(settings_.max_inflight_bytes);
-  Answer(context, reactor, RpcMethod::kGetServerInfo, std::nullopt, absl::OkStatus(), accepted);
+  Answer(context, reactor, RpcMethod::kGetServerInfo, PrecisionLabel::None(), absl::OkStatus(),
+         accepted);
   return reactor;
 }
 

@@ -6,6 +6,7 @@
 #define GEMMD_SERVER_GEMM_SERVICE_H_
 
 #include <atomic>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,9 @@ class GemmServiceImpl final : public gemm::v1::GemmService::CallbackService {
   grpc::ServerUnaryReactor* Matmul(grpc::CallbackServerContext* context,
                                    const gemm::v1::MatmulRequest* request,
                                    gemm::v1::MatmulResponse* response) override;
+  grpc::ServerUnaryReactor* QuantizedMatmul(grpc::CallbackServerContext* context,
+                                            const gemm::v1::QuantizedMatmulRequest* request,
+                                            gemm::v1::MatmulResponse* response) override;
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
                                           const gemm::v1::GetServerInfoRequest* request,
                                           gemm::v1::ServerInfo* response) override;
@@ -50,10 +54,29 @@ class GemmServiceImpl final : public gemm::v1::GemmService::CallbackService {
   bool AwaitIdle(absl::Time deadline);
 
  private:
+  // A validated GEMM on its way to the executor, whichever RPC it came from.
+  struct GemmCall {
+    grpc::CallbackServerContext* context = nullptr;
+    grpc::ServerUnaryReactor* reactor = nullptr;
+    RpcMethod method = RpcMethod::kMatmul;
+    PrecisionLabel label = PrecisionLabel::None();
+    absl::Time accepted;
+    GemmProblem problem;
+    GemmOperands operands;  // host memory valid until the job is answered
+    std::shared_ptr<void> keep_alive;  // owns `operands` when the request does not
+    std::string forced_kernel;
+    std::vector<int64_t> output_shape;
+    int64_t input_bytes = 0;
+    int64_t output_bytes = 0;
+  };
+
   void AddInflight(int delta);
+  // Sizes the result in `response`, queues the job and answers the RPC when it is done
+  // (or at once if it cannot be queued).
+  grpc::ServerUnaryReactor* SubmitGemm(const GemmCall& call, gemm::v1::MatmulResponse* response);
   // Records metrics, logs failures and finishes the RPC.
   void Answer(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
-              RpcMethod method, std::optional<Precision> precision, const absl::Status& status,
+              RpcMethod method, PrecisionLabel precision, const absl::Status& status,
               absl::Time accepted);
 
   const ServiceSettings settings_;

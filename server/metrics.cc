@@ -25,6 +25,8 @@ const char* RpcMethodName(RpcMethod method) {
   switch (method) {
     case RpcMethod::kMatmul:
       return "Matmul";
+    case RpcMethod::kQuantizedMatmul:
+      return "QuantizedMatmul";
     case RpcMethod::kGetServerInfo:
       return "GetServerInfo";
   }
@@ -41,6 +43,14 @@ std::vector<int> Positions(int n) {
 
 }  // namespace
 
+const char* PrecisionLabel::name() const {
+  if (index_ < kNumPrecisions) return PrecisionName(static_cast<Precision>(index_));
+  if (index_ < kNumPrecisions + kNumQuantFormats) {
+    return QuantFormatName(static_cast<QuantFormat>(index_ - kNumPrecisions));
+  }
+  return "NONE";
+}
+
 ServerMetrics::ServerMetrics(int num_devices) : ServerMetrics(Positions(num_devices)) {}
 
 ServerMetrics::ServerMetrics(const std::vector<int>& device_labels)
@@ -56,8 +66,9 @@ ServerMetrics::ServerMetrics(const std::vector<int>& device_labels)
                         .Register(*registry_);
   for (int m = 0; m < kNumRpcMethods; ++m) {
     for (int p = 0; p < kNumPhases; ++p) {
-      // Only Matmul has device phases; other methods export their total alone.
-      if (m != static_cast<int>(RpcMethod::kMatmul) && p != static_cast<int>(Phase::kTotal)) {
+      // Only the GEMM methods have device phases; others export their total alone.
+      if (m == static_cast<int>(RpcMethod::kGetServerInfo) &&
+          p != static_cast<int>(Phase::kTotal)) {
         continue;
       }
       durations_[m][p] = &durations.Add(
@@ -125,10 +136,10 @@ ServerMetrics::ServerMetrics(const std::vector<int>& device_labels)
   }
 }
 
-void ServerMetrics::RecordRequest(RpcMethod method, std::optional<Precision> precision,
+void ServerMetrics::RecordRequest(RpcMethod method, PrecisionLabel precision,
                                   absl::StatusCode code) {
   const int m = static_cast<int>(method);
-  const int p = precision ? static_cast<int>(*precision) : kNumPrecisions;
+  const int p = precision.index();
   int c = static_cast<int>(code);
   if (c < 0 || c >= kNumCodes) c = static_cast<int>(absl::StatusCode::kUnknown);
   std::atomic<prometheus::Counter*>& slot = requests_[m][p][c];
@@ -139,7 +150,7 @@ void ServerMetrics::RecordRequest(RpcMethod method, std::optional<Precision> pre
     if (counter == nullptr) {
       counter = &requests_family_->Add(
           {{"method", RpcMethodName(method)},
-           {"precision", precision ? PrecisionName(*precision) : "NONE"},
+           {"precision", precision.name()},
            {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(c))}});
       slot.store(counter, std::memory_order_release);
     }

@@ -1,7 +1,7 @@
 // Prometheus metrics of the server (DESIGN.md §6). Every label set is created once and
 // cached, so the hot path only bumps atomics. Thread-safe.
 //
-// gemm_requests_total{method,precision,code}        counter
+// gemm_requests_total{method,precision,code}        counter (precision: PrecisionLabel)
 // gemm_request_duration_seconds{method,phase}        histogram (queue, copy_in, compute,
 //                                                    copy_out, total)
 // gemm_batch_size                                    histogram (requests per launch)
@@ -33,13 +33,34 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kernels/gemm_problem.h"
+#include "kernels/quant_formats.h"
 #include "server/device.h"
 
 namespace gemmd {
 
-enum class RpcMethod { kMatmul, kGetServerInfo };
-inline constexpr int kNumRpcMethods = 2;
+enum class RpcMethod { kMatmul, kQuantizedMatmul, kGetServerInfo };
+inline constexpr int kNumRpcMethods = 3;
 const char* RpcMethodName(RpcMethod method);
+
+// The `precision` label of gemm_requests_total: a Matmul's precision (FP32,
+// FP16_TENSOR), a QuantizedMatmul's weight format (INT8, NVFP4), or NONE when the
+// request failed before it was known.
+class PrecisionLabel {
+ public:
+  static constexpr int kCount = kNumPrecisions + kNumQuantFormats + 1;
+  static PrecisionLabel None() { return PrecisionLabel(kCount - 1); }
+  static PrecisionLabel Of(Precision p) { return PrecisionLabel(static_cast<int>(p)); }
+  static PrecisionLabel Of(QuantFormat f) {
+    return PrecisionLabel(kNumPrecisions + static_cast<int>(f));
+  }
+  static PrecisionLabel Of(std::optional<Precision> p) { return p ? Of(*p) : None(); }
+  int index() const { return index_; }
+  const char* name() const;
+
+ private:
+  explicit PrecisionLabel(int index) : index_(index) {}
+  int index_;
+};
 
 enum class Phase { kQueue, kCopyIn, kCompute, kCopyOut, kTotal };
 inline constexpr int kNumPhases = 5;
@@ -55,8 +76,11 @@ class ServerMetrics {
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
+  void RecordRequest(RpcMethod method, PrecisionLabel precision, absl::StatusCode code);
   // precision: nullopt when the request failed before it was known.
-  void RecordRequest(RpcMethod method, std::optional<Precision> precision, absl::StatusCode code);
+  void RecordRequest(RpcMethod method, std::optional<Precision> precision, absl::StatusCode code) {
+    RecordRequest(method, PrecisionLabel::Of(precision), code);
+  }
   void ObservePhase(RpcMethod method, Phase phase, absl::Duration duration);
   void AddInflight(int delta) { inflight_->Increment(delta); }
   int64_t inflight() const { return static_cast<int64_t>(inflight_->Value()); }
@@ -70,14 +94,13 @@ class ServerMetrics {
 
  private:
   static constexpr int kNumCodes = 17;
-  static constexpr int kNumPrecisionLabels = kNumPrecisions + 1;  // + "NONE"
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>* requests_family_;
   absl::Mutex requests_mu_;
   // Created on first use, then read without the lock.
   std::array<
-      std::array<std::array<std::atomic<prometheus::Counter*>, kNumCodes>, kNumPrecisionLabels>,
+      std::array<std::array<std::atomic<prometheus::Counter*>, kNumCodes>, PrecisionLabel::kCount>,
       kNumRpcMethods>
       requests_{};
   std::array<std::array<prometheus::Histogram*, kNumPhases>, kNumRpcMethods> durations_{};

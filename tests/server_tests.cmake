@@ -17,3 +17,7 @@ gtest_discover_tests(server_integration_test DISCOVERY_TIMEOUT 60 PROPERTIES TIM
 add_executable(cli_test cli_test.cc)
 target_link_libraries(cli_test PRIVATE gemm_cli_lib GTest::gtest_main)
 gtest_discover_tests(cli_test DISCOVERY_TIMEOUT 60)
+
+add_executable(quantized_server_test quantized_server_test.cc)
+target_link_libraries(quantized_server_test PRIVATE gemm_server_lib GTest::gtest_main)
+gtest_discover_tests(quantized_server_test DISCOVERY_TIMEOUT 60)

@@ -1,0 +1,205 @@
+#include "server/quantized_validation.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kernels/reference_gemm.h"
+#include "proto/proto_types.h"
+
+namespace gemmd {
+namespace {
+
+constexpr int64_t kResponseOverheadBytes = 4096;
+
+std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
+// [rows, K] with both dims >= 1 and rows*K within max_elements.
+absl::Status CheckShape(const google::protobuf::RepeatedField<int64_t>& shape,
+                        absl::string_view name, const ValidationLimits& limits) {
+  if (shape.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ".shape ", ShapeString(shape),
+                                                   " has rank ", shape.size(),
+                                                   "; expected [rows, K]"));
+  }
+  if (shape[0] <= 0 || shape[1] <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ".shape ", ShapeString(shape),
+                                                   " has a dimension <= 0; all must be >= 1"));
+  }
+  int64_t elements = 0;
+  if (__builtin_mul_overflow(shape[0], shape[1], &elements) || elements > limits.max_elements) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        name, ".shape ", ShapeString(shape), " has more than ", limits.max_elements,
+        " elements; this server accepts at most that many per operand (--max_elements)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<QuantFormat> CheckQuantized(const gemm::v1::QuantizedTensor& t,
+                                           absl::string_view name,
+                                           const ValidationLimits& limits) {
+  if (absl::Status s = CheckShape(t.shape(), name, limits); !s.ok()) return s;
+  const int64_t rows = t.shape(0), k = t.shape(1);
+  QuantFormat format;
+  int64_t data_bytes = 0, scale_bytes = 0;
+  switch (t.format()) {
+    case gemm::v1::QUANT_FORMAT_INT8:
+      format = QuantFormat::kInt8;
+      data_bytes = rows * k;
+      scale_bytes = rows * 4;
+      break;
+    case gemm::v1::QUANT_FORMAT_NVFP4:
+      format = QuantFormat::kNvfp4;
+      if (k % kNvfp4BlockSize != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name, ": NVFP4 needs K to be a multiple of 16 (one scale per 16 values); K is ", k,
+            ": pad K with zeros to ", (k + 15) / 16 * 16));
+      }
+      data_bytes = rows * k / 2;
+      scale_bytes = rows * k / kNvfp4BlockSize;
+      break;
+    case gemm::v1::QUANT_FORMAT_UNSPECIFIED:
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ".format is unset; expected INT8 or NVFP4"));
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ".format ", t.format(), " is not a QuantFormat; expected INT8 or "
+                                                     "NVFP4"));
+  }
+  const char* format_name = QuantFormatName(format);
+  if (static_cast<int64_t>(t.data().size()) != data_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ".data has ", t.data().size(),
+                                                   " bytes; ", format_name, " ",
+                                                   ShapeString(t.shape()), " needs ",
+                                                   data_bytes));
+  }
+  if (static_cast<int64_t>(t.scales().size()) != scale_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ".scales has ", t.scales().size(), " bytes; ", format_name, " ",
+        ShapeString(t.shape()), " needs ", scale_bytes,
+        format == QuantFormat::kInt8 ? " (one float32 per row)" : " (one E4M3 byte per 16 values)"));
+  }
+  if (format == QuantFormat::kInt8) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float s;
+      std::memcpy(&s, t.scales().data() + r * 4, 4);
+      if (!std::isfinite(s)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, ".scales[", r, "] is ", s, "; INT8 scales must be finite"));
+      }
+    }
+  } else if (!std::isfinite(t.tensor_scale()) || !(t.tensor_scale() > 0.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ".tensor_scale is ", t.tensor_scale(), "; NVFP4 needs a finite scale > 0"));
+  }
+  return format;
+}
+
+absl::Status Dequantize(const gemm::v1::QuantizedTensor& t, QuantFormat format, float* out) {
+  const int64_t rows = t.shape(0), k = t.shape(1);
+  if (format == QuantFormat::kInt8) {
+    std::vector<float> scales(static_cast<size_t>(rows));
+    std::memcpy(scales.data(), t.scales().data(), scales.size() * 4);
+    DequantizeInt8(reinterpret_cast<const int8_t*>(t.data().data()), scales.data(), rows, k, out);
+    return absl::OkStatus();
+  }
+  return DequantizeNvfp4(reinterpret_cast<const uint8_t*>(t.data().data()),
+                         reinterpret_cast<const uint8_t*>(t.scales().data()), t.tensor_scale(),
+                         rows, k, out);
+}
+
+}  // namespace
+
+absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
+    const gemm::v1::QuantizedMatmulRequest& request, const ValidationLimits& limits) {
+  if (!request.has_b()) return absl::InvalidArgumentError("b is missing");
+  ValidatedQuantized v;
+  absl::StatusOr<QuantFormat> b = CheckQuantized(request.b(), "b", limits);
+  if (!b.ok()) return b.status();
+  v.b_format = *b;
+  v.n = request.b().shape(0);
+  v.k = request.b().shape(1);
+  v.input_bytes = static_cast<int64_t>(request.b().data().size() + request.b().scales().size());
+
+  int64_t a_k = 0;
+  switch (request.a_operand_case()) {
+    case gemm::v1::QuantizedMatmulRequest::kA: {
+      absl::StatusOr<QuantFormat> a = CheckQuantized(request.a(), "a", limits);
+      if (!a.ok()) return a.status();
+      v.a_format = *a;
+      v.m = request.a().shape(0);
+      a_k = request.a().shape(1);
+      v.input_bytes += static_cast<int64_t>(request.a().data().size() + request.a().scales().size());
+      break;
+    }
+    case gemm::v1::QuantizedMatmulRequest::kADense: {
+      const gemm::v1::Tensor& a = request.a_dense();
+      if (absl::Status s = CheckShape(a.shape(), "a_dense", limits); !s.ok()) return s;
+      const std::optional<DataType> type = DataTypeFromProto(a.dtype());
+      if (!type || (*type != DataType::kFloat32 && *type != DataType::kFloat16 &&
+                    *type != DataType::kBFloat16)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "a_dense.dtype ", ProtoDataTypeName(a.dtype()),
+            " is not accepted; expected FLOAT32, FLOAT16 or BFLOAT16"));
+      }
+      v.a_dense_type = *type;
+      v.m = a.shape(0);
+      a_k = a.shape(1);
+      const int64_t bytes = v.m * a_k * static_cast<int64_t>(DataTypeSize(*type));
+      if (static_cast<int64_t>(a.data().size()) != bytes) {
+        return absl::InvalidArgumentError(absl::StrCat("a_dense.data has ", a.data().size(),
+                                                       " bytes; shape ", ShapeString(a.shape()),
+                                                       " ", DataTypeName(*type), " needs ",
+                                                       bytes));
+      }
+      v.input_bytes += bytes;
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError(
+          "a is missing: set a (quantized) or a_dense (FLOAT32/FLOAT16/BFLOAT16)");
+  }
+  if (a_k != v.k) {
+    return absl::InvalidArgumentError(absl::StrCat("K mismatch: A is [", v.m, ", ", a_k,
+                                                   "] and B is [", v.n, ", ", v.k,
+                                                   "]; both are K-major, so K must agree"));
+  }
+  int64_t c_elements = 0;
+  if (__builtin_mul_overflow(v.m, v.n, &c_elements) || c_elements > limits.max_elements) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the result [", v.m, ", ", v.n, "] has more than ", limits.max_elements,
+        " elements (--max_elements)"));
+  }
+  v.output_bytes = c_elements * 4;
+  if (v.output_bytes + kResponseOverheadBytes > limits.max_message_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the result takes ", v.output_bytes, " bytes; responses are limited to ",
+        limits.max_message_bytes, " (--max_message_bytes)"));
+  }
+  v.kernel = request.kernel();
+  return v;
+}
+
+absl::Status DequantizeOperands(const gemm::v1::QuantizedMatmulRequest& request,
+                                const ValidatedQuantized& v, float* a_out, float* b_out) {
+  if (v.a_format) {
+    if (absl::Status s = Dequantize(request.a(), *v.a_format, a_out); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("a: ", s.message()));
+    }
+  } else {
+    const std::string& data = request.a_dense().data();
+    for (int64_t i = 0; i < v.m * v.k; ++i) {
+      a_out[i] = static_cast<float>(LoadAsDouble(data.data(), v.a_dense_type, i));
+    }
+  }
+  if (absl::Status s = Dequantize(request.b(), v.b_format, b_out); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("b: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gemmd

@@ -21,6 +21,9 @@ struct CliOptions {
   std::string kernel;
   uint64_t seed = 1;
   bool verify = false;
+  // quantized
+  std::string quant_format = "nvfp4";  // int8 | nvfp4
+  bool weight_only = false;            // quantize B only; A goes as --dtype
   // bench
   int concurrency = 1;
   int channels = 1;

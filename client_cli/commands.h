@@ -17,6 +17,7 @@ namespace gemmd {
 int RunInfo(const CliOptions& options);
 int RunHealth(const CliOptions& options);
 int RunMatmul(const CliOptions& options);
+int RunQuantized(const CliOptions& options);
 int RunBench(const CliOptions& options);
 
 // A channel to `target` without message size limits (the server enforces its own).

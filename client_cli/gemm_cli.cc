@@ -43,6 +43,9 @@ ABSL_FLAG(bool, async, false,
 ABSL_FLAG(bool, local, false,
           "bench: time the CPU backend in this process (no gRPC): the service's ceiling.");
 ABSL_FLAG(bool, json, false, "info/bench: print JSON.");
+ABSL_FLAG(std::string, format, "nvfp4", "quantized: int8 or nvfp4 (NVFP4 needs K % 16 == 0).");
+ABSL_FLAG(bool, weight_only, false,
+          "quantized: quantize B (the weight) only; A goes unquantized as --dtype.");
 
 namespace {
 
@@ -54,6 +57,9 @@ constexpr char kUsage[] =
     "  health   grpc.health.v1 check; prints SERVING (exit 0) or NOT_SERVING (exit 2)\n"
     "  matmul   multiply random (--m --n --k [--batch] [--dtype]) or .npy (--a --b)\n"
     "           operands; --out c.npy saves C, --verify checks it against FP64\n"
+    "  quantized  C = A * B^T with A [M,K], B [N,K] quantized here (--format int8|nvfp4,\n"
+    "           --weight_only), sent to QuantizedMatmul; prints bytes saved; --verify\n"
+    "           prints the kernel error and the format error\n"
     "  bench    closed-loop load test of one shape: --concurrency --duration_s\n"
     "           --warmup_s [--channels] [--async] [--json]; --local times the in-process CPU\n"
     "           backend\n\n"
@@ -62,6 +68,7 @@ constexpr char kUsage[] =
     "Examples:\n"
     "  gemm-cli matmul --m 512 --n 512 --k 512 --verify\n"
     "  gemm-cli matmul --precision fp16_tensor --m 1024 --n 1024 --k 1024 --verify\n"
+    "  gemm-cli quantized --format nvfp4 --weight_only --m 16 --n 4096 --k 4096 --verify\n"
     "  gemm-cli bench --m 1024 --n 1024 --k 1024 --concurrency 8 --duration_s 10";
 
 bool CliFlagFile(absl::string_view file) { return absl::StrContains(file, "client_cli/"); }
@@ -108,12 +115,16 @@ int main(int argc, char** argv) {
   o.local = absl::GetFlag(FLAGS_local);
   o.async = absl::GetFlag(FLAGS_async);
   o.json = absl::GetFlag(FLAGS_json);
+  o.quant_format = absl::GetFlag(FLAGS_format);
+  o.weight_only = absl::GetFlag(FLAGS_weight_only);
 
   if (command == "info") return gemmd::RunInfo(o);
   if (command == "health") return gemmd::RunHealth(o);
   if (command == "matmul") return gemmd::RunMatmul(o);
   if (command == "bench") return gemmd::RunBench(o);
-  std::fprintf(stderr, "error: unknown command '%s'; expected info, health, matmul or bench\n",
+  if (command == "quantized") return gemmd::RunQuantized(o);
+  std::fprintf(stderr,
+               "error: unknown command '%s'; expected info, health, matmul, quantized or bench\n",
                command.c_str());
   return 1;
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "client_cli/bench_report.h"
+#include "client_cli/quantized_inputs.h"
 #include "client_cli/matmul_inputs.h"
 #include "kernels/cpu_gemm.h"
 
@@ -101,6 +102,61 @@ TEST(MatmulInputsTest, BadFlagsAreExplained) {
             "--a and --b go together: give both .npy files or neither");
   o.b_path = "/nonexistent2.npy";
   EXPECT_EQ(BuildMatmulInputs(o).status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gemmd
+
+namespace gemmd {
+namespace {
+
+TEST(QuantizedInputsTest, BuildsRequestsAndMeasuresBothErrors) {
+  CliOptions o;
+  o.m = 4;
+  o.n = 8;
+  o.k = 32;
+  o.quant_format = "nvfp4";
+  absl::StatusOr<std::unique_ptr<QuantizedInputs>> in = BuildQuantizedInputs(o);
+  ASSERT_TRUE(in.ok()) << in.status();
+  const QuantizedInputs& q = **in;
+  ASSERT_TRUE(q.request.has_a());
+  EXPECT_EQ(q.request.b().format(), gemm::v1::QUANT_FORMAT_NVFP4);
+  EXPECT_EQ(q.request.b().data().size(), 8u * 32 / 2);
+  EXPECT_EQ(q.request.b().scales().size(), 8u * 32 / 16);
+  EXPECT_EQ(q.sent_bytes, (4 + 8) * 32 / 2 + (4 + 8) * 2);
+  // A result computed from the dequantized operands has no kernel error, only the
+  // format's; a wrong-sized result is refused.
+  std::string c(4 * 8 * 4, '\0');
+  float* cf = reinterpret_cast<float*>(c.data());
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 8; ++j) {
+      double sum = 0;
+      for (int k = 0; k < 32; ++k) {
+        sum += static_cast<double>(q.a_dequantized[i * 32 + k]) * q.b_dequantized[j * 32 + k];
+      }
+      cf[i * 8 + j] = static_cast<float>(sum);
+    }
+  }
+  absl::StatusOr<QuantizedErrors> e = QuantizedResultErrors(q, c);
+  ASSERT_TRUE(e.ok());
+  EXPECT_LE(e->kernel, 1e-7);
+  EXPECT_GT(e->format, 0.01);  // NVFP4 loses precision by design
+  EXPECT_FALSE(QuantizedResultErrors(q, "short").ok());
+
+  o.weight_only = true;
+  o.dtype = "float16";
+  o.quant_format = "int8";
+  in = BuildQuantizedInputs(o);
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_TRUE((*in)->request.has_a_dense());
+  EXPECT_EQ((*in)->request.a_dense().data().size(), 4u * 32 * 2);
+  EXPECT_EQ((*in)->sent_bytes, 4 * 32 * 2 + 8 * 32 + 8 * 4);
+
+  o.quant_format = "fp4";
+  EXPECT_EQ(BuildQuantizedInputs(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.quant_format = "nvfp4";
+  o.k = 24;
+  EXPECT_EQ(BuildQuantizedInputs(o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "client_cli/bench_report.h"
 #include "client_cli/commands.h"
 #include "client_cli/matmul_inputs.h"
+#include "client_cli/quantized_inputs.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "kernels/cpu_gemm.h"
 
@@ -56,12 +57,22 @@ std::vector<Sample> RunClosedLoop(int concurrency, absl::Time end,
 
 // Keeps `slots` calls in flight with the callback API until `end`; each completion
 // records its sample and starts the slot's next call.
+// Starts one call of the benchmark's RPC (Matmul or QuantizedMatmul, fixed request).
+using StartCall =
+    std::function<void(gemm::v1::GemmService::Stub*, grpc::ClientContext*,
+                       gemm::v1::MatmulResponse*, std::function<void(grpc::Status)>)>;
+// Makes one blocking call of it.
+using BlockingCall = std::function<grpc::Status(
+    gemm::v1::GemmService::Stub*, grpc::ClientContext*, gemm::v1::MatmulResponse*)>;
+
 class AsyncClosedLoop {
  public:
-  AsyncClosedLoop(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
-                  const gemm::v1::MatmulRequest& request, absl::Duration timeout, int slots,
-                  absl::Time end)
-      : request_(request), timeout_(timeout), end_(end), slots_(static_cast<size_t>(slots)) {
+  AsyncClosedLoop(const std::vector<std::shared_ptr<grpc::Channel>>& channels, StartCall start,
+                  absl::Duration timeout, int slots, absl::Time end)
+      : start_(std::move(start)),
+        timeout_(timeout),
+        end_(end),
+        slots_(static_cast<size_t>(slots)) {
     for (const auto& channel : channels) stubs_.push_back(gemm::v1::GemmService::NewStub(channel));
   }
 
@@ -86,10 +97,8 @@ class AsyncClosedLoop {
     slot.response.Clear();
     slot.start = absl::Now();
     slot.context->set_deadline(absl::ToChronoTime(slot.start + timeout_));
-    stubs_[i % stubs_.size()]->async()->Matmul(slot.context.get(), &request_, &slot.response,
-                                               [this, i](grpc::Status status) {
-                                                 Finished(i, status);
-                                               });
+    start_(stubs_[i % stubs_.size()].get(), slot.context.get(), &slot.response,
+           [this, i](grpc::Status status) { Finished(i, status); });
   }
 
   void Finished(size_t i, const grpc::Status& status) {
@@ -118,7 +127,7 @@ class AsyncClosedLoop {
     if (--active_ == 0) done_.Notify();
   }
 
-  const gemm::v1::MatmulRequest& request_;
+  const StartCall start_;
   const absl::Duration timeout_;
   const absl::Time end_;
   std::vector<std::unique_ptr<gemm::v1::GemmService::Stub>> stubs_;
@@ -138,28 +147,73 @@ int RunBench(const CliOptions& o) {
                  "--warmup_s >= 0\n");
     return 1;
   }
-  absl::StatusOr<std::unique_ptr<MatmulInputs>> built = BuildMatmulInputs(o);
-  if (!built.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(built.status().message()).c_str());
+  if (o.quantized && o.local) {
+    std::fprintf(stderr, "error: --quantized runs against a server; --local has no quantized path\n");
     return 1;
   }
-  const MatmulInputs& in = **built;
-  const GemmProblem& p = in.problem;
+  // Matmul (MatmulInputs) or QuantizedMatmul (QuantizedInputs, --quantized).
+  std::unique_ptr<MatmulInputs> matmul;
+  std::unique_ptr<QuantizedInputs> quantized;
+  absl::Status built = absl::OkStatus();
+  if (o.quantized) {
+    absl::StatusOr<std::unique_ptr<QuantizedInputs>> q = BuildQuantizedInputs(o);
+    if (q.ok()) quantized = *std::move(q);
+    built = q.status();
+  } else {
+    absl::StatusOr<std::unique_ptr<MatmulInputs>> m = BuildMatmulInputs(o);
+    if (m.ok()) matmul = *std::move(m);
+    built = m.status();
+  }
+  if (!built.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(built.message()).c_str());
+    return 1;
+  }
 
   BenchReport report;
   report.mode = o.local ? "in-process" : (o.async ? "grpc-async" : "grpc");
   report.target = o.local ? "cpu backend (OpenBLAS)" : o.target;
-  report.shape = absl::StrCat(p.m, "x", p.n, "x", p.k, " batch=", p.batch);
-  report.dtype = DataTypeName(p.a_type);
-  report.precision = PrecisionName(p.precision);
   report.concurrency = o.concurrency;
   report.channels = o.local ? 0 : o.channels;
   report.warmup_s = o.warmup_s;
   report.duration_s = o.duration_s;
-  report.flops_per_request = p.Flops();
-  report.sent_bytes_per_request = in.payload_bytes;
-  report.received_bytes_per_request =
-      p.batch * p.m * p.n * static_cast<int64_t>(DataTypeSize(p.c_type));
+  const char* rpc_name = o.quantized ? "QuantizedMatmul" : "Matmul";
+  BlockingCall blocking;
+  StartCall start;
+  if (o.quantized) {
+    const QuantizedInputs& q = *quantized;
+    report.shape = absl::StrCat(q.m, "x", q.n, "x", q.k, " batch=1");
+    report.dtype = absl::StrCat(QuantFormatName(q.format), q.weight_only ? " weight-only" : "");
+    report.precision = "QUANTIZED";
+    report.flops_per_request = 2.0 * static_cast<double>(q.m * q.n) * static_cast<double>(q.k);
+    report.sent_bytes_per_request = q.sent_bytes;
+    report.received_bytes_per_request = q.m * q.n * 4;
+    blocking = [&q](gemm::v1::GemmService::Stub* stub, grpc::ClientContext* context,
+                    gemm::v1::MatmulResponse* response) {
+      return stub->QuantizedMatmul(context, q.request, response);
+    };
+    start = [&q](gemm::v1::GemmService::Stub* stub, grpc::ClientContext* context,
+                 gemm::v1::MatmulResponse* response, std::function<void(grpc::Status)> done) {
+      stub->async()->QuantizedMatmul(context, &q.request, response, std::move(done));
+    };
+  } else {
+    const GemmProblem& p = matmul->problem;
+    report.shape = absl::StrCat(p.m, "x", p.n, "x", p.k, " batch=", p.batch);
+    report.dtype = DataTypeName(p.a_type);
+    report.precision = PrecisionName(p.precision);
+    report.flops_per_request = p.Flops();
+    report.sent_bytes_per_request = matmul->payload_bytes;
+    report.received_bytes_per_request =
+        p.batch * p.m * p.n * static_cast<int64_t>(DataTypeSize(p.c_type));
+    const gemm::v1::MatmulRequest& request = matmul->request;
+    blocking = [&request](gemm::v1::GemmService::Stub* stub, grpc::ClientContext* context,
+                          gemm::v1::MatmulResponse* response) {
+      return stub->Matmul(context, request, response);
+    };
+    start = [&request](gemm::v1::GemmService::Stub* stub, grpc::ClientContext* context,
+                       gemm::v1::MatmulResponse* response, std::function<void(grpc::Status)> done) {
+      stub->async()->Matmul(context, &request, response, std::move(done));
+    };
+  }
 
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   if (!o.local) {
@@ -169,11 +223,11 @@ int RunBench(const CliOptions& o) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(o.timeout_s)));
     gemm::v1::MatmulResponse response;
-    grpc::Status status = stub->Matmul(&context, in.request, &response);
-    if (!status.ok()) return ReportRpcError("Matmul", status);
+    grpc::Status status = blocking(stub.get(), &context, &response);
+    if (!status.ok()) return ReportRpcError(rpc_name, status);
     report.kernel = response.kernel();
   } else {
-    report.kernel = absl::StrCat(CpuKernelName(p.precision), " (in-process)");
+    report.kernel = absl::StrCat(CpuKernelName(matmul->problem.precision), " (in-process)");
   }
 
   const absl::Time begin = absl::Now();
@@ -188,9 +242,9 @@ int RunBench(const CliOptions& o) {
       return [&, out] {
         Sample s;
         s.start = absl::Now();
-        GemmOperands ops = in.operands;
+        GemmOperands ops = matmul->operands;
         ops.c_out = out->data();
-        const absl::Status status = CpuGemm(p, ops);
+        const absl::Status status = CpuGemm(matmul->problem, ops);
         s.end = absl::Now();
         s.code = static_cast<grpc::StatusCode>(status.code());
         if (!status.ok()) s.message = std::string(status.message());
@@ -207,7 +261,7 @@ int RunBench(const CliOptions& o) {
         gemm::v1::MatmulResponse response;
         s.start = absl::Now();
         context.set_deadline(absl::ToChronoTime(s.start + absl::Seconds(o.timeout_s)));
-        const grpc::Status status = stub->Matmul(&context, in.request, &response);
+        const grpc::Status status = blocking(stub.get(), &context, &response);
         s.end = absl::Now();
         s.code = status.error_code();
         if (!status.ok()) s.message = status.error_message();
@@ -223,7 +277,7 @@ int RunBench(const CliOptions& o) {
   }
   const std::vector<Sample> samples =
       o.async && !o.local
-          ? AsyncClosedLoop(channels, in.request, absl::Seconds(o.timeout_s), o.concurrency,
+          ? AsyncClosedLoop(channels, start, absl::Seconds(o.timeout_s), o.concurrency,
                             measure_end)
                 .Run()
           : RunClosedLoop(o.concurrency, measure_end, make_worker);

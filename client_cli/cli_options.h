@@ -31,6 +31,7 @@ struct CliOptions {
   double warmup_s = 2;
   bool local = false;  // time the in-process CPU backend instead of the server
   bool async = false;  // bench: callback API, no thread per call in flight
+  bool quantized = false;  // bench: drive QuantizedMatmul (--format, --weight_only)
   bool json = false;
 };
 

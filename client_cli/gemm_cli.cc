@@ -44,6 +44,9 @@ ABSL_FLAG(bool, local, false,
           "bench: time the CPU backend in this process (no gRPC): the service's ceiling.");
 ABSL_FLAG(bool, json, false, "info/bench: print JSON.");
 ABSL_FLAG(std::string, format, "nvfp4", "quantized: int8 or nvfp4 (NVFP4 needs K % 16 == 0).");
+ABSL_FLAG(bool, quantized, false,
+          "bench: drive QuantizedMatmul (operands quantized once, --format, --weight_only) "
+          "instead of Matmul.");
 ABSL_FLAG(bool, weight_only, false,
           "quantized: quantize B (the weight) only; A goes unquantized as --dtype.");
 
@@ -62,7 +65,7 @@ constexpr char kUsage[] =
     "           prints the kernel error and the format error\n"
     "  bench    closed-loop load test of one shape: --concurrency --duration_s\n"
     "           --warmup_s [--channels] [--async] [--json]; --local times the in-process CPU\n"
-    "           backend\n\n"
+    "           backend; --quantized drives QuantizedMatmul instead\n\n"
     "Exit status: 0 ok, 1 error (RPC status code and message on stderr), 2 not serving,\n"
     "3 --verify above tolerance.\n\n"
     "Examples:\n"
@@ -117,6 +120,7 @@ int main(int argc, char** argv) {
   o.json = absl::GetFlag(FLAGS_json);
   o.quant_format = absl::GetFlag(FLAGS_format);
   o.weight_only = absl::GetFlag(FLAGS_weight_only);
+  o.quantized = absl::GetFlag(FLAGS_quantized);
 
   if (command == "info") return gemmd::RunInfo(o);
   if (command == "health") return gemmd::RunHealth(o);

@@ -3,6 +3,7 @@
 //
 //   gemm-bench [--csv[=FILE]] [--json[=FILE]] [--iters=N] [--warmup=N] [--filter=SUBSTR]
 //              [--kernels=SUBSTR|auto] [--seed=S] [--device=D] [--no-check] [--with-copies]
+//              [--quantized]
 //
 // --filter takes comma-separated substrings of "group shape path", e.g.
 // --filter='square 4096x4096x4096 FP32,batched' ; --kernels=auto times only the
@@ -29,6 +30,14 @@
 // cudaMemcpy C out (wall clock, median of --iters), from ordinary (pageable) host memory
 // and from pinned memory. That is the yardstick for the server's copy_in + compute +
 // copy_out (its operands arrive in pageable request buffers).
+//
+// --quantized times only the quantized kernels: the skinny weight-only GEMM (FP16
+// activations, INT8 or NVFP4 weight, M in {1, 16, 64}, N = K = 8192) against cuBLAS FP16
+// (cublasGemmEx FP16 in, FP32 out) on the same shape, with the bytes each moves per call
+// as a share of the 4.1 TB/s the H200 copies device to device (DESIGN.md §7). Weights
+// are quantized on the host from uniform(-1,1) data and rotated over enough copies to
+// stay out of L2; the error is checked on two rows of C against FP64 on the dequantized
+// weight.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -51,6 +60,9 @@
 
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/gpu_gemm.h"
+#include "kernels/cuda/quant_gemm.h"
+#include "kernels/half.h"
+#include "kernels/quant_formats.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/reference_gemm.h"
 
@@ -152,6 +164,7 @@ struct Options {
   int device = 0;
   bool check = true;
   bool with_copies = false;
+  bool quantized = false;
 };
 
 bool Flag(const std::string& arg, const char* name, std::string* value) {
@@ -194,11 +207,13 @@ Options ParseOptions(int argc, char** argv) {
       o.check = false;
     } else if (arg == "--with-copies") {
       o.with_copies = true;
+    } else if (arg == "--quantized") {
+      o.quantized = true;
     } else {
       std::fprintf(stderr,
                    "usage: gemm-bench [--csv[=FILE]] [--json[=FILE]] [--iters=N>=10] "
                    "[--warmup=N] [--filter=SUBSTR] [--kernels=SUBSTR|auto] [--seed=S] "
-                   "[--device=D] [--no-check] [--with-copies]\n");
+                   "[--device=D] [--no-check] [--with-copies] [--quantized]\n");
       std::exit(arg == "--help" || arg == "-h" ? 0 : 2);
     }
   }
@@ -576,6 +591,140 @@ void RunWithCopies(const Options& o, const DeviceCaps& caps, const Workload& w, 
   rows->push_back(r);
 }
 
+// ---- quantized skinny ------------------------------------------------------------------
+
+struct QuantRow {
+  std::string shape, format, kernel;
+  double ms = 0, cublas_ms = 0, bytes = 0, cublas_bytes = 0, rel_error = -1;
+};
+
+// One weight-only problem: A [m, k] FP16, B [n, k] in `format`, against cuBLAS FP16.
+void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t handle,
+                        gemmd::QuantFormat format, int64_t m, int64_t n, int64_t k,
+                        uint64_t seed, std::vector<QuantRow>* rows) {
+  using gemmd::QuantFormat;
+  // Host weight, quantized once; its dequantized values feed the reference and cuBLAS.
+  std::vector<float> w(static_cast<size_t>(n * k));
+  uint64_t state = seed;
+  for (float& v : w) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<float>(state >> 40) * (2.0f / 16777216.0f) - 1.0f;
+  }
+  std::vector<float> deq(w.size());
+  std::string data, scales;
+  float tensor_scale = 1.0f;
+  if (format == QuantFormat::kInt8) {
+    const gemmd::Int8Matrix q = *gemmd::QuantizeInt8(w.data(), n, k);
+    gemmd::DequantizeInt8(q, deq.data());
+    data.assign(reinterpret_cast<const char*>(q.values.data()), q.values.size());
+    scales.assign(reinterpret_cast<const char*>(q.scales.data()), q.scales.size() * 4);
+  } else {
+    const gemmd::Nvfp4Matrix q = *gemmd::QuantizeNvfp4(w.data(), n, k);
+    (void)gemmd::DequantizeNvfp4(q, deq.data());
+    data.assign(reinterpret_cast<const char*>(q.packed.data()), q.packed.size());
+    scales.assign(reinterpret_cast<const char*>(q.block_scales.data()), q.block_scales.size());
+    tensor_scale = q.tensor_scale;
+  }
+  const size_t weight_bytes = data.size() + scales.size();
+  const int sets = static_cast<int>(std::clamp<int64_t>(
+      (3 * caps.l2_cache_bytes + weight_bytes - 1) / weight_bytes, 1, 16));
+  std::vector<DevMem> d_data, d_scales;
+  for (int i = 0; i < sets; ++i) {
+    d_data.emplace_back(data.size());
+    d_scales.emplace_back(scales.size());
+    CHECK_CUDA(cudaMemcpy(d_data.back().p, data.data(), data.size(), cudaMemcpyHostToDevice));
+    CHECK_CUDA(
+        cudaMemcpy(d_scales.back().p, scales.data(), scales.size(), cudaMemcpyHostToDevice));
+  }
+  DevMem d_a(m * k * 2), d_c(m * n * 4);
+  Fill(DataType::kFloat16, d_a.p, m * k, seed + 1);
+  const size_t ws_bytes = gemmd::gpu::SkinnyQuantizedWorkspaceBytes(DataType::kFloat16, m, k);
+  DevMem ws(ws_bytes);
+  auto launch = [&](int set) {
+    const gemmd::gpu::DeviceQuantizedWeight b{format, d_data[set].p, d_scales[set].p,
+                                              tensor_scale, n, k};
+    const absl::Status st = gemmd::gpu::LaunchSkinnyQuantizedGemm(
+        d_a.p, DataType::kFloat16, m, b, static_cast<float*>(d_c.p), ws.p, ws_bytes, nullptr);
+    if (!st.ok()) {
+      std::cerr << "skinny quantized: " << st << "\n";
+      std::exit(1);
+    }
+  };
+  QuantRow r;
+  r.shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+  r.format = gemmd::QuantFormatName(format);
+  r.kernel = std::string("skinny_") + (format == QuantFormat::kInt8 ? "int8" : "nvfp4") +
+             "_wmma_32x64";
+  r.ms = MedianMs(o, sets, launch);
+  r.bytes = static_cast<double>(weight_bytes + m * k * 2 + m * n * 4);
+
+  // Error on two rows of C against FP64 on the dequantized weight.
+  if (o.check) {
+    launch(0);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    std::vector<uint16_t> a_bits(static_cast<size_t>(m * k));
+    std::vector<float> c(static_cast<size_t>(m * n));
+    CHECK_CUDA(cudaMemcpy(a_bits.data(), d_a.p, a_bits.size() * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(c.data(), d_c.p, c.size() * 4, cudaMemcpyDeviceToHost));
+    double num = 0, den = 0;
+    for (int64_t row : {int64_t{0}, m - 1}) {
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          ref += static_cast<double>(gemmd::HalfBitsToFloat(a_bits[row * k + kk])) *
+                 deq[j * k + kk];
+        }
+        num += (c[row * n + j] - ref) * (c[row * n + j] - ref);
+        den += ref * ref;
+      }
+    }
+    r.rel_error = std::sqrt(num / den);
+  }
+
+  // cuBLAS FP16 on the same shape: B [n, k] FP16 (rotated the same way), C = A B^T.
+  const size_t b16_bytes = static_cast<size_t>(n * k * 2);
+  const int sets16 = static_cast<int>(std::clamp<int64_t>(
+      (3 * caps.l2_cache_bytes + b16_bytes - 1) / b16_bytes, 1, 16));
+  std::vector<DevMem> d_b16;
+  for (int i = 0; i < sets16; ++i) {
+    d_b16.emplace_back(b16_bytes);
+    Fill(DataType::kFloat16, d_b16.back().p, n * k, seed + 2 + i);
+  }
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.transpose_b = true;
+  p.a_type = p.b_type = DataType::kFloat16;
+  p.precision = Precision::kFp16Tensor;
+  r.cublas_ms = MedianMs(o, sets16, [&](int set) {
+    CublasRun(handle, p, DataType::kFloat16, d_a.p, d_b16[set].p, static_cast<float*>(d_c.p));
+  });
+  r.cublas_bytes = static_cast<double>(b16_bytes + m * k * 2 + m * n * 4);
+  std::fprintf(stderr,
+               "  %-6s %-16s ours %8.4f ms (%6.0f GB/s)  cuBLAS FP16 %8.4f ms (%6.0f GB/s)  "
+               "%.2fx  err %.2e\n",
+               r.format.c_str(), r.shape.c_str(), r.ms, r.bytes / r.ms / 1e6, r.cublas_ms,
+               r.cublas_bytes / r.cublas_ms / 1e6, r.cublas_ms / r.ms, r.rel_error);
+  rows->push_back(r);
+}
+
+void PrintQuantTable(const std::vector<QuantRow>& rows, std::ostream& out) {
+  out << "\nSkinny weight-only quantized GEMM vs cuBLAS FP16 (median of CUDA-event times; "
+         "bytes = weight + A + C per call; device copy rate 4.1 TB/s)\n\n"
+         "| shape MxNxK | weight | kernel | ms | GB/s | of 4.1 TB/s | cuBLAS FP16 ms | "
+         "speed-up | rel. error |\n|---|---|---|---:|---:|---:|---:|---:|---|\n";
+  for (const QuantRow& r : rows) {
+    char line[384];
+    const double gbps = r.bytes / r.ms / 1e6;
+    std::snprintf(line, sizeof(line),
+                  "| %s | %s | %s | %.4f | %.0f | %.0f%% | %.4f | %.2fx | %.1e |\n",
+                  r.shape.c_str(), r.format.c_str(), r.kernel.c_str(), r.ms, gbps,
+                  100.0 * gbps / 4100.0, r.cublas_ms, r.cublas_ms / r.ms, r.rel_error);
+    out << line;
+  }
+}
+
 void PrintCopyTable(const std::vector<CopyRow>& rows, std::ostream& out) {
   out << "\nIn-process copies + kernel (cudaMemcpy A,B in; launch; cudaMemcpy C out; median wall "
          "ms)\n\n| shape | path | kernel | pageable host | pinned host | kernel alone |\n"
@@ -661,6 +810,19 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "gemm-bench: %s, sm_%d, %d SMs, L2 %lld MiB; iters %d, warm-up %d\n",
                caps->name.c_str(), caps->compute_capability, caps->sm_count,
                static_cast<long long>(caps->l2_cache_bytes >> 20), o.iters, o.warmup);
+
+  if (o.quantized) {
+    std::vector<QuantRow> quant_rows;
+    uint64_t seed = o.seed;
+    for (gemmd::QuantFormat f : {gemmd::QuantFormat::kNvfp4, gemmd::QuantFormat::kInt8}) {
+      for (int64_t m : {1, 16, 64}) {
+        RunQuantizedSkinny(o, *caps, handle, f, m, 8192, 8192, ++seed, &quant_rows);
+      }
+    }
+    cublasDestroy(handle);
+    PrintQuantTable(quant_rows, std::cout);
+    return 0;
+  }
 
   std::vector<Row> rows;
   std::vector<CopyRow> copy_rows;

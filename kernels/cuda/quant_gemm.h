@@ -1,0 +1,57 @@
+// Quantized GEMM on the GPU (DESIGN.md §4): weight-only for skinny problems, C[M,N] =
+// A[M,K] * dequant(B)[N,K]^T with A dense (FLOAT16 or FLOAT32) and B INT8 or NVFP4, M up
+// to 64: the case where bytes, not FLOPs, set the speed (a few rows of activations
+// against a large weight). Host-only header; compiles with g++.
+//
+// How: each block streams 16 rows of the packed B at full width (32-byte sectors per
+// row), dequantizes them in registers into FP16 tiles (exact: e2m1 * e4m3 and int8 all
+// fit FP16's significand), and multiplies them with A on the tensor cores (WMMA
+// m16n16k16, FP32 accumulation); 8 warps split K and add up in shared memory. The
+// per-row INT8 scale or the NVFP4 tensor scale is applied once, in the epilogue. A goes
+// to the tensor cores as FP16: FLOAT16 A as is, FLOAT32 A as a pair hi + lo of FP16
+// (hi = fp16(a), lo = fp16(a - hi), two MMAs), which keeps the result within ~1e-7 of
+// the FP32 product, so the kernel is checked against the FP64 product of the dequantized
+// operands with the FP32 tolerance (1e-5).
+#ifndef GEMMD_KERNELS_CUDA_QUANT_GEMM_H_
+#define GEMMD_KERNELS_CUDA_QUANT_GEMM_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/gemm_problem.h"
+#include "kernels/quant_formats.h"
+
+namespace gemmd::gpu {
+
+inline constexpr int64_t kSkinnyQuantizedMaxM = 64;
+
+// A quantized weight B [n, k] in device memory, laid out exactly as on the wire
+// (kernels/quant_formats.h): INT8 data n*k bytes + n float32 scales; NVFP4 data n*k/2
+// bytes + n*k/16 E4M3 bytes + the tensor scale (a host value).
+struct DeviceQuantizedWeight {
+  QuantFormat format = QuantFormat::kNvfp4;
+  const void* data = nullptr;
+  const void* scales = nullptr;
+  float tensor_scale = 1.0f;
+  int64_t n = 0;
+  int64_t k = 0;
+};
+
+// Device workspace LaunchSkinnyQuantizedGemm needs (A converted and padded to FP16).
+size_t SkinnyQuantizedWorkspaceBytes(DataType a_type, int64_t m, int64_t k);
+
+// Enqueues C[m, n] (FP32, row-major, device) = A[m, k] (a_type FLOAT16 or FLOAT32,
+// row-major, device) * dequant(B)^T on `stream`. INVALID_ARGUMENT for m outside
+// [1, 64], a K that does not match, NVFP4 with K % 16 != 0, another a_type, null
+// pointers or a small workspace; INTERNAL for CUDA errors.
+absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m,
+                                       const DeviceQuantizedWeight& b, float* c,
+                                       void* workspace, size_t workspace_bytes,
+                                       cudaStream_t stream);
+
+}  // namespace gemmd::gpu
+
+#endif  // GEMMD_KERNELS_CUDA_QUANT_GEMM_H_

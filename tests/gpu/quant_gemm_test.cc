@@ -1,0 +1,139 @@
+// The skinny quantized GPU GEMM against the FP64 product of the dequantized operands
+// (the kernel, not the format's loss). Tolerance 1e-5 relative (Frobenius): the
+// dequantized B is exact in FP16, FP16 A is exact, FP32 A goes as hi + lo FP16 (error
+// ~2^-22 per element), FP32 accumulation. Skips where there is no GPU.
+#include "kernels/cuda/quant_gemm.h"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/cuda_raii.h"
+#include "kernels/half.h"
+#include "kernels/quant_formats.h"
+#include "kernels/reference_gemm.h"
+#include "tests/test_util.h"
+
+namespace gemmd::gpu {
+namespace {
+
+bool HasGpu() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+struct Case {
+  QuantFormat format;
+  DataType a_type;
+  int64_t m, n, k;
+};
+
+std::string Name(const Case& c) {
+  return absl::StrCat(QuantFormatName(c.format), "_", DataTypeName(c.a_type), "_", c.m, "x", c.n,
+                      "x", c.k);
+}
+
+class SkinnyQuantizedTest : public ::testing::TestWithParam<Case> {};
+
+DeviceBuffer Upload(const void* host, size_t bytes) {
+  DeviceBuffer buffer = *DeviceBuffer::Allocate(std::max<size_t>(bytes, 16));
+  EXPECT_EQ(cudaMemcpy(buffer.get(), host, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  return buffer;
+}
+
+TEST_P(SkinnyQuantizedTest, MatchesDequantizedReference) {
+  if (!HasGpu()) GTEST_SKIP() << "no CUDA device here: GPU test skipped";
+  const Case c = GetParam();
+  const uint64_t seed = testing::TestSeed(31);
+  SCOPED_TRACE(absl::StrCat(Name(c), " seed ", seed));
+  std::mt19937_64 rng(seed);
+  const std::string a_bytes = testing::RandomBytes(c.a_type, c.m * c.k, rng);
+  const std::string w_bytes = testing::RandomBytes(DataType::kFloat32, c.n * c.k, rng);
+  const float* w = reinterpret_cast<const float*>(w_bytes.data());
+
+  // Quantize B on the host; its dequantized values are the reference's B.
+  std::vector<float> b_deq(static_cast<size_t>(c.n * c.k));
+  std::string data, scales;
+  float tensor_scale = 1.0f;
+  if (c.format == QuantFormat::kInt8) {
+    const Int8Matrix q = *QuantizeInt8(w, c.n, c.k);
+    DequantizeInt8(q, b_deq.data());
+    data.assign(reinterpret_cast<const char*>(q.values.data()), q.values.size());
+    scales.assign(reinterpret_cast<const char*>(q.scales.data()), q.scales.size() * 4);
+  } else {
+    const Nvfp4Matrix q = *QuantizeNvfp4(w, c.n, c.k);
+    ASSERT_TRUE(DequantizeNvfp4(q, b_deq.data()).ok());
+    data.assign(reinterpret_cast<const char*>(q.packed.data()), q.packed.size());
+    scales.assign(reinterpret_cast<const char*>(q.block_scales.data()), q.block_scales.size());
+    tensor_scale = q.tensor_scale;
+  }
+  GemmProblem p;
+  p.m = c.m;
+  p.n = c.n;
+  p.k = c.k;
+  p.transpose_b = true;
+  p.a_type = c.a_type;
+  std::vector<double> ref;
+  {
+    // The reference takes one input dtype: widen A to FP32 (exact) next to FP32 B.
+    std::vector<float> a32(static_cast<size_t>(c.m * c.k));
+    for (int64_t i = 0; i < c.m * c.k; ++i) {
+      a32[i] = static_cast<float>(LoadAsDouble(a_bytes.data(), c.a_type, i));
+    }
+    p.a_type = DataType::kFloat32;
+    ref = ReferenceGemm(p, {a32.data(), b_deq.data(), nullptr, nullptr});
+  }
+
+  DeviceBuffer d_a = Upload(a_bytes.data(), a_bytes.size());
+  DeviceBuffer d_data = Upload(data.data(), data.size());
+  DeviceBuffer d_scales = Upload(scales.data(), scales.size());
+  DeviceBuffer d_c = *DeviceBuffer::Allocate(static_cast<size_t>(c.m * c.n * 4));
+  ASSERT_EQ(cudaMemset(d_c.get(), 0xFF, c.m * c.n * 4), cudaSuccess);  // NaN: must be written
+  const size_t ws_bytes = SkinnyQuantizedWorkspaceBytes(c.a_type, c.m, c.k);
+  DeviceBuffer ws = *DeviceBuffer::Allocate(ws_bytes);
+  DeviceQuantizedWeight b{c.format, d_data.get(), d_scales.get(), tensor_scale, c.n, c.k};
+  ASSERT_TRUE(LaunchSkinnyQuantizedGemm(d_a.get(), c.a_type, c.m, b, d_c.as<float>(), ws.get(),
+                                        ws_bytes, nullptr)
+                  .ok());
+  std::vector<float> out(static_cast<size_t>(c.m * c.n));
+  ASSERT_EQ(cudaMemcpy(out.data(), d_c.get(), out.size() * 4, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_LE(RelativeError(ref.data(), out.data(), DataType::kFloat32, c.m * c.n), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, SkinnyQuantizedTest,
+    ::testing::Values(Case{QuantFormat::kNvfp4, DataType::kFloat16, 1, 256, 512},
+                      Case{QuantFormat::kNvfp4, DataType::kFloat16, 16, 1000, 1024},
+                      Case{QuantFormat::kNvfp4, DataType::kFloat32, 5, 257, 528},
+                      Case{QuantFormat::kNvfp4, DataType::kFloat32, 64, 96, 2048},
+                      Case{QuantFormat::kNvfp4, DataType::kFloat16, 33, 31, 16},
+                      Case{QuantFormat::kInt8, DataType::kFloat16, 1, 512, 512},
+                      Case{QuantFormat::kInt8, DataType::kFloat32, 16, 300, 1000},
+                      Case{QuantFormat::kInt8, DataType::kFloat16, 48, 65, 77},
+                      Case{QuantFormat::kInt8, DataType::kFloat32, 64, 128, 4096}),
+    [](const ::testing::TestParamInfo<Case>& info) { return Name(info.param); });
+
+TEST(SkinnyQuantizedArgsTest, RejectsWhatItCannotRun) {
+  DeviceQuantizedWeight b{QuantFormat::kNvfp4, &b, &b, 1.0f, 8, 24};  // K % 16 != 0
+  char ws[16];
+  EXPECT_EQ(LaunchSkinnyQuantizedGemm(ws, DataType::kFloat16, 1, b, nullptr, ws, 16, nullptr)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  b.k = 32;
+  EXPECT_EQ(LaunchSkinnyQuantizedGemm(ws, DataType::kFloat16, 65, b, nullptr, ws, 16, nullptr)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LaunchSkinnyQuantizedGemm(ws, DataType::kBFloat16, 1, b, reinterpret_cast<float*>(ws),
+                                      ws, 16, nullptr)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gemmd::gpu

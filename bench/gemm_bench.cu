@@ -654,7 +654,7 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
   r.shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
   r.format = gemmd::QuantFormatName(format);
   r.kernel = std::string("skinny_") + (format == QuantFormat::kInt8 ? "int8" : "nvfp4") +
-             "_wmma_32x64";
+             "_wmma_128x64";
   r.ms = MedianMs(o, sets, launch);
   r.bytes = static_cast<double>(weight_bytes + m * k * 2 + m * n * 4);
 

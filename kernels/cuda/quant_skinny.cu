@@ -278,14 +278,29 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 template <QuantFormat kFormat, int kMTiles, bool kSplit>
-absl::Status LaunchVariant(dim3 grid, const __half* hi, const __half* lo, int64_t kp,
-                           int64_t k_per_block, const DeviceQuantizedWeight& b, int64_t m,
-                           float* c, cudaStream_t stream) {
+absl::Status LaunchVariant(const __half* hi, const __half* lo, int64_t kp,
+                           const DeviceQuantizedWeight& b, int64_t m, float* c,
+                           cudaStream_t stream) {
   constexpr int kSmem = static_cast<int>(sizeof(SkinnySmem<kMTiles, kSplit>));
   const auto kernel = SkinnyKernel<kFormat, kMTiles, kSplit>;
   // Per device and variant once would do; the call is cheap and thread-safe either way.
   RETURN_IF_CUDA_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  // One full wave: as many blocks as fit on the GPU at once, rows first, then K split
+  // over blocks. A partial second wave would nearly double the time of a kernel this short.
+  int device = 0, sms = 0, per_sm = 0;
+  RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
+  RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  RETURN_IF_CUDA_ERROR(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, kSmem));
+  const int64_t resident = std::max<int64_t>(1, int64_t{per_sm} * sms);
+  const int64_t row_blocks = (b.n + kRows - 1) / kRows;
+  const int64_t k_steps = kp / kChunk;
+  int64_t k_splits = std::max<int64_t>(1, std::min<int64_t>(k_steps, resident / row_blocks));
+  const int64_t k_per_block = (k_steps + k_splits - 1) / k_splits * kChunk;
+  k_splits = (kp + k_per_block - 1) / k_per_block;
+  if (k_splits > 1) RETURN_IF_CUDA_ERROR(cudaMemsetAsync(c, 0, m * b.n * sizeof(float), stream));
+  const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(k_splits));
   kernel<<<grid, kWarps * 32, kSmem, stream>>>(
       hi, lo, kp, k_per_block, static_cast<const uint8_t*>(b.data),
       static_cast<const uint8_t*>(b.scales), b.tensor_scale, b.n, b.k, m, c);
@@ -294,18 +309,18 @@ absl::Status LaunchVariant(dim3 grid, const __half* hi, const __half* lo, int64_
 }
 
 template <QuantFormat kFormat, bool kSplit>
-absl::Status LaunchForFormat(int m_tiles, dim3 grid, const __half* hi, const __half* lo,
-                             int64_t kp, int64_t k_per_block, const DeviceQuantizedWeight& b,
-                             int64_t m, float* c, cudaStream_t stream) {
+absl::Status LaunchForFormat(int m_tiles, const __half* hi, const __half* lo, int64_t kp,
+                             const DeviceQuantizedWeight& b, int64_t m, float* c,
+                             cudaStream_t stream) {
   switch (m_tiles) {
     case 1:
-      return LaunchVariant<kFormat, 1, kSplit>(grid, hi, lo, kp, k_per_block, b, m, c, stream);
+      return LaunchVariant<kFormat, 1, kSplit>(hi, lo, kp, b, m, c, stream);
     case 2:
-      return LaunchVariant<kFormat, 2, kSplit>(grid, hi, lo, kp, k_per_block, b, m, c, stream);
+      return LaunchVariant<kFormat, 2, kSplit>(hi, lo, kp, b, m, c, stream);
     case 3:
-      return LaunchVariant<kFormat, 3, kSplit>(grid, hi, lo, kp, k_per_block, b, m, c, stream);
+      return LaunchVariant<kFormat, 3, kSplit>(hi, lo, kp, b, m, c, stream);
     default:
-      return LaunchVariant<kFormat, 4, kSplit>(grid, hi, lo, kp, k_per_block, b, m, c, stream);
+      return LaunchVariant<kFormat, 4, kSplit>(hi, lo, kp, b, m, c, stream);
   }
 }
 
@@ -354,26 +369,14 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
                                                                 b.k, mp, kp, hi, nullptr);
   }
   RETURN_IF_CUDA_ERROR(cudaGetLastError());
-  // Enough blocks to fill the GPU: split K over grid.y when the rows alone are too few.
-  const int64_t row_blocks = (b.n + kRows - 1) / kRows;
-  const int64_t k_steps = kp / kChunk;
-  int64_t k_splits =
-      std::max<int64_t>(1, std::min<int64_t>(k_steps, (640 + row_blocks - 1) / row_blocks));
-  const int64_t k_per_block = (k_steps + k_splits - 1) / k_splits * kChunk;
-  k_splits = (kp + k_per_block - 1) / k_per_block;
-  if (k_splits > 1) RETURN_IF_CUDA_ERROR(cudaMemsetAsync(c, 0, m * b.n * sizeof(float), stream));
-  const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(k_splits));
   const int m_tiles = static_cast<int>(mp / 16);
   if (b.format == QuantFormat::kNvfp4) {
-    return split ? LaunchForFormat<QuantFormat::kNvfp4, true>(m_tiles, grid, hi, lo, kp,
-                                                              k_per_block, b, m, c, stream)
-                 : LaunchForFormat<QuantFormat::kNvfp4, false>(m_tiles, grid, hi, lo, kp,
-                                                               k_per_block, b, m, c, stream);
+    return split ? LaunchForFormat<QuantFormat::kNvfp4, true>(m_tiles, hi, lo, kp, b, m, c, stream)
+                 : LaunchForFormat<QuantFormat::kNvfp4, false>(m_tiles, hi, lo, kp, b, m, c,
+                                                               stream);
   }
-  return split ? LaunchForFormat<QuantFormat::kInt8, true>(m_tiles, grid, hi, lo, kp,
-                                                           k_per_block, b, m, c, stream)
-               : LaunchForFormat<QuantFormat::kInt8, false>(m_tiles, grid, hi, lo, kp,
-                                                            k_per_block, b, m, c, stream);
+  return split ? LaunchForFormat<QuantFormat::kInt8, true>(m_tiles, hi, lo, kp, b, m, c, stream)
+               : LaunchForFormat<QuantFormat::kInt8, false>(m_tiles, hi, lo, kp, b, m, c, stream);
 }
 
 }  // namespace gemmd::gpu

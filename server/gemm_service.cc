@@ -61,12 +61,28 @@ void GemmServiceImpl::Answer(grpc::CallbackServerContext* context,
   AddInflight(-1);
 }
 
+GemmServiceImpl::GemmCall GemmServiceImpl::BeginGemm(grpc::CallbackServerContext* context,
+                                                     RpcMethod method) {
+  GemmCall call;
+  call.context = context;
+  call.reactor = context->DefaultReactor();
+  call.method = method;
+  call.accepted = absl::Now();
+  AddInflight(1);
+  return call;
+}
+
+grpc::ServerUnaryReactor* GemmServiceImpl::Reject(const GemmCall& call,
+                                                  const absl::Status& status) {
+  Answer(call.context, call.reactor, call.method, call.label, status, call.accepted);
+  return call.reactor;
+}
+
 grpc::ServerUnaryReactor* GemmServiceImpl::SubmitGemm(const GemmCall& call,
                                                       gemm::v1::MatmulResponse* response) {
   auto fail = [&](const absl::Status& status) {
     response->Clear();
-    Answer(call.context, call.reactor, call.method, call.label, status, call.accepted);
-    return call.reactor;
+    return Reject(call, status);
   };
   // Every device of a server is of one kind, so the first one answers for all. The
   // device picks the kernel again for the whole batch; this catches, before queueing,
@@ -124,16 +140,8 @@ grpc::ServerUnaryReactor* GemmServiceImpl::SubmitGemm(const GemmCall& call,
 grpc::ServerUnaryReactor* GemmServiceImpl::Matmul(grpc::CallbackServerContext* context,
                                                   const gemm::v1::MatmulRequest* request,
                                                   gemm::v1::MatmulResponse* response) {
-  GemmCall call;
-  call.context = context;
-  call.reactor = context->DefaultReactor();
-  call.method = RpcMethod::kMatmul;
-  call.accepted = absl::Now();
-  AddInflight(1);
-  auto fail = [&](const absl::Status& status) {
-    Answer(context, call.reactor, call.method, call.label, status, call.accepted);
-    return call.reactor;
-  };
+  GemmCall call = BeginGemm(context, RpcMethod::kMatmul);
+  auto fail = [&](const absl::Status& status) { return Reject(call, status); };
   if (draining_.load()) return fail(absl::UnavailableError("server is shutting down"));
 
   absl::StatusOr<ValidatedMatmul> validated = ValidateMatmul(*request, settings_.limits);
@@ -151,16 +159,8 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Matmul(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* GemmServiceImpl::QuantizedMatmul(
     grpc::CallbackServerContext* context, const gemm::v1::QuantizedMatmulRequest* request,
     gemm::v1::MatmulResponse* response) {
-  GemmCall call;
-  call.context = context;
-  call.reactor = context->DefaultReactor();
-  call.method = RpcMethod::kQuantizedMatmul;
-  call.accepted = absl::Now();
-  AddInflight(1);
-  auto fail = [&](const absl::Status& status) {
-    Answer(context, call.reactor, call.method, call.label, status, call.accepted);
-    return call.reactor;
-  };
+  GemmCall call = BeginGemm(context, RpcMethod::kQuantizedMatmul);
+  auto fail = [&](const absl::Status& status) { return Reject(call, status); };
   if (draining_.load()) return fail(absl::UnavailableError("server is shutting down"));
 
   absl::StatusOr<ValidatedQuantized> v = ValidateQuantizedMatmul(*request, settings_.limits);

@@ -71,6 +71,10 @@ class GemmServiceImpl final : public gemm::v1::GemmService::CallbackService {
   };
 
   void AddInflight(int delta);
+  // Counts a GEMM RPC in flight and starts its record.
+  GemmCall BeginGemm(grpc::CallbackServerContext* context, RpcMethod method);
+  // Answers `call` with an error (nothing was queued).
+  grpc::ServerUnaryReactor* Reject(const GemmCall& call, const absl::Status& status);
   // Sizes the result in `response`, queues the job and answers the RPC when it is done
   // (or at once if it cannot be queued).
   grpc::ServerUnaryReactor* SubmitGemm(const GemmCall& call, gemm::v1::MatmulResponse* response);

@@ -43,6 +43,24 @@ Batcher::~Batcher() { Drain(); }
 absl::Status Batcher::Submit(std::unique_ptr<Job> job) {
   const int64_t bytes = OperandBytes(job->problem);
   absl::MutexLock lock(&mu_);
+  if (absl::Status s = Admission(bytes); !s.ok()) return s;
+  KeyQueue& queue = queues_[BatchKeyOf(*job)];
+  queue.jobs.push_back({std::move(job), clock_->Now(), next_seq_++, bytes});
+  queue.bytes += bytes;
+  ++queued_;
+  inflight_bytes_ += bytes;
+  PublishQueueDepth();
+  dispatch_cv_.Signal();
+  return absl::OkStatus();
+}
+
+absl::Status Batcher::CheckAdmission(const GemmProblem& problem) const {
+  const int64_t bytes = OperandBytes(problem);
+  absl::MutexLock lock(&mu_);
+  return Admission(bytes);
+}
+
+absl::Status Batcher::Admission(int64_t bytes) const {
   if (draining_) return absl::UnavailableError("server is shutting down");
   if (healthy_devices_ == 0) {
     return absl::UnavailableError("no healthy device: every device of this server has faulted");
@@ -62,13 +80,6 @@ absl::Status Batcher::Submit(std::unique_ptr<Job> job) {
         "server busy: ", inflight_bytes_, " operand bytes in flight, this request adds ", bytes,
         " (--max_inflight_bytes=", options_.max_inflight_bytes, "); retry later"));
   }
-  KeyQueue& queue = queues_[BatchKeyOf(*job)];
-  queue.jobs.push_back({std::move(job), clock_->Now(), next_seq_++, bytes});
-  queue.bytes += bytes;
-  ++queued_;
-  inflight_bytes_ += bytes;
-  PublishQueueDepth();
-  dispatch_cv_.Signal();
   return absl::OkStatus();
 }
 

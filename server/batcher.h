@@ -58,6 +58,7 @@ class Batcher : public JobExecutor {
   ~Batcher() override;  // drains
 
   absl::Status Submit(std::unique_ptr<Job> job) override;
+  absl::Status CheckAdmission(const GemmProblem& problem) const override;
   void Drain() override;
 
   // Runs (outside any lock, on a batcher thread) when the last healthy device fails.
@@ -122,6 +123,8 @@ class Batcher : public JobExecutor {
   void Answer(std::vector<Dropped> dropped);
   void Release(int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishQueueDepth() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Submit's refusals for a job of `bytes` operand bytes, or OK.
+  absl::Status Admission(int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   ServerMetrics* const metrics_;

@@ -168,15 +168,17 @@ grpc::ServerUnaryReactor* GemmServiceImpl::QuantizedMatmul(
   call.label = PrecisionLabel::Of(v->b_format);
   // Until the quantized kernels land, both backends dequantize to FP32 (validated sizes
   // only) and run the FP32 GEMM: C = A * B^T with B stored [N, K].
-  auto operands = std::make_shared<std::vector<float>>(static_cast<size_t>((v->m + v->n) * v->k));
-  float* a = operands->data();
-  float* b = a + v->m * v->k;
-  if (absl::Status s = DequantizeOperands(*request, *v, a, b); !s.ok()) return fail(s);
   call.problem.m = v->m;
   call.problem.n = v->n;
   call.problem.k = v->k;
   call.problem.transpose_b = true;
   call.problem.precision = Precision::kFp32;
+  // Refuse before allocating the FP32 copies when the executor would refuse the job.
+  if (absl::Status s = executor_->CheckAdmission(call.problem); !s.ok()) return fail(s);
+  auto operands = std::make_shared<std::vector<float>>(static_cast<size_t>((v->m + v->n) * v->k));
+  float* a = operands->data();
+  float* b = a + v->m * v->k;
+  if (absl::Status s = DequantizeOperands(*request, *v, a, b); !s.ok()) return fail(s);
   call.operands = {a, b, nullptr, nullptr};
   call.keep_alive = std::move(operands);
   call.forced_kernel = v->kernel;

@@ -19,6 +19,13 @@ class JobExecutor {
   // `done` will never be called, and the caller answers the request itself.
   virtual absl::Status Submit(std::unique_ptr<Job> job) = 0;
 
+  // What Submit would answer for a job of `problem` right now, without taking it: lets a
+  // caller refuse before it allocates (QuantizedMatmul dequantizes into new buffers).
+  // Submit still decides; the state may change in between.
+  virtual absl::Status CheckAdmission(const GemmProblem& problem) const {
+    return absl::OkStatus();
+  }
+
   // Stops taking jobs, finishes every job already taken, then returns. Idempotent.
   virtual void Drain() = 0;
 };

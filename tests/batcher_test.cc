@@ -186,6 +186,24 @@ TEST(BatcherTest, FullQueueRejectsAtOnce) {
   EXPECT_EQ(batcher.InflightBytes(), 0);
 }
 
+TEST(BatcherTest, CheckAdmissionAnswersWhatSubmitWould) {
+  FakeDevice device(/*gated=*/true);
+  Batcher batcher({&device}, Opts(1, absl::ZeroDuration(), 1), nullptr);
+  Outcome o1, o2, o3;
+  ASSERT_TRUE(batcher.Submit(MakeJob(&o1, 1)).ok());
+  device.AwaitStarted(1);
+  EXPECT_TRUE(batcher.CheckAdmission(MakeJob(&o2, 2)->problem).ok());
+  ASSERT_TRUE(batcher.Submit(MakeJob(&o2, 2)).ok());  // the queue (size 1) is now full
+  const absl::Status full = batcher.CheckAdmission(MakeJob(&o3, 3)->problem);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(batcher.Submit(MakeJob(&o3, 3)).message(), full.message());
+  EXPECT_EQ(batcher.QueueDepth(), 1u);  // checking took nothing
+  device.Open();
+  batcher.Drain();
+  EXPECT_EQ(batcher.CheckAdmission(MakeJob(&o3, 3)->problem).code(),
+            absl::StatusCode::kUnavailable);
+}
+
 TEST(BatcherTest, BatchesFormUpToTheSizeLimitAndTheDelayBoundHolds) {
   FakeClock clock;
   FakeDevice device(/*gated=*/true);

@@ -215,5 +215,31 @@ TEST_F(QuantizedServerTest, MalformedRequestsAreInvalidArguments) {
   EXPECT_TRUE(Call(good, &response).ok());  // the server is still fine
 }
 
+// Admission is checked before the server allocates the dequantized copies.
+TEST(QuantizedAdmissionTest, OverTheInflightCapIsRefusedBeforeAllocating) {
+  SetLogEnabled(false);
+  ServerConfig config;
+  config.host = "127.0.0.1";
+  config.port = 0;
+  config.metrics_port = -1;
+  config.backend = "cpu";
+  config.max_inflight_bytes = 1000;
+  absl::StatusOr<std::unique_ptr<GemmServer>> server = GemmServer::Create(config);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = gemm::v1::GemmService::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*server)->port()), grpc::InsecureChannelCredentials()));
+  gemm::v1::QuantizedMatmulRequest request;
+  *request.mutable_a() = Quantized(QuantFormat::kInt8, 4, 32, 8).proto;
+  *request.mutable_b() = Quantized(QuantFormat::kNvfp4, 8, 32, 9).proto;
+  grpc::ClientContext context;
+  gemm::v1::MatmulResponse response;
+  const grpc::Status status = stub->QuantizedMatmul(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // FP32 A [4,32], B [8,32] and C [4,8]: (128 + 256 + 32) * 4 bytes.
+  EXPECT_EQ(status.error_message(),
+            "server busy: 0 operand bytes in flight, this request adds 1664 "
+            "(--max_inflight_bytes=1000); retry later");
+}
+
 }  // namespace
 }  // namespace gemmd

@@ -37,6 +37,7 @@
 #include "server/host_copier.h"
 #include "server/device.h"
 #include "server/job.h"
+#include "tests/gpu/gpu_test_util.h"
 #include "tests/test_util.h"
 
 namespace gemmd {
@@ -48,16 +49,6 @@ using ::gemmd::testing::TestSeed;
 
 constexpr double kFp32Tolerance = 1e-5;
 constexpr double kTensorTolerance = 5e-3;
-
-bool HasGpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-#define SKIP_WITHOUT_GPU()                                                  \
-  do {                                                                      \
-    if (!HasGpu()) GTEST_SKIP() << "no CUDA device here: GPU test skipped"; \
-  } while (false)
 
 // One caller's request: host operands, its C buffer and the expected C (computed before
 // the run, so an in-place job's C_in is still intact).
@@ -642,7 +633,7 @@ TEST(OpenCudaDevicesTest, MalformedListsAreInvalid) {
 }
 
 TEST(OpenCudaDevicesTest, NoGpuIsAPreconditionFailure) {
-  if (HasGpu()) GTEST_SKIP() << "this machine has a GPU: the no-GPU answer is not testable";
+  if (::gemmd::testing::HasGpu()) GTEST_SKIP() << "this machine has a GPU: the no-GPU answer is not testable";
   EXPECT_EQ(CudaDeviceCount(), 0);
   absl::StatusOr<std::vector<std::unique_ptr<Device>>> devices = OpenCudaDevices("all", {});
   EXPECT_EQ(devices.status().code(), absl::StatusCode::kFailedPrecondition);

@@ -18,14 +18,10 @@
 #include "server/batch.h"
 #include "server/cuda/cuda_device.h"
 #include "server/job.h"
+#include "tests/gpu/gpu_test_util.h"
 
 namespace gemmd {
 namespace {
-
-bool HasGpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
 
 // A 32x32x32 FP32 job of all-ones operands: every element of C is 32.
 struct OnesJob {
@@ -48,7 +44,7 @@ struct OnesJob {
 };
 
 TEST(CudaFaultTest, FaultMakesTheDeviceUnhealthyAndLaterBatchesUnavailable) {
-  if (!HasGpu()) GTEST_SKIP() << "no CUDA device here: GPU test skipped";
+  SKIP_WITHOUT_GPU();
   CudaDeviceOptions options;
   options.fault_after_batches = 1;
   absl::StatusOr<std::unique_ptr<CudaDevice>> created = CudaDevice::Create(0, options);

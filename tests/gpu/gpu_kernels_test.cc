@@ -31,20 +31,11 @@
 #include "kernels/cuda/gpu_gemm.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/reference_gemm.h"
+#include "tests/gpu/gpu_test_util.h"
 #include "tests/test_util.h"
 
 namespace gemmd::gpu {
 namespace {
-
-bool HasGpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-#define SKIP_WITHOUT_GPU()                                                   \
-  do {                                                                       \
-    if (!HasGpu()) GTEST_SKIP() << "no CUDA device here: GPU test skipped"; \
-  } while (false)
 
 #define ASSERT_CUDA(expr)                                                     \
   do {                                                                        \

@@ -17,15 +17,11 @@
 #include "kernels/half.h"
 #include "kernels/quant_formats.h"
 #include "kernels/reference_gemm.h"
+#include "tests/gpu/gpu_test_util.h"
 #include "tests/test_util.h"
 
 namespace gemmd::gpu {
 namespace {
-
-bool HasGpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
 
 struct Case {
   QuantFormat format;
@@ -47,7 +43,7 @@ DeviceBuffer Upload(const void* host, size_t bytes) {
 }
 
 TEST_P(SkinnyQuantizedTest, MatchesDequantizedReference) {
-  if (!HasGpu()) GTEST_SKIP() << "no CUDA device here: GPU test skipped";
+  SKIP_WITHOUT_GPU();
   const Case c = GetParam();
   const uint64_t seed = testing::TestSeed(31);
   SCOPED_TRACE(absl::StrCat(Name(c), " seed ", seed));

@@ -104,7 +104,7 @@ grpc::ServerUnaryReactor* GemmServiceImpl::SubmitGemm(const GemmCall& call,
   job->operands = call.operands;
   job->operands.c_out = c_data->data();
   job->forced_kernel = call.forced_kernel;
-  job->accepted = call.accepted;
+  job->accepted = call.accepted + call.prepare;  // queue time starts after preparing
   job->deadline = DeadlineOf(*call.context);
   grpc::CallbackServerContext* context = call.context;
   job->is_cancelled = [context] { return context->IsCancelled(); };
@@ -115,13 +115,13 @@ grpc::ServerUnaryReactor* GemmServiceImpl::SubmitGemm(const GemmCall& call,
       response->set_precision(PrecisionToProto(call.problem.precision));
       gemm::v1::Timing* timing = response->mutable_timing();
       timing->set_queue_us(Micros(result.queue));
-      timing->set_copy_in_us(Micros(result.copy_in));
+      timing->set_copy_in_us(Micros(call.prepare + result.copy_in));
       timing->set_compute_us(Micros(result.compute));
       timing->set_copy_out_us(Micros(result.copy_out));
       timing->set_total_us(Micros(absl::Now() - call.accepted));
       timing->set_batch_size(result.batch_size);
       metrics_->ObservePhase(call.method, Phase::kQueue, result.queue);
-      metrics_->ObservePhase(call.method, Phase::kCopyIn, result.copy_in);
+      metrics_->ObservePhase(call.method, Phase::kCopyIn, call.prepare + result.copy_in);
       metrics_->ObservePhase(call.method, Phase::kCompute, result.compute);
       metrics_->ObservePhase(call.method, Phase::kCopyOut, result.copy_out);
       metrics_->AddBytesReceived(call.input_bytes);
@@ -178,7 +178,9 @@ grpc::ServerUnaryReactor* GemmServiceImpl::QuantizedMatmul(
   auto operands = std::make_shared<std::vector<float>>(static_cast<size_t>((v->m + v->n) * v->k));
   float* a = operands->data();
   float* b = a + v->m * v->k;
+  const absl::Time dequantize_start = absl::Now();
   if (absl::Status s = DequantizeOperands(*request, *v, a, b); !s.ok()) return fail(s);
+  call.prepare = absl::Now() - dequantize_start;
   call.operands = {a, b, nullptr, nullptr};
   call.keep_alive = std::move(operands);
   call.forced_kernel = v->kernel;

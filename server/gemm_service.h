@@ -61,6 +61,9 @@ class GemmServiceImpl final : public gemm::v1::GemmService::CallbackService {
     RpcMethod method = RpcMethod::kMatmul;
     PrecisionLabel label = PrecisionLabel::None();
     absl::Time accepted;
+    // Host work on the operands before queueing (QuantizedMatmul's dequantization):
+    // reported as part of copy_in, not as time in the queue.
+    absl::Duration prepare;
     GemmProblem problem;
     GemmOperands operands;  // host memory valid until the job is answered
     std::shared_ptr<void> keep_alive;  // owns `operands` when the request does not

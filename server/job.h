@@ -15,7 +15,7 @@ namespace gemmd {
 struct JobResult {
   std::string kernel;
   std::string device;
-  absl::Duration queue;  // accepted -> its batch started on a device
+  absl::Duration queue;  // queued -> its batch started on a device
   absl::Duration copy_in;
   absl::Duration compute;
   absl::Duration copy_out;
@@ -28,7 +28,7 @@ struct Job {
   GemmOperands operands;
   // The request's kernel name; empty = the device chooses (per batch).
   std::string forced_kernel;
-  absl::Time accepted;
+  absl::Time accepted;  // when it was queued (validated, operands prepared)
   absl::Time deadline = absl::InfiniteFuture();
   // True once the caller gave up; polled before the job reaches a device. May be empty.
   std::function<bool()> is_cancelled;

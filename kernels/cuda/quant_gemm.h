@@ -3,15 +3,13 @@
 // to 64: the case where bytes, not FLOPs, set the speed (a few rows of activations
 // against a large weight). Host-only header; compiles with g++.
 //
-// How: each block streams 16 rows of the packed B at full width (32-byte sectors per
-// row), dequantizes them in registers into FP16 tiles (exact: e2m1 * e4m3 and int8 all
-// fit FP16's significand), and multiplies them with A on the tensor cores (WMMA
-// m16n16k16, FP32 accumulation); 8 warps split K and add up in shared memory. The
-// per-row INT8 scale or the NVFP4 tensor scale is applied once, in the epilogue. A goes
-// to the tensor cores as FP16: FLOAT16 A as is, FLOAT32 A as a pair hi + lo of FP16
-// (hi = fp16(a), lo = fp16(a - hi), two MMAs), which keeps the result within ~1e-7 of
-// the FP32 product, so the kernel is checked against the FP64 product of the dequantized
-// operands with the FP32 tolerance (1e-5).
+// How (quant_skinny.cu): B is streamed from HBM once with 16-byte loads, decoded in
+// registers straight into mma.sync m16n8k16 fragments (exact: e2m1 * e4m3 and int8 all
+// fit FP16's significand), FP32 accumulation; the per-row INT8 scale or the NVFP4 tensor
+// scale is applied once, in the epilogue. A goes to the tensor cores as FP16: FLOAT16 A
+// as is, FLOAT32 A as a pair hi + lo of FP16 (hi = fp16(a), lo = fp16(a - hi), two MMAs),
+// which keeps the result within ~1e-7 of the FP32 product, so the kernel is checked
+// against the FP64 product of the dequantized operands with the FP32 tolerance (1e-5).
 #ifndef GEMMD_KERNELS_CUDA_QUANT_GEMM_H_
 #define GEMMD_KERNELS_CUDA_QUANT_GEMM_H_
 
@@ -40,17 +38,26 @@ struct DeviceQuantizedWeight {
   int64_t k = 0;
 };
 
-// Device workspace LaunchSkinnyQuantizedGemm needs (A converted and padded to FP16).
+// Device workspace LaunchSkinnyQuantizedGemm needs: 0 for FLOAT16 A (read in place), the
+// FP16 hi and lo planes of FLOAT32 A.
 size_t SkinnyQuantizedWorkspaceBytes(DataType a_type, int64_t m, int64_t k);
+
+// Overrides of the launcher's choices, for gemm-bench sweeps (0 = the launcher's choice):
+// how many blocks share a row's K range, and weight rows per warp (16 or 32).
+struct SkinnyQuantizedTuning {
+  int k_splits = 0;
+  int rows_per_warp = 0;
+};
 
 // Enqueues C[m, n] (FP32, row-major, device) = A[m, k] (a_type FLOAT16 or FLOAT32,
 // row-major, device) * dequant(B)^T on `stream`. INVALID_ARGUMENT for m outside
-// [1, 64], a K that does not match, NVFP4 with K % 16 != 0, another a_type, null
-// pointers or a small workspace; INTERNAL for CUDA errors.
+// [1, 64], NVFP4 with K % 16 != 0, another a_type, null pointers or a small workspace
+// (null is fine when none is needed); INTERNAL for CUDA errors.
 absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m,
                                        const DeviceQuantizedWeight& b, float* c,
                                        void* workspace, size_t workspace_bytes,
-                                       cudaStream_t stream);
+                                       cudaStream_t stream,
+                                       const SkinnyQuantizedTuning& tuning = {});
 
 }  // namespace gemmd::gpu
 

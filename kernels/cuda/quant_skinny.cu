@@ -1,18 +1,30 @@
 // Skinny weight-only quantized GEMM (see quant_gemm.h): C[M,N] = A[M,K] * dequant(B)^T,
-// B INT8 or NVFP4 streamed once, dequantized in registers to FP16, multiplied on the
-// tensor cores (WMMA m16n16k16, FP32 accumulation).
+// B INT8 or NVFP4 streamed from HBM once, decoded in registers straight into mma.sync
+// fragments (no shared-memory round trip), FP32 accumulation on the tensor cores.
 //
-// Block: 8 warps, 16 rows of B each (128 rows); blocks also split K (grid.y) so that a
-// few hundred of them fill the GPU, and add their partial results into C. The block
-// walks its K range in 64-wide chunks: all threads stage A's chunk in shared memory
-// (every warp uses it), each lane pair loads one row's 64 values with wide loads (the
-// next chunk's bytes already in flight), dequantizes them into the warp's tile, and the
-// warp runs the MMAs. Profiling the first version (each warp loading its own A
-// fragments from L2 and narrow per-row loads) showed L1 throughput at 98% and DRAM at 7%:
-// the point of this layout is fewer, wider memory requests.
+// The MMA is m16n8k16 with the roles swapped: B's rows are the MMA's M side (16 weight
+// rows per tile, no padding) and A's rows the N side (8 per tile), so M = 1 wastes 7/8 of
+// a small MMA instead of 15/16 of a large one. Its K order is free (any permutation of K
+// applied to both operands gives the same sum), which is what lets every lane decode the
+// bytes it loaded itself: lane (g = lane/4, t = lane%4) loads 16 contiguous bytes of
+// weight rows g and g+8 at K offset t*(values per 16 bytes), and the MMA k-slots it owns
+// are mapped onto exactly those K positions; its A (activation) fragment is read at the
+// same positions. Previous versions decoded into a shared tile for WMMA: ncu showed the
+// decode/shared traffic, not HBM, setting the pace (0.77x cuBLAS FP16 at 1x8192^2).
+//
+// Exactness: NVFP4 codes become FP16 bits s<<15 | code<<9, which is e2m1 * 2^-14 exactly
+// (E2M1's subnormal 0.5 lands on FP16's subnormal range); one HMUL2 by the E4M3 block
+// scale then gives e2m1 * e4m3 * 2^-14, a multiple of 2^-24 with at most 6 significant
+// bits, so exact in FP16 (subnormals included); 2^14 and the tensor scale are applied to
+// the FP32 sums in the epilogue. INT8 codes become FP16 through the 0x6400 exponent trick
+// (exact); the per-row scale goes in the epilogue.
+//
+// Grid: blocks of kWarps warps own kRowTiles*16 weight rows and split their K range among
+// the warps chunk by chunk (interleaved, so a block reads each row front to back); the
+// warps add up in shared memory. Blocks also split K (grid.y) when there are too few row
+// blocks to fill the GPU; they then add into C, which the launcher zeroes.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -24,318 +36,476 @@
 namespace gemmd::gpu {
 namespace {
 
-namespace wmma = nvcuda::wmma;
-
 constexpr int kWarps = 8;
-constexpr int kWarpRows = 16;  // rows of B (columns of C) per warp
-constexpr int kRows = kWarps * kWarpRows;  // per block
-constexpr int kChunk = 64;  // K per warp iteration
-constexpr int kTileLd = kChunk + 8;  // halves; the pad spreads rows over banks
 
 int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-__device__ __forceinline__ float DecodeE2m1(uint32_t code) {
-  const uint32_t e = (code >> 1) & 3, m = code & 1;
-  const uint32_t bits = (e != 0 ? ((e + 126u) << 23) | (m << 22) : (m != 0 ? (126u << 23) : 0u)) |
-                        ((code & 8u) << 28);
-  return __uint_as_float(bits);
-}
-
-__device__ __forceinline__ float DecodeE4m3(uint32_t byte) {
-  const uint32_t e = (byte >> 3) & 15, m = byte & 7;
-  return e == 0 ? static_cast<float>(m) * 0x1p-9f : __uint_as_float(((e + 120u) << 23) | (m << 20));
-}
-
-// 16-byte asynchronous copy global -> shared (sm_80+), and its group fences.
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_group 0;\n" ::); }
-
-// A [m, k] (FP16 or FP32) -> hi (and lo) FP16 [mp, kp], zero-padded.
-template <typename T, bool kSplit>
-__global__ void ConvertA(const T* __restrict__ a, int64_t m, int64_t k, int64_t mp, int64_t kp,
-                         __half* __restrict__ hi, __half* __restrict__ lo) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < mp * kp;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t r = i / kp, c = i % kp;
-    const float v = (r < m && c < k) ? static_cast<float>(a[r * k + c]) : 0.0f;
-    const __half h = __float2half_rn(v);
-    hi[i] = h;
-    if (kSplit) lo[i] = __float2half_rn(v - __half2float(h));
-  }
-}
-
-// The raw bytes of one lane's 32 values of a chunk (lanes 2r and 2r+1 share row r).
-struct ChunkBytes {
-  uint32_t w[8];  // NVFP4: w[0..3] = 16 data bytes, w[4], w[5] = the two scale bytes;
-                  // INT8: 32 bytes
+// What one lane loads per weight row per chunk: 16 bytes (NVFP4: 32 values and their
+// two scale bytes; INT8: 16 values).
+template <QuantFormat kFormat>
+struct Layout {
+  static constexpr int kValuesPerLane = kFormat == QuantFormat::kNvfp4 ? 32 : 16;
+  static constexpr int kChunk = 4 * kValuesPerLane;  // K per warp iteration (4 lanes/row)
+  static constexpr int kValuesPerWord = kValuesPerLane / 4;
 };
 
-template <QuantFormat kFormat>
-__device__ __forceinline__ void LoadChunk(const uint8_t* __restrict__ data,
-                                          const uint8_t* __restrict__ scales, int64_t row,
-                                          bool row_ok, int64_t kl, int64_t k, ChunkBytes* out) {
-#pragma unroll
-  for (int i = 0; i < 8; ++i) out->w[i] = 0;
-  if (!row_ok) return;
-  if (kFormat == QuantFormat::kNvfp4) {
-    // Two groups of 16 values; K % 16 == 0, so a group is whole or past the end.
-    const uint8_t* d = data + (row * k + kl) / 2;
-    const uint8_t* s = scales + row * (k / 16) + kl / 16;
-    if (k % 32 == 0 && kl + 32 <= k) {  // 16-byte aligned data, 2-byte aligned scales
-      const uint4 v = __ldg(reinterpret_cast<const uint4*>(d));
-      out->w[0] = v.x;
-      out->w[1] = v.y;
-      out->w[2] = v.z;
-      out->w[3] = v.w;
-      const uint32_t sc = __ldg(reinterpret_cast<const unsigned short*>(s));
-      out->w[4] = sc & 0xFF;
-      out->w[5] = sc >> 8;
-    } else {
-#pragma unroll
-      for (int g = 0; g < 2; ++g) {
-        if (kl + g * 16 < k) {
-          const uint2 v = __ldg(reinterpret_cast<const uint2*>(d + g * 8));
-          out->w[2 * g] = v.x;
-          out->w[2 * g + 1] = v.y;
-          out->w[4 + g] = __ldg(s + g);
-        }
-      }
-    }
-  } else {
-    const uint8_t* d = data + row * k + kl;
-    if (k % 16 == 0 && kl + 32 <= k) {
-#pragma unroll
-      for (int g = 0; g < 2; ++g) {
-        const uint4 v = __ldg(reinterpret_cast<const uint4*>(d + g * 16));
-        out->w[4 * g] = v.x;
-        out->w[4 * g + 1] = v.y;
-        out->w[4 * g + 2] = v.z;
-        out->w[4 * g + 3] = v.w;
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        if (kl + i < k) out->w[i / 4] |= static_cast<uint32_t>(__ldg(d + i)) << (8 * (i % 4));
-      }
-    }
-  }
-}
-
-// Writes the lane's 32 values, dequantized to FP16 (exactly), at `out` (16-byte aligned).
-// NVFP4: a shared table maps each byte to its two E2M1 values (half2), scaled by the
-// group's E4M3 scale in one __hmul2 (the product is exact in FP16). INT8: bytes become
-// halves through the 0x6400 exponent trick (1024 + byte), minus 1152, also exact.
-template <QuantFormat kFormat>
-__device__ __forceinline__ void Dequantize(const ChunkBytes& in, const __half2* __restrict__ lut,
-                                           __half* __restrict__ out) {
-  uint4* out4 = reinterpret_cast<uint4*>(out);
-  if (kFormat == QuantFormat::kNvfp4) {
-#pragma unroll
-    for (int g = 0; g < 2; ++g) {
-      const __half2 scale = __half2half2(__float2half_rn(DecodeE4m3(in.w[4 + g])));
-#pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        const uint32_t word = in.w[2 * g + q];
-        __align__(16) __half2 h[4];
-#pragma unroll
-        for (int b = 0; b < 4; ++b) h[b] = __hmul2(lut[(word >> (8 * b)) & 0xFF], scale);
-        out4[g * 2 + q] = *reinterpret_cast<const uint4*>(h);
-      }
-    }
-  } else {
-    const __half2 bias = __half2half2(__float2half_rn(1152.0f));
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {  // 8 words of 4 bytes = 32 values, 8 per uint4
-      __align__(16) __half2 h[4];
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const uint32_t x = in.w[2 * q + j] ^ 0x80808080u;  // int8 -> uint8 + 128
-        const uint32_t lo = __byte_perm(x, 0x64646464u, 0x4140);
-        const uint32_t hi = __byte_perm(x, 0x64646464u, 0x4342);
-        h[2 * j] = __hsub2(*reinterpret_cast<const __half2*>(&lo), bias);
-        h[2 * j + 1] = __hsub2(*reinterpret_cast<const __half2*>(&hi), bias);
-      }
-      out4[q] = *reinterpret_cast<const uint4*>(h);
-    }
-  }
-}
-
-// Shared memory of one block, in dynamic shared memory (over 48 KB for the largest
-// variants): the warps' B tiles (reused for the epilogue's partial sums), two buffers of
-// A's chunk (the next one arrives by cp.async while this one is used), the E2M1 table.
-template <int kMTiles, bool kSplit>
-struct SkinnySmem {
-  static constexpr int kAParts = kSplit ? 2 : 1;
-  __half tiles[kWarps][kWarpRows][kTileLd];
-  __half a_tile[2][kAParts][kMTiles * 16][kTileLd];
-  __half2 lut[256];
+struct RowBytes {
+  uint4 data;
+  uint32_t scales;  // NVFP4: the segment's two E4M3 bytes (low 16 bits)
 };
 
-template <QuantFormat kFormat, int kMTiles, bool kSplit>
-__global__ void __launch_bounds__(kWarps * 32)
-    SkinnyKernel(const __half* __restrict__ a_hi, const __half* __restrict__ a_lo, int64_t kp,
-                 int64_t k_per_block, const uint8_t* __restrict__ data,
-                 const uint8_t* __restrict__ scales, float tensor_scale, int64_t n, int64_t k,
-                 int64_t m, float* __restrict__ c) {
-  using Smem = SkinnySmem<kMTiles, kSplit>;
-  constexpr int kAParts = Smem::kAParts;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
-  if (kFormat == QuantFormat::kNvfp4) {
-    const uint32_t b = threadIdx.x;  // 256 threads, one entry each
-    sm.lut[b] = __halves2half2(__float2half_rn(DecodeE2m1(b & 15)),
-                               __float2half_rn(DecodeE2m1(b >> 4)));
-    __syncthreads();  // the table is read by every lane from the first chunk on
+__device__ __forceinline__ uint4 LoadStreaming(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// The lane's 16 bytes of one weight row at `d` (scale bytes at `s`), of which the first
+// `remaining` values are inside K (or the block's slice); zeros for the rest.
+// kAligned: 16-byte aligned and whole-or-nothing (the launcher checks K and the
+// pointers); otherwise gathered byte by byte.
+// kGuard = false: the caller knows the segment is inside (no test, no branch).
+template <QuantFormat kFormat, bool kAligned, bool kGuard>
+__device__ __forceinline__ RowBytes LoadRow(const uint8_t* __restrict__ d,
+                                            const uint8_t* __restrict__ s, int remaining) {
+  using L = Layout<kFormat>;
+  RowBytes r{make_uint4(0, 0, 0, 0), 0};
+  if (kAligned) {
+    if (!kGuard || remaining > 0) {
+      r.data = LoadStreaming(d);
+      if (kFormat == QuantFormat::kNvfp4) {
+        r.scales = __ldg(reinterpret_cast<const unsigned short*>(s));
+      }
+    }
+    return r;
   }
+  uint32_t w[4] = {0, 0, 0, 0};
+  constexpr int kPerByte = kFormat == QuantFormat::kNvfp4 ? 2 : 1;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    if (i * kPerByte < remaining) w[i / 4] |= uint32_t{__ldg(d + i)} << (8 * (i % 4));
+  }
+  r.data = make_uint4(w[0], w[1], w[2], w[3]);
+  if (kFormat == QuantFormat::kNvfp4) {  // K % 16 == 0: a scale's group is whole or out
+    if (remaining > 0) r.scales = __ldg(s);
+    if (remaining > 16) r.scales |= uint32_t{__ldg(s + 1)} << 8;
+  }
+  (void)L::kChunk;
+  return r;
+}
+
+// The lane's kCount A values at `p` (halves; the first `remaining` inside K) as packed
+// pairs, zeros past K.
+template <int kCount, bool kAligned>
+__device__ __forceinline__ void LoadA(const __half* __restrict__ p, int remaining,
+                                      uint32_t* out) {
+#pragma unroll
+  for (int i = 0; i < kCount / 2; ++i) out[i] = 0;
+  if (kAligned) {
+    if (remaining <= 0) return;
+    if (kCount == 8) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+      out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+    } else {
+      const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+      out[0] = v.x, out[1] = v.y;
+    }
+    return;
+  }
+  const unsigned short* q = reinterpret_cast<const unsigned short*>(p);
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) {
+    if (i < remaining) out[i / 2] |= uint32_t{__ldg(q + i)} << (16 * (i % 2));
+  }
+}
+
+// Two E4M3 bytes (low 16 bits) -> FP16 pair, exactly.
+__device__ __forceinline__ uint32_t E4m3x2ToHalf2(uint32_t two) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t out;
+  const unsigned short in = static_cast<unsigned short>(two);
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(out) : "h"(in));
+  return out;
+#else
+  uint32_t out = 0;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const uint32_t b = (two >> (8 * i)) & 0xFF, e = (b >> 3) & 15, mant = b & 7;
+    uint32_t h;
+    if (e != 0) {
+      h = ((e + 8) << 10) | (mant << 7);
+    } else {  // subnormal: mant * 2^-9, normal in FP16
+      h = __half_as_ushort(__hmul(__uint2half_rn(mant), __float2half_rn(0x1p-9f)));
+    }
+    out |= (h | ((b & 0x80) << 8)) << (16 * i);
+  }
+  return out;
+#endif
+}
+
+__device__ __forceinline__ uint32_t Hmul2(uint32_t x, uint32_t y) {
+  const __half2 r = __hmul2(*reinterpret_cast<const __half2*>(&x),
+                            *reinterpret_cast<const __half2*>(&y));
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+
+__device__ __forceinline__ uint32_t Lop3Select(uint32_t a, uint32_t b) {
+  // (a & 0x07070707) | (b & ~0x07070707): one LOP3.
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, 0x07070707, 0xE4;\n" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
+// One word of 8 E2M1 codes (k0 in the low nibble) -> four FP16 pairs (k0,k4) (k1,k5)
+// (k2,k6) (k3,k7), each value e2m1 * 2^-14, exactly. z_even holds the even codes with
+// each sign bit moved next to its magnitude's top (bits 0-2 magnitude, bit 6 sign per
+// byte), z_odd the odd ones; then a single shift and mask lands a code's magnitude on
+// FP16 bits 9-11 and its sign on bit 15, two codes per pair: 13 instructions per 8 codes.
+__device__ __forceinline__ void DecodeE2m1Word(uint32_t x, uint32_t* p) {
+  const uint32_t z_even = Lop3Select(x, x << 3);
+  const uint32_t z_odd = Lop3Select(x >> 4, x >> 1);
+  constexpr uint32_t kMask = 0x8E008E00u;
+  p[0] = (z_even << 9) & kMask;
+  p[1] = (z_odd << 9) & kMask;
+  p[2] = (z_even << 1) & kMask;
+  p[3] = (z_odd << 1) & kMask;
+}
+
+__device__ __forceinline__ void Mma(float* c, uint32_t a0, uint32_t a1, uint32_t a2,
+                                    uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+template <int kRowTiles>
+struct Chunk {
+  RowBytes row[kRowTiles][2];  // rows g and g+8 of each 16-row tile
+};
+
+// Shared memory for the warps' partial sums: [warp][row in block][m].
+template <int kRowTiles, int kMTiles>
+struct ReduceSmem {
+  float partial[kWarps][kRowTiles * 16][kMTiles * 8 + 1];
+};
+
+// kMTiles: A rows / 8 (rounded up); kSplit: FP32 A as FP16 hi + lo (two MMAs). K fits in
+// 31 bits (the launcher checks), so K offsets are 32-bit; row offsets are 64-bit.
+template <QuantFormat kFormat, int kRowTiles, int kMTiles, bool kSplit, bool kAligned,
+          int kStages, int kMinBlocks>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
+    SkinnyKernel(const __half* __restrict__ a_hi, const __half* __restrict__ a_lo, int m,
+                 const uint8_t* __restrict__ data, const uint8_t* __restrict__ scales,
+                 float tensor_scale, int64_t n, int k, int k_per_block, float* __restrict__ c) {
+  using L = Layout<kFormat>;
+  constexpr int kParts = kSplit ? 2 : 1;
+  constexpr int kRows = kRowTiles * 16;
+  constexpr int kBytesPerValueX2 = kFormat == QuantFormat::kNvfp4 ? 1 : 2;  // bytes * 2
+  __shared__ ReduceSmem<kRowTiles, kMTiles> smem;
+
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t n0 = int64_t{blockIdx.x} * kRows + warp * kWarpRows;  // the warp's rows
-  const int64_t row = n0 + lane / 2;
-  const bool row_ok = row < n;
-  const int half_index = lane % 2;  // which 32 of the chunk's 64 values
-  const int64_t k_begin = int64_t{blockIdx.y} * k_per_block;
-  const int64_t k_end = k_begin + k_per_block < kp ? k_begin + k_per_block : kp;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t n0 = int64_t{blockIdx.x} * kRows;
+  const int k_begin = blockIdx.y * k_per_block;
+  const int k_end = min(k_begin + k_per_block, k);
+  const int stride = kWarps * L::kChunk;
+  const int lane_k = t * L::kValuesPerLane;  // the lane's segment within a chunk
 
-  // Stages A's chunk at kc (kMTiles*16 rows x 64 halves, 8 x 16 bytes a row, per part)
-  // into buffer `buf` asynchronously.
-  auto stage_a = [&](int64_t kc, int buf) {
-    for (int i = threadIdx.x; i < kAParts * kMTiles * 16 * 8; i += kWarps * 32) {
-      const int part = i / (kMTiles * 16 * 8), r = (i / 8) % (kMTiles * 16), q = i % 8;
-      const __half* src = (part == 0 ? a_hi : a_lo) + int64_t{r} * kp + kc + q * 8;
-      CpAsync16(&sm.a_tile[buf][part][r][q * 8], src);
+  // The lane's weight rows (g and g+8 of each tile) and A rows (g of each 8-row tile),
+  // resolved once. Rows past N or M are clamped to the last one: they only feed columns
+  // / rows of the MMA result that the epilogue drops.
+  const uint8_t* row_data[kRowTiles][2];
+  const uint8_t* row_scales[kRowTiles][2];
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = min(n0 + rt * 16 + g + 8 * h, n - 1);
+      row_data[rt][h] = data + row * k * kBytesPerValueX2 / 2 + lane_k * kBytesPerValueX2 / 2;
+      row_scales[rt][h] = scales + row * (k / 16) + lane_k / 16;
     }
-    CpAsyncCommit();
+  }
+  const __half* a_row[kParts][kMTiles];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+    const int64_t offset = int64_t{min(mt * 8 + g, m - 1)} * k + lane_k;
+    a_row[0][mt] = a_hi + offset;
+    if (kSplit) a_row[kParts - 1][mt] = a_lo + offset;
+  }
+
+  auto load = [&](int kc, Chunk<kRowTiles>* out) {
+    const int remaining = k_end - (kc + lane_k);
+    // Offsets from the lane's row pointers: unsigned, so the 64-bit add needs no sign
+    // extension. A chunk wholly inside K (all but a warp's last) loads without tests.
+    const unsigned data_offset = static_cast<unsigned>(kc) * kBytesPerValueX2 / 2;
+    const unsigned scale_offset = static_cast<unsigned>(kc) / 16;
+    const bool full = kAligned && kc + L::kChunk <= k_end;
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        out->row[rt][h] =
+            full ? LoadRow<kFormat, kAligned, false>(row_data[rt][h] + data_offset,
+                                                     row_scales[rt][h] + scale_offset, remaining)
+                 : LoadRow<kFormat, kAligned, true>(row_data[rt][h] + data_offset,
+                                                    row_scales[rt][h] + scale_offset, remaining);
+      }
+    }
   };
 
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kMTiles];
+  float acc[kRowTiles][kMTiles][4];
 #pragma unroll
-  for (int t = 0; t < kMTiles; ++t) wmma::fill_fragment(acc[t], 0.0f);
-
-  ChunkBytes next;
-  if (k_begin < k_end) {
-    LoadChunk<kFormat>(data, scales, row, row_ok, k_begin + half_index * 32, k, &next);
-    stage_a(k_begin, 0);
-  }
-  int buf = 0;
-  for (int64_t k0 = k_begin; k0 < k_end; k0 += kChunk, buf ^= 1) {
-    const ChunkBytes cur = next;
-    if (k0 + kChunk < k_end) {  // the next chunk's bytes fly while this one computes
-      LoadChunk<kFormat>(data, scales, row, row_ok, k0 + kChunk + half_index * 32, k, &next);
+  for (int rt = 0; rt < kRowTiles; ++rt) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[rt][mt][i] = 0.0f;
     }
-    Dequantize<kFormat>(cur, sm.lut, &sm.tiles[warp][lane / 2][half_index * 32]);
-    CpAsyncWaitAll();  // this chunk's A (the only group in flight)
-    __syncthreads();   // A visible to all, tiles written, the other buffer free again
-    if (k0 + kChunk < k_end) stage_a(k0 + kChunk, buf ^ 1);
+  }
+
+  // Decodes one chunk and runs its MMAs. Lane (g, t) owns the MMA k-slots 2t, 2t+1,
+  // 2t+8, 2t+9 of rows g and g+8; each step maps them onto four of the K positions it
+  // loaded, and reads A at the same positions.
+  auto compute = [&](const Chunk<kRowTiles>& cur, int kc) {
+    const int remaining = k_end - (kc + lane_k);
+    // A's values at a word's K positions for each 8-row tile of A. With few A rows all
+    // of the chunk's are loaded first, so their (L1) latency overlaps the decode; with
+    // more, word by word (registers).
+    constexpr bool kPreloadA = kMTiles * kParts <= 2;
+    uint32_t av[kPreloadA ? 4 : 1][kParts][kMTiles][L::kValuesPerWord / 2];
+    auto load_a = [&](int word, uint32_t (&dst)[kParts][kMTiles][L::kValuesPerWord / 2]) {
 #pragma unroll
-    for (int kk = 0; kk < kChunk / 16; ++kk) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> b_frag;
-      wmma::load_matrix_sync(b_frag, &sm.tiles[warp][0][kk * 16], kTileLd);
+      for (int part = 0; part < kParts; ++part) {
 #pragma unroll
-      for (int t = 0; t < kMTiles; ++t) {
-#pragma unroll
-        for (int part = 0; part < kAParts; ++part) {
-          // A^T's tile (K x M, column-major) is A's rows t*16.. at columns kk*16..
-          wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> a_frag;
-          wmma::load_matrix_sync(a_frag, &sm.a_tile[buf][part][t * 16][kk * 16], kTileLd);
-          wmma::mma_sync(acc[t], b_frag, a_frag, acc[t]);
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          LoadA<L::kValuesPerWord, kAligned>(a_row[part][mt] + static_cast<unsigned>(kc) +
+                                                 word * L::kValuesPerWord,
+                                             remaining - word * L::kValuesPerWord,
+                                             dst[part][mt]);
         }
       }
+    };
+    if (kPreloadA) {
+#pragma unroll
+      for (int word = 0; word < 4; ++word) load_a(word, av[kPreloadA ? word : 0]);
     }
-    __syncwarp();  // the warp's tile is rewritten next chunk
-  }
-
-  // Each warp owns its 16 columns of C; its tile becomes its scratch for the partial
-  // sums: element (n_i, m_j) at [m_j * 16 + n_i], so consecutive lanes write
-  // consecutive columns. With K split over blocks (gridDim.y > 1) the blocks add into
-  // C, which the launcher zeroed.
-  float* partial = reinterpret_cast<float*>(&sm.tiles[warp][0][0]);
 #pragma unroll
-  for (int t = 0; t < kMTiles; ++t) {
-    __syncwarp();
-    wmma::store_matrix_sync(partial, acc[t], 16, wmma::mem_col_major);
-    __syncwarp();
+    for (int rt = 0; rt < kRowTiles; ++rt) {
+      uint32_t scale[2][2];  // NVFP4: [row g / g+8][block 0 / 1] as a broadcast FP16 pair
+      if (kFormat == QuantFormat::kNvfp4) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int idx = lane + 32 * j;
-      const int64_t col = n0 + idx % 16;
-      const int64_t mm = int64_t{t} * 16 + idx / 16;
-      if (col < n && mm < m) {
-        const float scale = kFormat == QuantFormat::kInt8
-                                ? __ldg(reinterpret_cast<const float*>(scales) + col)
-                                : tensor_scale;
-        const float v = partial[idx] * scale;
-        if (gridDim.y > 1) {
-          atomicAdd(c + mm * n + col, v);
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t both = E4m3x2ToHalf2(cur.row[rt][h].scales);
+          scale[h][0] = __byte_perm(both, 0, 0x1010);
+          scale[h][1] = __byte_perm(both, 0, 0x3232);
+        }
+      }
+#pragma unroll
+      for (int word = 0; word < 4; ++word) {
+        if (!kPreloadA) load_a(word, av[0]);
+        const auto& a_word = av[kPreloadA ? word : 0];
+        uint32_t w[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint4& d = cur.row[rt][h].data;
+          w[h] = word == 0 ? d.x : word == 1 ? d.y : word == 2 ? d.z : d.w;
+        }
+        if (kFormat == QuantFormat::kNvfp4) {
+          // Step 0 takes pairs (k0,k4) (k1,k5), step 1 (k2,k6) (k3,k7); the scale (one
+          // per 16 values: words 0-1 and 2-3) makes them e2m1 * e4m3 * 2^-14, exactly.
+          uint32_t p[2][4];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            DecodeE2m1Word(w[h], p[h]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) p[h][i] = Hmul2(p[h][i], scale[h][word / 2]);
+          }
+#pragma unroll
+          for (int step = 0; step < 2; ++step) {
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+              for (int part = 0; part < kParts; ++part) {
+                const uint32_t* x = a_word[part][mt];  // halves k0..k7 as (k0,k1) (k2,k3) ..
+                const uint32_t b0 = __byte_perm(x[step], x[step + 2], 0x5410);
+                const uint32_t b1 = __byte_perm(x[step], x[step + 2], 0x7632);
+                Mma(acc[rt][mt], p[0][2 * step], p[1][2 * step], p[0][2 * step + 1],
+                    p[1][2 * step + 1], b0, b1);
+              }
+            }
+          }
         } else {
-          c[mm * n + col] = v;
+          // Word = 4 int8 k0..k3 -> (k0,k1) (k2,k3): one step, natural order.
+          uint32_t p[2][2];
+          const __half2 bias = __half2half2(__ushort_as_half(0x6480));  // 1152
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t x = w[h] ^ 0x80808080u;  // int8 -> uint8 + 128
+            uint32_t lo = __byte_perm(x, 0x64646464u, 0x4140);
+            uint32_t hi = __byte_perm(x, 0x64646464u, 0x4342);
+            const __half2 l = __hsub2(*reinterpret_cast<const __half2*>(&lo), bias);
+            const __half2 u = __hsub2(*reinterpret_cast<const __half2*>(&hi), bias);
+            p[h][0] = *reinterpret_cast<const uint32_t*>(&l);
+            p[h][1] = *reinterpret_cast<const uint32_t*>(&u);
+          }
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+            for (int part = 0; part < kParts; ++part) {
+              Mma(acc[rt][mt], p[0][0], p[1][0], p[0][1], p[1][1], a_word[part][mt][0],
+                  a_word[part][mt][1]);
+            }
+          }
         }
       }
+    }
+  };
+
+  // kStages chunks in flight per warp: a buffer is refilled as soon as its chunk has been
+  // decoded (refilling before, from a copy, cost a register move per word).
+  int kc = k_begin + warp * L::kChunk;
+  Chunk<kRowTiles> buf[kStages];
+#pragma unroll
+  for (int st = 0; st < kStages; ++st) load(kc + st * stride, &buf[st]);
+  for (; kc < k_end; kc += kStages * stride) {
+#pragma unroll
+    for (int st = 0; st < kStages; ++st) {
+      const int ks = kc + st * stride;
+      if (ks < k_end) compute(buf[st], ks);
+      load(ks + kStages * stride, &buf[st]);
+    }
+  }
+
+  // Accumulator (row g / g+8 of the tile, A rows 2t, 2t+1) -> shared, then the block sums
+  // its warps: consecutive threads take consecutive columns of C.
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        smem.partial[warp][rt * 16 + g + 8 * (i / 2)][mt * 8 + 2 * t + i % 2] = acc[rt][mt][i];
+      }
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < kRows * kMTiles * 8; idx += kWarps * 32) {
+    const int r = idx % kRows, mm = idx / kRows;
+    const int64_t col = n0 + r;
+    if (col >= n || mm >= m) continue;
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += smem.partial[w][r][mm];
+    const float v = kFormat == QuantFormat::kInt8
+                        ? sum * __ldg(reinterpret_cast<const float*>(scales) + col)
+                        : (sum * 16384.0f) * tensor_scale;  // undo the decode's 2^-14
+    if (gridDim.y > 1) {
+      atomicAdd(c + mm * n + col, v);
+    } else {
+      c[mm * n + col] = v;
     }
   }
 }
 
-template <QuantFormat kFormat, int kMTiles, bool kSplit>
-absl::Status LaunchVariant(const __half* hi, const __half* lo, int64_t kp,
-                           const DeviceQuantizedWeight& b, int64_t m, float* c,
+// A [m, k] FP32 -> hi, lo FP16 [m, k]: hi = fp16(a), lo = fp16(a - hi).
+__global__ void SplitA(const float* __restrict__ a, int64_t count, __half* __restrict__ hi,
+                       __half* __restrict__ lo) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const float v = a[i];
+    const __half h = __float2half_rn(v);
+    hi[i] = h;
+    lo[i] = __float2half_rn(v - __half2float(h));
+  }
+}
+
+// One kernel configuration: kRowTiles 16-row weight tiles per warp, kMTiles 8-row A
+// tiles, kStages chunks in flight per warp, at least kMinBlocks blocks per SM (the
+// register budget).
+template <QuantFormat kFormat, int kRowTiles, int kMTiles, bool kSplit, bool kAligned,
+          int kStages, int kMinBlocks>
+absl::Status LaunchVariant(const __half* hi, const __half* lo, int64_t m,
+                           const DeviceQuantizedWeight& b, float* c, int k_splits_override,
                            cudaStream_t stream) {
-  constexpr int kSmem = static_cast<int>(sizeof(SkinnySmem<kMTiles, kSplit>));
-  const auto kernel = SkinnyKernel<kFormat, kMTiles, kSplit>;
-  // Per device and variant once would do; the call is cheap and thread-safe either way.
-  RETURN_IF_CUDA_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  // One full wave: as many blocks as fit on the GPU at once, rows first, then K split
-  // over blocks. A partial second wave would nearly double the time of a kernel this short.
+  using L = Layout<kFormat>;
+  const auto kernel =
+      SkinnyKernel<kFormat, kRowTiles, kMTiles, kSplit, kAligned, kStages, kMinBlocks>;
+  // Rows first; K is split over blocks only as far as needed for one full wave (a
+  // partial second wave would nearly double the time of a kernel this short).
   int device = 0, sms = 0, per_sm = 0;
   RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
   RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   RETURN_IF_CUDA_ERROR(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, kSmem));
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, 0));
   const int64_t resident = std::max<int64_t>(1, int64_t{per_sm} * sms);
-  const int64_t row_blocks = (b.n + kRows - 1) / kRows;
-  const int64_t k_steps = kp / kChunk;
-  int64_t k_splits = std::max<int64_t>(1, std::min<int64_t>(k_steps, resident / row_blocks));
-  const int64_t k_per_block = (k_steps + k_splits - 1) / k_splits * kChunk;
-  k_splits = (kp + k_per_block - 1) / k_per_block;
+  const int64_t row_blocks = (b.n + kRowTiles * 16 - 1) / (kRowTiles * 16);
+  const int64_t chunks = (b.k + L::kChunk - 1) / L::kChunk;
+  const int64_t max_splits = (chunks + kWarps - 1) / kWarps;  // every warp gets a chunk
+  int64_t k_splits = k_splits_override > 0 ? k_splits_override : resident / row_blocks;
+  k_splits = std::clamp<int64_t>(k_splits, 1, max_splits);
+  const int64_t k_per_block = (chunks + k_splits - 1) / k_splits * L::kChunk;
+  k_splits = (b.k + k_per_block - 1) / k_per_block;
   if (k_splits > 1) RETURN_IF_CUDA_ERROR(cudaMemsetAsync(c, 0, m * b.n * sizeof(float), stream));
   const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(k_splits));
-  kernel<<<grid, kWarps * 32, kSmem, stream>>>(
-      hi, lo, kp, k_per_block, static_cast<const uint8_t*>(b.data),
-      static_cast<const uint8_t*>(b.scales), b.tensor_scale, b.n, b.k, m, c);
+  kernel<<<grid, kWarps * 32, 0, stream>>>(
+      hi, lo, static_cast<int>(m), static_cast<const uint8_t*>(b.data),
+      static_cast<const uint8_t*>(b.scales), b.tensor_scale, b.n, static_cast<int>(b.k),
+      static_cast<int>(k_per_block), c);
   RETURN_IF_CUDA_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 
-template <QuantFormat kFormat, bool kSplit>
-absl::Status LaunchForFormat(int m_tiles, const __half* hi, const __half* lo, int64_t kp,
-                             const DeviceQuantizedWeight& b, int64_t m, float* c,
-                             cudaStream_t stream) {
-  switch (m_tiles) {
-    case 1:
-      return LaunchVariant<kFormat, 1, kSplit>(hi, lo, kp, b, m, c, stream);
-    case 2:
-      return LaunchVariant<kFormat, 2, kSplit>(hi, lo, kp, b, m, c, stream);
-    case 3:
-      return LaunchVariant<kFormat, 3, kSplit>(hi, lo, kp, b, m, c, stream);
-    default:
-      return LaunchVariant<kFormat, 4, kSplit>(hi, lo, kp, b, m, c, stream);
+// A tiles of 8 rows: 1, 2, 4 or 8 (M up to 64). Two weight-row tiles per warp while the
+// accumulators allow it (every A fragment then feeds twice as many MMAs), with two
+// chunks in flight; one, where A rows need the registers.
+template <QuantFormat kFormat, bool kSplit, bool kAligned>
+absl::Status LaunchForM(const __half* hi, const __half* lo, int64_t m,
+                        const DeviceQuantizedWeight& b, float* c,
+                        const SkinnyQuantizedTuning& tuning, cudaStream_t stream) {
+  const int ks = tuning.k_splits;
+  if (tuning.rows_per_warp == 16 && m <= 16) {
+    return m <= 8 ? LaunchVariant<kFormat, 1, 1, kSplit, kAligned, 1, 4>(hi, lo, m, b, c, ks, stream)
+                  : LaunchVariant<kFormat, 1, 2, kSplit, kAligned, 1, 4>(hi, lo, m, b, c, ks, stream);
   }
+  if (m <= 8) return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 3, 2>(hi, lo, m, b, c, ks, stream);
+  if (m <= 16) {
+    return kSplit ? LaunchVariant<kFormat, 2, 2, kSplit, kAligned, 1, 2>(hi, lo, m, b, c, ks, stream)
+                  : LaunchVariant<kFormat, 2, 2, kSplit, kAligned, 2, 2>(hi, lo, m, b, c, ks, stream);
+  }
+  if (m <= 32) return LaunchVariant<kFormat, 1, 4, kSplit, kAligned, 1, 2>(hi, lo, m, b, c, ks, stream);
+  return LaunchVariant<kFormat, 1, 8, kSplit, kAligned, 1, 2>(hi, lo, m, b, c, ks, stream);
 }
+
+template <QuantFormat kFormat>
+absl::Status LaunchForFormat(const __half* hi, const __half* lo, bool split, bool aligned,
+                             int64_t m, const DeviceQuantizedWeight& b, float* c,
+                             const SkinnyQuantizedTuning& tuning, cudaStream_t stream) {
+  if (split) {
+    return aligned ? LaunchForM<kFormat, true, true>(hi, lo, m, b, c, tuning, stream)
+                   : LaunchForM<kFormat, true, false>(hi, lo, m, b, c, tuning, stream);
+  }
+  return aligned ? LaunchForM<kFormat, false, true>(hi, lo, m, b, c, tuning, stream)
+                 : LaunchForM<kFormat, false, false>(hi, lo, m, b, c, tuning, stream);
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
 size_t SkinnyQuantizedWorkspaceBytes(DataType a_type, int64_t m, int64_t k) {
-  const int64_t halves = RoundUp(m, 16) * RoundUp(k, kChunk);
-  const int parts = a_type == DataType::kFloat32 ? 2 : 1;
-  return static_cast<size_t>(RoundUp(halves * 2, 256) * parts);
+  // FP16 A is read in place; FP32 A is split into FP16 hi and lo planes first.
+  if (a_type != DataType::kFloat32) return 0;
+  return static_cast<size_t>(2 * RoundUp(m * k * 2, 256));
 }
 
 absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m,
                                        const DeviceQuantizedWeight& b, float* c,
                                        void* workspace, size_t workspace_bytes,
-                                       cudaStream_t stream) {
+                                       cudaStream_t stream, const SkinnyQuantizedTuning& tuning) {
   if (m < 1 || m > kSkinnyQuantizedMaxM) {
     return absl::InvalidArgumentError(
         absl::StrCat("skinny quantized GEMM takes M in [1, 64]; got ", m));
@@ -345,38 +515,40 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
                                                    "FLOAT32 activations, not ",
                                                    DataTypeName(a_type)));
   }
-  if (b.n < 1 || b.k < 1 || (b.format == QuantFormat::kNvfp4 && b.k % 16 != 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad quantized weight [", b.n, ", ", b.k, "] (NVFP4 needs K % 16 == 0)"));
+  if (b.n < 1 || b.k < 1 || b.k > (int64_t{1} << 30) ||
+      (b.format == QuantFormat::kNvfp4 && b.k % 16 != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad quantized weight [", b.n, ", ", b.k,
+                                                   "] (K in [1, 2^30]; NVFP4 needs K % 16 == 0)"));
   }
+  const bool split = a_type == DataType::kFloat32;
   if (a == nullptr || c == nullptr || b.data == nullptr || b.scales == nullptr ||
-      workspace == nullptr) {
+      (split && workspace == nullptr)) {
     return absl::InvalidArgumentError("skinny quantized GEMM: null pointer");
   }
   if (workspace_bytes < SkinnyQuantizedWorkspaceBytes(a_type, m, b.k)) {
     return absl::InvalidArgumentError("skinny quantized GEMM: workspace too small");
   }
-  const int64_t mp = RoundUp(m, 16), kp = RoundUp(b.k, kChunk);
-  const bool split = a_type == DataType::kFloat32;
-  auto* hi = static_cast<__half*>(workspace);
-  __half* lo = split ? hi + RoundUp(mp * kp * 2, 256) / 2 : nullptr;
-  const int convert_blocks = static_cast<int>(std::min<int64_t>((mp * kp + 255) / 256, 4096));
+  const __half* hi = static_cast<const __half*>(a);
+  const __half* lo = nullptr;
   if (split) {
-    ConvertA<float, true><<<convert_blocks, 256, 0, stream>>>(static_cast<const float*>(a), m,
-                                                              b.k, mp, kp, hi, lo);
-  } else {
-    ConvertA<__half, false><<<convert_blocks, 256, 0, stream>>>(static_cast<const __half*>(a), m,
-                                                                b.k, mp, kp, hi, nullptr);
+    auto* h = static_cast<__half*>(workspace);
+    auto* l = h + RoundUp(m * b.k * 2, 256) / 2;
+    const int blocks = static_cast<int>(std::min<int64_t>((m * b.k + 255) / 256, 1024));
+    SplitA<<<blocks, 256, 0, stream>>>(static_cast<const float*>(a), m * b.k, h, l);
+    RETURN_IF_CUDA_ERROR(cudaGetLastError());
+    hi = h;
+    lo = l;
   }
-  RETURN_IF_CUDA_ERROR(cudaGetLastError());
-  const int m_tiles = static_cast<int>(mp / 16);
+  // 16-byte loads need every weight row, every lane segment and A's rows 16-byte aligned
+  // (NVFP4 rows of K/2 bytes, a segment of 32 values; INT8 rows of K bytes, 16 values; A
+  // rows of 2K bytes read 8 or 4 halves at a time).
+  const bool aligned = Aligned16(b.data) && Aligned16(hi) && (lo == nullptr || Aligned16(lo)) &&
+                       (b.format == QuantFormat::kNvfp4 ? b.k % 32 == 0 : b.k % 16 == 0) &&
+                       reinterpret_cast<uintptr_t>(b.scales) % 2 == 0;
   if (b.format == QuantFormat::kNvfp4) {
-    return split ? LaunchForFormat<QuantFormat::kNvfp4, true>(m_tiles, hi, lo, kp, b, m, c, stream)
-                 : LaunchForFormat<QuantFormat::kNvfp4, false>(m_tiles, hi, lo, kp, b, m, c,
-                                                               stream);
+    return LaunchForFormat<QuantFormat::kNvfp4>(hi, lo, split, aligned, m, b, c, tuning, stream);
   }
-  return split ? LaunchForFormat<QuantFormat::kInt8, true>(m_tiles, hi, lo, kp, b, m, c, stream)
-               : LaunchForFormat<QuantFormat::kInt8, false>(m_tiles, hi, lo, kp, b, m, c, stream);
+  return LaunchForFormat<QuantFormat::kInt8>(hi, lo, split, aligned, m, b, c, tuning, stream);
 }
 
 }  // namespace gemmd::gpu

@@ -38,6 +38,14 @@
 // are quantized on the host from uniform(-1,1) data and rotated over enough copies to
 // stay out of L2; the error is checked on two rows of C against FP64 on the dequantized
 // weight.
+//
+// --quantized-square[=S,...] (default 4096) times the square quantized kernels
+// (quant_square.h) at S^3, TN layout (A [M,K], B [N,K]): INT8 x INT8 (the wgmma kernel
+// where available, and the mma.sync one) against cuBLAS cublasGemmEx 8I -> 32I
+// (COMPUTE_32I), NVFP4 x NVFP4 and FP16 x NVFP4 against our
+// hgemm_wmma_128x128x32_s4 (TN, and NN for reference) and cuBLAS FP16, all on operands
+// quantized on the host from the same uniform(-1,1) data; error on 4 rows of C against
+// FP64 on the dequantized operands.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -61,6 +69,7 @@
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/gpu_gemm.h"
 #include "kernels/cuda/quant_gemm.h"
+#include "kernels/cuda/quant_square.h"
 #include "kernels/half.h"
 #include "kernels/quant_formats.h"
 #include "kernels/gemm_problem.h"
@@ -165,6 +174,8 @@ struct Options {
   bool check = true;
   bool with_copies = false;
   bool quantized = false;
+  std::vector<int64_t> square_sizes;  // --quantized-square[=S,...]; empty: not run
+  gemmd::gpu::SkinnyQuantizedTuning skinny;  // --skinny-k-splits, --skinny-rows-per-warp
 };
 
 bool Flag(const std::string& arg, const char* name, std::string* value) {
@@ -209,11 +220,21 @@ Options ParseOptions(int argc, char** argv) {
       o.with_copies = true;
     } else if (arg == "--quantized") {
       o.quantized = true;
+    } else if (Flag(arg, "--quantized-square", &v)) {
+      std::stringstream list(v.empty() ? std::string("4096") : v);
+      for (std::string item; std::getline(list, item, ',');) {
+        o.square_sizes.push_back(std::max<int64_t>(1, std::atoll(item.c_str())));
+      }
+    } else if (Flag(arg, "--skinny-k-splits", &v)) {
+      o.skinny.k_splits = std::max(0, std::atoi(v.c_str()));
+    } else if (Flag(arg, "--skinny-rows-per-warp", &v)) {
+      o.skinny.rows_per_warp = std::atoi(v.c_str());
     } else {
       std::fprintf(stderr,
                    "usage: gemm-bench [--csv[=FILE]] [--json[=FILE]] [--iters=N>=10] "
                    "[--warmup=N] [--filter=SUBSTR] [--kernels=SUBSTR|auto] [--seed=S] "
-                   "[--device=D] [--no-check] [--with-copies] [--quantized]\n");
+                   "[--device=D] [--no-check] [--with-copies] [--quantized [--skinny-k-splits=N] [--skinny-rows-per-warp=16|32]]\n"
+                   "       [--quantized-square[=S,...]]\n");
       std::exit(arg == "--help" || arg == "-h" ? 0 : 2);
     }
   }
@@ -644,7 +665,8 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
     const gemmd::gpu::DeviceQuantizedWeight b{format, d_data[set].p, d_scales[set].p,
                                               tensor_scale, n, k};
     const absl::Status st = gemmd::gpu::LaunchSkinnyQuantizedGemm(
-        d_a.p, DataType::kFloat16, m, b, static_cast<float*>(d_c.p), ws.p, ws_bytes, nullptr);
+        d_a.p, DataType::kFloat16, m, b, static_cast<float*>(d_c.p), ws.p, ws_bytes, nullptr,
+        o.skinny);
     if (!st.ok()) {
       std::cerr << "skinny quantized: " << st << "\n";
       std::exit(1);
@@ -654,7 +676,7 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
   r.shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
   r.format = gemmd::QuantFormatName(format);
   r.kernel = std::string("skinny_") + (format == QuantFormat::kInt8 ? "int8" : "nvfp4") +
-             "_wmma_128x64";
+             "_mma16816";
   r.ms = MedianMs(o, sets, launch);
   r.bytes = static_cast<double>(weight_bytes + m * k * 2 + m * n * 4);
 
@@ -751,6 +773,285 @@ std::string Sci(double v) {
   return buf;
 }
 
+// ---- quantized square ------------------------------------------------------------------
+
+struct SquareRow {
+  std::string shape, kernel, operands, baseline;
+  double ms = 0, tops = 0, baseline_tops = 0, rel_error = -1;
+};
+
+// uniform(-1,1) on the host, 24-bit values (exact in FP32); the same stream per seed.
+std::vector<float> HostUniform(int64_t count, uint64_t seed) {
+  std::vector<float> x(static_cast<size_t>(count));
+  uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (float& v : x) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<float>(state >> 40) * (2.0f / 16777216.0f) - 1.0f;
+  }
+  return x;
+}
+
+template <typename T>
+std::vector<DevMem> UploadSets(const std::vector<T>& host, int sets) {
+  std::vector<DevMem> out;
+  for (int i = 0; i < sets; ++i) {
+    out.emplace_back(host.size() * sizeof(T));
+    CHECK_CUDA(cudaMemcpy(out.back().p, host.data(), host.size() * sizeof(T),
+                          cudaMemcpyHostToDevice));
+  }
+  return out;
+}
+
+std::vector<DevMem> AllocSets(size_t bytes, int sets) {
+  std::vector<DevMem> out;
+  for (int i = 0; i < sets; ++i) out.emplace_back(bytes);
+  return out;
+}
+
+int SetsFor(const DeviceCaps& caps, double set_bytes) {
+  return static_cast<int>(std::clamp<double>(std::ceil(3.0 * caps.l2_cache_bytes / set_bytes), 1, 16));
+}
+
+// Rows of C the error is measured on.
+std::vector<int64_t> SampleRows(int64_t m) { return {0, m / 3, 2 * m / 3, m - 1}; }
+
+// ||C - ref|| / ||ref|| over the sampled rows; ref holds n values per sampled row.
+double SampledError(const std::vector<int64_t>& rows, const std::vector<double>& ref, int64_t n,
+                    const float* d_c) {
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<float> got(rows.size() * n);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    CHECK_CUDA(cudaMemcpy(got.data() + r * n, d_c + rows[r] * n, n * 4, cudaMemcpyDeviceToHost));
+  }
+  return gemmd::RelativeError(ref.data(), got.data(), DataType::kFloat32,
+                              static_cast<int64_t>(got.size()));
+}
+
+// FP64 reference rows of dequantized A (or FP16 A) times dequantized B^T.
+std::vector<double> DenseRefRows(const std::vector<int64_t>& rows, const float* a, const float* b,
+                                 int64_t n, int64_t k) {
+  std::vector<double> ref(rows.size() * n);
+  std::vector<std::thread> pool;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    pool.emplace_back([&, r] {
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t kk = 0; kk < k; ++kk) s += double{a[rows[r] * k + kk]} * b[j * k + kk];
+        ref[r * n + j] = s;
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  return ref;
+}
+
+void Report(const SquareRow& r, std::vector<SquareRow>* rows) {
+  std::fprintf(stderr, "  %-10s %-36s %-14s %8.4f ms %8.1f T/s  %6.1f%% of %s  err %.2e\n",
+               r.shape.c_str(), r.kernel.c_str(), r.operands.c_str(), r.ms, r.tops,
+               r.baseline.empty() ? 100.0 : 100.0 * r.tops / r.baseline_tops,
+               r.baseline.empty() ? "itself" : r.baseline.c_str(), r.rel_error);
+  rows->push_back(r);
+}
+
+using gemmd::gpu::SquareMmaPath;
+
+// Both kernel families where this build and device have wgmma, else mma.sync alone.
+std::vector<SquareMmaPath> SquarePaths() {
+  if (gemmd::gpu::SquareWgmmaAvailable()) return {SquareMmaPath::kWgmma, SquareMmaPath::kMmaSync};
+  return {SquareMmaPath::kMmaSync};
+}
+
+// s x s x s: our INT8 kernel against cublasGemmEx 8I -> 32I, our NVFP4 kernels (NVFP4 A
+// and FP16 A) against hgemm_wmma_128x128x32_s4 and cuBLAS FP16, all TN (A [M,K], B [N,K]).
+void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t handle,
+                        int64_t s, uint64_t seed, std::vector<SquareRow>* rows) {
+  using gemmd::QuantFormat;
+  using gemmd::gpu::DeviceQuantizedWeight;
+  const int64_t m = s, n = s, k = s;
+  const double ops = 2.0 * m * n * k;
+  const std::string shape = std::to_string(m) + "^3";
+  const std::vector<int64_t> sample = SampleRows(m);
+  const std::vector<float> xa = HostUniform(m * k, seed), xb = HostUniform(n * k, seed + 1);
+  auto tops = [&](double ms) { return ops / (ms * 1e-3) / 1e12; };
+  auto check = [](const absl::Status& st, const char* what) {
+    if (!st.ok()) {
+      std::cerr << what << ": " << st << "\n";
+      std::exit(1);
+    }
+  };
+
+  // INT8 x INT8.
+  {
+    const gemmd::Int8Matrix qa = *gemmd::QuantizeInt8(xa.data(), m, k);
+    const gemmd::Int8Matrix qb = *gemmd::QuantizeInt8(xb.data(), n, k);
+    const int sets = SetsFor(caps, static_cast<double>(m * k + n * k + m * n * 4));
+    auto da = UploadSets(qa.values, sets), db = UploadSets(qb.values, sets);
+    auto dsa = UploadSets(qa.scales, sets), dsb = UploadSets(qb.scales, sets);
+    auto dc = AllocSets(m * n * 4, sets);
+    std::vector<double> ref(sample.size() * n);
+    for (size_t r = 0; r < sample.size(); ++r) {
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t acc = 0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          acc += int64_t{qa.values[sample[r] * k + kk]} * qb.values[j * k + kk];
+        }
+        ref[r * n + j] = static_cast<double>(acc) * qa.scales[sample[r]] * qb.scales[j];
+      }
+    }
+    SquareRow base{shape, "cuBLAS GemmEx 8I->32I (COMPUTE_32I)", "INT8 x INT8", ""};
+    const int32_t one = 1, zero = 0;
+    auto cublas = [&](int set) {
+      CHECK_CUBLAS(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n),
+                                static_cast<int>(m), static_cast<int>(k), &one, db[set].p,
+                                CUDA_R_8I, static_cast<int>(k), da[set].p, CUDA_R_8I,
+                                static_cast<int>(k), &zero, dc[set].p, CUDA_R_32I,
+                                static_cast<int>(n), CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT));
+    };
+    base.ms = MedianMs(o, sets, cublas);
+    base.tops = base.baseline_tops = tops(base.ms);
+    {  // cuBLAS's int32 sums times the scales, as a check of the reference itself
+      cublas(0);
+      CHECK_CUDA(cudaDeviceSynchronize());
+      std::vector<int32_t> acc(n);
+      std::vector<float> scaled(sample.size() * n);
+      for (size_t r = 0; r < sample.size(); ++r) {
+        CHECK_CUDA(cudaMemcpy(acc.data(), static_cast<int32_t*>(dc[0].p) + sample[r] * n, n * 4,
+                              cudaMemcpyDeviceToHost));
+        for (int64_t j = 0; j < n; ++j) {
+          scaled[r * n + j] = static_cast<float>(acc[j]) * (qa.scales[sample[r]] * qb.scales[j]);
+        }
+      }
+      base.rel_error = gemmd::RelativeError(ref.data(), scaled.data(), DataType::kFloat32,
+                                            static_cast<int64_t>(scaled.size()));
+    }
+    Report(base, rows);
+    for (SquareMmaPath path : SquarePaths()) {
+      auto ours = [&](int set) {
+        const DeviceQuantizedWeight a{QuantFormat::kInt8, da[set].p, dsa[set].p, 1.0f, m, k};
+        const DeviceQuantizedWeight b{QuantFormat::kInt8, db[set].p, dsb[set].p, 1.0f, n, k};
+        check(gemmd::gpu::LaunchSquareQuantizedGemm(a, b, static_cast<float*>(dc[set].p),
+                                                    nullptr, path),
+              "int8 square");
+      };
+      SquareRow r{shape, gemmd::gpu::SquareKernelName(QuantFormat::kInt8, false, path),
+                  "INT8 x INT8", "cuBLAS INT8"};
+      r.ms = MedianMs(o, sets, ours);
+      r.tops = tops(r.ms);
+      r.baseline_tops = base.tops;
+      CHECK_CUDA(cudaMemset(dc[0].p, 0xFF, m * n * 4));
+      ours(0);
+      r.rel_error = SampledError(sample, ref, n, static_cast<const float*>(dc[0].p));
+      Report(r, rows);
+    }
+  }
+
+  // FP16 baselines on fp16(xa), fp16(xb): hgemm_wmma (TN as ours, and NN) and cuBLAS.
+  std::vector<uint16_t> a16(xa.size()), b16(xb.size());
+  for (size_t i = 0; i < xa.size(); ++i) a16[i] = gemmd::FloatToHalfBits(xa[i]);
+  for (size_t i = 0; i < xb.size(); ++i) b16[i] = gemmd::FloatToHalfBits(xb[i]);
+  const int sets16 = SetsFor(caps, static_cast<double>(2 * (m * k + n * k) + 4 * m * n));
+  auto da16 = UploadSets(a16, sets16), db16 = UploadSets(b16, sets16);
+  auto dc16 = AllocSets(m * n * 4, sets16);
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.transpose_b = true;
+  p.a_type = p.b_type = DataType::kFloat16;
+  p.precision = Precision::kFp16Tensor;
+  SquareRow cub{shape, "cuBLAS GemmEx FP16->FP32", "FP16 x FP16", ""};
+  cub.ms = MedianMs(o, sets16, [&](int set) {
+    CublasRun(handle, p, DataType::kFloat16, da16[set].p, db16[set].p,
+              static_cast<float*>(dc16[set].p));
+  });
+  cub.tops = cub.baseline_tops = tops(cub.ms);
+  Report(cub, rows);
+  const char* kHgemm = "hgemm_wmma_128x128x32_s4";
+  const GpuGemmKernel* hgemm = KernelRegistry::Global().Find(kHgemm);
+  if (hgemm == nullptr) {
+    std::cerr << kHgemm << " is not registered\n";
+    std::exit(1);
+  }
+  double hgemm_tops = 0;
+  for (bool tn : {true, false}) {
+    GemmProblem q = p;
+    q.transpose_b = tn;  // NN reads the same bytes as B [K, N]: a timing row only
+    check(hgemm->Check(q), kHgemm);
+    const size_t ws_bytes = hgemm->WorkspaceBytes(q);
+    DevMem ws(ws_bytes);
+    SquareRow r{shape, std::string(kHgemm) + (tn ? " (TN)" : " (NN)"), "FP16 x FP16",
+                "cuBLAS FP16"};
+    r.ms = MedianMs(o, sets16, [&](int set) {
+      check(hgemm->Launch(q, GemmOperands{da16[set].p, db16[set].p, nullptr, dc16[set].p}, ws.p,
+                          ws_bytes, nullptr),
+            kHgemm);
+    });
+    r.tops = tops(r.ms);
+    r.baseline_tops = cub.tops;
+    if (tn) hgemm_tops = r.tops;
+    Report(r, rows);
+  }
+
+  // NVFP4 B, with NVFP4 A and with FP16 A (the baselines' fp16(xa)).
+  const gemmd::Nvfp4Matrix qa = *gemmd::QuantizeNvfp4(xa.data(), m, k);
+  const gemmd::Nvfp4Matrix qb = *gemmd::QuantizeNvfp4(xb.data(), n, k);
+  std::vector<float> a_deq(xa.size()), b_deq(xb.size()), a16f(xa.size());
+  (void)gemmd::DequantizeNvfp4(qa, a_deq.data());
+  (void)gemmd::DequantizeNvfp4(qb, b_deq.data());
+  for (size_t i = 0; i < a16.size(); ++i) a16f[i] = gemmd::HalfBitsToFloat(a16[i]);
+  const int sets4 = SetsFor(caps, static_cast<double>(2 * gemmd::Nvfp4Bytes(m, k) + 4 * m * n));
+  auto dpa = UploadSets(qa.packed, sets4), dpb = UploadSets(qb.packed, sets4);
+  auto dsa = UploadSets(qa.block_scales, sets4), dsb = UploadSets(qb.block_scales, sets4);
+  auto dc4 = AllocSets(m * n * 4, sets4);
+  for (bool fp16_a : {false, true}) {
+   for (SquareMmaPath path : SquarePaths()) {
+    const int sets = fp16_a ? std::min(sets4, sets16) : sets4;
+    auto launch = [&](int set) {
+      const DeviceQuantizedWeight b{QuantFormat::kNvfp4, dpb[set].p, dsb[set].p, qb.tensor_scale,
+                                    n, k};
+      float* c = static_cast<float*>(dc4[set].p);
+      if (fp16_a) {
+        check(gemmd::gpu::LaunchSquareFp16Nvfp4Gemm(da16[set].p, m, k, b, c, nullptr, path),
+              "fp16 x nvfp4 square");
+      } else {
+        const DeviceQuantizedWeight a{QuantFormat::kNvfp4, dpa[set].p, dsa[set].p,
+                                      qa.tensor_scale, m, k};
+        check(gemmd::gpu::LaunchSquareQuantizedGemm(a, b, c, nullptr, path), "nvfp4 square");
+      }
+    };
+    SquareRow r{shape, gemmd::gpu::SquareKernelName(QuantFormat::kNvfp4, fp16_a, path),
+                fp16_a ? "FP16 x NVFP4" : "NVFP4 x NVFP4", "hgemm TN"};
+    r.ms = MedianMs(o, sets, launch);
+    r.tops = tops(r.ms);
+    r.baseline_tops = hgemm_tops;
+    CHECK_CUDA(cudaMemset(dc4[0].p, 0xFF, m * n * 4));
+    launch(0);
+    const std::vector<double> ref =
+        DenseRefRows(sample, fp16_a ? a16f.data() : a_deq.data(), b_deq.data(), n, k);
+    r.rel_error = SampledError(sample, ref, n, static_cast<const float*>(dc4[0].p));
+    Report(r, rows);
+   }
+  }
+}
+
+void PrintSquareTable(const DeviceCaps& caps, const std::vector<SquareRow>& rows,
+                      std::ostream& out) {
+  out << "\nSquare quantized GEMM on " << caps.name << " (median of CUDA-event times; TN: "
+         "A [M,K], B [N,K]; T/s = TOP/s for INT8, TFLOP/s otherwise; error on 4 rows of C vs "
+         "FP64 on the dequantized operands)\n\n"
+         "| shape | kernel | operands | ms | T/s | baseline | baseline T/s | of baseline | "
+         "rel. error |\n|---|---|---|---:|---:|---|---:|---:|---|\n";
+  for (const SquareRow& r : rows) {
+    char line[512];
+    std::snprintf(line, sizeof(line), "| %s | %s | %s | %.4f | %.1f | %s | %.1f | %s | %s |\n",
+                  r.shape.c_str(), r.kernel.c_str(), r.operands.c_str(), r.ms, r.tops,
+                  r.baseline.empty() ? "-" : r.baseline.c_str(), r.baseline_tops,
+                  r.baseline.empty() ? "-" : (Fixed(100.0 * r.tops / r.baseline_tops, 1) + "%").c_str(),
+                  r.rel_error < 0 ? "-" : Sci(r.rel_error).c_str());
+    out << line;
+  }
+}
+
 void PrintTable(const DeviceCaps& caps, const std::vector<Row>& rows, std::ostream& out) {
   out << "\ngemm-bench on " << caps.name << " (sm_" << caps.compute_capability << ", "
       << caps.sm_count << " SMs): median of timed runs; * = SelectKernel's choice\n";
@@ -811,6 +1112,13 @@ int main(int argc, char** argv) {
                caps->name.c_str(), caps->compute_capability, caps->sm_count,
                static_cast<long long>(caps->l2_cache_bytes >> 20), o.iters, o.warmup);
 
+  if (!o.square_sizes.empty()) {
+    std::vector<SquareRow> square_rows;
+    for (int64_t s : o.square_sizes) RunQuantizedSquare(o, *caps, handle, s, o.seed + s, &square_rows);
+    cublasDestroy(handle);
+    PrintSquareTable(*caps, square_rows, std::cout);
+    return 0;
+  }
   if (o.quantized) {
     std::vector<QuantRow> quant_rows;
     uint64_t seed = o.seed;

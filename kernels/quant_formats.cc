@@ -185,6 +185,26 @@ absl::Status DequantizeNvfp4(const Nvfp4Matrix& m, float* out) {
                          out);
 }
 
+namespace {
+
+absl::Status NanScaleError(int64_t row, int64_t block, uint8_t byte) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("NVFP4 block scale [", row, ", ", block, "] is 0x", absl::Hex(byte),
+                   ", a NaN in E4M3 (0x7F and 0xFF are not scales)"));
+}
+
+}  // namespace
+
+absl::Status CheckNvfp4Scales(const uint8_t* block_scales, int64_t rows, int64_t cols) {
+  const int64_t blocks_per_row = cols / kNvfp4BlockSize;
+  for (int64_t i = 0; i < rows * blocks_per_row; ++i) {
+    if ((block_scales[i] & 0x7F) == 0x7F) {
+      return NanScaleError(i / blocks_per_row, i % blocks_per_row, block_scales[i]);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DequantizeNvfp4(const uint8_t* packed, const uint8_t* block_scales,
                              float tensor_scale, int64_t rows, int64_t cols, float* out) {
   if (!std::isfinite(tensor_scale)) {
@@ -195,11 +215,7 @@ absl::Status DequantizeNvfp4(const uint8_t* packed, const uint8_t* block_scales,
     for (int64_t b = 0; b < blocks_per_row; ++b) {
       const uint8_t scale_byte = block_scales[r * blocks_per_row + b];
       const float scale = DecodeE4m3(scale_byte);
-      if (std::isnan(scale)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "NVFP4 block scale [", r, ", ", b, "] is 0x", absl::Hex(scale_byte),
-            ", a NaN in E4M3 (0x7F and 0xFF are not scales)"));
-      }
+      if (std::isnan(scale)) return NanScaleError(r, b, scale_byte);
       // K % 16 == 0, so a block starts on a byte: 8 bytes, two codes each (even index
       // in the low nibble). e2m1 * e4m3 is exact in float; the tensor scale adds the
       // only rounding.

@@ -74,6 +74,10 @@ absl::Status DequantizeNvfp4(const Nvfp4Matrix& m, float* out);
 absl::Status DequantizeNvfp4(const uint8_t* packed, const uint8_t* block_scales,
                              float tensor_scale, int64_t rows, int64_t cols, float* out);
 
+// INVALID_ARGUMENT naming the first NaN scale byte (0x7F, 0xFF) among the rows*cols/16
+// E4M3 block scales: what DequantizeNvfp4 reports, for paths that decode on the GPU.
+absl::Status CheckNvfp4Scales(const uint8_t* block_scales, int64_t rows, int64_t cols);
+
 }  // namespace gemmd
 
 #endif  // GEMMD_KERNELS_QUANT_FORMATS_H_

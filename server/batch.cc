@@ -20,6 +20,7 @@ BatchKey BatchKeyOf(const Job& job) {
   std::memcpy(&key.alpha_bits, &p.alpha, sizeof(float));
   std::memcpy(&key.beta_bits, &p.beta, sizeof(float));
   key.forced_kernel = job.forced_kernel;
+  key.quantized = job.quantized != nullptr;
   return key;
 }
 
@@ -34,6 +35,10 @@ bool IsBatchable(const GemmProblem& p) {
   if (p.batch == 1) return true;
   return p.StrideA() == p.m * p.k && p.StrideB() == p.k * p.n && p.StrideC() == p.m * p.n &&
          (p.beta == 0.0f || p.StrideCIn() == p.m * p.n);
+}
+
+bool IsBatchable(const Job& job) {
+  return job.quantized == nullptr && IsBatchable(job.problem);
 }
 
 GemmProblem PackedProblem(const std::vector<std::unique_ptr<Job>>& jobs) {

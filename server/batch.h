@@ -30,19 +30,20 @@ struct BatchKey {
   uint32_t alpha_bits = 0;
   uint32_t beta_bits = 0;
   std::string forced_kernel;
+  bool quantized = false;  // packed QuantizedMatmul operands (Job::quantized)
 
   bool operator==(const BatchKey& o) const {
     return precision == o.precision && a_type == o.a_type && b_type == o.b_type &&
            c_type == o.c_type && m == o.m && n == o.n && k == o.k &&
            transpose_a == o.transpose_a && transpose_b == o.transpose_b &&
            alpha_bits == o.alpha_bits && beta_bits == o.beta_bits &&
-           forced_kernel == o.forced_kernel;
+           forced_kernel == o.forced_kernel && quantized == o.quantized;
   }
   template <typename H>
   friend H AbslHashValue(H h, const BatchKey& key) {
     return H::combine(std::move(h), key.precision, key.a_type, key.b_type, key.c_type, key.m,
                       key.n, key.k, key.transpose_a, key.transpose_b, key.alpha_bits,
-                      key.beta_bits, key.forced_kernel);
+                      key.beta_bits, key.forced_kernel, key.quantized);
   }
 };
 
@@ -55,6 +56,8 @@ int64_t OperandBytes(const GemmProblem& problem);
 // Whether a job may share a launch with others: its batch items are densely packed.
 // A job that broadcasts an operand (batch stride 0) runs alone, with its own strides.
 bool IsBatchable(const GemmProblem& problem);
+// The same for a job; quantized jobs (packed operands) always run alone.
+bool IsBatchable(const Job& job);
 
 struct Batch {
   // The launch: the jobs' batch items concatenated in job order (batch = their sum,

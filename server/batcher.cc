@@ -160,7 +160,7 @@ const BatchKey* Batcher::ReadyKey(absl::Time now, absl::Time* next_ready) const 
     const absl::Time due = head.enqueued + options_.max_queue_delay;
     const bool ready = draining_ || queue.jobs.size() >= options_.max_batch_size ||
                        queue.bytes >= max_batch_bytes_ || now >= due ||
-                       !IsBatchable(head.job->problem);
+                       !IsBatchable(*head.job);
     if (!ready) {
       *next_ready = std::min(*next_ready, due);
     } else if (best == nullptr || head.seq < best_seq) {
@@ -185,7 +185,7 @@ Batcher::Placed Batcher::FormBatch(KeyQueue& queue, absl::Time now,
   Placed placed;
   while (!queue.jobs.empty() && placed.batch.jobs.size() < options_.max_batch_size) {
     Queued& head = queue.jobs.front();
-    const bool batchable = IsBatchable(head.job->problem);
+    const bool batchable = IsBatchable(*head.job);
     // A non-batchable job runs alone; the byte cap holds except for a lone job, which
     // Submit already checked.
     if (!placed.batch.jobs.empty() &&

@@ -42,6 +42,10 @@ absl::Status CpuDevice::RunBatch(const Batch& batch, int /*lane*/, BatchRun* run
   run->kernel = CpuKernelName(batch.problem.precision);
   absl::Status status = absl::OkStatus();
   for (const std::unique_ptr<Job>& job : batch.jobs) {
+    if (job->quantized != nullptr) {  // RunsQuantized() is false: the server dequantizes
+      status = absl::InternalError("the CPU backend runs no packed quantized operands");
+      break;
+    }
     status = CpuGemm(job->problem, job->operands);
     if (!status.ok()) break;
   }

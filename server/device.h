@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "kernels/gemm_problem.h"
 #include "server/batch.h"
+#include "server/quantized_operands.h"
 
 namespace gemmd {
 
@@ -60,6 +61,11 @@ class Device {
   // the device's choice. FAILED_PRECONDITION when no kernel here can run it.
   virtual absl::StatusOr<std::string> SelectKernel(const GemmProblem& problem,
                                                    absl::string_view forced_kernel) const = 0;
+
+  // Whether RunBatch takes this QuantizedMatmul as packed operands (Job::quantized) and
+  // runs it on quantized kernels. When false the server dequantizes on the host and
+  // submits the FP32 GEMM instead.
+  virtual bool RunsQuantized(const QuantizedOperands& /*operands*/) const { return false; }
 
   // How many RunBatch calls may run at once (each on its own lane in [0, lanes())).
   // GPUs use two, so one batch's copies overlap the previous batch's compute.

@@ -86,10 +86,13 @@ grpc::ServerUnaryReactor* GemmServiceImpl::SubmitGemm(const GemmCall& call,
   };
   // Every device of a server is of one kind, so the first one answers for all. The
   // device picks the kernel again for the whole batch; this catches, before queueing,
-  // a request no kernel here can run (or an unknown forced kernel).
-  absl::StatusOr<std::string> kernel =
-      devices_.front()->SelectKernel(call.problem, call.forced_kernel);
-  if (!kernel.ok()) return fail(kernel.status());
+  // a request no kernel here can run (or an unknown forced kernel). (Packed quantized
+  // operands were already accepted by the device's RunsQuantized.)
+  if (call.quantized == nullptr) {
+    absl::StatusOr<std::string> kernel =
+        devices_.front()->SelectKernel(call.problem, call.forced_kernel);
+    if (!kernel.ok()) return fail(kernel.status());
+  }
 
   // The result is computed straight into the response's bytes: no copy on the way out.
   gemm::v1::Tensor* c = response->mutable_c();
@@ -103,6 +106,7 @@ grpc::ServerUnaryReactor* GemmServiceImpl::SubmitGemm(const GemmCall& call,
   job->problem = call.problem;
   job->operands = call.operands;
   job->operands.c_out = c_data->data();
+  job->quantized = call.quantized;
   job->forced_kernel = call.forced_kernel;
   job->accepted = call.accepted + call.prepare;  // queue time starts after preparing
   job->deadline = DeadlineOf(*call.context);
@@ -166,15 +170,33 @@ grpc::ServerUnaryReactor* GemmServiceImpl::QuantizedMatmul(
   absl::StatusOr<ValidatedQuantized> v = ValidateQuantizedMatmul(*request, settings_.limits);
   if (!v.ok()) return fail(v.status());
   call.label = PrecisionLabel::Of(v->b_format);
-  // Until the quantized kernels land, both backends dequantize to FP32 (validated sizes
-  // only) and run the FP32 GEMM: C = A * B^T with B stored [N, K].
+  // The FP32 equivalent, C = A * B^T with B stored [N, K]: what admission, placement and
+  // the host path use.
   call.problem.m = v->m;
   call.problem.n = v->n;
   call.problem.k = v->k;
   call.problem.transpose_b = true;
   call.problem.precision = Precision::kFp32;
-  // Refuse before allocating the FP32 copies when the executor would refuse the job.
+  call.forced_kernel = v->kernel;
+  call.output_shape = {v->m, v->n};
+  call.input_bytes = v->input_bytes;
+  call.output_bytes = v->output_bytes;
+  // Refuse before allocating anything when the executor would refuse the job.
   if (absl::Status s = executor_->CheckAdmission(call.problem); !s.ok()) return fail(s);
+
+  // A GPU with quantized kernels takes the packed bytes as they are (a forced kernel is
+  // one of the dense ones, so it takes the host path). Checking the scale bytes is the
+  // only host work left; it counts as copy-in, like dequantizing.
+  QuantizedOperands packed = PackedOperands(*request, *v);
+  if (v->kernel.empty() && devices_.front()->RunsQuantized(packed)) {
+    const absl::Time check_start = absl::Now();
+    if (absl::Status s = CheckPackedScales(*request, *v); !s.ok()) return fail(s);
+    call.prepare = absl::Now() - check_start;
+    call.quantized = std::make_shared<const QuantizedOperands>(std::move(packed));
+    return SubmitGemm(call, response);
+  }
+
+  // Otherwise dequantize to FP32 (validated sizes only) and run the FP32 GEMM.
   // Allocating and dequantizing is host work on the operands: it counts as copy-in.
   // (No zero-fill: dequantizing writes every element.)
   const absl::Time prepare_start = absl::Now();
@@ -185,10 +207,6 @@ grpc::ServerUnaryReactor* GemmServiceImpl::QuantizedMatmul(
   call.prepare = absl::Now() - prepare_start;
   call.operands = {a, b, nullptr, nullptr};
   call.keep_alive = std::move(operands);
-  call.forced_kernel = v->kernel;
-  call.output_shape = {v->m, v->n};
-  call.input_bytes = v->input_bytes;
-  call.output_bytes = v->output_bytes;
   return SubmitGemm(call, response);
 }
 

@@ -67,6 +67,8 @@ class GemmServiceImpl final : public gemm::v1::GemmService::CallbackService {
     GemmProblem problem;
     GemmOperands operands;  // host memory valid until the job is answered
     std::shared_ptr<void> keep_alive;  // owns `operands` when the request does not
+    // QuantizedMatmul served from the packed operands (Device::RunsQuantized).
+    std::shared_ptr<const QuantizedOperands> quantized;
     std::string forced_kernel;
     std::vector<int64_t> output_shape;
     int64_t input_bytes = 0;

@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "kernels/gemm_problem.h"
+#include "server/quantized_operands.h"
 
 namespace gemmd {
 
@@ -26,6 +28,10 @@ struct Job {
   GemmProblem problem;
   // Host memory owned by the submitter, valid until `done` runs; c_out receives C.
   GemmOperands operands;
+  // Set for a QuantizedMatmul that the device runs on its quantized kernels: the packed
+  // operands (operands.a/b are then unused; `problem` is the FP32 equivalent, which
+  // sizes admission and placement). Such jobs always run alone.
+  std::shared_ptr<const QuantizedOperands> quantized;
   // The request's kernel name; empty = the device chooses (per batch).
   std::string forced_kernel;
   absl::Time accepted;  // when it was queued (validated, operands prepared)

@@ -184,6 +184,39 @@ absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
   return v;
 }
 
+QuantizedOperands PackedOperands(const gemm::v1::QuantizedMatmulRequest& request,
+                                 const ValidatedQuantized& v) {
+  auto operand = [](const gemm::v1::QuantizedTensor& t, QuantFormat format) {
+    return QuantizedOperand{format, t.data(), t.scales(), t.tensor_scale()};
+  };
+  QuantizedOperands q;
+  q.m = v.m;
+  q.n = v.n;
+  q.k = v.k;
+  if (v.a_format) {
+    q.a = operand(request.a(), *v.a_format);
+  } else {
+    q.a_dense_type = v.a_dense_type;
+    q.a_dense = request.a_dense().data();
+  }
+  q.b = operand(request.b(), v.b_format);
+  return q;
+}
+
+absl::Status CheckPackedScales(const gemm::v1::QuantizedMatmulRequest& request,
+                               const ValidatedQuantized& v) {
+  auto check = [](const gemm::v1::QuantizedTensor& t, const char* name) {
+    absl::Status s = CheckNvfp4Scales(reinterpret_cast<const uint8_t*>(t.scales().data()),
+                                      t.shape(0), t.shape(1));
+    return s.ok() ? s : absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
+  };
+  if (v.a_format == QuantFormat::kNvfp4) {
+    if (absl::Status s = check(request.a(), "a"); !s.ok()) return s;
+  }
+  if (v.b_format == QuantFormat::kNvfp4) return check(request.b(), "b");
+  return absl::OkStatus();
+}
+
 absl::Status DequantizeOperands(const gemm::v1::QuantizedMatmulRequest& request,
                                 const ValidatedQuantized& v, float* a_out, float* b_out) {
   if (v.a_format) {

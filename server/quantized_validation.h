@@ -19,6 +19,7 @@
 #include "kernels/gemm_problem.h"
 #include "kernels/quant_formats.h"
 #include "server/matmul_validation.h"
+#include "server/quantized_operands.h"
 
 namespace gemmd {
 
@@ -39,6 +40,16 @@ absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
 // n*k floats). INVALID_ARGUMENT for a NaN E4M3 scale byte.
 absl::Status DequantizeOperands(const gemm::v1::QuantizedMatmulRequest& request,
                                 const ValidatedQuantized& v, float* a_out, float* b_out);
+
+// The packed operands of a validated request, for a device that decodes them itself
+// (pointing into `request`).
+QuantizedOperands PackedOperands(const gemm::v1::QuantizedMatmulRequest& request,
+                                 const ValidatedQuantized& v);
+
+// What DequantizeOperands would refuse besides sizes, checked without decoding: NaN
+// E4M3 scale bytes of NVFP4 operands. INVALID_ARGUMENT with DequantizeOperands' message.
+absl::Status CheckPackedScales(const gemm::v1::QuantizedMatmulRequest& request,
+                               const ValidatedQuantized& v);
 
 }  // namespace gemmd
 

@@ -16,17 +16,9 @@
 #include "absl/time/time.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/fault_injection.h"
+#include "server/cuda/cuda_device_errors.h"
 #include "server/log.h"
 
-// A cudaError_t as a Status naming the call (OK for cudaSuccess).
-#define GEMMD_CUDA_STATUS(expr) ::gemmd::gpu::CudaErrorToStatus((expr), #expr, __FILE__, __LINE__)
-
-// Inside CudaDevice: a failed CUDA step is a device fault.
-#define GEMMD_FAULT_IF_ERROR(expr)                                    \
-  do {                                                                \
-    const ::absl::Status gemmd_fault_status_ = (expr);                \
-    if (!gemmd_fault_status_.ok()) return Fault(gemmd_fault_status_); \
-  } while (false)
 
 namespace gemmd {
 namespace {
@@ -212,6 +204,9 @@ absl::Status CudaDevice::RunBatch(const Batch& batch, int lane, BatchRun* run) {
 
 absl::Status CudaDevice::RunOnLane(const Batch& batch, Lane& lane, int lane_index, BatchRun* run) {
   const int64_t batch_number = batches_started_.fetch_add(1, std::memory_order_relaxed);
+  if (batch.jobs.front()->quantized != nullptr) {
+    return RunQuantized(*batch.jobs.front(), lane, lane_index, run);
+  }
   const GemmProblem& problem = batch.problem;
   absl::StatusOr<const gpu::GpuGemmKernel*> chosen = ChooseKernel(problem, batch.forced_kernel);
   if (!chosen.ok()) return chosen.status();

@@ -70,6 +70,10 @@ class CudaDevice : public Device {
   absl::StatusOr<std::string> SelectKernel(const GemmProblem& problem,
                                            absl::string_view forced_kernel) const override;
 
+  // Packed QuantizedMatmul operands run on the quantized kernels (skinny, square) where
+  // PlanQuantized (server/quantized_plan.h) finds one.
+  bool RunsQuantized(const QuantizedOperands& operands) const override;
+
   int lanes() const override { return static_cast<int>(lanes_.size()); }
   // Half a lane's share of the memory cap: the rest is room for the kernel workspace.
   int64_t max_batch_bytes() const override { return pool_->lane_share_bytes() / 2; }
@@ -96,6 +100,9 @@ class CudaDevice : public Device {
                                                          absl::string_view forced_kernel) const;
   // The three phases of RunBatch; the device is already current.
   absl::Status RunOnLane(const Batch& batch, Lane& lane, int lane_index, BatchRun* run);
+  // RunOnLane for a quantized job (Job::quantized; it runs alone): packed operands in,
+  // the quantized kernel, C out (cuda_device_quantized.cc).
+  absl::Status RunQuantized(const Job& job, Lane& lane, int lane_index, BatchRun* run);
   // Marks the device unhealthy (logging the first fault) and returns the INTERNAL status
   // the batch reports.
   absl::Status Fault(const absl::Status& cuda_error);

@@ -1,0 +1,35 @@
+// The operands of a QuantizedMatmul job as they came on the wire, for a device that runs
+// the quantized kernels itself (Device::RunsQuantized): packed codes and scales, never
+// dequantized on the host. They point into the request, which outlives the job.
+#ifndef GEMMD_SERVER_QUANTIZED_OPERANDS_H_
+#define GEMMD_SERVER_QUANTIZED_OPERANDS_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/strings/string_view.h"
+#include "kernels/gemm_problem.h"
+#include "kernels/quant_formats.h"
+
+namespace gemmd {
+
+// One quantized tensor [rows, K] (DESIGN.md §4).
+struct QuantizedOperand {
+  QuantFormat format = QuantFormat::kInt8;
+  absl::string_view data;    // INT8: rows*K bytes; NVFP4: rows*K/2 bytes
+  absl::string_view scales;  // INT8: rows float32; NVFP4: rows*K/16 E4M3 bytes
+  float tensor_scale = 1.0f;
+};
+
+// C[m, n] = dequant(A)[m, k] * dequant(B)[n, k]^T, FP32.
+struct QuantizedOperands {
+  int64_t m = 0, n = 0, k = 0;
+  std::optional<QuantizedOperand> a;  // nullopt: A is dense (weight-only quantization)
+  DataType a_dense_type = DataType::kFloat32;
+  absl::string_view a_dense;  // [m, k] of a_dense_type when `a` is nullopt
+  QuantizedOperand b;
+};
+
+}  // namespace gemmd
+
+#endif  // GEMMD_SERVER_QUANTIZED_OPERANDS_H_

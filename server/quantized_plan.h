@@ -1,0 +1,35 @@
+// Which GPU kernel family serves a QuantizedMatmul (packed operands, DESIGN.md §4), or
+// whether the server dequantizes on the host instead. Pure logic, so it is tested
+// without a GPU; the kernels' own constraints are in kernels/cuda/quant_gemm.h and
+// quant_square.h.
+#ifndef GEMMD_SERVER_QUANTIZED_PLAN_H_
+#define GEMMD_SERVER_QUANTIZED_PLAN_H_
+
+#include <cstdint>
+
+#include "server/quantized_operands.h"
+
+namespace gemmd {
+
+enum class QuantizedPath {
+  kHostDequantize,  // dequantize to FP32 on the host, then the FP32 GEMM path
+  kSkinny,          // weight-only skinny kernel (dense A; a quantized A is dequantized first)
+  kSquare,          // both operands quantized in one format
+  kSquareFp16A,     // dense FP16 A against NVFP4 B
+};
+
+const char* QuantizedPathName(QuantizedPath path);
+
+// The skinny kernel streams B once at memory speed: it wins up to M = 16 whatever A is
+// (a quantized A, at most 16 rows, is dequantized on the host first). Larger M goes to
+// the square (tensor-core) kernels when they take the operands: same format on both
+// sides or FP16 x NVFP4, with the K alignment they need (INT8 K % 16, NVFP4 K % 32).
+// Up to the skinny limit (64) the skinny kernel takes the rest; beyond it, and for
+// BF16 activations (no BF16 path in the skinny kernel), the host dequantizes.
+inline constexpr int64_t kSkinnyPreferredMaxM = 16;
+inline constexpr int64_t kSkinnyMaxM = 64;
+QuantizedPath PlanQuantized(const QuantizedOperands& q);
+
+}  // namespace gemmd
+
+#endif  // GEMMD_SERVER_QUANTIZED_PLAN_H_

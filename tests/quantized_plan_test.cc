@@ -1,0 +1,70 @@
+// Which kernel family serves a QuantizedMatmul on a GPU (server/quantized_plan.h).
+#include "server/quantized_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "server/batch.h"
+
+namespace gemmd {
+namespace {
+
+QuantizedOperands Operands(int64_t m, int64_t k, std::optional<QuantFormat> a,
+                           QuantFormat b, DataType a_dense = DataType::kFloat16) {
+  QuantizedOperands q;
+  q.m = m;
+  q.n = 4096;
+  q.k = k;
+  if (a) q.a = QuantizedOperand{*a, {}, {}, 1.0f};
+  q.a_dense_type = a_dense;
+  q.b.format = b;
+  return q;
+}
+
+TEST(QuantizedPlanTest, FewRowsGoToTheSkinnyKernelWhateverA) {
+  EXPECT_EQ(PlanQuantized(Operands(1, 8192, std::nullopt, QuantFormat::kNvfp4)),
+            QuantizedPath::kSkinny);
+  EXPECT_EQ(PlanQuantized(Operands(16, 8192, QuantFormat::kInt8, QuantFormat::kInt8)),
+            QuantizedPath::kSkinny);
+  EXPECT_EQ(PlanQuantized(Operands(16, 48, std::nullopt, QuantFormat::kNvfp4,
+                                   DataType::kFloat32)),
+            QuantizedPath::kSkinny);
+}
+
+TEST(QuantizedPlanTest, LargerProblemsGoToTheSquareKernelsWhereTheyTakeTheOperands) {
+  EXPECT_EQ(PlanQuantized(Operands(17, 4096, QuantFormat::kInt8, QuantFormat::kInt8)),
+            QuantizedPath::kSquare);
+  EXPECT_EQ(PlanQuantized(Operands(4096, 4096, QuantFormat::kNvfp4, QuantFormat::kNvfp4)),
+            QuantizedPath::kSquare);
+  EXPECT_EQ(PlanQuantized(Operands(4096, 4096, std::nullopt, QuantFormat::kNvfp4)),
+            QuantizedPath::kSquareFp16A);
+  // NVFP4 K % 32 != 0, INT8 K % 16 != 0, mixed formats: skinny up to 64 rows ...
+  EXPECT_EQ(PlanQuantized(Operands(64, 48, QuantFormat::kNvfp4, QuantFormat::kNvfp4)),
+            QuantizedPath::kSkinny);
+  EXPECT_EQ(PlanQuantized(Operands(40, 100, std::nullopt, QuantFormat::kInt8)),
+            QuantizedPath::kSkinny);
+  EXPECT_EQ(PlanQuantized(Operands(64, 4096, QuantFormat::kInt8, QuantFormat::kNvfp4)),
+            QuantizedPath::kSkinny);
+  // ... and the host beyond that, or for BF16 activations (no BF16 skinny path).
+  EXPECT_EQ(PlanQuantized(Operands(65, 48, QuantFormat::kNvfp4, QuantFormat::kNvfp4)),
+            QuantizedPath::kHostDequantize);
+  EXPECT_EQ(PlanQuantized(Operands(4096, 4096, std::nullopt, QuantFormat::kInt8)),
+            QuantizedPath::kHostDequantize);
+  EXPECT_EQ(PlanQuantized(Operands(1, 4096, std::nullopt, QuantFormat::kNvfp4,
+                                   DataType::kBFloat16)),
+            QuantizedPath::kHostDequantize);
+  EXPECT_STREQ(QuantizedPathName(QuantizedPath::kSquareFp16A), "square_fp16_a");
+}
+
+TEST(QuantizedPlanTest, PackedQuantizedJobsRunAlone) {
+  Job dense, packed;
+  dense.problem.m = packed.problem.m = 4;
+  packed.quantized = std::make_shared<const QuantizedOperands>();
+  EXPECT_TRUE(IsBatchable(dense));
+  EXPECT_FALSE(IsBatchable(packed));
+  EXPECT_FALSE(BatchKeyOf(dense) == BatchKeyOf(packed));
+}
+
+}  // namespace
+}  // namespace gemmd

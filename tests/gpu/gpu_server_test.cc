@@ -299,7 +299,7 @@ TEST_F(GpuServerTest, QuantizedMatmulRunsOnTheQuantizedKernels) {
   grpc::ClientContext context;
   const grpc::Status status = stub_->QuantizedMatmul(&context, bad, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_TRUE(absl::StrContains(status.error_message(), "b: NVFP4 block scale [1, 1] is 0x7F"))
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "b: NVFP4 block scale [1, 1] is 0x7f"))
       << status.error_message();
   EXPECT_EQ(server_->executor().InflightBytes(), 0);
 }

@@ -41,6 +41,9 @@ int RunInfo(const CliOptions& o) {
     std::printf("kernel:   %-32s %s\n", k.name().c_str(),
                 ProtoPrecisionName(k.precision()).c_str());
   }
+  for (const std::string& name : info.quantized_kernels()) {
+    std::printf("kernel:   %-32s QUANTIZED (QuantizedMatmul)\n", name.c_str());
+  }
   const gemm::v1::Limits& l = info.limits();
   std::printf(
       "limits:   max_message_bytes=%lld max_elements=%lld max_queue_size=%u\n"

@@ -62,10 +62,18 @@ class Device {
   virtual absl::StatusOr<std::string> SelectKernel(const GemmProblem& problem,
                                                    absl::string_view forced_kernel) const = 0;
 
-  // Whether RunBatch takes this QuantizedMatmul as packed operands (Job::quantized) and
-  // runs it on quantized kernels. When false the server dequantizes on the host and
-  // submits the FP32 GEMM instead.
-  virtual bool RunsQuantized(const QuantizedOperands& /*operands*/) const { return false; }
+  // The quantized kernel that runs this QuantizedMatmul from its packed operands
+  // (Job::quantized, with Job::forced_kernel = that name): `forced_kernel` when it names
+  // one that takes them, else the device's choice. "" when none does, or when
+  // `forced_kernel` names a dense kernel: the server then dequantizes on the host and
+  // submits the FP32 GEMM. FAILED_PRECONDITION when `forced_kernel` names a quantized
+  // kernel that cannot run these operands.
+  virtual absl::StatusOr<std::string> SelectQuantizedKernel(
+      const QuantizedOperands& /*operands*/, absl::string_view /*forced_kernel*/) const {
+    return std::string();
+  }
+  // Names of the quantized kernels SelectQuantizedKernel can return.
+  virtual std::vector<std::string> QuantizedKernels() const { return {}; }
 
   // How many RunBatch calls may run at once (each on its own lane in [0, lanes())).
   // GPUs use two, so one batch's copies overlap the previous batch's compute.

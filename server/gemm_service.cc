@@ -184,11 +184,15 @@ grpc::ServerUnaryReactor* GemmServiceImpl::QuantizedMatmul(
   // Refuse before allocating anything when the executor would refuse the job.
   if (absl::Status s = executor_->CheckAdmission(call.problem); !s.ok()) return fail(s);
 
-  // A GPU with quantized kernels takes the packed bytes as they are (a forced kernel is
-  // one of the dense ones, so it takes the host path). Checking the scale bytes is the
-  // only host work left; it counts as copy-in, like dequantizing.
+  // A GPU with quantized kernels takes the packed bytes as they are (unless the request
+  // forces a dense kernel). Checking the scale bytes is the only host work left; it
+  // counts as copy-in, like dequantizing.
   QuantizedOperands packed = PackedOperands(*request, *v);
-  if (v->kernel.empty() && devices_.front()->RunsQuantized(packed)) {
+  absl::StatusOr<std::string> quantized_kernel =
+      devices_.front()->SelectQuantizedKernel(packed, v->kernel);
+  if (!quantized_kernel.ok()) return fail(quantized_kernel.status());
+  if (!quantized_kernel->empty()) {
+    call.forced_kernel = *quantized_kernel;
     const absl::Time check_start = absl::Now();
     if (absl::Status s = CheckPackedScales(*request, *v); !s.ok()) return fail(s);
     call.prepare = absl::Now() - check_start;
@@ -234,6 +238,9 @@ grpc::ServerUnaryReactor* GemmServiceImpl::GetServerInfo(
     info->set_name(k.name);
     info->set_precision(PrecisionToProto(k.precision));
     info->set_min_compute_capability(k.min_compute_capability);
+  }
+  for (const std::string& name : devices_.front()->QuantizedKernels()) {
+    response->add_quantized_kernels(name);
   }
   gemm::v1::Limits* limits = response->mutable_limits();
   limits->set_max_message_bytes(settings_.limits.max_message_bytes);

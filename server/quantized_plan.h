@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
+
 #include "server/quantized_operands.h"
 
 namespace gemmd {
@@ -19,6 +21,10 @@ enum class QuantizedPath {
 };
 
 const char* QuantizedPathName(QuantizedPath path);
+
+// OK when `path`'s kernels take these operands, else FAILED_PRECONDITION saying why
+// (for a forced kernel). kHostDequantize takes everything.
+absl::Status QuantizedPathTakes(QuantizedPath path, const QuantizedOperands& q);
 
 // The skinny kernel streams B once at memory speed: it wins up to M = 16 whatever A is
 // (a quantized A, at most 16 rows, is dequantized on the host first). Larger M goes to

@@ -57,6 +57,32 @@ TEST(QuantizedPlanTest, LargerProblemsGoToTheSquareKernelsWhereTheyTakeTheOperan
   EXPECT_STREQ(QuantizedPathName(QuantizedPath::kSquareFp16A), "square_fp16_a");
 }
 
+TEST(QuantizedPlanTest, TakesSaysWhyAKernelFamilyCannotRunTheOperands) {
+  EXPECT_TRUE(QuantizedPathTakes(QuantizedPath::kSkinny,
+                                 Operands(64, 48, std::nullopt, QuantFormat::kNvfp4))
+                  .ok());
+  const absl::Status rows = QuantizedPathTakes(
+      QuantizedPath::kSkinny, Operands(65, 48, std::nullopt, QuantFormat::kNvfp4));
+  EXPECT_EQ(rows.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(rows.message(), "the skinny kernel takes M <= 64; M is 65");
+  const absl::Status k = QuantizedPathTakes(
+      QuantizedPath::kSquare, Operands(128, 48, QuantFormat::kNvfp4, QuantFormat::kNvfp4));
+  EXPECT_EQ(k.message(), "the square NVFP4 kernels take K % 32 == 0; K is 48");
+  EXPECT_EQ(QuantizedPathTakes(QuantizedPath::kSquare,
+                               Operands(128, 64, QuantFormat::kInt8, QuantFormat::kNvfp4))
+                .message(),
+            "the square kernel takes A and B quantized in the same format");
+  EXPECT_EQ(QuantizedPathTakes(QuantizedPath::kSquareFp16A,
+                               Operands(128, 64, std::nullopt, QuantFormat::kNvfp4,
+                                        DataType::kFloat32))
+                .message(),
+            "the FP16 x NVFP4 kernel takes a dense FLOAT16 A and an NVFP4 B");
+  EXPECT_TRUE(QuantizedPathTakes(QuantizedPath::kHostDequantize,
+                                 Operands(100000, 3, std::nullopt, QuantFormat::kInt8,
+                                          DataType::kBFloat16))
+                  .ok());
+}
+
 TEST(QuantizedPlanTest, PackedQuantizedJobsRunAlone) {
   Job dense, packed;
   dense.problem.m = packed.problem.m = 4;

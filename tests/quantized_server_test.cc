@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gemm/v1/gemm.grpc.pb.h"
@@ -160,6 +161,25 @@ TEST_F(QuantizedServerTest, WeightOnlyQuantization) {
     // Dequantizing 8192 weights on the host is reported as copy-in, not as queueing.
     EXPECT_GT(response.timing().copy_in_us(), 0);
   }
+}
+
+// The CPU backend has no quantized kernels: it lists none, dequantizes on the host, and
+// a request that forces a GPU quantized kernel gets FAILED_PRECONDITION, not a wrong path.
+TEST_F(QuantizedServerTest, TheCpuBackendHasNoQuantizedKernels) {
+  grpc::ClientContext context;
+  gemm::v1::ServerInfo info;
+  ASSERT_TRUE(stub_->GetServerInfo(&context, {}, &info).ok());
+  EXPECT_EQ(info.quantized_kernels_size(), 0);
+  const Operand b = Quantized(QuantFormat::kNvfp4, 8, 32, 9);
+  gemm::v1::QuantizedMatmulRequest request;
+  *request.mutable_a() = Quantized(QuantFormat::kNvfp4, 2, 32, 10).proto;
+  *request.mutable_b() = b.proto;
+  request.set_kernel("skinny_nvfp4_mma16816");
+  gemm::v1::MatmulResponse response;
+  const grpc::Status status = Call(request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "skinny_nvfp4_mma16816"))
+      << status.error_message();
 }
 
 TEST_F(QuantizedServerTest, MalformedRequestsAreInvalidArguments) {

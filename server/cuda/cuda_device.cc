@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/fault_injection.h"
+#include "kernels/cuda/quant_square.h"
 #include "server/cuda/cuda_device_errors.h"
 #include "server/log.h"
 
@@ -87,6 +88,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal,
   if (!current.ok()) return current.status();
 
   std::unique_ptr<CudaDevice> device(new CudaDevice(ordinal, options, *std::move(caps)));
+  device->wgmma_ = gpu::SquareWgmmaAvailable();  // asks the current device: this one
   // Also creates the context, so the free memory is measured with it in place.
   size_t free_bytes = 0;
   size_t total_bytes = 0;

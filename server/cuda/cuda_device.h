@@ -70,9 +70,11 @@ class CudaDevice : public Device {
   absl::StatusOr<std::string> SelectKernel(const GemmProblem& problem,
                                            absl::string_view forced_kernel) const override;
 
-  // Packed QuantizedMatmul operands run on the quantized kernels (skinny, square) where
-  // PlanQuantized (server/quantized_plan.h) finds one.
-  bool RunsQuantized(const QuantizedOperands& operands) const override;
+  // Packed QuantizedMatmul operands run on the quantized kernels (skinny, square): the
+  // one PlanQuantized (server/quantized_plan.h) picks, or a forced one that takes them.
+  absl::StatusOr<std::string> SelectQuantizedKernel(const QuantizedOperands& operands,
+                                                    absl::string_view forced_kernel) const override;
+  std::vector<std::string> QuantizedKernels() const override;
 
   int lanes() const override { return static_cast<int>(lanes_.size()); }
   // Half a lane's share of the memory cap: the rest is room for the kernel workspace.
@@ -115,6 +117,7 @@ class CudaDevice : public Device {
   std::vector<Lane> lanes_;
   std::unique_ptr<DeviceMemoryPool> pool_;
   int64_t pinned_bytes_ = 0;
+  bool wgmma_ = false;  // the sm_90a square kernels run here (gpu::SquareWgmmaAvailable)
   std::atomic<bool> healthy_{true};
   std::atomic<int64_t> batches_started_{0};  // for fault_after_batches
 };

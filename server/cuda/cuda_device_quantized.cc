@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -40,24 +41,86 @@ absl::Status DequantizeOnHost(const QuantizedOperand& op, int64_t rows, int64_t 
                          rows, k, out->data());
 }
 
-const char* SkinnyKernelName(QuantFormat format) {
-  return format == QuantFormat::kInt8 ? "skinny_int8_mma16816" : "skinny_nvfp4_mma16816";
+// One quantized kernel the device offers: its family, the weight format it decodes and,
+// for the square ones, mma.sync or wgmma.
+struct QuantizedKernel {
+  std::string name;
+  QuantizedPath path;
+  QuantFormat format;
+  gpu::SquareMmaPath mma;
+};
+
+std::vector<QuantizedKernel> KernelTable(bool wgmma) {
+  std::vector<QuantizedKernel> table = {
+      {"skinny_int8_mma16816", QuantizedPath::kSkinny, QuantFormat::kInt8,
+       gpu::SquareMmaPath::kAuto},
+      {"skinny_nvfp4_mma16816", QuantizedPath::kSkinny, QuantFormat::kNvfp4,
+       gpu::SquareMmaPath::kAuto}};
+  std::vector<gpu::SquareMmaPath> square = {gpu::SquareMmaPath::kMmaSync};
+  if (wgmma) square.insert(square.begin(), gpu::SquareMmaPath::kWgmma);  // preferred first
+  for (gpu::SquareMmaPath mma : square) {
+    table.push_back({gpu::SquareKernelName(QuantFormat::kInt8, false, mma), QuantizedPath::kSquare,
+                     QuantFormat::kInt8, mma});
+    table.push_back({gpu::SquareKernelName(QuantFormat::kNvfp4, false, mma),
+                     QuantizedPath::kSquare, QuantFormat::kNvfp4, mma});
+    table.push_back({gpu::SquareKernelName(QuantFormat::kNvfp4, true, mma),
+                     QuantizedPath::kSquareFp16A, QuantFormat::kNvfp4, mma});
+  }
+  return table;
+}
+
+const QuantizedKernel* FindKernel(const std::vector<QuantizedKernel>& table,
+                                  absl::string_view name) {
+  for (const QuantizedKernel& k : table) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
 }
 
 }  // namespace
 
-bool CudaDevice::RunsQuantized(const QuantizedOperands& operands) const {
-  return PlanQuantized(operands) != QuantizedPath::kHostDequantize;
+std::vector<std::string> CudaDevice::QuantizedKernels() const {
+  std::vector<std::string> names;
+  for (const QuantizedKernel& k : KernelTable(wgmma_)) names.push_back(k.name);
+  return names;
+}
+
+absl::StatusOr<std::string> CudaDevice::SelectQuantizedKernel(
+    const QuantizedOperands& operands, absl::string_view forced_kernel) const {
+  const std::vector<QuantizedKernel> table = KernelTable(wgmma_);
+  if (forced_kernel.empty()) {
+    const QuantizedPath path = PlanQuantized(operands);
+    if (path == QuantizedPath::kHostDequantize) return std::string();
+    for (const QuantizedKernel& k : table) {  // the table lists the preferred one first
+      if (k.path == path && k.format == operands.b.format) return k.name;
+    }
+    return std::string();
+  }
+  const QuantizedKernel* k = FindKernel(table, forced_kernel);
+  if (k == nullptr) return std::string();  // a dense kernel's name: the host path
+  if (k->format != operands.b.format) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kernel ", k->name, " decodes ", QuantFormatName(k->format), " weights; b is ",
+        QuantFormatName(operands.b.format)));
+  }
+  if (absl::Status s = QuantizedPathTakes(k->path, operands); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("kernel ", k->name, ": ", s.message()));
+  }
+  return k->name;
 }
 
 absl::Status CudaDevice::RunQuantized(const Job& job, Lane& lane, int lane_index,
                                       BatchRun* run) {
   const QuantizedOperands& q = *job.quantized;
-  const QuantizedPath path = PlanQuantized(q);
-  if (path == QuantizedPath::kHostDequantize) {
+  // The kernel SelectQuantizedKernel chose when the request came in.
+  const std::vector<QuantizedKernel> table = KernelTable(wgmma_);
+  const QuantizedKernel* kernel = FindKernel(table, job.forced_kernel);
+  if (kernel == nullptr) {
     return absl::FailedPreconditionError(
-        "no quantized kernel on this device takes these operands (the server dequantizes)");
+        absl::StrCat("no quantized kernel named '", job.forced_kernel, "' on this device"));
   }
+  const QuantizedPath path = kernel->path;
+  if (absl::Status s = QuantizedPathTakes(path, q); !s.ok()) return s;
   if (job.operands.c_out == nullptr) {
     return absl::InvalidArgumentError("quantized job without a result buffer");
   }
@@ -109,6 +172,7 @@ absl::Status CudaDevice::RunQuantized(const Job& job, Lane& lane, int lane_index
   GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaStreamSynchronize(stream)));
   run->copy_in = absl::Now() - copy_start;
 
+  run->kernel = kernel->name;
   const gpu::DeviceQuantizedWeight b{q.b.format, arena + b_at, arena + b_scales_at,
                                      q.b.tensor_scale, q.n, q.k};
   float* c = reinterpret_cast<float*>(arena + c_at);
@@ -116,7 +180,6 @@ absl::Status CudaDevice::RunQuantized(const Job& job, Lane& lane, int lane_index
   absl::Status launched;
   switch (path) {
     case QuantizedPath::kSkinny:
-      run->kernel = SkinnyKernelName(q.b.format);
       launched = gpu::LaunchSkinnyQuantizedGemm(arena + a_at, a_type, q.m, b, c,
                                                 workspace_bytes > 0 ? arena + workspace_at
                                                                     : nullptr,
@@ -125,13 +188,11 @@ absl::Status CudaDevice::RunQuantized(const Job& job, Lane& lane, int lane_index
     case QuantizedPath::kSquare: {
       const gpu::DeviceQuantizedWeight a{q.a->format, arena + a_at, arena + a_scales_at,
                                          q.a->tensor_scale, q.m, q.k};
-      run->kernel = gpu::SquareKernelName(q.b.format, false, gpu::SquareMmaPath::kAuto);
-      launched = gpu::LaunchSquareQuantizedGemm(a, b, c, stream);
+      launched = gpu::LaunchSquareQuantizedGemm(a, b, c, stream, kernel->mma);
       break;
     }
     case QuantizedPath::kSquareFp16A:
-      run->kernel = gpu::SquareKernelName(q.b.format, true, gpu::SquareMmaPath::kAuto);
-      launched = gpu::LaunchSquareFp16Nvfp4Gemm(arena + a_at, q.m, q.k, b, c, stream);
+      launched = gpu::LaunchSquareFp16Nvfp4Gemm(arena + a_at, q.m, q.k, b, c, stream, kernel->mma);
       break;
     case QuantizedPath::kHostDequantize:
       break;

@@ -7,6 +7,7 @@
 #include <grpcpp/security/credentials.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <string>
@@ -284,6 +285,56 @@ TEST_F(GpuServerTest, QuantizedMatmulRunsOnTheQuantizedKernels) {
                             c.m * c.n),
               1e-5);
   }
+  // Kernels by name: listed in GetServerInfo, forced per request (a square kernel's
+  // mma.sync variant, a dense kernel = the host path), refused where they cannot run.
+  {
+    grpc::ClientContext context;
+    gemm::v1::ServerInfo info;
+    ASSERT_TRUE(stub_->GetServerInfo(&context, {}, &info).ok());
+    std::vector<std::string> names(info.quantized_kernels().begin(),
+                                   info.quantized_kernels().end());
+    EXPECT_NE(std::find(names.begin(), names.end(), "skinny_nvfp4_mma16816"), names.end());
+    EXPECT_NE(std::find(names.begin(), names.end(), "qgemm_nvfp4_mma_128x128x64_s4"),
+              names.end());
+    std::mt19937_64 rng(8);
+    gemm::v1::QuantizedMatmulRequest request;
+    std::vector<float> a(48 * 64), b(80 * 64);
+    const std::string xa = RandomBytes(DataType::kFloat32, 48 * 64, rng);
+    const std::string xb = RandomBytes(DataType::kFloat32, 80 * 64, rng);
+    const Nvfp4Matrix qa = *QuantizeNvfp4(reinterpret_cast<const float*>(xa.data()), 48, 64);
+    const Nvfp4Matrix qb = *QuantizeNvfp4(reinterpret_cast<const float*>(xb.data()), 80, 64);
+    ASSERT_TRUE(DequantizeNvfp4(qa, a.data()).ok());
+    ASSERT_TRUE(DequantizeNvfp4(qb, b.data()).ok());
+    *request.mutable_a() = ToProto(qa);
+    *request.mutable_b() = ToProto(qb);
+    GemmProblem p;
+    p.m = 48;
+    p.n = 80;
+    p.k = 64;
+    p.transpose_b = true;
+    const std::vector<double> ref = ReferenceGemm(p, {a.data(), b.data(), nullptr, nullptr});
+    for (const char* forced :
+         {"qgemm_nvfp4_mma_128x128x64_s4", "skinny_nvfp4_mma16816", "sgemm_simt_64x64x8_splitk"}) {
+      SCOPED_TRACE(forced);
+      request.set_kernel(forced);
+      gemm::v1::MatmulResponse response;
+      grpc::ClientContext call;
+      const grpc::Status status = stub_->QuantizedMatmul(&call, request, &response);
+      ASSERT_TRUE(status.ok()) << status.error_message();
+      EXPECT_EQ(response.kernel(), forced);
+      EXPECT_LE(RelativeError(ref.data(), response.c().data().data(), DataType::kFloat32,
+                              48 * 80),
+                1e-5);
+    }
+    request.set_kernel("skinny_int8_mma16816");
+    gemm::v1::MatmulResponse response;
+    grpc::ClientContext call;
+    const grpc::Status status = stub_->QuantizedMatmul(&call, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_EQ(status.error_message(),
+              "kernel skinny_int8_mma16816 decodes INT8 weights; b is NVFP4");
+  }
+
   // A NaN scale byte is refused up front, as on the host path.
   std::mt19937_64 rng(7);
   const std::string bytes = RandomBytes(DataType::kFloat32, 32 * 64, rng);

@@ -109,6 +109,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{QuantFormat::kNvfp4, DataType::kFloat32, 5, 257, 528},
                       Case{QuantFormat::kNvfp4, DataType::kFloat32, 64, 96, 2048},
                       Case{QuantFormat::kNvfp4, DataType::kFloat16, 33, 31, 16},
+                      // Fewer 128-wide chunks than warps: 6 for 8 warps, and 2.
+                      Case{QuantFormat::kNvfp4, DataType::kFloat16, 3, 100, 768},
+                      Case{QuantFormat::kNvfp4, DataType::kFloat16, 8, 17, 256},
                       Case{QuantFormat::kInt8, DataType::kFloat16, 1, 512, 512},
                       Case{QuantFormat::kInt8, DataType::kFloat32, 16, 300, 1000},
                       Case{QuantFormat::kInt8, DataType::kFloat16, 48, 65, 77},

@@ -31,6 +31,16 @@ int64_t OperandBytes(const GemmProblem& p) {
          (p.beta != 0.0f ? p.ElementsCIn() * c_size : 0) + p.ElementsC() * c_size;
 }
 
+int64_t JobBytes(const Job& job) {
+  if (job.quantized == nullptr) return OperandBytes(job.problem);
+  const QuantizedOperands& q = *job.quantized;
+  int64_t bytes = static_cast<int64_t>(q.b.data.size() + q.b.scales.size()) +
+                  q.m * q.n * static_cast<int64_t>(sizeof(float));
+  bytes += q.a.has_value() ? static_cast<int64_t>(q.a->data.size() + q.a->scales.size())
+                           : static_cast<int64_t>(q.a_dense.size());
+  return bytes;
+}
+
 bool IsBatchable(const GemmProblem& p) {
   if (p.batch == 1) return true;
   return p.StrideA() == p.m * p.k && p.StrideB() == p.k * p.n && p.StrideC() == p.m * p.n &&

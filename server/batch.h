@@ -52,6 +52,9 @@ BatchKey BatchKeyOf(const Job& job);
 // Bytes of A, B, C_in (when beta != 0) and C: what a job holds in host memory while it
 // waits, and in device memory while it runs.
 int64_t OperandBytes(const GemmProblem& problem);
+// What a job holds while it waits and runs: OperandBytes of its problem, or for packed
+// quantized operands their wire bytes (codes, scales, a dense A) and the FP32 result.
+int64_t JobBytes(const Job& job);
 
 // Whether a job may share a launch with others: its batch items are densely packed.
 // A job that broadcasts an operand (batch stride 0) runs alone, with its own strides.

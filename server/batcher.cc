@@ -41,7 +41,7 @@ Batcher::Batcher(std::vector<Device*> devices, Options options, ServerMetrics* m
 Batcher::~Batcher() { Drain(); }
 
 absl::Status Batcher::Submit(std::unique_ptr<Job> job) {
-  const int64_t bytes = OperandBytes(job->problem);
+  const int64_t bytes = JobBytes(*job);
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Admission(bytes); !s.ok()) return s;
   KeyQueue& queue = queues_[BatchKeyOf(*job)];

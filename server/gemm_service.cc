@@ -170,8 +170,8 @@ grpc::ServerUnaryReactor* GemmServiceImpl::QuantizedMatmul(
   absl::StatusOr<ValidatedQuantized> v = ValidateQuantizedMatmul(*request, settings_.limits);
   if (!v.ok()) return fail(v.status());
   call.label = PrecisionLabel::Of(v->b_format);
-  // The FP32 equivalent, C = A * B^T with B stored [N, K]: what admission, placement and
-  // the host path use.
+  // The FP32 equivalent, C = A * B^T with B stored [N, K]: what placement (FLOPs) and the
+  // host path use.
   call.problem.m = v->m;
   call.problem.n = v->n;
   call.problem.k = v->k;
@@ -181,8 +181,6 @@ grpc::ServerUnaryReactor* GemmServiceImpl::QuantizedMatmul(
   call.output_shape = {v->m, v->n};
   call.input_bytes = v->input_bytes;
   call.output_bytes = v->output_bytes;
-  // Refuse before allocating anything when the executor would refuse the job.
-  if (absl::Status s = executor_->CheckAdmission(call.problem); !s.ok()) return fail(s);
 
   // A GPU with quantized kernels takes the packed bytes as they are (unless the request
   // forces a dense kernel). Checking the scale bytes is the only host work left; it
@@ -200,7 +198,10 @@ grpc::ServerUnaryReactor* GemmServiceImpl::QuantizedMatmul(
     return SubmitGemm(call, response);
   }
 
-  // Otherwise dequantize to FP32 (validated sizes only) and run the FP32 GEMM.
+  // Otherwise dequantize to FP32 (validated sizes only) and run the FP32 GEMM, refusing
+  // first when the executor would refuse the FP32 job (the packed path above allocates
+  // nothing but the result before Submit decides, which counts its packed bytes).
+  if (absl::Status s = executor_->CheckAdmission(call.problem); !s.ok()) return fail(s);
   // Allocating and dequantizing is host work on the operands: it counts as copy-in.
   // (No zero-fill: dequantizing writes every element.)
   const absl::Time prepare_start = absl::Now();

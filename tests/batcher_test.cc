@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -320,6 +321,35 @@ TEST(BatcherTest, DeadlinesFollowTheInjectedClock) {
   EXPECT_EQ(early.status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(late.status.ok()) << late.status;
   EXPECT_EQ(device.batch_sizes(), (std::vector<int>{1}));
+}
+
+// A packed quantized job holds its wire bytes and its FP32 result, not the FP32 copies
+// of its operands: the device's per-launch cap and the in-flight count see those.
+TEST(BatcherTest, PackedQuantizedJobsCountTheirPackedBytes) {
+  FakeDevice device(/*gated=*/true);
+  Outcome o;
+  auto job = MakeJob(&o, 4, 8);  // C: 4 x 8 floats = 128 bytes
+  job->problem.k = 1024;         // as FP32: (4 + 8) * 1024 * 4 + 128 = 49 280 bytes
+  const std::string a(4 * 1024 / 2, '\0'), a_scales(4 * 1024 / 16, '\0');
+  const std::string b(8 * 1024 / 2, '\0'), b_scales(8 * 1024 / 16, '\0');
+  auto q = std::make_shared<QuantizedOperands>();
+  q->m = 4;
+  q->n = 8;
+  q->k = 1024;
+  q->a = QuantizedOperand{QuantFormat::kNvfp4, a, a_scales, 1.0f};
+  q->b = QuantizedOperand{QuantFormat::kNvfp4, b, b_scales, 1.0f};
+  job->quantized = q;
+  const int64_t packed = 2048 + 256 + 4096 + 512 + 128;
+  EXPECT_EQ(JobBytes(*job), packed);
+  EXPECT_EQ(OperandBytes(job->problem), 49280);
+  device.set_max_batch_bytes(packed);  // the FP32 copies would not fit a launch
+  Batcher batcher({&device}, Opts(1, absl::ZeroDuration(), 100), nullptr);
+  ASSERT_TRUE(batcher.Submit(std::move(job)).ok());
+  EXPECT_EQ(batcher.InflightBytes(), packed);
+  device.Open();
+  batcher.Drain();
+  EXPECT_EQ(o.calls.load(), 1);
+  EXPECT_EQ(batcher.InflightBytes(), 0);
 }
 
 TEST(BatcherTest, InflightBytesAreCapped) {

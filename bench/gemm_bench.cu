@@ -175,7 +175,7 @@ struct Options {
   bool with_copies = false;
   bool quantized = false;
   std::vector<int64_t> square_sizes;  // --quantized-square[=S,...]; empty: not run
-  gemmd::gpu::SkinnyQuantizedTuning skinny;  // --skinny-k-splits, --skinny-rows-per-warp
+  gemmd::gpu::SkinnyQuantizedTuning skinny;  // --skinny-k-splits
 };
 
 bool Flag(const std::string& arg, const char* name, std::string* value) {
@@ -227,13 +227,11 @@ Options ParseOptions(int argc, char** argv) {
       }
     } else if (Flag(arg, "--skinny-k-splits", &v)) {
       o.skinny.k_splits = std::max(0, std::atoi(v.c_str()));
-    } else if (Flag(arg, "--skinny-rows-per-warp", &v)) {
-      o.skinny.rows_per_warp = std::atoi(v.c_str());
     } else {
       std::fprintf(stderr,
                    "usage: gemm-bench [--csv[=FILE]] [--json[=FILE]] [--iters=N>=10] "
                    "[--warmup=N] [--filter=SUBSTR] [--kernels=SUBSTR|auto] [--seed=S] "
-                   "[--device=D] [--no-check] [--with-copies] [--quantized [--skinny-k-splits=N] [--skinny-rows-per-warp=16|32]]\n"
+                   "[--device=D] [--no-check] [--with-copies] [--quantized [--skinny-k-splits=N]]\n"
                    "       [--quantized-square[=S,...]]\n");
       std::exit(arg == "--help" || arg == "-h" ? 0 : 2);
     }

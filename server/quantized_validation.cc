@@ -100,16 +100,8 @@ absl::StatusOr<QuantFormat> CheckQuantized(const gemm::v1::QuantizedTensor& t,
 }
 
 absl::Status Dequantize(const gemm::v1::QuantizedTensor& t, QuantFormat format, float* out) {
-  const int64_t rows = t.shape(0), k = t.shape(1);
-  if (format == QuantFormat::kInt8) {
-    std::vector<float> scales(static_cast<size_t>(rows));
-    std::memcpy(scales.data(), t.scales().data(), scales.size() * 4);
-    DequantizeInt8(reinterpret_cast<const int8_t*>(t.data().data()), scales.data(), rows, k, out);
-    return absl::OkStatus();
-  }
-  return DequantizeNvfp4(reinterpret_cast<const uint8_t*>(t.data().data()),
-                         reinterpret_cast<const uint8_t*>(t.scales().data()), t.tensor_scale(),
-                         rows, k, out);
+  return DequantizeOperand({format, t.data(), t.scales(), t.tensor_scale()}, t.shape(0),
+                           t.shape(1), out);
 }
 
 }  // namespace
@@ -182,6 +174,20 @@ absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
   }
   v.kernel = request.kernel();
   return v;
+}
+
+absl::Status DequantizeOperand(const QuantizedOperand& op, int64_t rows, int64_t k,
+                               float* out) {
+  if (op.format == QuantFormat::kInt8) {
+    // The scales sit in a bytes field with no alignment promise: copy them out.
+    std::vector<float> scales(static_cast<size_t>(rows));
+    std::memcpy(scales.data(), op.scales.data(), scales.size() * sizeof(float));
+    DequantizeInt8(reinterpret_cast<const int8_t*>(op.data.data()), scales.data(), rows, k, out);
+    return absl::OkStatus();
+  }
+  return DequantizeNvfp4(reinterpret_cast<const uint8_t*>(op.data.data()),
+                         reinterpret_cast<const uint8_t*>(op.scales.data()), op.tensor_scale,
+                         rows, k, out);
 }
 
 QuantizedOperands PackedOperands(const gemm::v1::QuantizedMatmulRequest& request,

@@ -43,10 +43,9 @@ struct DeviceQuantizedWeight {
 size_t SkinnyQuantizedWorkspaceBytes(DataType a_type, int64_t m, int64_t k);
 
 // Overrides of the launcher's choices, for gemm-bench sweeps (0 = the launcher's choice):
-// how many blocks share a row's K range, and weight rows per warp (16 or 32).
+// how many blocks share a row's K range.
 struct SkinnyQuantizedTuning {
   int k_splits = 0;
-  int rows_per_warp = 0;
 };
 
 // Enqueues C[m, n] (FP32, row-major, device) = A[m, k] (a_type FLOAT16 or FLOAT32,

@@ -75,7 +75,6 @@ __device__ __forceinline__ uint4 LoadStreaming(const void* p) {
 template <QuantFormat kFormat, bool kAligned, bool kGuard>
 __device__ __forceinline__ RowBytes LoadRow(const uint8_t* __restrict__ d,
                                             const uint8_t* __restrict__ s, int remaining) {
-  using L = Layout<kFormat>;
   RowBytes r{make_uint4(0, 0, 0, 0), 0};
   if (kAligned) {
     if (!kGuard || remaining > 0) {
@@ -97,7 +96,6 @@ __device__ __forceinline__ RowBytes LoadRow(const uint8_t* __restrict__ d,
     if (remaining > 0) r.scales = __ldg(s);
     if (remaining > 16) r.scales |= uint32_t{__ldg(s + 1)} << 8;
   }
-  (void)L::kChunk;
   return r;
 }
 
@@ -486,10 +484,6 @@ absl::Status LaunchForM(const __half* hi, const __half* lo, int64_t m,
                         const DeviceQuantizedWeight& b, float* c,
                         const SkinnyQuantizedTuning& tuning, cudaStream_t stream) {
   const int ks = tuning.k_splits;
-  if (tuning.rows_per_warp == 16 && m <= 16) {
-    return m <= 8 ? LaunchVariant<kFormat, 1, 1, kSplit, kAligned, 1, 4>(hi, lo, m, b, c, ks, stream)
-                  : LaunchVariant<kFormat, 1, 2, kSplit, kAligned, 1, 4>(hi, lo, m, b, c, ks, stream);
-  }
   if (m <= 8) return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 2, 2>(hi, lo, m, b, c, ks, stream);
   if (m <= 16) return LaunchVariant<kFormat, 2, 2, kSplit, kAligned, 1, 2>(hi, lo, m, b, c, ks, stream);
   if (m <= 32) return LaunchVariant<kFormat, 1, 4, kSplit, kAligned, 1, 2>(hi, lo, m, b, c, ks, stream);

@@ -17,7 +17,7 @@
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/fault_injection.h"
 #include "kernels/cuda/quant_square.h"
-#include "server/cuda/cuda_device_errors.h"
+#include "server/cuda/cuda_device_internal.h"
 #include "server/log.h"
 
 
@@ -30,13 +30,8 @@ GemmProblem Fp32Output(GemmProblem p) {
   return p;
 }
 
-// Region starts in the arena: cudaMalloc's alignment, more than any kernel's vector
-// loads need, so the kernels never repack an operand for alignment's sake.
-constexpr int64_t kRegionAlignment = 256;
-
-int64_t AlignUp(int64_t bytes) {
-  return (bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
-}
+using cuda_device_internal::AlignUp;
+using cuda_device_internal::kRegionAlignment;
 
 // Zeros to fill the gaps between aligned regions, so that the copy-in of a whole batch
 // is one contiguous device range (one DMA per staging slot).

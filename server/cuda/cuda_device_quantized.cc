@@ -5,7 +5,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -15,31 +14,14 @@
 #include "kernels/cuda/quant_square.h"
 #include "kernels/quant_formats.h"
 #include "server/cuda/cuda_device.h"
-#include "server/cuda/cuda_device_errors.h"
+#include "server/cuda/cuda_device_internal.h"
 #include "server/quantized_plan.h"
+#include "server/quantized_validation.h"
 
 namespace gemmd {
 namespace {
 
-constexpr int64_t kAlignment = 256;  // region starts: what the kernels' vector loads need
-
-int64_t AlignUp(int64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
-
-// A quantized operand as a host-side dequantized FP32 matrix [rows, k].
-absl::Status DequantizeOnHost(const QuantizedOperand& op, int64_t rows, int64_t k,
-                              std::vector<float>* out) {
-  out->resize(static_cast<size_t>(rows * k));
-  if (op.format == QuantFormat::kInt8) {
-    std::vector<float> scales(static_cast<size_t>(rows));
-    std::memcpy(scales.data(), op.scales.data(), scales.size() * sizeof(float));
-    DequantizeInt8(reinterpret_cast<const int8_t*>(op.data.data()), scales.data(), rows, k,
-                   out->data());
-    return absl::OkStatus();
-  }
-  return DequantizeNvfp4(reinterpret_cast<const uint8_t*>(op.data.data()),
-                         reinterpret_cast<const uint8_t*>(op.scales.data()), op.tensor_scale,
-                         rows, k, out->data());
-}
+using cuda_device_internal::AlignUp;
 
 // One quantized kernel the device offers: its family, the weight format it decodes and,
 // for the square ones, mma.sync or wgmma.
@@ -133,7 +115,8 @@ absl::Status CudaDevice::RunQuantized(const Job& job, Lane& lane, int lane_index
   int64_t a_size = static_cast<int64_t>(q.a_dense.size());
   DataType a_type = q.a_dense_type;
   if (path == QuantizedPath::kSkinny && q.a.has_value()) {
-    if (absl::Status s = DequantizeOnHost(*q.a, q.m, q.k, &a_host); !s.ok()) {
+    a_host.resize(static_cast<size_t>(q.m * q.k));
+    if (absl::Status s = DequantizeOperand(*q.a, q.m, q.k, a_host.data()); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("a: ", s.message()));
     }
     a_bytes = a_host.data();

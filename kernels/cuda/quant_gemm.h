@@ -43,9 +43,11 @@ struct DeviceQuantizedWeight {
 size_t SkinnyQuantizedWorkspaceBytes(DataType a_type, int64_t m, int64_t k);
 
 // Overrides of the launcher's choices, for gemm-bench sweeps (0 = the launcher's choice):
-// how many blocks share a row's K range.
+// how many blocks share a row's K range; for M <= 8 with FP16 A, how many stages deep the
+// shared-memory ring is (2, 3 or 4).
 struct SkinnyQuantizedTuning {
   int k_splits = 0;
+  int stages = 0;
 };
 
 // Enqueues C[m, n] (FP32, row-major, device) = A[m, k] (a_type FLOAT16 or FLOAT32,

@@ -27,8 +27,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/quant_gemm.h"
@@ -54,9 +56,42 @@ struct RowBytes {
   uint32_t scales;  // NVFP4: the segment's two E4M3 bytes (low 16 bits)
 };
 
-// Pulls the line holding `p` into L1 without waiting for it.
-__device__ __forceinline__ void PrefetchL1(const void* p) {
-  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
+// 16 bytes global -> shared without passing through registers (cp.async, L2 only), the
+// first `src_bytes` (16 or 0) copied and the rest zero-filled. Before sm_80, a plain
+// load and store.
+__device__ __forceinline__ void CopyAsync16(uint4* smem, const void* gmem, int src_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+               "r"(src_bytes));
+#else
+  *smem = src_bytes > 0 ? *static_cast<const uint4*>(gmem) : make_uint4(0, 0, 0, 0);
+#endif
+}
+
+// The same for 4 bytes (cp.async.ca: sizes below 16 go through L1).
+__device__ __forceinline__ void CopyAsync4(void* smem, const void* gmem, int src_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem),
+               "r"(src_bytes));
+#else
+  *static_cast<uint32_t*>(smem) = src_bytes > 0 ? *static_cast<const uint32_t*>(gmem) : 0u;
+#endif
+}
+
+__device__ __forceinline__ void CopyAsyncCommit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+// Waits until at most kPending of this thread's committed copy groups are in flight.
+template <int kPending>
+__device__ __forceinline__ void CopyAsyncWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
 }
 
 __device__ __forceinline__ uint4 LoadStreaming(const void* p) {
@@ -67,11 +102,11 @@ __device__ __forceinline__ uint4 LoadStreaming(const void* p) {
   return v;
 }
 
-// The lane's 16 bytes of one weight row at `d` (scale bytes at `s`), of which the first
-// `remaining` values are inside K (or the block's slice); zeros for the rest.
-// kAligned: 16-byte aligned and whole-or-nothing (the launcher checks K and the
-// pointers); otherwise gathered byte by byte.
-// kGuard = false: the caller knows the segment is inside (no test, no branch).
+// The register path's load of the lane's 16 bytes of one weight row at `d` (scale bytes
+// at `s`), of which the first `remaining` values are inside K (or the block's slice);
+// zeros for the rest. kAligned: 16-byte aligned and whole-or-nothing (the launcher
+// checks K and the pointers); otherwise gathered byte by byte. kGuard = false: the
+// caller knows the segment is inside (no test, no branch).
 template <QuantFormat kFormat, bool kAligned, bool kGuard>
 __device__ __forceinline__ RowBytes LoadRow(const uint8_t* __restrict__ d,
                                             const uint8_t* __restrict__ s, int remaining) {
@@ -148,9 +183,13 @@ __device__ __forceinline__ uint32_t E4m3x2ToHalf2(uint32_t two) {
 #endif
 }
 
-__device__ __forceinline__ uint32_t Hmul2(uint32_t x, uint32_t y) {
+// x * (y's half kHalf in both halves): written as a broadcast so that ptxas can fold it
+// into HMUL2's operand selector (.H0_H0 / .H1_H1) instead of a PRMT per scale.
+template <int kHalf>
+__device__ __forceinline__ uint32_t Hmul2Broadcast(uint32_t x, uint32_t y) {
+  const __half2 h = *reinterpret_cast<const __half2*>(&y);
   const __half2 r = __hmul2(*reinterpret_cast<const __half2*>(&x),
-                            *reinterpret_cast<const __half2*>(&y));
+                            kHalf == 0 ? __low2half2(h) : __high2half2(h));
   return *reinterpret_cast<const uint32_t*>(&r);
 }
 
@@ -196,6 +235,47 @@ struct ReduceSmem {
   float partial[kWarps][kRowTiles * 16][kMTiles * 8 + 1];
 };
 
+// The aligned path's copy ring: kStages stages of the block's rows x one block chunk
+// (every warp's chunk side by side: 16 bytes per lane, 512 per row), then (NVFP4) the
+// same rows' scale bytes (64 per row). Rows are padded so that a warp's reads (rows g
+// and g + 8 of a tile, the lane's t-th piece) hit different banks: by 64 bytes for the
+// codes (the 8 lanes of a read phase are rows g, g + 1), to 72 bytes for the scales.
+// The partial sums reuse the same (dynamic) shared memory after the loop.
+constexpr int kStageRowBytes = kWarps * 64;
+constexpr int kStageRowPitch = kStageRowBytes + 64;
+constexpr int kStageScaleBytes = kStageRowBytes / 8;  // NVFP4: one per 16 values
+constexpr int kStageScalePitch = kStageScaleBytes + 8;
+
+// The stage also holds A's m rows (FP16, at most 8) of the block chunk (rows padded by
+// 16 bytes: a read phase covers rows g, g + 1), so its size depends on m. Stages start
+// on 1 KiB boundaries: at 1x8192^2 NVFP4 that measured 0.0164 ms against 0.0182 with
+// stages packed back to back (22 800 bytes apart), in the same run.
+template <QuantFormat kFormat>
+constexpr int kStageARowPitch = kWarps * Layout<kFormat>::kChunk * 2 + 16;
+
+template <QuantFormat kFormat, int kRowTiles>
+__host__ __device__ constexpr int StageBytes(int m) {
+  return (kRowTiles * 16 *
+              (kStageRowPitch + (kFormat == QuantFormat::kNvfp4 ? kStageScalePitch : 0)) +
+          m * kStageARowPitch<kFormat> + 1023) /
+         1024 * 1024;
+}
+
+// Which variants stream through the ring: FP16 A of up to 8 rows, aligned operands. The
+// others keep the register path, which measured faster for them (16x8192^2 NVFP4:
+// 0.022 ms against 0.026-0.030 through the ring, A through L1 or staged alike).
+template <int kMTiles, bool kSplit, bool kAligned>
+constexpr bool kUsesRing = kAligned && kMTiles == 1 && !kSplit;
+
+template <QuantFormat kFormat, int kRowTiles, int kMTiles, bool kSplit, int kStages, bool kAligned>
+constexpr size_t SkinnySmemBytes(int m) {
+  const size_t ring = kUsesRing<kMTiles, kSplit, kAligned>
+                          ? size_t{kStages} * StageBytes<kFormat, kRowTiles>(m)
+                          : 0;
+  constexpr size_t reduce = sizeof(ReduceSmem<kRowTiles, kMTiles>);
+  return ring > reduce ? ring : reduce;
+}
+
 // kMTiles: A rows / 8 (rounded up); kSplit: FP32 A as FP16 hi + lo (two MMAs). K fits in
 // 31 bits (the launcher checks), so K offsets are 32-bit; row offsets are 64-bit.
 template <QuantFormat kFormat, int kRowTiles, int kMTiles, bool kSplit, bool kAligned,
@@ -208,7 +288,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   constexpr int kParts = kSplit ? 2 : 1;
   constexpr int kRows = kRowTiles * 16;
   constexpr int kBytesPerValueX2 = kFormat == QuantFormat::kNvfp4 ? 1 : 2;  // bytes * 2
-  __shared__ ReduceSmem<kRowTiles, kMTiles> smem;
+  extern __shared__ uint4 smem_raw[];
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
@@ -233,8 +313,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     }
   }
   const __half* a_row[kParts][kMTiles];
-  const bool a_row_real = g < m;  // the lane's first A row exists (the others are padding
-                                  // or further tiles, prefetched alike)
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
     const int64_t offset = int64_t{min(mt * 8 + g, m - 1)} * k + lane_k;
@@ -242,24 +320,14 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     if (kSplit) a_row[kParts - 1][mt] = a_lo + offset;
   }
 
+  // The register path's loads (the ring path copies through shared memory below).
+  // Offsets from the lane's row pointers are unsigned, so the 64-bit add needs no sign
+  // extension. A chunk wholly inside K (all but a warp's last) loads without tests.
   auto load = [&](int kc, Chunk<kRowTiles>* out) {
     const int remaining = k_end - (kc + lane_k);
-    // Offsets from the lane's row pointers: unsigned, so the 64-bit add needs no sign
-    // extension. A chunk wholly inside K (all but a warp's last) loads without tests.
     const unsigned data_offset = static_cast<unsigned>(kc) * kBytesPerValueX2 / 2;
     const unsigned scale_offset = static_cast<unsigned>(kc) / 16;
     const bool full = kAligned && kc + L::kChunk <= k_end;
-    // The lane's A values of that chunk (a different chunk for every warp, so L1 misses
-    // that each warp would otherwise wait for when the chunk is decoded): into L1 now.
-    // Measured at 1x8192^2 NVFP4: 19.7 -> 18.9 us; with two A tiles the extra registers
-    // cost more than it saves (23.5 -> 27.6 us at M = 16), so one tile only.
-    if (kMTiles == 1 && !kSplit && remaining > 0 && a_row_real) {
-#pragma unroll
-      for (int part = 0; part < kParts; ++part) {
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) PrefetchL1(a_row[part][mt] + static_cast<unsigned>(kc));
-      }
-    }
 #pragma unroll
     for (int rt = 0; rt < kRowTiles; ++rt) {
 #pragma unroll
@@ -286,6 +354,8 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   // Decodes one chunk and runs its MMAs. Lane (g, t) owns the MMA k-slots 2t, 2t+1,
   // 2t+8, 2t+9 of rows g and g+8; each step maps them onto four of the K positions it
   // loaded, and reads A at the same positions.
+  constexpr bool kRing = kUsesRing<kMTiles, kSplit, kAligned>;
+  const uint8_t* a_stage_lane[kMTiles] = {};  // kRing: the lane's A values of this chunk
   auto compute = [&](const Chunk<kRowTiles>& cur, int kc) {
     const int remaining = k_end - (kc + lane_k);
     // A's values at a word's K positions for each 8-row tile of A. With few A rows all
@@ -294,14 +364,28 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     constexpr bool kPreloadA = kMTiles * kParts <= 2;
     uint32_t av[kPreloadA ? 4 : 1][kParts][kMTiles][L::kValuesPerWord / 2];
     auto load_a = [&](int word, uint32_t (&dst)[kParts][kMTiles][L::kValuesPerWord / 2]) {
-#pragma unroll
-      for (int part = 0; part < kParts; ++part) {
+      if constexpr (kRing) {  // zero-filled past K by the copies
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
-          LoadA<L::kValuesPerWord, kAligned>(a_row[part][mt] + static_cast<unsigned>(kc) +
-                                                 word * L::kValuesPerWord,
-                                             remaining - word * L::kValuesPerWord,
-                                             dst[part][mt]);
+          const uint8_t* p = a_stage_lane[mt] + word * L::kValuesPerWord * 2;
+          if constexpr (L::kValuesPerWord == 8) {
+            const uint4 v = *reinterpret_cast<const uint4*>(p);
+            dst[0][mt][0] = v.x, dst[0][mt][1] = v.y, dst[0][mt][2] = v.z, dst[0][mt][3] = v.w;
+          } else {
+            const uint2 v = *reinterpret_cast<const uint2*>(p);
+            dst[0][mt][0] = v.x, dst[0][mt][1] = v.y;
+          }
+        }
+      } else {
+#pragma unroll
+        for (int part = 0; part < kParts; ++part) {
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            LoadA<L::kValuesPerWord, kAligned>(a_row[part][mt] + static_cast<unsigned>(kc) +
+                                                   word * L::kValuesPerWord,
+                                               remaining - word * L::kValuesPerWord,
+                                               dst[part][mt]);
+          }
         }
       }
     };
@@ -311,14 +395,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     }
 #pragma unroll
     for (int rt = 0; rt < kRowTiles; ++rt) {
-      uint32_t scale[2][2];  // NVFP4: [row g / g+8][block 0 / 1] as a broadcast FP16 pair
+      uint32_t scale[2];  // NVFP4: [row g / g+8] the two blocks' scales as an FP16 pair
       if (kFormat == QuantFormat::kNvfp4) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint32_t both = E4m3x2ToHalf2(cur.row[rt][h].scales);
-          scale[h][0] = __byte_perm(both, 0, 0x1010);
-          scale[h][1] = __byte_perm(both, 0, 0x3232);
-        }
+        for (int h = 0; h < 2; ++h) scale[h] = E4m3x2ToHalf2(cur.row[rt][h].scales);
       }
 #pragma unroll
       for (int word = 0; word < 4; ++word) {
@@ -338,7 +418,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
           for (int h = 0; h < 2; ++h) {
             DecodeE2m1Word(w[h], p[h]);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) p[h][i] = Hmul2(p[h][i], scale[h][word / 2]);
+            for (int i = 0; i < 4; ++i) {
+              p[h][i] = word < 2 ? Hmul2Broadcast<0>(p[h][i], scale[h])
+                                 : Hmul2Broadcast<1>(p[h][i], scale[h]);
+            }
           }
 #pragma unroll
           for (int step = 0; step < 2; ++step) {
@@ -381,21 +464,141 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     }
   };
 
-  // kStages chunks in flight per warp: a buffer is refilled as soon as its chunk has been
-  // decoded (refilling before, from a copy, cost a register move per word).
-  int kc = k_begin + warp * L::kChunk;
-  Chunk<kRowTiles> buf[kStages];
+  if constexpr (kRing) {
+    // The block copies its rows' next kStages - 1 block chunks into a shared ring with
+    // cp.async while the warps decode the current one, warp w taking chunk w of every
+    // row, as in the register path. The copies are laid out for HBM, not for the
+    // fragments: each warp copy instruction is 512 contiguous bytes of one row. Loading
+    // each lane's fragment bytes straight from HBM (8 rows x 64 bytes per instruction)
+    // capped a bare read of the 8192^2 NVFP4 weight at 2.0-2.5 TB/s on the H200 where
+    // whole-row pieces read at 3.1 TB/s. The bytes in flight hold no registers, so the
+    // ring is as deep as shared memory allows. The scale bytes travel in the same stage
+    // (4-byte copies; loading them into registers per warp left the warps waiting for
+    // them at decode: ncu put 10-30% of the stall samples on their first use).
+    constexpr int kRows = kRowTiles * 16;
+    constexpr int kCopiesPerThread = kRows * (kStageRowBytes / 16) / (kWarps * 32);
+    constexpr int kScaleCopiesPerThread = kRows * (kStageScaleBytes / 4) / (kWarps * 32);
+    constexpr int kValuesPer16Bytes = 32 / kBytesPerValueX2;
+    constexpr bool kNvfp4 = kFormat == QuantFormat::kNvfp4;
+    uint8_t* const ring = reinterpret_cast<uint8_t*>(smem_raw);
+    constexpr int kScaleOffset = kRows * kStageRowPitch;  // within a stage
+    constexpr int kAOffset = kScaleOffset + (kNvfp4 ? kRows * kStageScalePitch : 0);
+    const int stage_bytes = StageBytes<kFormat, kRowTiles>(m);
+    // The rows this thread copies (warp + 8j) and its 16 bytes of each; the rows and
+    // 4-byte pieces of scales it copies (thread p + 256j: row p / 16, piece p % 16).
+    const uint8_t* copy_src[kCopiesPerThread];
 #pragma unroll
-  for (int st = 0; st < kStages; ++st) load(kc + st * stride, &buf[st]);
-  for (; kc < k_end; kc += kStages * stride) {
+    for (int j = 0; j < kCopiesPerThread; ++j) {
+      const int64_t row = min(n0 + warp + kWarps * j, n - 1);
+      copy_src[j] = data + row * k * kBytesPerValueX2 / 2 + lane * 16;
+    }
+    const int scale_piece = threadIdx.x % 16;
+    const uint8_t* scale_src[kNvfp4 ? kScaleCopiesPerThread : 1];
+    int scale_dst[kNvfp4 ? kScaleCopiesPerThread : 1];
+    if constexpr (kNvfp4) {
 #pragma unroll
-    for (int st = 0; st < kStages; ++st) {
-      const int ks = kc + st * stride;
-      if (ks < k_end) compute(buf[st], ks);
-      load(ks + kStages * stride, &buf[st]);
+      for (int j = 0; j < kScaleCopiesPerThread; ++j) {
+        const int r = (threadIdx.x + kWarps * 32 * j) / 16;
+        const int64_t row = min(n0 + r, n - 1);
+        scale_src[j] = scales + row * (k / 16) + scale_piece * 4;
+        scale_dst[j] = kScaleOffset + r * kStageScalePitch + scale_piece * 4;
+      }
+    }
+    const int block_chunk = kWarps * L::kChunk;  // values
+    auto issue = [&](int kb, int st) {
+      if (kb < k_end) {
+        const bool inside = kb + lane * kValuesPer16Bytes < k_end;  // whole or out
+        const unsigned offset = inside ? static_cast<unsigned>(kb) * kBytesPerValueX2 / 2 : 0;
+        uint8_t* const stage = ring + st * stage_bytes;
+#pragma unroll
+        for (int j = 0; j < kCopiesPerThread; ++j) {
+          CopyAsync16(reinterpret_cast<uint4*>(stage + (warp + kWarps * j) * kStageRowPitch +
+                                               lane * 16),
+                      copy_src[j] + offset, inside ? 16 : 0);
+        }
+        if constexpr (kNvfp4) {  // a piece is 4 scales = 64 values: whole or out (K % 64)
+          const bool piece_inside = kb + scale_piece * 64 < k_end;
+          const unsigned scale_offset = piece_inside ? static_cast<unsigned>(kb) / 16 : 0;
+#pragma unroll
+          for (int j = 0; j < kScaleCopiesPerThread; ++j) {
+            CopyAsync4(stage + scale_dst[j], scale_src[j] + scale_offset, piece_inside ? 4 : 0);
+          }
+        }
+        {
+          // A's m rows of the block chunk, 16 bytes per copy. Read through L1 instead,
+          // the first use of A was the top stall of the kernel (ncu, 1x8192^2 NVFP4:
+          // 20% of the samples): those loads queue behind the stage copies.
+          constexpr int kPiecesPerRow = kWarps * L::kChunk / 8;
+          for (int p = threadIdx.x; p < m * kPiecesPerRow; p += kWarps * 32) {
+            const int r = p / kPiecesPerRow, q = p % kPiecesPerRow;
+            const bool in = kb + q * 8 < k_end;
+            CopyAsync16(reinterpret_cast<uint4*>(stage + kAOffset + r * kStageARowPitch<kFormat> +
+                                                 q * 16),
+                        a_hi + int64_t{r} * k + (in ? kb + q * 8 : 0), in ? 16 : 0);
+          }
+        }
+      }
+      CopyAsyncCommit();  // one group per call, empty or not, so wait_group counts stages
+    };
+#pragma unroll
+    for (int st = 0; st < kStages - 1; ++st) issue(k_begin + st * block_chunk, st);
+    for (int kb = k_begin; kb < k_end; kb += kStages * block_chunk) {
+#pragma unroll
+      for (int st = 0; st < kStages; ++st) {
+        const int kbs = kb + st * block_chunk;
+        CopyAsyncWait<kStages - 2>();  // this thread's copies of stage st have landed
+        __syncthreads();  // everyone's have; and everyone is done with stage st - 1
+        issue(kbs + (kStages - 1) * block_chunk, (st + kStages - 1) % kStages);
+        const int kw = kbs + warp * L::kChunk;
+        if (kw < k_end) {
+          Chunk<kRowTiles> cur;
+          const uint8_t* const stage = ring + st * stage_bytes;
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            a_stage_lane[mt] = stage + kAOffset +
+                               min(mt * 8 + g, m - 1) * kStageARowPitch<kFormat> +
+                               (warp * L::kChunk + lane_k) * 2;
+          }
+#pragma unroll
+          for (int rt = 0; rt < kRowTiles; ++rt) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = rt * 16 + g + 8 * h;
+              cur.row[rt][h].data = *reinterpret_cast<const uint4*>(
+                  stage + r * kStageRowPitch + warp * 64 + t * 16);
+              cur.row[rt][h].scales =
+                  kNvfp4 ? *reinterpret_cast<const unsigned short*>(
+                               stage + kScaleOffset + r * kStageScalePitch + warp * 8 + t * 2)
+                         : 0u;
+            }
+          }
+          compute(cur, kw);
+        }
+      }
+    }
+    CopyAsyncWait<0>();
+    __syncthreads();  // the partial sums below reuse the ring's shared memory
+  } else {
+    // Register path: each lane loads its own fragment bytes, kRegStages chunks in
+    // flight per warp; a buffer is refilled as soon as its chunk has been decoded
+    // (refilling before, from a copy, cost a register move per word). Two chunks for one
+    // A tile; one where A rows need the registers (a second spilled at M = 16).
+    constexpr int kRegStages = kMTiles == 1 ? 2 : 1;
+    int kc = k_begin + warp * L::kChunk;
+    Chunk<kRowTiles> buf[kRegStages];
+#pragma unroll
+    for (int st = 0; st < kRegStages; ++st) load(kc + st * stride, &buf[st]);
+    for (; kc < k_end; kc += kRegStages * stride) {
+#pragma unroll
+      for (int st = 0; st < kRegStages; ++st) {
+        const int ks = kc + st * stride;
+        if (ks < k_end) compute(buf[st], ks);
+        load(ks + kRegStages * stride, &buf[st]);
+      }
     }
   }
 
+  auto& smem = *reinterpret_cast<ReduceSmem<kRowTiles, kMTiles>*>(smem_raw);
   // Accumulator (row g / g+8 of the tile, A rows 2t, 2t+1) -> shared, then the block sums
   // its warps: consecutive threads take consecutive columns of C.
 #pragma unroll
@@ -439,9 +642,35 @@ __global__ void SplitA(const float* __restrict__ a, int64_t count, __half* __res
   }
 }
 
+constexpr int kMaxCachedDevices = 64;
+
+// Blocks of `kernel` resident per SM on `device` with `smem_bytes` of dynamic shared
+// memory, after raising the kernel's shared-memory limit to that: queried once per
+// device and kept in `cached` (one array per kernel), so a launch costs no driver queries
+// (at ~15 us a kernel, host time between launches shows up in the stream).
+template <typename Kernel>
+absl::StatusOr<int> ResidentBlocksPerSm(Kernel kernel, int device, size_t smem_bytes,
+                                        std::atomic<int> (&cached)[kMaxCachedDevices]) {
+  if (device >= 0 && device < kMaxCachedDevices) {
+    const int known = cached[device].load(std::memory_order_relaxed);
+    if (known > 0) return known;
+  }
+  RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(smem_bytes)));
+  int per_sm = 0;
+  RETURN_IF_CUDA_ERROR(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem_bytes));
+  if (per_sm < 1) {
+    return absl::InternalError(absl::StrCat("skinny quantized kernel does not fit an SM (",
+                                            smem_bytes, " bytes of shared memory)"));
+  }
+  if (device >= 0 && device < kMaxCachedDevices) cached[device].store(per_sm, std::memory_order_relaxed);
+  return per_sm;
+}
+
 // One kernel configuration: kRowTiles 16-row weight tiles per warp, kMTiles 8-row A
-// tiles, kStages chunks in flight per warp, at least kMinBlocks blocks per SM (the
-// register budget).
+// tiles, kStages chunks in flight per warp (aligned path), at least kMinBlocks blocks
+// per SM (the register budget).
 template <QuantFormat kFormat, int kRowTiles, int kMTiles, bool kSplit, bool kAligned,
           int kStages, int kMinBlocks>
 absl::Status LaunchVariant(const __half* hi, const __half* lo, int64_t m,
@@ -450,24 +679,33 @@ absl::Status LaunchVariant(const __half* hi, const __half* lo, int64_t m,
   using L = Layout<kFormat>;
   const auto kernel =
       SkinnyKernel<kFormat, kRowTiles, kMTiles, kSplit, kAligned, kStages, kMinBlocks>;
+  // Shared memory for this m; the kernel's limit is raised once to what the largest m
+  // of the variant needs (and the blocks per SM counted at that size).
+  const size_t smem_bytes =
+      SkinnySmemBytes<kFormat, kRowTiles, kMTiles, kSplit, kStages, kAligned>(static_cast<int>(m));
+  constexpr size_t kMaxSmemBytes =
+      SkinnySmemBytes<kFormat, kRowTiles, kMTiles, kSplit, kStages, kAligned>(kMTiles * 8);
   // Rows first; K is split over blocks only as far as needed for one full wave (a
   // partial second wave would nearly double the time of a kernel this short).
-  int device = 0, sms = 0, per_sm = 0;
+  int device = 0, sms = 0;
   RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
   RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  RETURN_IF_CUDA_ERROR(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, 0));
-  const int64_t resident = std::max<int64_t>(1, int64_t{per_sm} * sms);
+  static std::atomic<int> cached_per_sm[kMaxCachedDevices] = {};  // this variant's
+  const absl::StatusOr<int> per_sm =
+      ResidentBlocksPerSm(kernel, device, kMaxSmemBytes, cached_per_sm);
+  if (!per_sm.ok()) return per_sm.status();
+  const int64_t resident = std::max<int64_t>(1, int64_t{*per_sm} * sms);
   const int64_t row_blocks = (b.n + kRowTiles * 16 - 1) / (kRowTiles * 16);
-  const int64_t chunks = (b.k + L::kChunk - 1) / L::kChunk;
-  const int64_t max_splits = (chunks + kWarps - 1) / kWarps;  // every warp gets a chunk
+  // Blocks split K in whole block chunks (every warp's chunk side by side).
+  const int64_t block_chunk = int64_t{kWarps} * L::kChunk;
+  const int64_t chunks = (b.k + block_chunk - 1) / block_chunk;
   int64_t k_splits = k_splits_override > 0 ? k_splits_override : resident / row_blocks;
-  k_splits = std::clamp<int64_t>(k_splits, 1, max_splits);
-  const int64_t k_per_block = (chunks + k_splits - 1) / k_splits * L::kChunk;
+  k_splits = std::clamp<int64_t>(k_splits, 1, chunks);
+  const int64_t k_per_block = (chunks + k_splits - 1) / k_splits * block_chunk;
   k_splits = (b.k + k_per_block - 1) / k_per_block;
   if (k_splits > 1) RETURN_IF_CUDA_ERROR(cudaMemsetAsync(c, 0, m * b.n * sizeof(float), stream));
   const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(k_splits));
-  kernel<<<grid, kWarps * 32, 0, stream>>>(
+  kernel<<<grid, kWarps * 32, smem_bytes, stream>>>(
       hi, lo, static_cast<int>(m), static_cast<const uint8_t*>(b.data),
       static_cast<const uint8_t*>(b.scales), b.tensor_scale, b.n, static_cast<int>(b.k),
       static_cast<int>(k_per_block), c);
@@ -475,16 +713,32 @@ absl::Status LaunchVariant(const __half* hi, const __half* lo, int64_t m,
   return absl::OkStatus();
 }
 
+// M <= 8 with FP16 A and aligned operands: the ring, tuning.stages deep (gemm-bench's
+// sweep) or 3 (measured at 1x8192^2 NVFP4 in one run: 2 stages 0.0172 ms, 3 0.0164).
+template <QuantFormat kFormat, bool kSplit, bool kAligned>
+absl::Status LaunchRing(const __half* hi, const __half* lo, int64_t m,
+                        const DeviceQuantizedWeight& b, float* c,
+                        const SkinnyQuantizedTuning& tuning, cudaStream_t stream) {
+  const int ks = tuning.k_splits;
+  if constexpr (kUsesRing<1, kSplit, kAligned>) {
+    switch (tuning.stages) {
+      case 2: return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 2, 2>(hi, lo, m, b, c, ks, stream);
+      case 4: return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 4, 2>(hi, lo, m, b, c, ks, stream);
+      default: break;
+    }
+  }
+  return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 3, 2>(hi, lo, m, b, c, ks, stream);
+}
+
 // A tiles of 8 rows: 1, 2, 4 or 8 (M up to 64). Two weight-row tiles per warp while the
-// accumulators allow it (every A fragment then feeds twice as many MMAs), with two
-// chunks in flight for one A tile; one where A rows need the registers (measured: a
-// second chunk in flight changed nothing at M = 1, 21.7 vs 21.6 us, and spills at M = 16).
+// accumulators allow it (every A fragment then feeds twice as many MMAs), one where A
+// rows need the registers. kStages only matters to the ring (M <= 8).
 template <QuantFormat kFormat, bool kSplit, bool kAligned>
 absl::Status LaunchForM(const __half* hi, const __half* lo, int64_t m,
                         const DeviceQuantizedWeight& b, float* c,
                         const SkinnyQuantizedTuning& tuning, cudaStream_t stream) {
   const int ks = tuning.k_splits;
-  if (m <= 8) return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 2, 2>(hi, lo, m, b, c, ks, stream);
+  if (m <= 8) return LaunchRing<kFormat, kSplit, kAligned>(hi, lo, m, b, c, tuning, stream);
   if (m <= 16) return LaunchVariant<kFormat, 2, 2, kSplit, kAligned, 1, 2>(hi, lo, m, b, c, ks, stream);
   if (m <= 32) return LaunchVariant<kFormat, 1, 4, kSplit, kAligned, 1, 2>(hi, lo, m, b, c, ks, stream);
   return LaunchVariant<kFormat, 1, 8, kSplit, kAligned, 1, 2>(hi, lo, m, b, c, ks, stream);
@@ -549,12 +803,13 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
     hi = h;
     lo = l;
   }
-  // 16-byte loads need every weight row, every lane segment and A's rows 16-byte aligned
-  // (NVFP4 rows of K/2 bytes, a segment of 32 values; INT8 rows of K bytes, 16 values; A
-  // rows of 2K bytes read 8 or 4 halves at a time).
+  // 16-byte copies need every weight row, every lane segment and A's rows 16-byte
+  // aligned (NVFP4 rows of K/2 bytes, a segment of 32 values; INT8 rows of K bytes, 16
+  // values; A rows of 2K bytes read 8 or 4 halves at a time); NVFP4's 4-byte scale
+  // copies need rows of K/16 scale bytes 4-byte aligned (K % 64).
   const bool aligned = Aligned16(b.data) && Aligned16(hi) && (lo == nullptr || Aligned16(lo)) &&
-                       (b.format == QuantFormat::kNvfp4 ? b.k % 32 == 0 : b.k % 16 == 0) &&
-                       reinterpret_cast<uintptr_t>(b.scales) % 2 == 0;
+                       (b.format == QuantFormat::kNvfp4 ? b.k % 64 == 0 : b.k % 16 == 0) &&
+                       reinterpret_cast<uintptr_t>(b.scales) % 4 == 0;
   if (b.format == QuantFormat::kNvfp4) {
     return LaunchForFormat<QuantFormat::kNvfp4>(hi, lo, split, aligned, m, b, c, tuning, stream);
   }

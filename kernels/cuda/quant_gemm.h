@@ -3,9 +3,10 @@
 // to 64: the case where bytes, not FLOPs, set the speed (a few rows of activations
 // against a large weight). Host-only header; compiles with g++.
 //
-// How (quant_skinny.cu): B is streamed from HBM once with 16-byte loads, decoded in
-// registers straight into mma.sync m16n8k16 fragments (exact: e2m1 * e4m3 and int8 all
-// fit FP16's significand), FP32 accumulation; the per-row INT8 scale or the NVFP4 tensor
+// How (quant_skinny.cu): B is streamed from HBM once (up to M = 8 through a cp.async
+// ring in shared memory, beyond with 16-byte loads into registers), decoded in registers
+// straight into mma.sync m16n8k16 fragments (exact: e2m1 * e4m3 and int8 all fit FP16's
+// significand), FP32 accumulation; the per-row INT8 scale or the NVFP4 tensor
 // scale is applied once, in the epilogue. A goes to the tensor cores as FP16: FLOAT16 A
 // as is, FLOAT32 A as a pair hi + lo of FP16 (hi = fp16(a), lo = fp16(a - hi), two MMAs),
 // which keeps the result within ~1e-7 of the FP32 product, so the kernel is checked

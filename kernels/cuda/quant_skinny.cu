@@ -1,15 +1,15 @@
 // Skinny weight-only quantized GEMM (see quant_gemm.h): C[M,N] = A[M,K] * dequant(B)^T,
 // B INT8 or NVFP4 streamed from HBM once, decoded in registers straight into mma.sync
-// fragments (no shared-memory round trip), FP32 accumulation on the tensor cores.
+// fragments, FP32 accumulation on the tensor cores.
 //
 // The MMA is m16n8k16 with the roles swapped: B's rows are the MMA's M side (16 weight
 // rows per tile, no padding) and A's rows the N side (8 per tile), so M = 1 wastes 7/8 of
 // a small MMA instead of 15/16 of a large one. Its K order is free (any permutation of K
-// applied to both operands gives the same sum), which is what lets every lane decode the
-// bytes it loaded itself: lane (g = lane/4, t = lane%4) loads 16 contiguous bytes of
-// weight rows g and g+8 at K offset t*(values per 16 bytes), and the MMA k-slots it owns
+// applied to both operands gives the same sum), which is what lets every lane decode 16
+// contiguous bytes itself: lane (g = lane/4, t = lane%4) takes the bytes of weight rows g
+// and g+8 at K offset t*(values per 16 bytes) of its chunk, and the MMA k-slots it owns
 // are mapped onto exactly those K positions; its A (activation) fragment is read at the
-// same positions. Previous versions decoded into a shared tile for WMMA: ncu showed the
+// same positions. Earlier versions decoded into a shared tile for WMMA: ncu showed the
 // decode/shared traffic, not HBM, setting the pace (0.77x cuBLAS FP16 at 1x8192^2).
 //
 // Exactness: NVFP4 codes become FP16 bits s<<15 | code<<9, which is e2m1 * 2^-14 exactly
@@ -19,10 +19,15 @@
 // the FP32 sums in the epilogue. INT8 codes become FP16 through the 0x6400 exponent trick
 // (exact); the per-row scale goes in the epilogue.
 //
-// Grid: blocks of kWarps warps own kRowTiles*16 weight rows and split their K range among
-// the warps chunk by chunk (interleaved, so a block reads each row front to back); the
-// warps add up in shared memory. Blocks also split K (grid.y) when there are too few row
-// blocks to fill the GPU; they then add into C, which the launcher zeroes.
+// Grid: blocks of kWarps warps own kRowTiles*16 weight rows; a block chunk is the warps'
+// chunks side by side (warp w takes chunk w), so a block reads each row front to back.
+// The warps add up in shared memory. Blocks also split K (grid.y, in whole block chunks)
+// when there are too few row blocks to fill the GPU; they then add into C, which the
+// launcher zeroes. Two ways to bring the bytes in:
+// - the ring (FP16 A, M <= 8, aligned): the block copies its block chunks (codes, scales,
+//   A's rows) into a shared-memory ring with cp.async, whole rows per copy instruction,
+//   and the warps read their fragment bytes from there (see the kernel for why);
+// - the register path (everything else): each lane loads its own 16 bytes from HBM.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 

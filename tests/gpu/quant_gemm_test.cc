@@ -112,6 +112,13 @@ INSTANTIATE_TEST_SUITE_P(
                       // Fewer 128-wide chunks than warps: 6 for 8 warps, and 2.
                       Case{QuantFormat::kNvfp4, DataType::kFloat16, 3, 100, 768},
                       Case{QuantFormat::kNvfp4, DataType::kFloat16, 8, 17, 256},
+                      // The shared-memory ring (FP16 A, M <= 8): 9 block chunks of 1024
+                      // split over blocks, the last one 64 values long (a partial
+                      // 16-byte piece of scales), rows past N in both row blocks.
+                      Case{QuantFormat::kNvfp4, DataType::kFloat16, 2, 40, 8256},
+                      Case{QuantFormat::kInt8, DataType::kFloat16, 7, 33, 1040},
+                      // K % 64 != 0: NVFP4 at M <= 8 falls back to the register path.
+                      Case{QuantFormat::kNvfp4, DataType::kFloat16, 4, 70, 1056},
                       Case{QuantFormat::kInt8, DataType::kFloat16, 1, 512, 512},
                       Case{QuantFormat::kInt8, DataType::kFloat32, 16, 300, 1000},
                       Case{QuantFormat::kInt8, DataType::kFloat16, 48, 65, 77},

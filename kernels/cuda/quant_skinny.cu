@@ -240,7 +240,7 @@ struct ReduceSmem {
   float partial[kWarps][kRowTiles * 16][kMTiles * 8 + 1];
 };
 
-// The aligned path's copy ring: kStages stages of the block's rows x one block chunk
+// The ring: kStages stages, each the block's rows x one block chunk
 // (every warp's chunk side by side: 16 bytes per lane, 512 per row), then (NVFP4) the
 // same rows' scale bytes (64 per row). Rows are padded so that a warp's reads (rows g
 // and g + 8 of a tile, the lane's t-th piece) hit different banks: by 64 bytes for the
@@ -267,8 +267,9 @@ __host__ __device__ constexpr int StageBytes(int m) {
 }
 
 // Which variants stream through the ring: FP16 A of up to 8 rows, aligned operands. The
-// others keep the register path, which measured faster for them (16x8192^2 NVFP4:
-// 0.022 ms against 0.026-0.030 through the ring, A through L1 or staged alike).
+// others keep the register path, which measured faster for them (16x8192^2 NVFP4 on the
+// H200, same call: 0.0234-0.0240 ms against 0.0299-0.0313 through the ring with A
+// staged, 2 or 3 stages; 0.026-0.028 with A through L1 in earlier calls).
 template <int kMTiles, bool kSplit, bool kAligned>
 constexpr bool kUsesRing = kAligned && kMTiles == 1 && !kSplit;
 
@@ -476,8 +477,9 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     // fragments: each warp copy instruction is 512 contiguous bytes of one row. Loading
     // each lane's fragment bytes straight from HBM (8 rows x 64 bytes per instruction)
     // capped a bare read of the 8192^2 NVFP4 weight at 2.0-2.5 TB/s on the H200 where
-    // whole-row pieces read at 3.1 TB/s. The bytes in flight hold no registers, so the
-    // ring is as deep as shared memory allows. The scale bytes travel in the same stage
+    // whole-row pieces read at 3.1 TB/s (bench/read_pattern_bench.cu). The bytes in
+    // flight hold no registers, so the depth is free to tune (3 stages measured best).
+    // The scale bytes travel in the same stage
     // (4-byte copies; loading them into registers per warp left the warps waiting for
     // them at decode: ncu put 10-30% of the stall samples on their first use).
     constexpr int kRows = kRowTiles * 16;
@@ -674,8 +676,8 @@ absl::StatusOr<int> ResidentBlocksPerSm(Kernel kernel, int device, size_t smem_b
 }
 
 // One kernel configuration: kRowTiles 16-row weight tiles per warp, kMTiles 8-row A
-// tiles, kStages chunks in flight per warp (aligned path), at least kMinBlocks blocks
-// per SM (the register budget).
+// tiles, kStages ring stages (ring variants only), at least kMinBlocks blocks per SM
+// (the register budget).
 template <QuantFormat kFormat, int kRowTiles, int kMTiles, bool kSplit, bool kAligned,
           int kStages, int kMinBlocks>
 absl::Status LaunchVariant(const __half* hi, const __half* lo, int64_t m,
@@ -808,13 +810,17 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
     hi = h;
     lo = l;
   }
-  // 16-byte copies need every weight row, every lane segment and A's rows 16-byte
-  // aligned (NVFP4 rows of K/2 bytes, a segment of 32 values; INT8 rows of K bytes, 16
-  // values; A rows of 2K bytes read 8 or 4 halves at a time); NVFP4's 4-byte scale
-  // copies need rows of K/16 scale bytes 4-byte aligned (K % 64).
-  const bool aligned = Aligned16(b.data) && Aligned16(hi) && (lo == nullptr || Aligned16(lo)) &&
-                       (b.format == QuantFormat::kNvfp4 ? b.k % 64 == 0 : b.k % 16 == 0) &&
-                       reinterpret_cast<uintptr_t>(b.scales) % 4 == 0;
+  // 16-byte loads and copies need every weight row, every lane segment and A's rows
+  // 16-byte aligned (NVFP4 rows of K/2 bytes, a segment of 32 values; INT8 rows of K
+  // bytes, 16 values; A rows of 2K bytes read 8 or 4 halves at a time). The ring (FP16
+  // A, M <= 8) also copies NVFP4 scales 4 bytes at a time: rows of K/16 scale bytes
+  // 4-byte aligned (K % 64); without that those problems take the gathering path.
+  const bool ring_candidate = !split && m <= 8;
+  const bool aligned =
+      Aligned16(b.data) && Aligned16(hi) && (lo == nullptr || Aligned16(lo)) &&
+      (b.format == QuantFormat::kNvfp4 ? b.k % (ring_candidate ? 64 : 32) == 0
+                                       : b.k % 16 == 0) &&
+      reinterpret_cast<uintptr_t>(b.scales) % (ring_candidate ? 4 : 2) == 0;
   if (b.format == QuantFormat::kNvfp4) {
     return LaunchForFormat<QuantFormat::kNvfp4>(hi, lo, split, aligned, m, b, c, tuning, stream);
   }

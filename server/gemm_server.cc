@@ -150,9 +150,15 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithDevices(
   server->service_ = std::make_unique<GemmServiceImpl>(settings, devices, server->executor_.get(),
                                                        server->metrics_.get());
   if (config.message_pool_bytes > 0) {
-    server->message_pool_ =
-        std::make_unique<MatmulMessagePool>(config.message_pool_bytes, /*max_messages=*/256);
-    server->service_->SetMessageAllocatorFor_Matmul(server->message_pool_.get());
+    server->pooled_result_bytes_ =
+        std::make_unique<RetainedResultBytes>(config.message_pool_bytes);
+    server->matmul_pool_ = std::make_unique<MatmulMessagePool<gemm::v1::MatmulRequest>>(
+        server->pooled_result_bytes_.get(), /*max_messages=*/256);
+    server->quantized_pool_ =
+        std::make_unique<MatmulMessagePool<gemm::v1::QuantizedMatmulRequest>>(
+            server->pooled_result_bytes_.get(), /*max_messages=*/256);
+    server->service_->SetMessageAllocatorFor_Matmul(server->matmul_pool_.get());
+    server->service_->SetMessageAllocatorFor_QuantizedMatmul(server->quantized_pool_.get());
   }
 
   if (config.metrics_port >= 0) {

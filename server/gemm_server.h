@@ -21,12 +21,19 @@ namespace prometheus {
 class Exposer;
 }
 
+namespace gemm::v1 {
+class MatmulRequest;
+class QuantizedMatmulRequest;
+}  // namespace gemm::v1
+
 namespace gemmd {
 
 class Device;
 class Batcher;
 class GemmServiceImpl;
+template <typename Request>
 class MatmulMessagePool;
+class RetainedResultBytes;
 class ServerMetrics;
 
 struct ServerConfig {
@@ -42,7 +49,8 @@ struct ServerConfig {
   uint32_t max_batch_size = 64;
   absl::Duration max_queue_delay = absl::Microseconds(100);
   int64_t max_inflight_bytes = int64_t{4} << 30;  // 0 = no cap
-  // Buffers kept between Matmul calls for reuse (MatmulMessagePool); 0 = none kept.
+  // Result buffers kept between Matmul and QuantizedMatmul calls for reuse
+  // (MatmulMessagePool); 0 = none kept.
   int64_t message_pool_bytes = int64_t{1} << 30;
   // CUDA backend.
   std::string devices = "all";            // all | comma list of ordinals
@@ -85,7 +93,10 @@ class GemmServer {
   std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<Batcher> executor_;
-  std::unique_ptr<MatmulMessagePool> message_pool_;  // outlives the gRPC server
+  // The message pools outlive the gRPC server; their byte budget outlives them.
+  std::unique_ptr<RetainedResultBytes> pooled_result_bytes_;
+  std::unique_ptr<MatmulMessagePool<gemm::v1::MatmulRequest>> matmul_pool_;
+  std::unique_ptr<MatmulMessagePool<gemm::v1::QuantizedMatmulRequest>> quantized_pool_;
   std::unique_ptr<GemmServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;

@@ -99,8 +99,8 @@ grpc::ServerUnaryReactor* GemmServiceImpl::SubmitGemm(const GemmCall& call,
   for (int64_t dim : call.output_shape) c->add_shape(dim);
   c->set_dtype(DataTypeToProto(call.problem.c_type));
   std::string* c_data = c->mutable_data();
-  MatmulMessagePool::PrepareResultBuffer(call.context->GetRpcAllocatorState(), c_data,
-                                         static_cast<size_t>(call.output_bytes));
+  PrepareResultBuffer(call.context->GetRpcAllocatorState(), c_data,
+                      static_cast<size_t>(call.output_bytes));
 
   auto job = std::make_unique<Job>();
   job->problem = call.problem;

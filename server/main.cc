@@ -37,8 +37,8 @@ ABSL_FLAG(int64_t, max_inflight_bytes, int64_t{4} << 30,
           "Cap on operand and result bytes of all queued and running requests; beyond it "
           "RESOURCE_EXHAUSTED at once. 0 = no cap.");
 ABSL_FLAG(int64_t, message_pool_bytes, int64_t{1} << 30,
-          "Result buffers kept between Matmul calls for reuse, so big results skip fresh "
-          "allocations, page faults and zero-filling. 0 = keep none.");
+          "Result buffers kept between Matmul and QuantizedMatmul calls for reuse, so big "
+          "results skip fresh allocations, page faults and zero-filling. 0 = keep none.");
 ABSL_FLAG(int64_t, inject_fault_after_batches, -1,
           "TEST ONLY: batch number N (0-based) on the first GPU fails with a real CUDA "
           "error (see --inject_fault_kind), to exercise fault handling. -1 = off.");

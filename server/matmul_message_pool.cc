@@ -4,12 +4,31 @@
 
 namespace gemmd {
 
-class MatmulMessagePool::Messages
-    : public grpc::MessageHolder<gemm::v1::MatmulRequest, gemm::v1::MatmulResponse> {
+bool RetainedResultBytes::TryRetain(int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  if (bytes_ + bytes > max_bytes_) return false;
+  bytes_ += bytes;
+  return true;
+}
+
+void RetainedResultBytes::Release(int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  bytes_ -= bytes;
+}
+
+int64_t RetainedResultBytes::bytes() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_;
+}
+
+template <typename Request>
+class MatmulMessagePool<Request>::Messages
+    : public grpc::MessageHolder<Request, gemm::v1::MatmulResponse>,
+      public PooledResultBuffer {
  public:
   explicit Messages(MatmulMessagePool* pool) : pool_(pool) {
-    set_request(&request_);
-    set_response(&response_);
+    this->set_request(&request_);
+    this->set_response(&response_);
   }
 
   void Release() override { pool_->Return(this); }
@@ -23,68 +42,66 @@ class MatmulMessagePool::Messages
     response_.Clear();
   }
 
-  int64_t RetainedBytes() const { return static_cast<int64_t>(spare_.capacity()); }
-
-  std::string& spare() { return spare_; }
-
  private:
   MatmulMessagePool* const pool_;
-  gemm::v1::MatmulRequest request_;
+  Request request_;
   gemm::v1::MatmulResponse response_;
-  std::string spare_;  // the last result's buffer, length kept
 };
 
-MatmulMessagePool::MatmulMessagePool(int64_t max_retained_bytes, size_t max_messages)
-    : max_retained_bytes_(max_retained_bytes), max_messages_(max_messages) {}
+template <typename Request>
+MatmulMessagePool<Request>::MatmulMessagePool(RetainedResultBytes* budget, size_t max_messages)
+    : budget_(budget), max_messages_(max_messages) {}
 
-MatmulMessagePool::~MatmulMessagePool() {
+template <typename Request>
+MatmulMessagePool<Request>::~MatmulMessagePool() {
   absl::MutexLock lock(&mu_);
-  for (Messages* m : free_) delete m;
+  for (Messages* m : free_) {
+    budget_->Release(m->RetainedBytes());
+    delete m;
+  }
 }
 
-grpc::MessageHolder<gemm::v1::MatmulRequest, gemm::v1::MatmulResponse>*
-MatmulMessagePool::AllocateMessages() {
+template <typename Request>
+grpc::MessageHolder<Request, gemm::v1::MatmulResponse>*
+MatmulMessagePool<Request>::AllocateMessages() {
   {
     absl::MutexLock lock(&mu_);
     if (!free_.empty()) {
       Messages* m = free_.back();
       free_.pop_back();
-      retained_bytes_ -= m->RetainedBytes();
+      budget_->Release(m->RetainedBytes());
       return m;
     }
   }
   return new Messages(this);
 }
 
-void MatmulMessagePool::Return(Messages* messages) {
+template <typename Request>
+void MatmulMessagePool<Request>::Return(Messages* messages) {
   messages->Reset();
-  const int64_t bytes = messages->RetainedBytes();
   {
     absl::MutexLock lock(&mu_);
-    if (free_.size() < max_messages_ && retained_bytes_ + bytes <= max_retained_bytes_) {
+    if (free_.size() < max_messages_ && budget_->TryRetain(messages->RetainedBytes())) {
       free_.push_back(messages);
-      retained_bytes_ += bytes;
       return;
     }
   }
   delete messages;
 }
 
-int64_t MatmulMessagePool::retained_bytes() const {
-  absl::MutexLock lock(&mu_);
-  return retained_bytes_;
-}
-
-size_t MatmulMessagePool::pooled() const {
+template <typename Request>
+size_t MatmulMessagePool<Request>::pooled() const {
   absl::MutexLock lock(&mu_);
   return free_.size();
 }
 
-void MatmulMessagePool::PrepareResultBuffer(grpc::RpcAllocatorState* state, std::string* data,
-                                            size_t bytes) {
-  auto* messages = dynamic_cast<Messages*>(state);
-  if (messages != nullptr && messages->spare().capacity() >= bytes && data->size() < bytes) {
-    data->swap(messages->spare());
+template class MatmulMessagePool<gemm::v1::MatmulRequest>;
+template class MatmulMessagePool<gemm::v1::QuantizedMatmulRequest>;
+
+void PrepareResultBuffer(grpc::RpcAllocatorState* state, std::string* data, size_t bytes) {
+  auto* pooled = dynamic_cast<PooledResultBuffer*>(state);
+  if (pooled != nullptr && pooled->spare().capacity() >= bytes && data->size() < bytes) {
+    data->swap(pooled->spare());
   }
   data->resize(bytes);  // shrinking writes nothing; growing zero-fills the new tail
 }

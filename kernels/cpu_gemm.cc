@@ -82,6 +82,10 @@ class FloatOperand {
 
 }  // namespace
 
+void WidenToFloat(const void* src, DataType type, int64_t count, float* dst) {
+  ToFloat(src, type, count, /*round_for_tensor=*/false, dst);
+}
+
 absl::Status CpuGemm(const GemmProblem& p, const GemmOperands& operands) {
   if (!IsFloatType(p.a_type) || !IsFloatType(p.b_type) || !IsFloatType(p.c_type)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -30,6 +30,10 @@ inline const char* CpuKernelName(Precision precision) {
 // Allocates FP32 scratch only for operands that need conversion.
 absl::Status CpuGemm(const GemmProblem& problem, const GemmOperands& operands);
 
+// dst[i] = float(src[i]) for FLOAT32, FLOAT16 or BFLOAT16 elements (exact; other types
+// write nothing).
+void WidenToFloat(const void* src, DataType type, int64_t count, float* dst);
+
 // Threads OpenBLAS uses for one call.
 int CpuGemmThreads();
 

@@ -36,8 +36,11 @@ int64_t JobBytes(const Job& job) {
   const QuantizedOperands& q = *job.quantized;
   int64_t bytes = static_cast<int64_t>(q.b.data.size() + q.b.scales.size()) +
                   q.m * q.n * static_cast<int64_t>(sizeof(float));
-  bytes += q.a.has_value() ? static_cast<int64_t>(q.a->data.size() + q.a->scales.size())
-                           : static_cast<int64_t>(q.a_dense.size());
+  if (q.a.has_value()) return bytes + static_cast<int64_t>(q.a->data.size() + q.a->scales.size());
+  bytes += static_cast<int64_t>(q.a_dense.size());
+  // A dense A that is not FP32 is widened to FP32 once by the CPU backend (the GPU reads
+  // FP16 in place; counting it there too only over-counts a small operand).
+  if (q.a_dense_type != DataType::kFloat32) bytes += q.m * q.k * static_cast<int64_t>(sizeof(float));
   return bytes;
 }
 

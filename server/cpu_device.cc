@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "kernels/cpu_gemm.h"
+#include "kernels/cpu_quantized_gemm.h"
 
 namespace gemmd {
 
@@ -37,13 +38,30 @@ absl::StatusOr<std::string> CpuDevice::SelectKernel(const GemmProblem& problem,
                    "' on this server; available: ", absl::StrJoin(names, ", ")));
 }
 
+absl::StatusOr<std::string> CpuDevice::SelectQuantizedKernel(
+    const QuantizedOperands& operands, absl::string_view forced_kernel) const {
+  if (!forced_kernel.empty() && forced_kernel != kCpuWeightOnlyKernel) {
+    return std::string();  // a dense kernel's name (or none): the host path decides
+  }
+  if (operands.a.has_value()) {
+    if (forced_kernel.empty()) return std::string();  // both quantized: the host path
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kernel ", kCpuWeightOnlyKernel, " takes a dense A (weight-only quantization); a is ",
+        QuantFormatName(operands.a->format)));
+  }
+  return std::string(kCpuWeightOnlyKernel);
+}
+
+std::vector<std::string> CpuDevice::QuantizedKernels() const { return {kCpuWeightOnlyKernel}; }
+
 absl::Status CpuDevice::RunBatch(const Batch& batch, int /*lane*/, BatchRun* run) {
   const absl::Time start = absl::Now();
   run->kernel = CpuKernelName(batch.problem.precision);
   absl::Status status = absl::OkStatus();
   for (const std::unique_ptr<Job>& job : batch.jobs) {
-    if (job->quantized != nullptr) {  // RunsQuantized() is false: the server dequantizes
-      status = absl::InternalError("the CPU backend runs no packed quantized operands");
+    if (job->quantized != nullptr) {  // packed jobs come alone (never batched)
+      run->kernel = kCpuWeightOnlyKernel;
+      status = RunWeightOnly(*job);
       break;
     }
     status = CpuGemm(job->problem, job->operands);
@@ -53,6 +71,21 @@ absl::Status CpuDevice::RunBatch(const Batch& batch, int /*lane*/, BatchRun* run
   run->compute = absl::Now() - start;
   run->copy_out = absl::ZeroDuration();
   return status;
+}
+
+absl::Status CpuDevice::RunWeightOnly(const Job& job) {
+  const QuantizedOperands& q = *job.quantized;
+  if (q.a.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(kCpuWeightOnlyKernel, " takes a dense A; this job's A is quantized"));
+  }
+  if (job.operands.c_out == nullptr) {
+    return absl::InvalidArgumentError("quantized job without a result buffer");
+  }
+  const PackedWeight b{q.b.format, q.b.data.data(), q.b.scales.data(), q.b.tensor_scale, q.n,
+                       q.k};
+  return CpuWeightOnlyGemm(q.a_dense.data(), q.a_dense_type, q.m, b,
+                           static_cast<float*>(job.operands.c_out));
 }
 
 }  // namespace gemmd

@@ -350,6 +350,17 @@ TEST(BatcherTest, PackedQuantizedJobsCountTheirPackedBytes) {
   batcher.Drain();
   EXPECT_EQ(o.calls.load(), 1);
   EXPECT_EQ(batcher.InflightBytes(), 0);
+
+  // Weight-only with FP16 A: its wire bytes, plus the FP32 copy the CPU backend makes.
+  Outcome o2;
+  auto weight_only = MakeJob(&o2, 4, 8);
+  const std::string a16(4 * 1024 * 2, '\0');
+  auto q2 = std::make_shared<QuantizedOperands>(*q);
+  q2->a.reset();
+  q2->a_dense_type = DataType::kFloat16;
+  q2->a_dense = a16;
+  weight_only->quantized = q2;
+  EXPECT_EQ(JobBytes(*weight_only), 8192 + 4 * 1024 * 4 + 4096 + 512 + 128);
 }
 
 TEST(BatcherTest, InflightBytesAreCapped) {

@@ -16,8 +16,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gemm/v1/gemm.grpc.pb.h"
+#include "kernels/cpu_gemm.h"
+#include "kernels/cpu_quantized_gemm.h"
 #include "kernels/quant_formats.h"
 #include "kernels/reference_gemm.h"
+#include "proto/proto_types.h"
 #include "proto/quantized_tensor.h"
 #include "server/gemm_server.h"
 #include "server/log.h"
@@ -137,49 +140,86 @@ TEST_F(QuantizedServerTest, BothFormatsMatchTheDequantizedReference) {
   EXPECT_EQ(RequestsCounted("NVFP4", "OK"), 1);
 }
 
+// Weight-only requests run from the packed weight (cpu_weight_only_sgemm_openblas): B
+// is dequantized a tile of rows at a time straight into OpenBLAS. 300 x 4096 takes two
+// tiles (256 rows, then 44), so C's columns are written in two calls.
 TEST_F(QuantizedServerTest, WeightOnlyQuantization) {
-  constexpr int64_t m = 3, n = 64, k = 128;
-  const Operand b = Quantized(QuantFormat::kNvfp4, n, k, 3);
-  std::mt19937_64 rng(4);
-  for (DataType type : {DataType::kFloat32, DataType::kFloat16}) {
+  struct Case {
+    QuantFormat format;
+    DataType a_type;
+    int64_t m, n, k;
+  };
+  for (const Case& c : {Case{QuantFormat::kNvfp4, DataType::kFloat32, 3, 64, 128},
+                        Case{QuantFormat::kNvfp4, DataType::kFloat16, 3, 64, 128},
+                        Case{QuantFormat::kInt8, DataType::kBFloat16, 5, 33, 96},
+                        Case{QuantFormat::kNvfp4, DataType::kFloat16, 2, 300, 4096},
+                        Case{QuantFormat::kInt8, DataType::kFloat32, 1, 300, 4096}}) {
+    SCOPED_TRACE(absl::StrCat(QuantFormatName(c.format), " ", DataTypeName(c.a_type), " ", c.m,
+                              "x", c.n, "x", c.k));
+    const Operand b = Quantized(c.format, c.n, c.k, 3);
+    std::mt19937_64 rng(4);
     gemm::v1::QuantizedMatmulRequest request;
     gemm::v1::Tensor* a = request.mutable_a_dense();
-    a->add_shape(m);
-    a->add_shape(k);
-    a->set_dtype(type == DataType::kFloat32 ? gemm::v1::DATA_TYPE_FLOAT32
-                                            : gemm::v1::DATA_TYPE_FLOAT16);
-    a->set_data(testing::RandomBytes(type, m * k, rng));
-    std::vector<float> a_values(m * k);
-    for (int64_t i = 0; i < m * k; ++i) {
-      a_values[i] = static_cast<float>(LoadAsDouble(a->data().data(), type, i));
+    a->add_shape(c.m);
+    a->add_shape(c.k);
+    a->set_dtype(DataTypeToProto(c.a_type));
+    a->set_data(testing::RandomBytes(c.a_type, c.m * c.k, rng));
+    std::vector<float> a_values(c.m * c.k);
+    for (int64_t i = 0; i < c.m * c.k; ++i) {
+      a_values[i] = static_cast<float>(LoadAsDouble(a->data().data(), c.a_type, i));
     }
     *request.mutable_b() = b.proto;
     gemm::v1::MatmulResponse response;
     const grpc::Status status = Call(request, &response);
     ASSERT_TRUE(status.ok()) << status.error_message();
-    EXPECT_LE(ErrorAgainstReference(a_values, b.dequantized, m, n, k, response.c().data()), 1e-5);
-    // Dequantizing 8192 weights on the host is reported as copy-in, not as queueing.
-    EXPECT_GT(response.timing().copy_in_us(), 0);
+    EXPECT_LE(ErrorAgainstReference(a_values, b.dequantized, c.m, c.n, c.k, response.c().data()),
+              1e-5);
+    EXPECT_EQ(response.kernel(), kCpuWeightOnlyKernel);  // not the host dequantization
   }
 }
 
-// The CPU backend has no quantized kernels: it lists none, dequantizes on the host, and
-// a request that forces a GPU quantized kernel gets FAILED_PRECONDITION, not a wrong path.
-TEST_F(QuantizedServerTest, TheCpuBackendHasNoQuantizedKernels) {
-  grpc::ClientContext context;
-  gemm::v1::ServerInfo info;
-  ASSERT_TRUE(stub_->GetServerInfo(&context, {}, &info).ok());
-  EXPECT_EQ(info.quantized_kernels_size(), 0);
+// The CPU backend lists its one quantized kernel. A request that forces a GPU quantized
+// kernel gets FAILED_PRECONDITION, not a wrong path; forcing the weight-only kernel on a
+// quantized A says why it cannot; both operands quantized go the host dequantization way.
+TEST_F(QuantizedServerTest, TheCpuBackendListsItsWeightOnlyKernel) {
+  {
+    grpc::ClientContext context;
+    gemm::v1::ServerInfo info;
+    ASSERT_TRUE(stub_->GetServerInfo(&context, {}, &info).ok());
+    ASSERT_EQ(info.quantized_kernels_size(), 1);
+    EXPECT_EQ(info.quantized_kernels(0), kCpuWeightOnlyKernel);
+  }
+  const Operand a = Quantized(QuantFormat::kNvfp4, 2, 32, 10);
   const Operand b = Quantized(QuantFormat::kNvfp4, 8, 32, 9);
   gemm::v1::QuantizedMatmulRequest request;
-  *request.mutable_a() = Quantized(QuantFormat::kNvfp4, 2, 32, 10).proto;
+  *request.mutable_a() = a.proto;
   *request.mutable_b() = b.proto;
-  request.set_kernel("skinny_nvfp4_mma16816");
-  gemm::v1::MatmulResponse response;
-  const grpc::Status status = Call(request, &response);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_TRUE(absl::StrContains(status.error_message(), "skinny_nvfp4_mma16816"))
-      << status.error_message();
+  {
+    request.set_kernel("skinny_nvfp4_mma16816");
+    gemm::v1::MatmulResponse response;
+    const grpc::Status status = Call(request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_TRUE(absl::StrContains(status.error_message(), "skinny_nvfp4_mma16816"))
+        << status.error_message();
+  }
+  {
+    request.set_kernel(kCpuWeightOnlyKernel);
+    gemm::v1::MatmulResponse response;
+    const grpc::Status status = Call(request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_EQ(status.error_message(),
+              "kernel cpu_weight_only_sgemm_openblas takes a dense A (weight-only "
+              "quantization); a is NVFP4");
+  }
+  {
+    request.clear_kernel();
+    gemm::v1::MatmulResponse response;
+    const grpc::Status status = Call(request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.kernel(), kCpuSgemmKernel);
+    EXPECT_LE(ErrorAgainstReference(a.dequantized, b.dequantized, 2, 8, 32, response.c().data()),
+              1e-5);
+  }
 }
 
 TEST_F(QuantizedServerTest, MalformedRequestsAreInvalidArguments) {

@@ -22,17 +22,6 @@ namespace gemmd {
 // The CPU backend's name for it (ServerInfo.quantized_kernels, responses).
 inline constexpr char kCpuWeightOnlyKernel[] = "cpu_weight_only_sgemm_openblas";
 
-// B [n, k] as on the wire: INT8 n*k values + n FP32 row scales (bytes, any alignment);
-// NVFP4 n*k/2 code bytes + n*k/16 E4M3 scale bytes + the tensor scale.
-struct PackedWeight {
-  QuantFormat format = QuantFormat::kNvfp4;
-  const void* data = nullptr;
-  const void* scales = nullptr;
-  float tensor_scale = 1.0f;
-  int64_t n = 0;
-  int64_t k = 0;
-};
-
 // Writes all of c (row-major [m, n]). `a` is [m, k] row-major of a_type FLOAT32, FLOAT16
 // or BFLOAT16 (any alignment). INVALID_ARGUMENT for other types, non-positive or
 // over-32-bit dimensions, NVFP4 with K % 16 != 0, and NaN E4M3 scale bytes.

@@ -47,6 +47,19 @@ struct Nvfp4Matrix {
   float tensor_scale = 1.0f;
 };
 
+// A quantized weight B [n, k] laid out exactly as on the wire, wherever it lives (host
+// memory for the CPU backend, device memory for the GPU kernels): INT8 n*k values + n
+// FP32 row scales (as bytes, any alignment on the host); NVFP4 n*k/2 code bytes + n*k/16
+// E4M3 scale bytes + the tensor scale (a host value).
+struct PackedWeight {
+  QuantFormat format = QuantFormat::kNvfp4;
+  const void* data = nullptr;
+  const void* scales = nullptr;
+  float tensor_scale = 1.0f;
+  int64_t n = 0;
+  int64_t k = 0;
+};
+
 // Bytes each format takes for a [rows, cols] matrix (values + scales), as sent.
 int64_t Int8Bytes(int64_t rows, int64_t cols);
 int64_t Nvfp4Bytes(int64_t rows, int64_t cols);

@@ -27,17 +27,8 @@ namespace gemmd::gpu {
 
 inline constexpr int64_t kSkinnyQuantizedMaxM = 64;
 
-// A quantized weight B [n, k] in device memory, laid out exactly as on the wire
-// (kernels/quant_formats.h): INT8 data n*k bytes + n float32 scales; NVFP4 data n*k/2
-// bytes + n*k/16 E4M3 bytes + the tensor scale (a host value).
-struct DeviceQuantizedWeight {
-  QuantFormat format = QuantFormat::kNvfp4;
-  const void* data = nullptr;
-  const void* scales = nullptr;
-  float tensor_scale = 1.0f;
-  int64_t n = 0;
-  int64_t k = 0;
-};
+// A quantized weight B [n, k] in device memory, laid out exactly as on the wire.
+using DeviceQuantizedWeight = ::gemmd::PackedWeight;
 
 // Device workspace LaunchSkinnyQuantizedGemm needs: 0 for FLOAT16 A (read in place), the
 // FP16 hi and lo planes of FLOAT32 A.

@@ -28,12 +28,12 @@ absl::Status DequantizeRows(const PackedWeight& b, int64_t r0, int64_t rows, flo
     // The scales come as bytes with no alignment promise: copy them out.
     std::vector<float> row_scales(static_cast<size_t>(rows));
     std::memcpy(row_scales.data(), scales + r0 * 4, row_scales.size() * sizeof(float));
-    DequantizeInt8(reinterpret_cast<const int8_t*>(data) + r0 * b.k, row_scales.data(), rows,
-                   b.k, out);
+    DequantizeInt8(reinterpret_cast<const int8_t*>(data) + r0 * b.k, row_scales.data(), rows, b.k,
+                   out);
     return absl::OkStatus();
   }
-  return DequantizeNvfp4(data + r0 * b.k / 2, scales + r0 * (b.k / kNvfp4BlockSize),
-                         b.tensor_scale, rows, b.k, out);
+  return DequantizeNvfp4(data + r0 * b.k / 2, scales + r0 * (b.k / kNvfp4BlockSize), b.tensor_scale,
+                         rows, b.k, out);
 }
 
 }  // namespace
@@ -48,9 +48,9 @@ absl::Status CpuWeightOnlyGemm(const void* a, DataType a_type, int64_t m, const 
   }
   constexpr int64_t kMaxDim = std::numeric_limits<int>::max();
   if (m <= 0 || b.n <= 0 || b.k <= 0 || m > kMaxDim || b.n > kMaxDim || b.k > kMaxDim) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "weight-only quantized GEMM: dimensions [", m, ", ", b.n, ", ", b.k,
-        "] must be positive and fit the CPU backend's 32-bit BLAS indices"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight-only quantized GEMM: dimensions [", m, ", ", b.n, ", ", b.k,
+                     "] must be positive and fit the CPU backend's 32-bit BLAS indices"));
   }
   if (b.format == QuantFormat::kNvfp4 && b.k % kNvfp4BlockSize != 0) {
     return absl::InvalidArgumentError(

@@ -40,7 +40,9 @@ int64_t JobBytes(const Job& job) {
   bytes += static_cast<int64_t>(q.a_dense.size());
   // A dense A that is not FP32 is widened to FP32 once by the CPU backend (the GPU reads
   // FP16 in place; counting it there too only over-counts a small operand).
-  if (q.a_dense_type != DataType::kFloat32) bytes += q.m * q.k * static_cast<int64_t>(sizeof(float));
+  if (q.a_dense_type != DataType::kFloat32) {
+    bytes += q.m * q.k * static_cast<int64_t>(sizeof(float));
+  }
   return bytes;
 }
 

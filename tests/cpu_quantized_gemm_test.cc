@@ -50,8 +50,9 @@ Wire Quantize(QuantFormat format, int64_t n, int64_t k, std::mt19937_64& rng) {
     EXPECT_TRUE(DequantizeNvfp4(q, out.dequantized.data()).ok());
     out.data = std::string(1, '\0') +
                std::string(reinterpret_cast<const char*>(q.packed.data()), q.packed.size());
-    out.scales = std::string(1, '\0') + std::string(
-                     reinterpret_cast<const char*>(q.block_scales.data()), q.block_scales.size());
+    out.scales =
+        std::string(1, '\0') +
+        std::string(reinterpret_cast<const char*>(q.block_scales.data()), q.block_scales.size());
     out.tensor_scale = q.tensor_scale;
   }
   return out;

@@ -671,7 +671,9 @@ absl::StatusOr<int> ResidentBlocksPerSm(Kernel kernel, int device, size_t smem_b
     return absl::InternalError(absl::StrCat("skinny quantized kernel does not fit an SM (",
                                             smem_bytes, " bytes of shared memory)"));
   }
-  if (device >= 0 && device < kMaxCachedDevices) cached[device].store(per_sm, std::memory_order_relaxed);
+  if (device >= 0 && device < kMaxCachedDevices) {
+    cached[device].store(per_sm, std::memory_order_relaxed);
+  }
   return per_sm;
 }
 
@@ -728,10 +730,11 @@ absl::Status LaunchRing(const __half* hi, const __half* lo, int64_t m,
                         const SkinnyQuantizedTuning& tuning, cudaStream_t stream) {
   const int ks = tuning.k_splits;
   if constexpr (kUsesRing<1, kSplit, kAligned>) {
-    switch (tuning.stages) {
-      case 2: return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 2, 2>(hi, lo, m, b, c, ks, stream);
-      case 4: return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 4, 2>(hi, lo, m, b, c, ks, stream);
-      default: break;
+    if (tuning.stages == 2) {
+      return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 2, 2>(hi, lo, m, b, c, ks, stream);
+    }
+    if (tuning.stages == 4) {
+      return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 4, 2>(hi, lo, m, b, c, ks, stream);
     }
   }
   return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 3, 2>(hi, lo, m, b, c, ks, stream);

@@ -14,10 +14,12 @@ namespace gemmd {
 namespace {
 
 // Rows of B per tile: about 1M floats (4 MB), so a tile is written and read back while
-// it is still in cache, and at least 64 rows so each SGEMM call has width to work with.
+// it is still in cache (64 or more rows, the SGEMM's width, up to K = 16384; for longer
+// rows fewer, down to one, so the tile never grows past one row or 4 MB).
 int64_t TileRows(int64_t n, int64_t k) {
-  const int64_t rows = std::max<int64_t>(64, (int64_t{1} << 20) / k);
-  return std::min(n, rows / 16 * 16);
+  int64_t rows = std::max<int64_t>(1, (int64_t{1} << 20) / k);
+  if (rows >= 16) rows = rows / 16 * 16;
+  return std::min(n, rows);
 }
 
 // Rows [r0, r0 + rows) of B, dequantized into `out` ([rows, k]).

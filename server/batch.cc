@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu_quantized_gemm.h"
+
 namespace gemmd {
 
 BatchKey BatchKeyOf(const Job& job) {
@@ -38,9 +40,9 @@ int64_t JobBytes(const Job& job) {
                   q.m * q.n * static_cast<int64_t>(sizeof(float));
   if (q.a.has_value()) return bytes + static_cast<int64_t>(q.a->data.size() + q.a->scales.size());
   bytes += static_cast<int64_t>(q.a_dense.size());
-  // A dense A that is not FP32 is widened to FP32 once by the CPU backend (the GPU reads
-  // FP16 in place; counting it there too only over-counts a small operand).
-  if (q.a_dense_type != DataType::kFloat32) {
+  // The CPU backend's weight-only kernel widens a dense A that is not FP32 to FP32 once
+  // (the GPU kernels read FP16 A in place: charging them would refuse large square jobs).
+  if (job.forced_kernel == kCpuWeightOnlyKernel && q.a_dense_type != DataType::kFloat32) {
     bytes += q.m * q.k * static_cast<int64_t>(sizeof(float));
   }
   return bytes;

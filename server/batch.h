@@ -53,8 +53,8 @@ BatchKey BatchKeyOf(const Job& job);
 // waits, and in device memory while it runs.
 int64_t OperandBytes(const GemmProblem& problem);
 // What a job holds while it waits and runs: OperandBytes of its problem, or for packed
-// quantized operands their wire bytes (codes, scales, a dense A), an FP32 copy of a
-// dense A that is not FP32, and the FP32 result.
+// quantized operands their wire bytes (codes, scales, a dense A), the FP32 result, and
+// on the CPU backend's weight-only kernel an FP32 copy of a dense A that is not FP32.
 int64_t JobBytes(const Job& job);
 
 // Whether a job may share a launch with others: its batch items are densely packed.

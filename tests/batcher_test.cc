@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "kernels/cpu_quantized_gemm.h"
 #include "tests/fake_device.h"
 
 namespace gemmd {
@@ -351,7 +352,8 @@ TEST(BatcherTest, PackedQuantizedJobsCountTheirPackedBytes) {
   EXPECT_EQ(o.calls.load(), 1);
   EXPECT_EQ(batcher.InflightBytes(), 0);
 
-  // Weight-only with FP16 A: its wire bytes, plus the FP32 copy the CPU backend makes.
+  // Weight-only with FP16 A: its wire bytes; on the CPU backend's weight-only kernel also
+  // the FP32 copy of A it makes (the GPU kernels read FP16 A in place).
   Outcome o2;
   auto weight_only = MakeJob(&o2, 4, 8);
   const std::string a16(4 * 1024 * 2, '\0');
@@ -360,6 +362,9 @@ TEST(BatcherTest, PackedQuantizedJobsCountTheirPackedBytes) {
   q2->a_dense_type = DataType::kFloat16;
   q2->a_dense = a16;
   weight_only->quantized = q2;
+  weight_only->forced_kernel = "skinny_nvfp4_mma16816";
+  EXPECT_EQ(JobBytes(*weight_only), 8192 + 4096 + 512 + 128);
+  weight_only->forced_kernel = kCpuWeightOnlyKernel;
   EXPECT_EQ(JobBytes(*weight_only), 8192 + 4 * 1024 * 4 + 4096 + 512 + 128);
 }
 

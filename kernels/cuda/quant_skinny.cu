@@ -266,16 +266,19 @@ __host__ __device__ constexpr int StageBytes(int m) {
          1024 * 1024;
 }
 
-// Which variants stream through the ring: FP16 A of up to 8 rows, aligned operands. The
-// others keep the register path, which measured faster for them (16x8192^2 NVFP4 on the
-// H200, same call: 0.0234-0.0240 ms against 0.0299-0.0313 through the ring with A
-// staged, 2 or 3 stages; 0.026-0.028 with A through L1 in earlier calls).
-template <int kMTiles, bool kSplit, bool kAligned>
-constexpr bool kUsesRing = kAligned && kMTiles == 1 && !kSplit;
+// Which variants stream through the ring: FP16 A of up to 8 rows, aligned operands, a
+// ring depth (kStages) other than kRegisterPath. The others keep the register path,
+// which measured faster for them (16x8192^2 NVFP4 on the H200, same call: 0.0234-0.0240
+// ms against 0.0299-0.0313 through the ring with A staged, 2 or 3 stages; 0.026-0.028
+// with A through L1 in earlier calls).
+constexpr int kRegisterPath = 0;
+
+template <int kMTiles, bool kSplit, bool kAligned, int kStages>
+constexpr bool kUsesRing = kStages != kRegisterPath && kAligned && kMTiles == 1 && !kSplit;
 
 template <QuantFormat kFormat, int kRowTiles, int kMTiles, bool kSplit, int kStages, bool kAligned>
 constexpr size_t SkinnySmemBytes(int m) {
-  const size_t ring = kUsesRing<kMTiles, kSplit, kAligned>
+  const size_t ring = kUsesRing<kMTiles, kSplit, kAligned, kStages>
                           ? size_t{kStages} * StageBytes<kFormat, kRowTiles>(m)
                           : 0;
   constexpr size_t reduce = sizeof(ReduceSmem<kRowTiles, kMTiles>);
@@ -360,7 +363,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   // Decodes one chunk and runs its MMAs. Lane (g, t) owns the MMA k-slots 2t, 2t+1,
   // 2t+8, 2t+9 of rows g and g+8; each step maps them onto four of the K positions it
   // loaded, and reads A at the same positions.
-  constexpr bool kRing = kUsesRing<kMTiles, kSplit, kAligned>;
+  constexpr bool kRing = kUsesRing<kMTiles, kSplit, kAligned, kStages>;
   const uint8_t* a_stage_lane[kMTiles] = {};  // kRing: the lane's A values of this chunk
   auto compute = [&](const Chunk<kRowTiles>& cur, int kc) {
     const int remaining = k_end - (kc + lane_k);
@@ -667,9 +670,9 @@ absl::StatusOr<int> ResidentBlocksPerSm(Kernel kernel, int device, size_t smem_b
   int per_sm = 0;
   RETURN_IF_CUDA_ERROR(
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem_bytes));
-  if (per_sm < 1) {
-    return absl::InternalError(absl::StrCat("skinny quantized kernel does not fit an SM (",
-                                            smem_bytes, " bytes of shared memory)"));
+  if (per_sm < 1) {  // a capability, not a fault: the launcher checks fit beforehand
+    return absl::FailedPreconditionError(absl::StrCat(
+        "skinny quantized kernel does not fit an SM (", smem_bytes, " bytes of shared memory)"));
   }
   if (device >= 0 && device < kMaxCachedDevices) {
     cached[device].store(per_sm, std::memory_order_relaxed);
@@ -677,9 +680,28 @@ absl::StatusOr<int> ResidentBlocksPerSm(Kernel kernel, int device, size_t smem_b
   return per_sm;
 }
 
+// The most dynamic shared memory one block of a kernel may have on the current device
+// (227 KiB on sm_90, 163 on sm_80, 99 on sm_86/89/120), queried once per device.
+absl::StatusOr<int> SharedMemoryPerBlockOptin() {
+  static std::atomic<int> cached[kMaxCachedDevices] = {};
+  int device = 0;
+  RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
+  if (device >= 0 && device < kMaxCachedDevices) {
+    const int known = cached[device].load(std::memory_order_relaxed);
+    if (known > 0) return known;
+  }
+  int bytes = 0;
+  RETURN_IF_CUDA_ERROR(
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (device >= 0 && device < kMaxCachedDevices) {
+    cached[device].store(bytes, std::memory_order_relaxed);
+  }
+  return bytes;
+}
+
 // One kernel configuration: kRowTiles 16-row weight tiles per warp, kMTiles 8-row A
-// tiles, kStages ring stages (ring variants only), at least kMinBlocks blocks per SM
-// (the register budget).
+// tiles, kStages ring stages (kRegisterPath: the register path), at least kMinBlocks
+// blocks per SM (the register budget).
 template <QuantFormat kFormat, int kRowTiles, int kMTiles, bool kSplit, bool kAligned,
           int kStages, int kMinBlocks>
 absl::Status LaunchVariant(const __half* hi, const __half* lo, int64_t m,
@@ -722,48 +744,73 @@ absl::Status LaunchVariant(const __half* hi, const __half* lo, int64_t m,
   return absl::OkStatus();
 }
 
-// M <= 8 with FP16 A and aligned operands: the ring, tuning.stages deep (gemm-bench's
-// sweep) or 3 (measured at 1x8192^2 NVFP4 in one run: 2 stages 0.0172 ms, 3 0.0164).
+// M <= 8: the ring when the operands allow it (FP16 A, aligned, `ring_operands`: NVFP4
+// K % 64 with 4-byte aligned scales) and it fits the device, tuning.stages deep
+// (gemm-bench's sweep) or 3 (measured at 1x8192^2 NVFP4 in one run: 2 stages 0.0172 ms,
+// 3 0.0164), shallower where shared memory is smaller (3 stages of 8 A rows take 111
+// KiB: sm_86/89 allow 99); otherwise the register path.
 template <QuantFormat kFormat, bool kSplit, bool kAligned>
-absl::Status LaunchRing(const __half* hi, const __half* lo, int64_t m,
+absl::Status LaunchRing(const __half* hi, const __half* lo, int64_t m, bool ring_operands,
                         const DeviceQuantizedWeight& b, float* c,
                         const SkinnyQuantizedTuning& tuning, cudaStream_t stream) {
   const int ks = tuning.k_splits;
-  if constexpr (kUsesRing<1, kSplit, kAligned>) {
-    if (tuning.stages == 2) {
-      return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 2, 2>(hi, lo, m, b, c, ks, stream);
-    }
-    if (tuning.stages == 4) {
-      return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 4, 2>(hi, lo, m, b, c, ks, stream);
+  if constexpr (kAligned && !kSplit) {
+    if (ring_operands) {
+      const absl::StatusOr<int> optin = SharedMemoryPerBlockOptin();
+      if (!optin.ok()) return optin.status();
+      // Each depth's largest need (8 A rows), as the launcher raises the limit to it.
+      auto fits = [&](size_t bytes) { return bytes <= static_cast<size_t>(*optin); };
+      constexpr size_t kNeed2 = SkinnySmemBytes<kFormat, 2, 1, kSplit, 2, kAligned>(8);
+      constexpr size_t kNeed3 = SkinnySmemBytes<kFormat, 2, 1, kSplit, 3, kAligned>(8);
+      constexpr size_t kNeed4 = SkinnySmemBytes<kFormat, 2, 1, kSplit, 4, kAligned>(8);
+      const int wanted = tuning.stages == 2 || tuning.stages == 4 ? tuning.stages : 3;
+      if (wanted >= 4 && fits(kNeed4)) {
+        return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 4, 2>(hi, lo, m, b, c, ks, stream);
+      }
+      if (wanted >= 3 && fits(kNeed3)) {
+        return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 3, 2>(hi, lo, m, b, c, ks, stream);
+      }
+      if (fits(kNeed2)) {
+        return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 2, 2>(hi, lo, m, b, c, ks, stream);
+      }
     }
   }
-  return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 3, 2>(hi, lo, m, b, c, ks, stream);
+  return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, kRegisterPath, 2>(hi, lo, m, b, c, ks,
+                                                                          stream);
 }
 
 // A tiles of 8 rows: 1, 2, 4 or 8 (M up to 64). Two weight-row tiles per warp while the
 // accumulators allow it (every A fragment then feeds twice as many MMAs), one where A
-// rows need the registers. kStages only matters to the ring (M <= 8).
+// rows need the registers.
 template <QuantFormat kFormat, bool kSplit, bool kAligned>
-absl::Status LaunchForM(const __half* hi, const __half* lo, int64_t m,
+absl::Status LaunchForM(const __half* hi, const __half* lo, int64_t m, bool ring_operands,
                         const DeviceQuantizedWeight& b, float* c,
                         const SkinnyQuantizedTuning& tuning, cudaStream_t stream) {
+  constexpr int kReg = kRegisterPath;
   const int ks = tuning.k_splits;
-  if (m <= 8) return LaunchRing<kFormat, kSplit, kAligned>(hi, lo, m, b, c, tuning, stream);
-  if (m <= 16) return LaunchVariant<kFormat, 2, 2, kSplit, kAligned, 1, 2>(hi, lo, m, b, c, ks, stream);
-  if (m <= 32) return LaunchVariant<kFormat, 1, 4, kSplit, kAligned, 1, 2>(hi, lo, m, b, c, ks, stream);
-  return LaunchVariant<kFormat, 1, 8, kSplit, kAligned, 1, 2>(hi, lo, m, b, c, ks, stream);
+  if (m <= 8) {
+    return LaunchRing<kFormat, kSplit, kAligned>(hi, lo, m, ring_operands, b, c, tuning, stream);
+  }
+  if (m <= 16) {
+    return LaunchVariant<kFormat, 2, 2, kSplit, kAligned, kReg, 2>(hi, lo, m, b, c, ks, stream);
+  }
+  if (m <= 32) {
+    return LaunchVariant<kFormat, 1, 4, kSplit, kAligned, kReg, 2>(hi, lo, m, b, c, ks, stream);
+  }
+  return LaunchVariant<kFormat, 1, 8, kSplit, kAligned, kReg, 2>(hi, lo, m, b, c, ks, stream);
 }
 
 template <QuantFormat kFormat>
 absl::Status LaunchForFormat(const __half* hi, const __half* lo, bool split, bool aligned,
-                             int64_t m, const DeviceQuantizedWeight& b, float* c,
-                             const SkinnyQuantizedTuning& tuning, cudaStream_t stream) {
+                             bool ring_operands, int64_t m, const DeviceQuantizedWeight& b,
+                             float* c, const SkinnyQuantizedTuning& tuning, cudaStream_t stream) {
+  const bool r = ring_operands;
   if (split) {
-    return aligned ? LaunchForM<kFormat, true, true>(hi, lo, m, b, c, tuning, stream)
-                   : LaunchForM<kFormat, true, false>(hi, lo, m, b, c, tuning, stream);
+    return aligned ? LaunchForM<kFormat, true, true>(hi, lo, m, r, b, c, tuning, stream)
+                   : LaunchForM<kFormat, true, false>(hi, lo, m, r, b, c, tuning, stream);
   }
-  return aligned ? LaunchForM<kFormat, false, true>(hi, lo, m, b, c, tuning, stream)
-                 : LaunchForM<kFormat, false, false>(hi, lo, m, b, c, tuning, stream);
+  return aligned ? LaunchForM<kFormat, false, true>(hi, lo, m, r, b, c, tuning, stream)
+                 : LaunchForM<kFormat, false, false>(hi, lo, m, r, b, c, tuning, stream);
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -815,19 +862,21 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
   }
   // 16-byte loads and copies need every weight row, every lane segment and A's rows
   // 16-byte aligned (NVFP4 rows of K/2 bytes, a segment of 32 values; INT8 rows of K
-  // bytes, 16 values; A rows of 2K bytes read 8 or 4 halves at a time). The ring (FP16
-  // A, M <= 8) also copies NVFP4 scales 4 bytes at a time: rows of K/16 scale bytes
-  // 4-byte aligned (K % 64); without that those problems take the gathering path.
-  const bool ring_candidate = !split && m <= 8;
-  const bool aligned =
-      Aligned16(b.data) && Aligned16(hi) && (lo == nullptr || Aligned16(lo)) &&
-      (b.format == QuantFormat::kNvfp4 ? b.k % (ring_candidate ? 64 : 32) == 0
-                                       : b.k % 16 == 0) &&
-      reinterpret_cast<uintptr_t>(b.scales) % (ring_candidate ? 4 : 2) == 0;
-  if (b.format == QuantFormat::kNvfp4) {
-    return LaunchForFormat<QuantFormat::kNvfp4>(hi, lo, split, aligned, m, b, c, tuning, stream);
+  // bytes, 16 values; A rows of 2K bytes read 8 or 4 halves at a time). The ring also
+  // copies NVFP4 scales 4 bytes at a time: rows of K/16 scale bytes 4-byte aligned
+  // (K % 64); without that, M <= 8 takes the (aligned) register path.
+  const bool nvfp4 = b.format == QuantFormat::kNvfp4;
+  const bool aligned = Aligned16(b.data) && Aligned16(hi) && (lo == nullptr || Aligned16(lo)) &&
+                       (nvfp4 ? b.k % 32 == 0 : b.k % 16 == 0) &&
+                       reinterpret_cast<uintptr_t>(b.scales) % 2 == 0;
+  const bool ring_operands =
+      !nvfp4 || (b.k % 64 == 0 && reinterpret_cast<uintptr_t>(b.scales) % 4 == 0);
+  if (nvfp4) {
+    return LaunchForFormat<QuantFormat::kNvfp4>(hi, lo, split, aligned, ring_operands, m, b, c,
+                                                tuning, stream);
   }
-  return LaunchForFormat<QuantFormat::kInt8>(hi, lo, split, aligned, m, b, c, tuning, stream);
+  return LaunchForFormat<QuantFormat::kInt8>(hi, lo, split, aligned, ring_operands, m, b, c,
+                                             tuning, stream);
 }
 
 }  // namespace gemmd::gpu

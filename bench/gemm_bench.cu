@@ -175,7 +175,7 @@ struct Options {
   bool with_copies = false;
   bool quantized = false;
   std::vector<int64_t> square_sizes;  // --quantized-square[=S,...]; empty: not run
-  gemmd::gpu::SkinnyQuantizedTuning skinny;  // --skinny-k-splits, --skinny-stages
+  gemmd::gpu::SkinnyQuantizedTuning skinny;  // --skinny-k-splits, --skinny-stages, --skinny-path
 };
 
 bool Flag(const std::string& arg, const char* name, std::string* value) {
@@ -229,11 +229,17 @@ Options ParseOptions(int argc, char** argv) {
       o.skinny.k_splits = std::max(0, std::atoi(v.c_str()));
     } else if (Flag(arg, "--skinny-stages", &v)) {
       o.skinny.stages = std::max(0, std::atoi(v.c_str()));
+    } else if (Flag(arg, "--skinny-path", &v) &&
+               (v == "auto" || v == "stream" || v == "classic")) {
+      o.skinny.path = v == "stream"    ? gemmd::gpu::SkinnyPath::kStream
+                      : v == "classic" ? gemmd::gpu::SkinnyPath::kClassic
+                                       : gemmd::gpu::SkinnyPath::kAuto;
     } else {
       std::fprintf(stderr,
                    "usage: gemm-bench [--csv[=FILE]] [--json[=FILE]] [--iters=N>=10] "
                    "[--warmup=N] [--filter=SUBSTR] [--kernels=SUBSTR|auto] [--seed=S] "
-                   "[--device=D] [--no-check] [--with-copies] [--quantized [--skinny-k-splits=N] [--skinny-stages=S]]\n"
+                   "[--device=D] [--no-check] [--with-copies] [--quantized [--skinny-k-splits=N] [--skinny-stages=S]\n"
+                   "        [--skinny-path=auto|stream|classic]]\n"
                    "       [--quantized-square[=S,...]]\n");
       std::exit(arg == "--help" || arg == "-h" ? 0 : 2);
     }

@@ -4,10 +4,11 @@
 // against a large weight). Host-only header; compiles with g++.
 //
 // How (quant_skinny.cu): B is streamed from HBM once (up to M = 8 through a cp.async
-// ring in shared memory, beyond with 16-byte loads into registers), decoded in registers
-// straight into mma.sync m16n8k16 fragments (exact: e2m1 * e4m3 and int8 all fit FP16's
-// significand), FP32 accumulation; the per-row INT8 scale or the NVFP4 tensor
-// scale is applied once, in the epilogue. A goes to the tensor cores as FP16: FLOAT16 A
+// ring in shared memory; NVFP4 with FP16 A of 9-16 rows through a ring shared by 128
+// rows, quant_skinny_stream.cu; otherwise with 16-byte loads into registers), decoded
+// in registers straight into mma.sync m16n8k16 fragments (exact: e2m1 * e4m3 and int8
+// all fit FP16's significand), FP32 accumulation; the per-row INT8 scale or the NVFP4
+// tensor scale is applied once, in the epilogue. A goes to the tensor cores as FP16: FLOAT16 A
 // as is, FLOAT32 A as a pair hi + lo of FP16 (hi = fp16(a), lo = fp16(a - hi), two MMAs),
 // which keeps the result within ~1e-7 of the FP32 product, so the kernel is checked
 // against the FP64 product of the dequantized operands with the FP32 tolerance (1e-5).
@@ -34,12 +35,20 @@ using DeviceQuantizedWeight = ::gemmd::PackedWeight;
 // FP16 hi and lo planes of FLOAT32 A.
 size_t SkinnyQuantizedWorkspaceBytes(DataType a_type, int64_t m, int64_t k);
 
+// Which way the skinny kernel brings B in (SkinnyQuantizedTuning::path).
+enum class SkinnyPath {
+  kAuto,     // the launcher's choice
+  kStream,   // the streaming path (quant_skinny_stream.h) wherever it can run
+  kClassic,  // never the streaming path: the ring (M <= 8) or the register path
+};
+
 // Overrides of the launcher's choices, for gemm-bench sweeps (0 = the launcher's choice):
 // how many blocks share a row's K range; for M <= 8 with FP16 A, how many stages deep the
-// shared-memory ring is (2, 3 or 4).
+// shared-memory ring is (2, 3 or 4); which path.
 struct SkinnyQuantizedTuning {
   int k_splits = 0;
   int stages = 0;
+  SkinnyPath path = SkinnyPath::kAuto;
 };
 
 // Enqueues C[m, n] (FP32, row-major, device) = A[m, k] (a_type FLOAT16 or FLOAT32,

@@ -27,11 +27,21 @@ struct Case {
   QuantFormat format;
   DataType a_type;
   int64_t m, n, k;
+  SkinnyQuantizedTuning tuning = {};
 };
 
 std::string Name(const Case& c) {
+  const char* path = c.tuning.path == SkinnyPath::kStream    ? "_stream"
+                     : c.tuning.path == SkinnyPath::kClassic ? "_classic"
+                                                             : "";
   return absl::StrCat(QuantFormatName(c.format), "_", DataTypeName(c.a_type), "_", c.m, "x", c.n,
-                      "x", c.k);
+                      "x", c.k, path,
+                      c.tuning.k_splits > 0 ? absl::StrCat("_splits", c.tuning.k_splits) : "");
+}
+
+// The streaming path (FP16 A, NVFP4, M <= 16), forced, with a K split over a cluster.
+Case Stream(int64_t m, int64_t n, int64_t k, int k_splits) {
+  return Case{QuantFormat::kNvfp4, DataType::kFloat16, m, n, k, {k_splits, 0, SkinnyPath::kStream}};
 }
 
 class SkinnyQuantizedTest : public ::testing::TestWithParam<Case> {};
@@ -94,7 +104,7 @@ TEST_P(SkinnyQuantizedTest, MatchesDequantizedReference) {
   DeviceBuffer ws = *DeviceBuffer::Allocate(ws_bytes);
   DeviceQuantizedWeight b{c.format, d_data.get(), d_scales.get(), tensor_scale, c.n, c.k};
   ASSERT_TRUE(LaunchSkinnyQuantizedGemm(d_a.get(), c.a_type, c.m, b, d_c.as<float>(), ws.get(),
-                                        ws_bytes, nullptr)
+                                        ws_bytes, nullptr, c.tuning)
                   .ok());
   std::vector<float> out(static_cast<size_t>(c.m * c.n));
   ASSERT_EQ(cudaMemcpy(out.data(), d_c.get(), out.size() * 4, cudaMemcpyDeviceToHost),
@@ -122,7 +132,21 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{QuantFormat::kInt8, DataType::kFloat16, 1, 512, 512},
                       Case{QuantFormat::kInt8, DataType::kFloat32, 16, 300, 1000},
                       Case{QuantFormat::kInt8, DataType::kFloat16, 48, 65, 77},
-                      Case{QuantFormat::kInt8, DataType::kFloat32, 64, 128, 4096}),
+                      Case{QuantFormat::kInt8, DataType::kFloat32, 64, 128, 4096},
+                      // The streaming path: a partial last stage (576 = 512 + 64); a
+                      // cluster of 4 over 129 rows (a partial block) and 12 A rows (a
+                      // partial A tile); 5 stages over 4 blocks (the last one has none);
+                      // 2 blocks, the second with 64 values; one partial stage, 9 rows;
+                      // the launcher's own split; and M = 16 on the classic path.
+                      Stream(1, 300, 576, 1), Stream(12, 129, 8192, 4),
+                      Stream(16, 256, 2560, 4), Stream(8, 520, 1088, 2), Stream(9, 64, 64, 0),
+                      Case{QuantFormat::kNvfp4, DataType::kFloat16, 16, 4096, 4096},
+                      Case{QuantFormat::kNvfp4,
+                           DataType::kFloat16,
+                           16,
+                           1000,
+                           1024,
+                           {0, 0, SkinnyPath::kClassic}}),
     [](const ::testing::TestParamInfo<Case>& info) { return Name(info.param); });
 
 TEST(SkinnyQuantizedArgsTest, RejectsWhatItCannotRun) {

@@ -1,0 +1,437 @@
+// Skinny weight-only NVFP4 GEMM, streaming path (see quant_skinny_stream.h): C[M,N] =
+// A[M,K] * dequant(B)^T for FP16 A with M <= 16, B NVFP4.
+//
+// Why a second kernel: the ring path of quant_skinny.cu has 32 weight rows per block, so
+// every block reads all of A (at M = 16 and K = 8192 that is 256 KB per block, 67 MB of
+// L2 traffic against B's 37.7 MB from HBM) and each warp reads its A fragments for one
+// 16-row tile only. Here a block owns 128 rows and streams them through a shared-memory
+// ring together with A's rows of the same K range, so A is read once per 128 rows; each
+// warp takes 32 rows (two 16-row tiles, which share every A fragment it reads) of one
+// half of a stage's K range. When 128-row blocks are too few to fill the GPU, blocks split
+// K and are launched as a thread-block cluster (up to 4) whose partial sums are added
+// through distributed shared memory: no atomics and no zeroing pass over C. At 16x8192^2
+// on the H200 it measured 0.0210 ms against the register path's 0.0222 in one call: both
+// are bound by instruction issue (the decode is ~55% of the instructions), not by HBM.
+//
+// The decode, the MMA mapping (roles swapped: weight rows on the MMA's M side, A rows on
+// its N side) and the exactness argument are those of quant_skinny.cu.
+#include "kernels/cuda/quant_skinny_stream.h"
+
+#include <cooperative_groups.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/quant_skinny_device.cuh"
+
+namespace gemmd::gpu {
+namespace {
+
+using namespace skinny;  // NOLINT: the shared device helpers
+namespace cg = cooperative_groups;
+
+// Warps sharing a row pair's stage, each taking kStageK / kKParts of its K range. 2 (8
+// warps, 149 registers) measured 0.0210-0.0211 ms at 16x8192^2 against 0.0214-0.0219 for
+// 4 (16 warps, 120 registers) in one call on the H200.
+constexpr int kKParts = 2;
+constexpr int kWarps = 4 * kKParts;
+constexpr int kThreads = kWarps * 32;
+constexpr int kRows = 128;    // weight rows per block: 4 pairs of 16-row tiles
+constexpr int kStageK = 512;  // K values per ring stage: 4 warp chunks of 128
+constexpr int kChunks = 4 / kKParts;  // warp chunks per warp and stage
+constexpr int kStages = 3;    // the ring's depth
+constexpr int kMaxClusterSplits = 4;
+
+// One stage: the block's rows' codes for the stage's K range (256 bytes per row; the
+// 16-byte groups of odd rows XOR-swizzled by 4 so that rows g and g + 1 of a warp read
+// hit different banks), their scale bytes (32 per row, padded to 36 so the 8 rows of a
+// read hit different banks) and A's m rows (1024 bytes each, swizzled: see ASwizzle).
+constexpr int kCodeRowBytes = kStageK / 2;
+constexpr int kCodeBytes = kRows * kCodeRowBytes;
+constexpr int kScaleRowPitch = kStageK / 16 + 4;
+constexpr int kScaleOffset = kCodeBytes;
+constexpr int kAOffset = kScaleOffset + kRows * kScaleRowPitch;
+constexpr int kARowBytes = kStageK * 2;
+
+__host__ __device__ constexpr int StageBytes(int m) {
+  return (kAOffset + m * kARowBytes + 1023) / 1024 * 1024;
+}
+
+// After the loop the ring holds the other K parts' partial sums, for the first part's
+// warps to add to theirs, then (K split over a cluster) the block's sums for the cluster.
+// [A row][weight row], padded so that a warp's 32 accesses (A rows 2t, 2t + 1; weight
+// rows g) hit 32 banks.
+constexpr int kEpiloguePitch = kRows + 4;
+template <int kMTiles>
+struct EpilogueSmem {
+  float part[kKParts - 1][kMTiles * 8][kEpiloguePitch];
+  float block[kMTiles * 8][kEpiloguePitch];
+};
+
+template <int kMTiles>
+constexpr size_t SmemBytes(int m) {
+  const size_t ring = size_t{kStages} * StageBytes(m);
+  return std::max(ring, sizeof(EpilogueSmem<kMTiles>));
+}
+
+// Where A's 16-byte group j (8 halves) of row r lives within the row. A warp's read of one
+// word takes rows g, g + 1 (the 8 lanes of a read phase) and t = 0..3, groups 4t + w: bit 2
+// of the physical group is t's low bit, bits 0-1 w XOR (t's high bit, the row's parity),
+// so the 8 lanes of a phase land on 8 different 16-byte bank groups.
+__device__ __forceinline__ int ASwizzle(int j, int row) {
+  return j ^ (((j >> 3) & 1) << 1) ^ (row & 1);
+}
+
+__device__ __forceinline__ int CodeSwizzle(int j, int row) { return j ^ ((row & 1) << 2); }
+
+template <int kMTiles>
+__global__ void __launch_bounds__(kThreads, 1)
+    SkinnyStreamKernel(const __half* __restrict__ a, int m, const uint8_t* __restrict__ data,
+                       const uint8_t* __restrict__ scales, float tensor_scale, int64_t n, int k,
+                       int k_per_block, float* __restrict__ c) {
+  extern __shared__ uint4 smem_raw[];
+  uint8_t* const ring = reinterpret_cast<uint8_t*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int pair = warp % 4, part = warp / 4;  // rows 32 * pair.., K part of each stage
+  const int64_t n0 = int64_t{blockIdx.x} * kRows;
+  const int k_begin = blockIdx.y * k_per_block;
+  const int k_end = min(k_begin + k_per_block, k);
+  const int stage_bytes = StageBytes(m);
+
+  // Copies: thread tid takes the 16-byte group tid % 16 of rows tid / 16 + q * kThreads / 16
+  // of the codes (a warp instruction: 2 rows x 256 contiguous bytes), the 4-byte scale
+  // piece tid % 8 of rows tid / 8 + q * kThreads / 8, and A's group tid % 64 of rows
+  // tid / 64 + q * kThreads / 64.
+  constexpr int kCodeCopies = kRows * 16 / kThreads;
+  constexpr int kScaleCopies = kRows * 8 / kThreads;
+  const int code_j = tid % 16, code_row = tid / 16;
+  const uint8_t* code_src[kCodeCopies];
+#pragma unroll
+  for (int q = 0; q < kCodeCopies; ++q) {
+    const int64_t row = min(n0 + code_row + q * (kThreads / 16), n - 1);
+    code_src[q] = data + row * (k / 2) + code_j * 16;
+  }
+  const int code_dst = code_row * kCodeRowBytes + 16 * CodeSwizzle(code_j, code_row);
+  const int scale_piece = tid % 8, scale_row = tid / 8;
+  const uint8_t* scale_src[kScaleCopies];
+#pragma unroll
+  for (int q = 0; q < kScaleCopies; ++q) {
+    const int64_t row = min(n0 + scale_row + q * (kThreads / 8), n - 1);
+    scale_src[q] = scales + row * (k / 16) + scale_piece * 4;
+  }
+  const int scale_dst = kScaleOffset + scale_row * kScaleRowPitch + scale_piece * 4;
+  const int a_j = tid % 64, a_row = tid / 64;
+
+  auto issue = [&](int kb, int slot) {
+    if (kb < k_end) {
+      uint8_t* const stage = ring + slot * stage_bytes;
+      {  // codes: a 16-byte group is 32 values, whole or past K (K % 64 == 0)
+        const bool in = kb + code_j * 32 < k_end;
+        const unsigned offset = in ? static_cast<unsigned>(kb) / 2 : 0;
+#pragma unroll
+        for (int q = 0; q < kCodeCopies; ++q) {
+          CopyAsync16(reinterpret_cast<uint4*>(stage + code_dst +
+                                               q * (kThreads / 16) * kCodeRowBytes),
+                      code_src[q] + offset, in ? 16 : 0);
+        }
+      }
+      {  // scales: a 4-byte piece is 64 values
+        const bool in = kb + scale_piece * 64 < k_end;
+        const unsigned offset = in ? static_cast<unsigned>(kb) / 16 : 0;
+#pragma unroll
+        for (int q = 0; q < kScaleCopies; ++q) {
+          CopyAsync4(stage + scale_dst + q * (kThreads / 8) * kScaleRowPitch,
+                     scale_src[q] + offset, in ? 4 : 0);
+        }
+      }
+      const bool a_in = kb + a_j * 8 < k_end;
+      for (int row = a_row; row < m; row += kThreads / 64) {
+        CopyAsync16(reinterpret_cast<uint4*>(stage + kAOffset + row * kARowBytes +
+                                             16 * ASwizzle(a_j, row)),
+                    a + int64_t{row} * k + (a_in ? kb + a_j * 8 : 0), a_in ? 16 : 0);
+      }
+    }
+    CopyAsyncCommit();  // one group per call, empty or not, so wait_group counts stages
+  };
+
+  float acc[2][kMTiles][4];
+#pragma unroll
+  for (int rt = 0; rt < 2; ++rt) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[rt][mt][i] = 0.0f;
+    }
+  }
+
+  // The lane's fixed offsets within a stage: its rows (g, g + 8 of each tile) and A rows
+  // (g of each 8-row tile, clamped to m - 1: rows past m only feed dropped columns).
+  int code_off[2][2], scale_off[2][2], a_off[kMTiles], a_lane_row[kMTiles];
+#pragma unroll
+  for (int rt = 0; rt < 2; ++rt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = 32 * pair + 16 * rt + g + 8 * h;
+      code_off[rt][h] = r * kCodeRowBytes;
+      scale_off[rt][h] = kScaleOffset + r * kScaleRowPitch + 8 * kChunks * part + 2 * t;
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+    a_lane_row[mt] = min(mt * 8 + g, m - 1);
+    a_off[mt] = kAOffset + a_lane_row[mt] * kARowBytes;
+  }
+
+  auto compute = [&](const uint8_t* stage) {
+#pragma unroll
+    for (int ch = 0; ch < kChunks; ++ch) {
+      // The chunk's 32 values of rows g, g + 8 (16 bytes each) and their two scales.
+      const int chunk = kChunks * part + ch;  // of the stage's 4
+      const int j = 4 * chunk + t;            // the lane's code group within a row
+      uint4 d[2][2];
+      uint32_t scale[2][2];
+#pragma unroll
+      for (int rt = 0; rt < 2; ++rt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = g + 8 * h;  // parity as the row's: tiles start at even rows
+          d[rt][h] = *reinterpret_cast<const uint4*>(stage + code_off[rt][h] +
+                                                     16 * CodeSwizzle(j, r));
+          scale[rt][h] = E4m3x2ToHalf2(
+              *reinterpret_cast<const unsigned short*>(stage + scale_off[rt][h] + 8 * ch));
+        }
+      }
+#pragma unroll
+      for (int word = 0; word < 4; ++word) {
+        // A's 8 values at the word's K positions, one 16-byte read per A tile, shared by
+        // both weight tiles: (k0,k4) (k1,k5) for step 0, (k2,k6) (k3,k7) for step 1.
+        uint32_t bfrag[kMTiles][2][2];
+        const int aj = 16 * chunk + 4 * t + word;
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          const uint4 x = *reinterpret_cast<const uint4*>(stage + a_off[mt] +
+                                                          16 * ASwizzle(aj, a_lane_row[mt]));
+          bfrag[mt][0][0] = __byte_perm(x.x, x.z, 0x5410);
+          bfrag[mt][0][1] = __byte_perm(x.x, x.z, 0x7632);
+          bfrag[mt][1][0] = __byte_perm(x.y, x.w, 0x5410);
+          bfrag[mt][1][1] = __byte_perm(x.y, x.w, 0x7632);
+        }
+#pragma unroll
+        for (int rt = 0; rt < 2; ++rt) {
+          uint32_t p[2][4];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint4& v = d[rt][h];
+            DecodeE2m1Word(word == 0 ? v.x : word == 1 ? v.y : word == 2 ? v.z : v.w, p[h]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              p[h][i] = word < 2 ? Hmul2Broadcast<0>(p[h][i], scale[rt][h])
+                                 : Hmul2Broadcast<1>(p[h][i], scale[rt][h]);
+            }
+          }
+#pragma unroll
+          for (int step = 0; step < 2; ++step) {
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt) {
+              Mma(acc[rt][mt], p[0][2 * step], p[1][2 * step], p[0][2 * step + 1],
+                  p[1][2 * step + 1], bfrag[mt][step][0], bfrag[mt][step][1]);
+            }
+          }
+        }
+      }
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) issue(k_begin + s * kStageK, s);
+  int slot = 0;
+  for (int kb = k_begin; kb < k_end; kb += kStageK) {
+    CopyAsyncWait<kStages - 2>();  // this thread's copies of this stage have landed
+    __syncthreads();  // everyone's have; everyone is done with the last stage
+    issue(kb + (kStages - 1) * kStageK, (slot + kStages - 1) % kStages);
+    compute(ring + slot * stage_bytes);
+    slot = slot == kStages - 1 ? 0 : slot + 1;
+  }
+  CopyAsyncWait<0>();
+  __syncthreads();  // the epilogue reuses the ring
+
+  // The accumulator holds weight rows g, g + 8 of each tile (i / 2) and A rows 2t, 2t + 1
+  // of each A tile (i % 2). The other K parts' warps hand theirs to the first's.
+  auto& ep = *reinterpret_cast<EpilogueSmem<kMTiles>*>(smem_raw);
+  auto for_each_sum = [&](auto&& f) {
+#pragma unroll
+    for (int rt = 0; rt < 2; ++rt) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          f(acc[rt][mt][i], mt * 8 + 2 * t + i % 2, 32 * pair + 16 * rt + g + 8 * (i / 2));
+        }
+      }
+    }
+  };
+  if (part > 0) {
+    for_each_sum([&](float v, int col, int row) { ep.part[part - 1][col][row] = v; });
+  }
+  __syncthreads();
+  const float out_scale = 16384.0f * tensor_scale;  // undo the decode's 2^-14
+  const int splits = static_cast<int>(gridDim.y);
+  if (part == 0) {
+    for_each_sum([&](float& v, int col, int row) {
+#pragma unroll
+      for (int q = 0; q < kKParts - 1; ++q) v += ep.part[q][col][row];
+      if (splits > 1) {
+        ep.block[col][row] = v;
+      } else if (col < m && n0 + row < n) {
+        c[col * n + n0 + row] = v * out_scale;
+      }
+    });
+  }
+  if (splits == 1) return;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // K split over the cluster's blocks (2 or 4): block q adds rows [q, q + 1) * kRows /
+  // splits of all of them, read from their shared memory.
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int shift = splits == 2 ? 6 : 5;  // log2(kRows / splits)
+  const int rows_per = 1 << shift, rank = static_cast<int>(blockIdx.y);
+  for (int idx = tid; idx < (m << shift); idx += kThreads) {
+    const int r = rank * rows_per + (idx & (rows_per - 1)), col = idx >> shift;
+    float sum = 0.0f;
+    for (int q = 0; q < splits; ++q) {
+      sum += cluster.map_shared_rank(&ep.block[0][0], q)[col * kEpiloguePitch + r];
+    }
+    if (n0 + r < n) c[col * n + n0 + r] = sum * out_scale;
+  }
+  cluster.sync();  // no block leaves while others read its shared memory
+#endif
+}
+
+constexpr int kMaxCachedDevices = 64;
+
+struct DeviceFacts {
+  int sms = 0, major = 0, smem_optin = 0;
+};
+
+// Per-device facts, queried once (a launch at ~12 us cannot afford driver queries).
+absl::StatusOr<DeviceFacts> Facts(int device) {
+  static std::atomic<int> cached_sms[kMaxCachedDevices] = {};
+  static std::atomic<int> cached_major[kMaxCachedDevices] = {};
+  static std::atomic<int> cached_smem[kMaxCachedDevices] = {};
+  const bool cacheable = device >= 0 && device < kMaxCachedDevices;
+  if (cacheable && cached_sms[device].load(std::memory_order_relaxed) > 0) {
+    return DeviceFacts{cached_sms[device].load(std::memory_order_relaxed),
+                       cached_major[device].load(std::memory_order_relaxed),
+                       cached_smem[device].load(std::memory_order_relaxed)};
+  }
+  DeviceFacts f;
+  RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, device));
+  RETURN_IF_CUDA_ERROR(
+      cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, device));
+  RETURN_IF_CUDA_ERROR(
+      cudaDeviceGetAttribute(&f.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (cacheable) {
+    cached_major[device].store(f.major, std::memory_order_relaxed);
+    cached_smem[device].store(f.smem_optin, std::memory_order_relaxed);
+    cached_sms[device].store(f.sms, std::memory_order_relaxed);
+  }
+  return f;
+}
+
+template <int kMTiles>
+absl::Status Launch(const __half* a, int64_t m, const DeviceQuantizedWeight& b, float* c,
+                    int k_splits_override, cudaStream_t stream) {
+  const auto kernel = SkinnyStreamKernel<kMTiles>;
+  int device = 0;
+  RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
+  const absl::StatusOr<DeviceFacts> facts = Facts(device);
+  if (!facts.ok()) return facts.status();
+  constexpr size_t kMaxSmem = SmemBytes<kMTiles>(kMTiles * 8);
+  if (kMaxSmem > static_cast<size_t>(facts->smem_optin)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the streaming skinny kernel needs ", kMaxSmem,
+                     " bytes of shared memory per block; the device allows ", facts->smem_optin));
+  }
+  // Raised once per device to the largest m's need.
+  static std::atomic<bool> raised[kMaxCachedDevices] = {};
+  if (device < 0 || device >= kMaxCachedDevices || !raised[device].load()) {
+    RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxSmem)));
+    if (device >= 0 && device < kMaxCachedDevices) raised[device].store(true);
+  }
+  // One block per SM (the ring takes most of its shared memory). K is split over a
+  // cluster of 2 or 4 only as far as it takes to cover the SMs, only where clusters exist,
+  // and only while all the clusters fit the GPU at once (H200: 66 of 2, 30 of 4).
+  const int64_t row_blocks = (b.n + kRows - 1) / kRows;
+  const int64_t stages = (b.k + kStageK - 1) / kStageK;
+  int64_t splits = k_splits_override > 0 ? k_splits_override : facts->sms / row_blocks;
+  splits = std::clamp<int64_t>(splits, 1, std::min<int64_t>(kMaxClusterSplits, stages));
+  if (facts->major < 9) splits = 1;
+  if (splits == 3) splits = 2;  // the cluster's blocks share the rows' sums evenly
+  const size_t smem = SmemBytes<kMTiles>(static_cast<int>(m));
+  cudaLaunchConfig_t config = {};
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  while (splits > 1 && k_splits_override <= 0) {
+    static std::atomic<int> fitting[kMaxCachedDevices][kMaxClusterSplits + 1] = {};
+    const bool cacheable = device >= 0 && device < kMaxCachedDevices;
+    int clusters = cacheable ? fitting[device][splits].load(std::memory_order_relaxed) : 0;
+    if (clusters == 0) {
+      config.gridDim = dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(splits));
+      attribute[0].val.clusterDim.y = static_cast<unsigned>(splits);
+      config.numAttrs = 1;
+      config.dynamicSmemBytes = kMaxSmem;
+      RETURN_IF_CUDA_ERROR(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+      config.dynamicSmemBytes = smem;
+      clusters = std::max(clusters, -1);
+      if (cacheable) fitting[device][splits].store(clusters == 0 ? -1 : clusters);
+    }
+    if (clusters >= row_blocks) break;
+    splits /= 2;
+  }
+  // Blocks whose K range starts past K add zeros to the cluster's sums.
+  const int64_t k_per_block = (stages + splits - 1) / splits * kStageK;
+  config.gridDim = dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(splits));
+  attribute[0].val.clusterDim.y = static_cast<unsigned>(splits);
+  config.numAttrs = splits > 1 ? 1 : 0;
+  RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(
+      &config, kernel, a, static_cast<int>(m), static_cast<const uint8_t*>(b.data),
+      static_cast<const uint8_t*>(b.scales), b.tensor_scale, b.n, static_cast<int>(b.k),
+      static_cast<int>(k_per_block), c));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool SkinnyStreamRuns(const void* a, int64_t m, const DeviceQuantizedWeight& b) {
+  const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return b.format == QuantFormat::kNvfp4 && m >= 1 && m <= kSkinnyStreamMaxM && b.n >= 1 &&
+         b.k >= 64 && b.k % 64 == 0 && b.k <= (int64_t{1} << 30) && aligned16(a) &&
+         aligned16(b.data) && reinterpret_cast<uintptr_t>(b.scales) % 4 == 0;
+}
+
+absl::Status LaunchSkinnyStream(const void* a, int64_t m, const DeviceQuantizedWeight& b,
+                                float* c, int k_splits_override, cudaStream_t stream) {
+  if (!SkinnyStreamRuns(a, m, b) || c == nullptr) {
+    return absl::FailedPreconditionError(
+        "the streaming skinny kernel takes NVFP4 B with K % 64 == 0, FP16 A of 1-16 rows and "
+        "16-byte aligned codes, 4-byte aligned scales");
+  }
+  const auto* a16 = static_cast<const __half*>(a);
+  return m <= 8 ? Launch<1>(a16, m, b, c, k_splits_override, stream)
+                : Launch<2>(a16, m, b, c, k_splits_override, stream);
+}
+
+}  // namespace gemmd::gpu

@@ -1,0 +1,34 @@
+// The skinny weight-only kernel's streaming path (quant_skinny_stream.cu), used by
+// LaunchSkinnyQuantizedGemm (quant_skinny.cu) for NVFP4 B and FP16 A of up to 16 rows:
+// blocks of 128 weight rows stream B and A's rows of the same K range through a
+// shared-memory ring, split K over a thread-block cluster (sm_90+) when there are too
+// few blocks for the GPU. Host-only header; compiles with g++.
+#ifndef GEMMD_KERNELS_CUDA_QUANT_SKINNY_STREAM_H_
+#define GEMMD_KERNELS_CUDA_QUANT_SKINNY_STREAM_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/cuda/quant_gemm.h"
+
+namespace gemmd::gpu {
+
+inline constexpr int64_t kSkinnyStreamMaxM = 16;
+
+// Whether the streaming path takes these operands: NVFP4 B with K % 64 == 0 (scale rows
+// copied 4 bytes at a time) and 16-byte aligned codes, 4-byte aligned scales; FP16 A
+// (a, m rows of K halves, 16-byte aligned) with 1 <= m <= 16.
+bool SkinnyStreamRuns(const void* a, int64_t m, const DeviceQuantizedWeight& b);
+
+// Enqueues C[m, n] = A * dequant(B)^T (A FP16 on the device). k_splits_override > 0
+// fixes the cluster's K split (1, 2 or 4; gemm-bench sweeps). FAILED_PRECONDITION when
+// SkinnyStreamRuns is false or the device's shared memory is too small; INTERNAL for
+// CUDA errors.
+absl::Status LaunchSkinnyStream(const void* a, int64_t m, const DeviceQuantizedWeight& b,
+                                float* c, int k_splits_override, cudaStream_t stream);
+
+}  // namespace gemmd::gpu
+
+#endif  // GEMMD_KERNELS_CUDA_QUANT_SKINNY_STREAM_H_

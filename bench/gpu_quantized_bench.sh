@@ -31,6 +31,7 @@ echo "### gemm-cli quantized --verify (server on cuda:0)"
 cli quantized --format nvfp4 --weight_only --dtype float16 --m 1 --n 8192 --k 8192 --verify
 cli quantized --format nvfp4 --weight_only --dtype float16 --m 16 --n 8192 --k 8192 --verify
 cli quantized --format int8 --weight_only --m 16 --n 8192 --k 8192 --verify
+cli quantized --format int8 --weight_only --dtype bfloat16 --m 16 --n 8192 --k 8192 --verify
 cli quantized --format nvfp4 --m 4096 --n 4096 --k 4096 --verify
 cli quantized --format int8 --m 4096 --n 4096 --k 4096 --verify
 echo "### end to end, M=16 N=K=8192: QuantizedMatmul NVFP4 weight-only vs Matmul FP16"
@@ -38,3 +39,24 @@ cli bench --quantized --format nvfp4 --weight_only --dtype float16 --m 16 --n 81
   --concurrency 4 --duration_s "$duration" --warmup_s 1
 cli bench --dtype float16 --precision fp16_tensor --transpose_b --m 16 --n 8192 --k 8192 \
   --concurrency 4 --duration_s "$duration" --warmup_s 1
+
+# The first request after start with lazy (CUDA's default) and eager module loading: the
+# time to a healthy server and the first skinny request's compute phase.
+echo "### first request after start: --cuda_module_loading=lazy vs eager"
+for mode in lazy eager; do
+  kill -TERM $server 2>/dev/null
+  wait $server 2>/dev/null
+  start=$(date +%s%N)
+  "$bin/gemm-server" --backend=cuda --devices=0 --port "$port" --metrics_port -1 \
+    --cuda_module_loading=$mode >/tmp/gpu_quantized_server_$mode.log 2>&1 &
+  server=$!
+  for _ in $(seq 300); do
+    "$bin/gemm-cli" health --target "127.0.0.1:$port" >/dev/null 2>&1 && break
+    sleep 0.05
+  done
+  echo "$mode: healthy $(( ($(date +%s%N) - start) / 1000000 )) ms after launch"
+  for call in 1 2; do
+    echo "$mode call $call:"
+    cli quantized --format nvfp4 --weight_only --dtype float16 --m 1 --n 8192 --k 8192
+  done
+done

@@ -29,9 +29,10 @@ absl::Status QuantizedPathTakes(QuantizedPath path, const QuantizedOperands& q) 
             absl::StrCat("the skinny kernel takes M <= ", kSkinnyMaxM, "; M is ", q.m));
       }
       if (!q.a.has_value() && q.a_dense_type != DataType::kFloat16 &&
-          q.a_dense_type != DataType::kFloat32) {
+          q.a_dense_type != DataType::kFloat32 && q.a_dense_type != DataType::kBFloat16) {
         return absl::FailedPreconditionError(
-            "the skinny kernel takes FLOAT16 or FLOAT32 activations (or a quantized A)");
+            "the skinny kernel takes FLOAT16, FLOAT32 or BFLOAT16 activations (or a quantized "
+            "A)");
       }
       return absl::OkStatus();
     case QuantizedPath::kSquare:

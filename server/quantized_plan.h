@@ -30,8 +30,8 @@ absl::Status QuantizedPathTakes(QuantizedPath path, const QuantizedOperands& q);
 // (a quantized A, at most 16 rows, is dequantized on the host first). Larger M goes to
 // the square (tensor-core) kernels when they take the operands: same format on both
 // sides or FP16 x NVFP4, with the K alignment they need (INT8 K % 16, NVFP4 K % 32).
-// Up to the skinny limit (64) the skinny kernel takes the rest; beyond it, and for
-// BF16 activations (no BF16 path in the skinny kernel), the host dequantizes.
+// Up to the skinny limit (64) the skinny kernel takes the rest (FP16, FP32 or BF16
+// activations, or a quantized A); beyond it the host dequantizes.
 inline constexpr int64_t kSkinnyPreferredMaxM = 16;
 inline constexpr int64_t kSkinnyMaxM = 64;
 QuantizedPath PlanQuantized(const QuantizedOperands& q);

@@ -46,12 +46,19 @@ TEST(QuantizedPlanTest, LargerProblemsGoToTheSquareKernelsWhereTheyTakeTheOperan
             QuantizedPath::kSkinny);
   EXPECT_EQ(PlanQuantized(Operands(64, 4096, QuantFormat::kInt8, QuantFormat::kNvfp4)),
             QuantizedPath::kSkinny);
-  // ... and the host beyond that, or for BF16 activations (no BF16 skinny path).
+  // ... BF16 activations too ...
+  EXPECT_EQ(PlanQuantized(Operands(1, 4096, std::nullopt, QuantFormat::kNvfp4,
+                                   DataType::kBFloat16)),
+            QuantizedPath::kSkinny);
+  EXPECT_EQ(PlanQuantized(Operands(64, 4096, std::nullopt, QuantFormat::kInt8,
+                                   DataType::kBFloat16)),
+            QuantizedPath::kSkinny);
+  // ... and the host beyond that.
   EXPECT_EQ(PlanQuantized(Operands(65, 48, QuantFormat::kNvfp4, QuantFormat::kNvfp4)),
             QuantizedPath::kHostDequantize);
   EXPECT_EQ(PlanQuantized(Operands(4096, 4096, std::nullopt, QuantFormat::kInt8)),
             QuantizedPath::kHostDequantize);
-  EXPECT_EQ(PlanQuantized(Operands(1, 4096, std::nullopt, QuantFormat::kNvfp4,
+  EXPECT_EQ(PlanQuantized(Operands(65, 4096, std::nullopt, QuantFormat::kNvfp4,
                                    DataType::kBFloat16)),
             QuantizedPath::kHostDequantize);
   EXPECT_STREQ(QuantizedPathName(QuantizedPath::kSquareFp16A), "square_fp16_a");
@@ -77,6 +84,10 @@ TEST(QuantizedPlanTest, TakesSaysWhyAKernelFamilyCannotRunTheOperands) {
                                         DataType::kFloat32))
                 .message(),
             "the FP16 x NVFP4 kernel takes a dense FLOAT16 A and an NVFP4 B");
+  EXPECT_EQ(QuantizedPathTakes(QuantizedPath::kSkinny,
+                               Operands(4, 64, std::nullopt, QuantFormat::kNvfp4, DataType::kInt8))
+                .message(),
+            "the skinny kernel takes FLOAT16, FLOAT32 or BFLOAT16 activations (or a quantized A)");
   EXPECT_TRUE(QuantizedPathTakes(QuantizedPath::kHostDequantize,
                                  Operands(100000, 3, std::nullopt, QuantFormat::kInt8,
                                           DataType::kBFloat16))

@@ -1,5 +1,6 @@
 // Quantized GEMM on the GPU (DESIGN.md §4): weight-only for skinny problems, C[M,N] =
-// A[M,K] * dequant(B)[N,K]^T with A dense (FLOAT16 or FLOAT32) and B INT8 or NVFP4, M up
+// A[M,K] * dequant(B)[N,K]^T with A dense (FLOAT16, FLOAT32 or BFLOAT16) and B INT8 or
+// NVFP4, M up
 // to 64: the case where bytes, not FLOPs, set the speed (a few rows of activations
 // against a large weight). Host-only header; compiles with g++.
 //
@@ -8,10 +9,13 @@
 // rows, quant_skinny_stream.cu; otherwise with 16-byte loads into registers), decoded
 // in registers straight into mma.sync m16n8k16 fragments (exact: e2m1 * e4m3 and int8
 // all fit FP16's significand), FP32 accumulation; the per-row INT8 scale or the NVFP4
-// tensor scale is applied once, in the epilogue. A goes to the tensor cores as FP16: FLOAT16 A
-// as is, FLOAT32 A as a pair hi + lo of FP16 (hi = fp16(a), lo = fp16(a - hi), two MMAs),
-// which keeps the result within ~1e-7 of the FP32 product, so the kernel is checked
-// against the FP64 product of the dequantized operands with the FP32 tolerance (1e-5).
+// tensor scale is applied once, in the epilogue. A goes to the tensor cores as FP16:
+// FLOAT16 A as is; FLOAT32 and BFLOAT16 A scaled by a power of two per row (its largest
+// magnitude into [2^14, 2^15), inside FP16's range) and split into a pair hi + lo of FP16
+// (hi = fp16(a), lo = fp16(a - hi), two MMAs; the row's scale is undone in the
+// epilogue), which keeps the result within ~1e-6 of the FP32 product whatever the
+// activations' magnitude, so the kernel is checked against the FP64 product of the
+// dequantized operands with the FP32 tolerance (1e-5).
 #ifndef GEMMD_KERNELS_CUDA_QUANT_GEMM_H_
 #define GEMMD_KERNELS_CUDA_QUANT_GEMM_H_
 
@@ -32,7 +36,7 @@ inline constexpr int64_t kSkinnyQuantizedMaxM = 64;
 using DeviceQuantizedWeight = ::gemmd::PackedWeight;
 
 // Device workspace LaunchSkinnyQuantizedGemm needs: 0 for FLOAT16 A (read in place), the
-// FP16 hi and lo planes of FLOAT32 A.
+// FP16 hi and lo planes and the row scales of FLOAT32 or BFLOAT16 A.
 size_t SkinnyQuantizedWorkspaceBytes(DataType a_type, int64_t m, int64_t k);
 
 // Which way the skinny kernel brings B in (SkinnyQuantizedTuning::path).
@@ -51,8 +55,8 @@ struct SkinnyQuantizedTuning {
   SkinnyPath path = SkinnyPath::kAuto;
 };
 
-// Enqueues C[m, n] (FP32, row-major, device) = A[m, k] (a_type FLOAT16 or FLOAT32,
-// row-major, device) * dequant(B)^T on `stream`. INVALID_ARGUMENT for m outside
+// Enqueues C[m, n] (FP32, row-major, device) = A[m, k] (a_type FLOAT16, FLOAT32 or
+// BFLOAT16, row-major, device) * dequant(B)^T on `stream`. INVALID_ARGUMENT for m outside
 // [1, 64], NVFP4 with K % 16 != 0, another a_type, null pointers or a small workspace
 // (null is fine when none is needed); INTERNAL for CUDA errors.
 absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m,

@@ -28,6 +28,7 @@
 //   A's rows) into a shared-memory ring with cp.async, whole rows per copy instruction,
 //   and the warps read their fragment bytes from there (see the kernel for why);
 // - the register path (everything else): each lane loads its own 16 bytes from HBM.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -189,12 +190,13 @@ constexpr size_t SkinnySmemBytes(int m) {
   return ring > reduce ? ring : reduce;
 }
 
-// kMTiles: A rows / 8 (rounded up); kSplit: FP32 A as FP16 hi + lo (two MMAs). K fits in
+// kMTiles: A rows / 8 (rounded up); kSplit: FP32 / BF16 A as FP16 hi + lo (two MMAs). K fits in
 // 31 bits (the launcher checks), so K offsets are 32-bit; row offsets are 64-bit.
 template <QuantFormat kFormat, int kRowTiles, int kMTiles, bool kSplit, bool kAligned,
           int kStages, int kMinBlocks>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
-    SkinnyKernel(const __half* __restrict__ a_hi, const __half* __restrict__ a_lo, int m,
+    SkinnyKernel(const __half* __restrict__ a_hi, const __half* __restrict__ a_lo,
+                 const float* __restrict__ a_row_scale, int m,
                  const uint8_t* __restrict__ data, const uint8_t* __restrict__ scales,
                  float tensor_scale, int64_t n, int k, int k_per_block, float* __restrict__ c) {
   using L = Layout<kFormat>;
@@ -533,9 +535,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     float sum = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) sum += smem.partial[w][r][mm];
-    const float v = kFormat == QuantFormat::kInt8
-                        ? sum * __ldg(reinterpret_cast<const float*>(scales) + col)
-                        : (sum * 16384.0f) * tensor_scale;  // undo the decode's 2^-14
+    float v = kFormat == QuantFormat::kInt8
+                  ? sum * __ldg(reinterpret_cast<const float*>(scales) + col)
+                  : (sum * 16384.0f) * tensor_scale;  // undo the decode's 2^-14
+    if (kSplit) v *= __ldg(a_row_scale + mm);     // undo A's power-of-two row scale
     if (gridDim.y > 1) {
       atomicAdd(c + mm * n + col, v);
     } else {
@@ -544,17 +547,54 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   }
 }
 
-// A [m, k] FP32 -> hi, lo FP16 [m, k]: hi = fp16(a), lo = fp16(a - hi).
-__global__ void SplitA(const float* __restrict__ a, int64_t count, __half* __restrict__ hi,
-                       __half* __restrict__ lo) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const float v = a[i];
-    const __half h = __float2half_rn(v);
-    hi[i] = h;
-    lo[i] = __float2half_rn(v - __half2float(h));
+__device__ __forceinline__ float ToFloat(float v) { return v; }
+__device__ __forceinline__ float ToFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// A [m, k] FP32 or BF16 -> FP16 planes hi, lo [m, k] of a * 2^e (e per row): hi =
+// fp16(a * 2^e), lo = fp16(a * 2^e - hi), and row_scale[row] = 2^-e for the epilogue.
+// One block per row. e puts the row's largest magnitude in [2^14, 2^15): FP16's range
+// ends at 65504, and below 2^-14 it has fewer significant bits (none below 2^-24), so
+// unscaled, an activation of 1e5 became Inf and rows of ~1e-6 lost most of their
+// precision. Scaled, hi + lo carries ~22 significant bits for every value within 2^-10
+// of the row's largest, and the absolute error of the rest stays below 2^-38 of it.
+// A row that is all zero or holds an Inf keeps e = 0; Inf and NaN reach C as they would.
+template <typename T>
+__global__ void SplitARows(const T* __restrict__ a, int k, __half* __restrict__ hi,
+                           __half* __restrict__ lo, float* __restrict__ row_scale) {
+  __shared__ float warp_max[32];
+  const int64_t base = int64_t{blockIdx.x} * k;
+  float max_abs = 0.0f;
+  for (int i = threadIdx.x; i < k; i += blockDim.x) {
+    max_abs = fmaxf(max_abs, fabsf(ToFloat(a[base + i])));  // skips NaN
   }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    max_abs = fmaxf(max_abs, __shfl_xor_sync(0xFFFFFFFFu, max_abs, offset));
+  }
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = max_abs;
+  __syncthreads();
+  max_abs = 0.0f;
+  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) max_abs = fmaxf(max_abs, warp_max[w]);
+  // max_abs = m * 2^x with m in [0.5, 1): scale by 2^(15 - x) through ldexpf (2^e itself
+  // may not be an FP32: 2^134 for a row of 2^-120), e <= 149 so that 2^-e stays nonzero.
+  int x = 0;
+  frexpf(max_abs, &x);
+  const int e = max_abs > 0.0f && isfinite(max_abs) ? min(15 - x, 149) : 0;
+  for (int i = threadIdx.x; i < k; i += blockDim.x) {
+    const float v = ldexpf(ToFloat(a[base + i]), e);  // exact, inside FP16's range
+    const __half h = __float2half_rn(v);
+    hi[base + i] = h;
+    lo[base + i] = __float2half_rn(v - __half2float(h));
+  }
+  if (threadIdx.x == 0) row_scale[blockIdx.x] = ldexpf(1.0f, -e);
 }
+
+// A as the kernels read it: FP16 in place (lo and row_scale null), or the FP16 planes of
+// a wider A scaled per row (SplitARows).
+struct ActivationPlanes {
+  const __half* hi;
+  const __half* lo;
+  const float* row_scale;
+};
 
 constexpr int kMaxCachedDevices = 64;
 
@@ -608,7 +648,7 @@ absl::StatusOr<int> SharedMemoryPerBlockOptin() {
 // blocks per SM (the register budget).
 template <QuantFormat kFormat, int kRowTiles, int kMTiles, bool kSplit, bool kAligned,
           int kStages, int kMinBlocks>
-absl::Status LaunchVariant(const __half* hi, const __half* lo, int64_t m,
+absl::Status LaunchVariant(const ActivationPlanes& a, int64_t m,
                            const DeviceQuantizedWeight& b, float* c, int k_splits_override,
                            cudaStream_t stream) {
   using L = Layout<kFormat>;
@@ -641,7 +681,7 @@ absl::Status LaunchVariant(const __half* hi, const __half* lo, int64_t m,
   if (k_splits > 1) RETURN_IF_CUDA_ERROR(cudaMemsetAsync(c, 0, m * b.n * sizeof(float), stream));
   const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(k_splits));
   kernel<<<grid, kWarps * 32, smem_bytes, stream>>>(
-      hi, lo, static_cast<int>(m), static_cast<const uint8_t*>(b.data),
+      a.hi, a.lo, a.row_scale, static_cast<int>(m), static_cast<const uint8_t*>(b.data),
       static_cast<const uint8_t*>(b.scales), b.tensor_scale, b.n, static_cast<int>(b.k),
       static_cast<int>(k_per_block), c);
   RETURN_IF_CUDA_ERROR(cudaGetLastError());
@@ -654,7 +694,7 @@ absl::Status LaunchVariant(const __half* hi, const __half* lo, int64_t m,
 // 3 0.0164), shallower where shared memory is smaller (3 stages of 8 A rows take 111
 // KiB: sm_86/89 allow 99); otherwise the register path.
 template <QuantFormat kFormat, bool kSplit, bool kAligned>
-absl::Status LaunchRing(const __half* hi, const __half* lo, int64_t m, bool ring_operands,
+absl::Status LaunchRing(const ActivationPlanes& a, int64_t m, bool ring_operands,
                         const DeviceQuantizedWeight& b, float* c,
                         const SkinnyQuantizedTuning& tuning, cudaStream_t stream) {
   const int ks = tuning.k_splits;
@@ -669,17 +709,17 @@ absl::Status LaunchRing(const __half* hi, const __half* lo, int64_t m, bool ring
       constexpr size_t kNeed4 = SkinnySmemBytes<kFormat, 2, 1, kSplit, 4, kAligned>(8);
       const int wanted = tuning.stages == 2 || tuning.stages == 4 ? tuning.stages : 3;
       if (wanted >= 4 && fits(kNeed4)) {
-        return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 4, 2>(hi, lo, m, b, c, ks, stream);
+        return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 4, 2>(a, m, b, c, ks, stream);
       }
       if (wanted >= 3 && fits(kNeed3)) {
-        return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 3, 2>(hi, lo, m, b, c, ks, stream);
+        return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 3, 2>(a, m, b, c, ks, stream);
       }
       if (fits(kNeed2)) {
-        return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 2, 2>(hi, lo, m, b, c, ks, stream);
+        return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, 2, 2>(a, m, b, c, ks, stream);
       }
     }
   }
-  return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, kRegisterPath, 2>(hi, lo, m, b, c, ks,
+  return LaunchVariant<kFormat, 2, 1, kSplit, kAligned, kRegisterPath, 2>(a, m, b, c, ks,
                                                                           stream);
 }
 
@@ -687,34 +727,34 @@ absl::Status LaunchRing(const __half* hi, const __half* lo, int64_t m, bool ring
 // accumulators allow it (every A fragment then feeds twice as many MMAs), one where A
 // rows need the registers.
 template <QuantFormat kFormat, bool kSplit, bool kAligned>
-absl::Status LaunchForM(const __half* hi, const __half* lo, int64_t m, bool ring_operands,
+absl::Status LaunchForM(const ActivationPlanes& a, int64_t m, bool ring_operands,
                         const DeviceQuantizedWeight& b, float* c,
                         const SkinnyQuantizedTuning& tuning, cudaStream_t stream) {
   constexpr int kReg = kRegisterPath;
   const int ks = tuning.k_splits;
   if (m <= 8) {
-    return LaunchRing<kFormat, kSplit, kAligned>(hi, lo, m, ring_operands, b, c, tuning, stream);
+    return LaunchRing<kFormat, kSplit, kAligned>(a, m, ring_operands, b, c, tuning, stream);
   }
   if (m <= 16) {
-    return LaunchVariant<kFormat, 2, 2, kSplit, kAligned, kReg, 2>(hi, lo, m, b, c, ks, stream);
+    return LaunchVariant<kFormat, 2, 2, kSplit, kAligned, kReg, 2>(a, m, b, c, ks, stream);
   }
   if (m <= 32) {
-    return LaunchVariant<kFormat, 1, 4, kSplit, kAligned, kReg, 2>(hi, lo, m, b, c, ks, stream);
+    return LaunchVariant<kFormat, 1, 4, kSplit, kAligned, kReg, 2>(a, m, b, c, ks, stream);
   }
-  return LaunchVariant<kFormat, 1, 8, kSplit, kAligned, kReg, 2>(hi, lo, m, b, c, ks, stream);
+  return LaunchVariant<kFormat, 1, 8, kSplit, kAligned, kReg, 2>(a, m, b, c, ks, stream);
 }
 
 template <QuantFormat kFormat>
-absl::Status LaunchForFormat(const __half* hi, const __half* lo, bool split, bool aligned,
+absl::Status LaunchForFormat(const ActivationPlanes& a, bool split, bool aligned,
                              bool ring_operands, int64_t m, const DeviceQuantizedWeight& b,
                              float* c, const SkinnyQuantizedTuning& tuning, cudaStream_t stream) {
   const bool r = ring_operands;
   if (split) {
-    return aligned ? LaunchForM<kFormat, true, true>(hi, lo, m, r, b, c, tuning, stream)
-                   : LaunchForM<kFormat, true, false>(hi, lo, m, r, b, c, tuning, stream);
+    return aligned ? LaunchForM<kFormat, true, true>(a, m, r, b, c, tuning, stream)
+                   : LaunchForM<kFormat, true, false>(a, m, r, b, c, tuning, stream);
   }
-  return aligned ? LaunchForM<kFormat, false, true>(hi, lo, m, r, b, c, tuning, stream)
-                 : LaunchForM<kFormat, false, false>(hi, lo, m, r, b, c, tuning, stream);
+  return aligned ? LaunchForM<kFormat, false, true>(a, m, r, b, c, tuning, stream)
+                 : LaunchForM<kFormat, false, false>(a, m, r, b, c, tuning, stream);
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -722,9 +762,10 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }  // namespace
 
 size_t SkinnyQuantizedWorkspaceBytes(DataType a_type, int64_t m, int64_t k) {
-  // FP16 A is read in place; FP32 A is split into FP16 hi and lo planes first.
-  if (a_type != DataType::kFloat32) return 0;
-  return static_cast<size_t>(2 * RoundUp(m * k * 2, 256));
+  // FP16 A is read in place; FP32 and BF16 A become FP16 hi and lo planes and a scale per
+  // row first (SplitARows).
+  if (a_type != DataType::kFloat32 && a_type != DataType::kBFloat16) return 0;
+  return static_cast<size_t>(2 * RoundUp(m * k * 2, 256) + RoundUp(m * 4, 256));
 }
 
 absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m,
@@ -735,9 +776,10 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
     return absl::InvalidArgumentError(
         absl::StrCat("skinny quantized GEMM takes M in [1, 64]; got ", m));
   }
-  if (a_type != DataType::kFloat16 && a_type != DataType::kFloat32) {
-    return absl::InvalidArgumentError(absl::StrCat("skinny quantized GEMM takes FLOAT16 or "
-                                                   "FLOAT32 activations, not ",
+  if (a_type != DataType::kFloat16 && a_type != DataType::kFloat32 &&
+      a_type != DataType::kBFloat16) {
+    return absl::InvalidArgumentError(absl::StrCat("skinny quantized GEMM takes FLOAT16, "
+                                                   "FLOAT32 or BFLOAT16 activations, not ",
                                                    DataTypeName(a_type)));
   }
   if (b.n < 1 || b.k < 1 || b.k > (int64_t{1} << 30) ||
@@ -745,7 +787,7 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
     return absl::InvalidArgumentError(absl::StrCat("bad quantized weight [", b.n, ", ", b.k,
                                                    "] (K in [1, 2^30]; NVFP4 needs K % 16 == 0)"));
   }
-  const bool split = a_type == DataType::kFloat32;
+  const bool split = a_type != DataType::kFloat16;
   if (a == nullptr || c == nullptr || b.data == nullptr || b.scales == nullptr ||
       (split && workspace == nullptr)) {
     return absl::InvalidArgumentError("skinny quantized GEMM: null pointer");
@@ -753,17 +795,24 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
   if (workspace_bytes < SkinnyQuantizedWorkspaceBytes(a_type, m, b.k)) {
     return absl::InvalidArgumentError("skinny quantized GEMM: workspace too small");
   }
-  const __half* hi = static_cast<const __half*>(a);
-  const __half* lo = nullptr;
+  ActivationPlanes planes{static_cast<const __half*>(a), nullptr, nullptr};
   if (split) {
     auto* h = static_cast<__half*>(workspace);
     auto* l = h + RoundUp(m * b.k * 2, 256) / 2;
-    const int blocks = static_cast<int>(std::min<int64_t>((m * b.k + 255) / 256, 1024));
-    SplitA<<<blocks, 256, 0, stream>>>(static_cast<const float*>(a), m * b.k, h, l);
+    auto* row_scale = reinterpret_cast<float*>(l + RoundUp(m * b.k * 2, 256) / 2);
+    const int k = static_cast<int>(b.k);
+    if (a_type == DataType::kFloat32) {
+      SplitARows<<<static_cast<unsigned>(m), 256, 0, stream>>>(static_cast<const float*>(a), k,
+                                                               h, l, row_scale);
+    } else {
+      SplitARows<<<static_cast<unsigned>(m), 256, 0, stream>>>(
+          static_cast<const __nv_bfloat16*>(a), k, h, l, row_scale);
+    }
     RETURN_IF_CUDA_ERROR(cudaGetLastError());
-    hi = h;
-    lo = l;
+    planes = {h, l, row_scale};
   }
+  const __half* hi = planes.hi;
+  const __half* lo = planes.lo;
   // 16-byte loads and copies need every weight row, every lane segment and A's rows
   // 16-byte aligned (NVFP4 rows of K/2 bytes, a segment of 32 values; INT8 rows of K
   // bytes, 16 values; A rows of 2K bytes read 8 or 4 halves at a time). The ring also
@@ -784,10 +833,10 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
     return LaunchSkinnyStream(hi, m, b, c, tuning.k_splits, stream);
   }
   if (nvfp4) {
-    return LaunchForFormat<QuantFormat::kNvfp4>(hi, lo, split, aligned, ring_operands, m, b, c,
+    return LaunchForFormat<QuantFormat::kNvfp4>(planes, split, aligned, ring_operands, m, b, c,
                                                 tuning, stream);
   }
-  return LaunchForFormat<QuantFormat::kInt8>(hi, lo, split, aligned, ring_operands, m, b, c,
+  return LaunchForFormat<QuantFormat::kInt8>(planes, split, aligned, ring_operands, m, b, c,
                                              tuning, stream);
 }
 

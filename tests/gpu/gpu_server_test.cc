@@ -233,6 +233,8 @@ TEST_F(GpuServerTest, QuantizedMatmulRunsOnTheQuantizedKernels) {
        "qgemm_int8"},
       {"fp16 x nvfp4 M=129", 129, 256, 256, false, QuantFormat::kNvfp4, DataType::kFloat16,
        "qgemm_f16xnvfp4"},
+      {"bf16 x int8 M=3", 3, 200, 256, false, QuantFormat::kInt8, DataType::kBFloat16,
+       "skinny_int8"},
       {"bf16 x nvfp4 M=70 (host)", 70, 64, 64, false, QuantFormat::kNvfp4, DataType::kBFloat16,
        "sgemm"},
   };

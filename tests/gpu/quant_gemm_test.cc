@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -28,15 +29,38 @@ struct Case {
   DataType a_type;
   int64_t m, n, k;
   SkinnyQuantizedTuning tuning = {};
+  int a_exponent = 0;  // A (FP32 or BF16) times 2^a_exponent: outside FP16's range
 };
 
 std::string Name(const Case& c) {
   const char* path = c.tuning.path == SkinnyPath::kStream    ? "_stream"
                      : c.tuning.path == SkinnyPath::kClassic ? "_classic"
                                                              : "";
-  return absl::StrCat(QuantFormatName(c.format), "_", DataTypeName(c.a_type), "_", c.m, "x", c.n,
-                      "x", c.k, path,
-                      c.tuning.k_splits > 0 ? absl::StrCat("_splits", c.tuning.k_splits) : "");
+  return absl::StrCat(
+      QuantFormatName(c.format), "_", DataTypeName(c.a_type), "_", c.m, "x", c.n, "x", c.k, path,
+      c.tuning.k_splits > 0 ? absl::StrCat("_splits", c.tuning.k_splits) : "",
+      c.a_exponent > 0 ? absl::StrCat("_times2e", c.a_exponent) : "",
+      c.a_exponent < 0 ? absl::StrCat("_times2em", -c.a_exponent) : "");
+}
+
+// Wide activations far outside FP16's range (the kernel scales them per row first).
+Case Scaled(QuantFormat format, DataType a_type, int64_t m, int64_t n, int64_t k, int exponent) {
+  return Case{format, a_type, m, n, k, {}, exponent};
+}
+
+// A's values times 2^exponent, in place (exact: a power of two, inside FP32 / BF16 range).
+void ScaleActivations(DataType type, int exponent, std::string* bytes) {
+  if (exponent == 0) return;
+  if (type == DataType::kFloat32) {
+    auto* v = reinterpret_cast<float*>(bytes->data());
+    for (size_t i = 0; i < bytes->size() / 4; ++i) v[i] = std::ldexp(v[i], exponent);
+  } else {
+    ASSERT_EQ(type, DataType::kBFloat16);
+    auto* v = reinterpret_cast<uint16_t*>(bytes->data());
+    for (size_t i = 0; i < bytes->size() / 2; ++i) {
+      v[i] = FloatToBf16Bits(std::ldexp(Bf16BitsToFloat(v[i]), exponent));
+    }
+  }
 }
 
 // The streaming path (FP16 A, NVFP4, M <= 16), forced, with a K split over a cluster.
@@ -58,7 +82,8 @@ TEST_P(SkinnyQuantizedTest, MatchesDequantizedReference) {
   const uint64_t seed = testing::TestSeed(31);
   SCOPED_TRACE(absl::StrCat(Name(c), " seed ", seed));
   std::mt19937_64 rng(seed);
-  const std::string a_bytes = testing::RandomBytes(c.a_type, c.m * c.k, rng);
+  std::string a_bytes = testing::RandomBytes(c.a_type, c.m * c.k, rng);
+  ScaleActivations(c.a_type, c.a_exponent, &a_bytes);
   const std::string w_bytes = testing::RandomBytes(DataType::kFloat32, c.n * c.k, rng);
   const float* w = reinterpret_cast<const float*>(w_bytes.data());
 
@@ -146,7 +171,15 @@ INSTANTIATE_TEST_SUITE_P(
                            16,
                            1000,
                            1024,
-                           {0, 0, SkinnyPath::kClassic}}),
+                           {0, 0, SkinnyPath::kClassic}},
+                      // BF16 activations, and wide ones beyond FP16's range either way
+                      // (unscaled, 2^20 overflowed FP16 and 2^-30 lost its bits).
+                      Case{QuantFormat::kNvfp4, DataType::kBFloat16, 1, 300, 512},
+                      Case{QuantFormat::kInt8, DataType::kBFloat16, 13, 77, 272},
+                      Scaled(QuantFormat::kNvfp4, DataType::kFloat32, 4, 129, 1024, 20),
+                      Scaled(QuantFormat::kNvfp4, DataType::kFloat32, 16, 64, 512, -30),
+                      Scaled(QuantFormat::kInt8, DataType::kBFloat16, 9, 100, 320, 100),
+                      Scaled(QuantFormat::kInt8, DataType::kFloat32, 40, 50, 96, -120)),
     [](const ::testing::TestParamInfo<Case>& info) { return Name(info.param); });
 
 TEST(SkinnyQuantizedArgsTest, RejectsWhatItCannotRun) {
@@ -159,10 +192,16 @@ TEST(SkinnyQuantizedArgsTest, RejectsWhatItCannotRun) {
   EXPECT_EQ(LaunchSkinnyQuantizedGemm(ws, DataType::kFloat16, 65, b, nullptr, ws, 16, nullptr)
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(LaunchSkinnyQuantizedGemm(ws, DataType::kBFloat16, 1, b, reinterpret_cast<float*>(ws),
+  EXPECT_EQ(LaunchSkinnyQuantizedGemm(ws, DataType::kInt8, 1, b, reinterpret_cast<float*>(ws),
                                       ws, 16, nullptr)
                 .code(),
             absl::StatusCode::kInvalidArgument);
+  // BF16 needs its FP16 planes: 2 x 64 bytes (rounded to 256 each) and a row scale.
+  EXPECT_EQ(SkinnyQuantizedWorkspaceBytes(DataType::kBFloat16, 1, 32), 768u);
+  EXPECT_EQ(LaunchSkinnyQuantizedGemm(ws, DataType::kBFloat16, 1, b, reinterpret_cast<float*>(ws),
+                                      ws, 16, nullptr)
+                .message(),
+            "skinny quantized GEMM: workspace too small");
 }
 
 }  // namespace

@@ -47,8 +47,10 @@ enum class SkinnyPath {
 };
 
 // Overrides of the launcher's choices, for gemm-bench sweeps (0 = the launcher's choice):
-// how many blocks share a row's K range; for M <= 8 with FP16 A, how many stages deep the
-// shared-memory ring is (2, 3 or 4); which path.
+// how many blocks share a row's K range (on the streaming path, the cluster's size: see
+// LaunchSkinnyStream); for M <= 8 with FP16 A, how many stages deep the shared-memory
+// ring is (2, 3 or 4); which path (kStream returns the streaming path's
+// FAILED_PRECONDITION where it cannot run; kAuto then takes another).
 struct SkinnyQuantizedTuning {
   int k_splits = 0;
   int stages = 0;
@@ -58,7 +60,8 @@ struct SkinnyQuantizedTuning {
 // Enqueues C[m, n] (FP32, row-major, device) = A[m, k] (a_type FLOAT16, FLOAT32 or
 // BFLOAT16, row-major, device) * dequant(B)^T on `stream`. INVALID_ARGUMENT for m outside
 // [1, 64], NVFP4 with K % 16 != 0, another a_type, null pointers or a small workspace
-// (null is fine when none is needed); INTERNAL for CUDA errors.
+// (null is fine when none is needed); FAILED_PRECONDITION when a forced path
+// (`tuning.path`) cannot run; INTERNAL for CUDA errors.
 absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m,
                                        const DeviceQuantizedWeight& b, float* c,
                                        void* workspace, size_t workspace_bytes,

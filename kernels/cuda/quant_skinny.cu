@@ -28,6 +28,8 @@
 //   A's rows) into a shared-memory ring with cp.async, whole rows per copy instruction,
 //   and the warps read their fragment bytes from there (see the kernel for why);
 // - the register path (everything else): each lane loads its own 16 bytes from HBM.
+// A third way, for NVFP4 with FP16 A of 9-16 rows, is its own kernel with 128-row blocks
+// (quant_skinny_stream.cu); LaunchSkinnyQuantizedGemm picks it when it fits the device.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -535,10 +537,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     float sum = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) sum += smem.partial[w][r][mm];
-    float v = kFormat == QuantFormat::kInt8
-                  ? sum * __ldg(reinterpret_cast<const float*>(scales) + col)
-                  : (sum * 16384.0f) * tensor_scale;  // undo the decode's 2^-14
-    if (kSplit) v *= __ldg(a_row_scale + mm);     // undo A's power-of-two row scale
+    if (kSplit) sum *= __ldg(a_row_scale + mm);  // undo A's power-of-two row scale first
+    const float v = kFormat == QuantFormat::kInt8
+                        ? sum * __ldg(reinterpret_cast<const float*>(scales) + col)
+                        : (sum * 16384.0f) * tensor_scale;  // undo the decode's 2^-14
     if (gridDim.y > 1) {
       atomicAdd(c + mm * n + col, v);
     } else {
@@ -557,7 +559,8 @@ __device__ __forceinline__ float ToFloat(__nv_bfloat16 v) { return __bfloat162fl
 // unscaled, an activation of 1e5 became Inf and rows of ~1e-6 lost most of their
 // precision. Scaled, hi + lo carries ~22 significant bits for every value within 2^-10
 // of the row's largest, and the absolute error of the rest stays below 2^-38 of it.
-// A row that is all zero or holds an Inf keeps e = 0; Inf and NaN reach C as they would.
+// A row that is all zero or holds an Inf keeps e = 0; Inf and NaN reach C as they would
+// in FP32 (an Inf's lo plane is 0).
 template <typename T>
 __global__ void SplitARows(const T* __restrict__ a, int k, __half* __restrict__ hi,
                            __half* __restrict__ lo, float* __restrict__ row_scale) {
@@ -583,7 +586,8 @@ __global__ void SplitARows(const T* __restrict__ a, int k, __half* __restrict__ 
     const float v = ldexpf(ToFloat(a[base + i]), e);  // exact, inside FP16's range
     const __half h = __float2half_rn(v);
     hi[base + i] = h;
-    lo[base + i] = __float2half_rn(v - __half2float(h));
+    // An Inf's lo would be Inf - Inf = NaN, and C's row NaN instead of +-Inf.
+    lo[base + i] = __float2half_rn(isfinite(v) ? v - __half2float(h) : 0.0f);
   }
   if (threadIdx.x == 0) row_scale[blockIdx.x] = ldexpf(1.0f, -e);
 }
@@ -827,10 +831,14 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
   // NVFP4 with FP16 A of 9-16 rows: the streaming path, A read once per 128 weight rows
   // instead of once per 32 (16x8192^2 on the H200, one call: 0.0210 ms against 0.0222 on
   // the register path). Up to 8 rows the ring stays (1x8192^2: 0.0159 against 0.0177).
-  const bool stream_wanted = tuning.path == SkinnyPath::kStream ||
-                             (tuning.path == SkinnyPath::kAuto && m > 8);
-  if (!split && stream_wanted && SkinnyStreamRuns(hi, m, b)) {
-    return LaunchSkinnyStream(hi, m, b, c, tuning.k_splits, stream);
+  // Chosen automatically, it steps back (FAILED_PRECONDITION, nothing enqueued) where the
+  // device's shared memory is too small (sm_86/89/120) or it would leave SMs idle.
+  const bool auto_path = tuning.path == SkinnyPath::kAuto;
+  if (!split && (tuning.path == SkinnyPath::kStream || (auto_path && m > 8)) &&
+      SkinnyStreamRuns(hi, m, b)) {
+    const absl::Status streamed =
+        LaunchSkinnyStream(hi, m, b, c, tuning.k_splits, /*fill_required=*/auto_path, stream);
+    if (!auto_path || streamed.code() != absl::StatusCode::kFailedPrecondition) return streamed;
   }
   if (nvfp4) {
     return LaunchForFormat<QuantFormat::kNvfp4>(planes, split, aligned, ring_operands, m, b, c,

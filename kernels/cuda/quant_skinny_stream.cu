@@ -316,19 +316,25 @@ __global__ void __launch_bounds__(kThreads, 1)
 constexpr int kMaxCachedDevices = 64;
 
 struct DeviceFacts {
-  int sms = 0, major = 0, smem_optin = 0;
+  int sms = 0, major = 0, smem_optin = 0, cluster_launch = 0;
 };
 
-// Per-device facts, queried once (a launch at ~12 us cannot afford driver queries).
+// Per-device facts, queried once (a launch at ~12 us cannot afford driver queries);
+// `sms` is published last (release) and read first (acquire), so a reader that sees it
+// sees the rest.
 absl::StatusOr<DeviceFacts> Facts(int device) {
   static std::atomic<int> cached_sms[kMaxCachedDevices] = {};
   static std::atomic<int> cached_major[kMaxCachedDevices] = {};
   static std::atomic<int> cached_smem[kMaxCachedDevices] = {};
+  static std::atomic<int> cached_cluster[kMaxCachedDevices] = {};
   const bool cacheable = device >= 0 && device < kMaxCachedDevices;
-  if (cacheable && cached_sms[device].load(std::memory_order_relaxed) > 0) {
-    return DeviceFacts{cached_sms[device].load(std::memory_order_relaxed),
-                       cached_major[device].load(std::memory_order_relaxed),
-                       cached_smem[device].load(std::memory_order_relaxed)};
+  if (cacheable) {
+    const int sms = cached_sms[device].load(std::memory_order_acquire);
+    if (sms > 0) {
+      return DeviceFacts{sms, cached_major[device].load(std::memory_order_relaxed),
+                         cached_smem[device].load(std::memory_order_relaxed),
+                         cached_cluster[device].load(std::memory_order_relaxed)};
+    }
   }
   DeviceFacts f;
   RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, device));
@@ -336,17 +342,38 @@ absl::StatusOr<DeviceFacts> Facts(int device) {
       cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, device));
   RETURN_IF_CUDA_ERROR(
       cudaDeviceGetAttribute(&f.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  RETURN_IF_CUDA_ERROR(
+      cudaDeviceGetAttribute(&f.cluster_launch, cudaDevAttrClusterLaunch, device));
   if (cacheable) {
     cached_major[device].store(f.major, std::memory_order_relaxed);
     cached_smem[device].store(f.smem_optin, std::memory_order_relaxed);
-    cached_sms[device].store(f.sms, std::memory_order_relaxed);
+    cached_cluster[device].store(f.cluster_launch, std::memory_order_relaxed);
+    cached_sms[device].store(f.sms, std::memory_order_release);
   }
   return f;
 }
 
+// Whether the loaded code of `kernel` has the cluster reduction: it is compiled for
+// sm_90 and up only, and a build without sm_90 code may still run on such a GPU through
+// its sm_80 PTX. Queried once per device.
+template <typename Kernel>
+absl::StatusOr<bool> HasClusterCode(Kernel kernel, int device,
+                                    std::atomic<int> (&cached)[kMaxCachedDevices]) {
+  const bool cacheable = device >= 0 && device < kMaxCachedDevices;
+  if (cacheable) {
+    const int known = cached[device].load(std::memory_order_relaxed);
+    if (known != 0) return known > 0;
+  }
+  cudaFuncAttributes attributes;
+  RETURN_IF_CUDA_ERROR(cudaFuncGetAttributes(&attributes, kernel));
+  const bool has = attributes.ptxVersion >= 90;
+  if (cacheable) cached[device].store(has ? 1 : -1, std::memory_order_relaxed);
+  return has;
+}
+
 template <int kMTiles>
 absl::Status Launch(const __half* a, int64_t m, const DeviceQuantizedWeight& b, float* c,
-                    int k_splits_override, cudaStream_t stream) {
+                    int k_splits_override, bool fill_required, cudaStream_t stream) {
   const auto kernel = SkinnyStreamKernel<kMTiles>;
   int device = 0;
   RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
@@ -358,6 +385,9 @@ absl::Status Launch(const __half* a, int64_t m, const DeviceQuantizedWeight& b, 
         absl::StrCat("the streaming skinny kernel needs ", kMaxSmem,
                      " bytes of shared memory per block; the device allows ", facts->smem_optin));
   }
+  static std::atomic<int> cluster_code[kMaxCachedDevices] = {};
+  const absl::StatusOr<bool> has_cluster_code = HasClusterCode(kernel, device, cluster_code);
+  if (!has_cluster_code.ok()) return has_cluster_code.status();
   // Raised once per device to the largest m's need.
   static std::atomic<bool> raised[kMaxCachedDevices] = {};
   if (device < 0 || device >= kMaxCachedDevices || !raised[device].load()) {
@@ -372,7 +402,7 @@ absl::Status Launch(const __half* a, int64_t m, const DeviceQuantizedWeight& b, 
   const int64_t stages = (b.k + kStageK - 1) / kStageK;
   int64_t splits = k_splits_override > 0 ? k_splits_override : facts->sms / row_blocks;
   splits = std::clamp<int64_t>(splits, 1, std::min<int64_t>(kMaxClusterSplits, stages));
-  if (facts->major < 9) splits = 1;
+  if (facts->major < 9 || facts->cluster_launch == 0 || !*has_cluster_code) splits = 1;
   if (splits == 3) splits = 2;  // the cluster's blocks share the rows' sums evenly
   const size_t smem = SmemBytes<kMTiles>(static_cast<int>(m));
   cudaLaunchConfig_t config = {};
@@ -401,6 +431,13 @@ absl::Status Launch(const __half* a, int64_t m, const DeviceQuantizedWeight& b, 
     if (clusters >= row_blocks) break;
     splits /= 2;
   }
+  // Chosen by the launcher, this path must keep most SMs busy: with few 128-row blocks
+  // (small N, or no clusters to split K) the register path's finer split does better.
+  if (fill_required && row_blocks * splits < int64_t{facts->sms} * 3 / 4) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the streaming skinny kernel would run ", row_blocks * splits,
+                     " blocks on ", facts->sms, " SMs"));
+  }
   // Blocks whose K range starts past K add zeros to the cluster's sums.
   const int64_t k_per_block = (stages + splits - 1) / splits * kStageK;
   config.gridDim = dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(splits));
@@ -423,15 +460,16 @@ bool SkinnyStreamRuns(const void* a, int64_t m, const DeviceQuantizedWeight& b) 
 }
 
 absl::Status LaunchSkinnyStream(const void* a, int64_t m, const DeviceQuantizedWeight& b,
-                                float* c, int k_splits_override, cudaStream_t stream) {
+                                float* c, int k_splits_override, bool fill_required,
+                                cudaStream_t stream) {
   if (!SkinnyStreamRuns(a, m, b) || c == nullptr) {
     return absl::FailedPreconditionError(
         "the streaming skinny kernel takes NVFP4 B with K % 64 == 0, FP16 A of 1-16 rows and "
         "16-byte aligned codes, 4-byte aligned scales");
   }
   const auto* a16 = static_cast<const __half*>(a);
-  return m <= 8 ? Launch<1>(a16, m, b, c, k_splits_override, stream)
-                : Launch<2>(a16, m, b, c, k_splits_override, stream);
+  return m <= 8 ? Launch<1>(a16, m, b, c, k_splits_override, fill_required, stream)
+                : Launch<2>(a16, m, b, c, k_splits_override, fill_required, stream);
 }
 
 }  // namespace gemmd::gpu

@@ -23,11 +23,14 @@ inline constexpr int64_t kSkinnyStreamMaxM = 16;
 bool SkinnyStreamRuns(const void* a, int64_t m, const DeviceQuantizedWeight& b);
 
 // Enqueues C[m, n] = A * dequant(B)^T (A FP16 on the device). k_splits_override > 0
-// fixes the cluster's K split (1, 2 or 4; gemm-bench sweeps). FAILED_PRECONDITION when
-// SkinnyStreamRuns is false or the device's shared memory is too small; INTERNAL for
-// CUDA errors.
+// fixes the cluster's K split (gemm-bench sweeps: 3 runs as 2, more than 4 as 4, and 1
+// where the device or the build has no clusters; not checked against what fits at once).
+// FAILED_PRECONDITION, with nothing enqueued, when SkinnyStreamRuns is false, the
+// device's shared memory is too small, or `fill_required` and the grid would leave more
+// than a quarter of the SMs idle; INTERNAL for CUDA errors.
 absl::Status LaunchSkinnyStream(const void* a, int64_t m, const DeviceQuantizedWeight& b,
-                                float* c, int k_splits_override, cudaStream_t stream);
+                                float* c, int k_splits_override, bool fill_required,
+                                cudaStream_t stream);
 
 }  // namespace gemmd::gpu
 

@@ -108,7 +108,7 @@ absl::Status CudaDevice::RunQuantized(const Job& job, Lane& lane, int lane_index
   }
   const absl::Time copy_start = absl::Now();
 
-  // A as the kernel reads it: the skinny kernel takes dense FP16/FP32 (a quantized A is
+  // A as the kernel reads it: the skinny kernel takes dense FP16/FP32/BF16 (a quantized A is
   // dequantized here, it has at most 64 rows), the square kernels the packed bytes.
   std::vector<float> a_host;
   const void* a_bytes = q.a_dense.data();

@@ -235,6 +235,8 @@ TEST_F(GpuServerTest, QuantizedMatmulRunsOnTheQuantizedKernels) {
        "qgemm_f16xnvfp4"},
       {"bf16 x int8 M=3", 3, 200, 256, false, QuantFormat::kInt8, DataType::kBFloat16,
        "skinny_int8"},
+      {"nvfp4 weight-only M=12 (streaming path on a GPU it fills)", 12, 8448, 1024, false,
+       QuantFormat::kNvfp4, DataType::kFloat16, "skinny_nvfp4"},
       {"bf16 x nvfp4 M=70 (host)", 70, 64, 64, false, QuantFormat::kNvfp4, DataType::kBFloat16,
        "sgemm"},
   };

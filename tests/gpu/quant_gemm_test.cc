@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -181,6 +182,48 @@ INSTANTIATE_TEST_SUITE_P(
                       Scaled(QuantFormat::kInt8, DataType::kBFloat16, 9, 100, 320, 100),
                       Scaled(QuantFormat::kInt8, DataType::kFloat32, 40, 50, 96, -120)),
     [](const ::testing::TestParamInfo<Case>& info) { return Name(info.param); });
+
+// An Inf activation makes its row of C +-Inf (NaN where the weight is 0), as FP32 would,
+// not NaN throughout (FP32 A is split into FP16 hi + lo: an Inf's lo must not be Inf - Inf).
+TEST(SkinnyQuantizedInfTest, InfActivationGivesSignedInf) {
+  SKIP_WITHOUT_GPU();
+  const int64_t m = 2, n = 16, k = 64;
+  std::mt19937_64 rng(testing::TestSeed(37));
+  std::string a_bytes = testing::RandomBytes(DataType::kFloat32, m * k, rng);
+  reinterpret_cast<float*>(a_bytes.data())[0] = std::numeric_limits<float>::infinity();
+  const std::string w_bytes = testing::RandomBytes(DataType::kFloat32, n * k, rng);
+  const Nvfp4Matrix q = *QuantizeNvfp4(reinterpret_cast<const float*>(w_bytes.data()), n, k);
+  std::vector<float> b_deq(static_cast<size_t>(n * k));
+  ASSERT_TRUE(DequantizeNvfp4(q, b_deq.data()).ok());
+  DeviceBuffer d_a = Upload(a_bytes.data(), a_bytes.size());
+  DeviceBuffer d_data = Upload(q.packed.data(), q.packed.size());
+  DeviceBuffer d_scales = Upload(q.block_scales.data(), q.block_scales.size());
+  DeviceBuffer d_c = *DeviceBuffer::Allocate(static_cast<size_t>(m * n * 4));
+  const size_t ws_bytes = SkinnyQuantizedWorkspaceBytes(DataType::kFloat32, m, k);
+  DeviceBuffer ws = *DeviceBuffer::Allocate(ws_bytes);
+  const DeviceQuantizedWeight b{QuantFormat::kNvfp4, d_data.get(), d_scales.get(),
+                                q.tensor_scale, n, k};
+  ASSERT_TRUE(LaunchSkinnyQuantizedGemm(d_a.get(), DataType::kFloat32, m, b, d_c.as<float>(),
+                                        ws.get(), ws_bytes, nullptr)
+                  .ok());
+  std::vector<float> out(static_cast<size_t>(m * n));
+  ASSERT_EQ(cudaMemcpy(out.data(), d_c.get(), out.size() * 4, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  const float* a = reinterpret_cast<const float*>(a_bytes.data());
+  for (int64_t j = 0; j < n; ++j) {
+    SCOPED_TRACE(absl::StrCat("column ", j, ", weight ", b_deq[j * k]));
+    const float w0 = b_deq[j * k];  // the weight the Inf meets
+    if (w0 == 0.0f) {
+      EXPECT_TRUE(std::isnan(out[j]));
+    } else {
+      EXPECT_EQ(out[j], w0 > 0 ? std::numeric_limits<float>::infinity()
+                               : -std::numeric_limits<float>::infinity());
+    }
+    double ref = 0;  // the finite row is unaffected
+    for (int64_t kk = 0; kk < k; ++kk) ref += double{a[k + kk]} * b_deq[j * k + kk];
+    EXPECT_NEAR(out[n + j], ref, 1e-5 * (std::abs(ref) + 1.0));
+  }
+}
 
 TEST(SkinnyQuantizedArgsTest, RejectsWhatItCannotRun) {
   DeviceQuantizedWeight b{QuantFormat::kNvfp4, &b, &b, 1.0f, 8, 24};  // K % 16 != 0

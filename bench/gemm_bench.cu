@@ -238,8 +238,9 @@ Options ParseOptions(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: gemm-bench [--csv[=FILE]] [--json[=FILE]] [--iters=N>=10] "
                    "[--warmup=N] [--filter=SUBSTR] [--kernels=SUBSTR|auto] [--seed=S] "
-                   "[--device=D] [--no-check] [--with-copies] [--quantized [--skinny-k-splits=N] [--skinny-stages=S]\n"
-                   "        [--skinny-path=auto|stream|classic]]\n"
+                   "[--device=D] [--no-check] [--with-copies]\n"
+                   "       [--quantized [--skinny-k-splits=N] [--skinny-stages=S]"
+                   " [--skinny-path=auto|stream|classic]]\n"
                    "       [--quantized-square[=S,...]]\n");
       std::exit(arg == "--help" || arg == "-h" ? 0 : 2);
     }

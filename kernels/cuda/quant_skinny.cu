@@ -68,7 +68,6 @@ struct RowBytes {
   uint32_t scales;  // NVFP4: the segment's two E4M3 bytes (low 16 bits)
 };
 
-
 __device__ __forceinline__ uint4 LoadStreaming(const void* p) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
@@ -133,7 +132,6 @@ __device__ __forceinline__ void LoadA(const __half* __restrict__ p, int remainin
     if (i < remaining) out[i / 2] |= uint32_t{__ldg(q + i)} << (16 * (i % 2));
   }
 }
-
 
 template <int kRowTiles>
 struct Chunk {

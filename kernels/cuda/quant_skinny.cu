@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/device_facts.h"
 #include "kernels/cuda/quant_gemm.h"
 #include "kernels/cuda/quant_skinny_device.cuh"
 #include "kernels/cuda/quant_skinny_stream.h"
@@ -330,14 +331,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
           // per 16 values: words 0-1 and 2-3) makes them e2m1 * e4m3 * 2^-14, exactly.
           uint32_t p[2][4];
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            DecodeE2m1Word(w[h], p[h]);
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              p[h][i] = word < 2 ? Hmul2Broadcast<0>(p[h][i], scale[h])
-                                 : Hmul2Broadcast<1>(p[h][i], scale[h]);
-            }
-          }
+          for (int h = 0; h < 2; ++h) DecodeScaledE2m1Word(w[h], scale[h], word, p[h]);
 #pragma unroll
           for (int step = 0; step < 2; ++step) {
 #pragma unroll
@@ -626,25 +620,6 @@ absl::StatusOr<int> ResidentBlocksPerSm(Kernel kernel, int device, size_t smem_b
   return per_sm;
 }
 
-// The most dynamic shared memory one block of a kernel may have on the current device
-// (227 KiB on sm_90, 163 on sm_80, 99 on sm_86/89/120), queried once per device.
-absl::StatusOr<int> SharedMemoryPerBlockOptin() {
-  static std::atomic<int> cached[kMaxCachedDevices] = {};
-  int device = 0;
-  RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
-  if (device >= 0 && device < kMaxCachedDevices) {
-    const int known = cached[device].load(std::memory_order_relaxed);
-    if (known > 0) return known;
-  }
-  int bytes = 0;
-  RETURN_IF_CUDA_ERROR(
-      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (device >= 0 && device < kMaxCachedDevices) {
-    cached[device].store(bytes, std::memory_order_relaxed);
-  }
-  return bytes;
-}
-
 // One kernel configuration: kRowTiles 16-row weight tiles per warp, kMTiles 8-row A
 // tiles, kStages ring stages (kRegisterPath: the register path), at least kMinBlocks
 // blocks per SM (the register budget).
@@ -664,14 +639,13 @@ absl::Status LaunchVariant(const ActivationPlanes& a, int64_t m,
       SkinnySmemBytes<kFormat, kRowTiles, kMTiles, kSplit, kStages, kAligned>(kMTiles * 8);
   // Rows first; K is split over blocks only as far as needed for one full wave (a
   // partial second wave would nearly double the time of a kernel this short).
-  int device = 0, sms = 0;
-  RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
-  RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
+  if (!facts.ok()) return facts.status();
   static std::atomic<int> cached_per_sm[kMaxCachedDevices] = {};  // this variant's
   const absl::StatusOr<int> per_sm =
-      ResidentBlocksPerSm(kernel, device, kMaxSmemBytes, cached_per_sm);
+      ResidentBlocksPerSm(kernel, facts->device, kMaxSmemBytes, cached_per_sm);
   if (!per_sm.ok()) return per_sm.status();
-  const int64_t resident = std::max<int64_t>(1, int64_t{*per_sm} * sms);
+  const int64_t resident = std::max<int64_t>(1, int64_t{*per_sm} * facts->sms);
   const int64_t row_blocks = (b.n + kRowTiles * 16 - 1) / (kRowTiles * 16);
   // Blocks split K in whole block chunks (every warp's chunk side by side).
   const int64_t block_chunk = int64_t{kWarps} * L::kChunk;
@@ -702,10 +676,11 @@ absl::Status LaunchRing(const ActivationPlanes& a, int64_t m, bool ring_operands
   const int ks = tuning.k_splits;
   if constexpr (kAligned && !kSplit) {
     if (ring_operands) {
-      const absl::StatusOr<int> optin = SharedMemoryPerBlockOptin();
-      if (!optin.ok()) return optin.status();
+      // (227 KiB per block on sm_90, 163 on sm_80, 99 on sm_86/89/120.)
+      const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
+      if (!facts.ok()) return facts.status();
       // Each depth's largest need (8 A rows), as the launcher raises the limit to it.
-      auto fits = [&](size_t bytes) { return bytes <= static_cast<size_t>(*optin); };
+      auto fits = [&](size_t bytes) { return bytes <= static_cast<size_t>(facts->smem_optin); };
       constexpr size_t kNeed2 = SkinnySmemBytes<kFormat, 2, 1, kSplit, 2, kAligned>(8);
       constexpr size_t kNeed3 = SkinnySmemBytes<kFormat, 2, 1, kSplit, 3, kAligned>(8);
       constexpr size_t kNeed4 = SkinnySmemBytes<kFormat, 2, 1, kSplit, 4, kAligned>(8);

@@ -109,6 +109,18 @@ __device__ __forceinline__ void DecodeE2m1Word(uint32_t x, uint32_t* p) {
   p[3] = odd & kMask;
 }
 
+// Word `word` (0-3) of a lane's 32-value segment -> its four FP16 pairs (DecodeE2m1Word)
+// times the segment's E4M3 block scale, `scales` holding both as an FP16 pair (words 0-1:
+// the low half, 2-3: the high one): e2m1 * e4m3 * 2^-14, exact in FP16.
+__device__ __forceinline__ void DecodeScaledE2m1Word(uint32_t x, uint32_t scales, int word,
+                                                     uint32_t* p) {
+  DecodeE2m1Word(x, p);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    p[i] = word < 2 ? Hmul2Broadcast<0>(p[i], scales) : Hmul2Broadcast<1>(p[i], scales);
+  }
+}
+
 __device__ __forceinline__ void Mma(float* c, uint32_t a0, uint32_t a1, uint32_t a2,
                                     uint32_t a3, uint32_t b0, uint32_t b1) {
   asm volatile(

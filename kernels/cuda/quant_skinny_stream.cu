@@ -27,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/device_facts.h"
 #include "kernels/cuda/quant_skinny_device.cuh"
 
 namespace gemmd::gpu {
@@ -228,12 +229,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const uint4& v = d[rt][h];
-            DecodeE2m1Word(word == 0 ? v.x : word == 1 ? v.y : word == 2 ? v.z : v.w, p[h]);
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              p[h][i] = word < 2 ? Hmul2Broadcast<0>(p[h][i], scale[rt][h])
-                                 : Hmul2Broadcast<1>(p[h][i], scale[rt][h]);
-            }
+            DecodeScaledE2m1Word(word == 0 ? v.x : word == 1 ? v.y : word == 2 ? v.z : v.w,
+                                 scale[rt][h], word, p[h]);
           }
 #pragma unroll
           for (int step = 0; step < 2; ++step) {
@@ -315,44 +312,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 constexpr int kMaxCachedDevices = 64;
 
-struct DeviceFacts {
-  int sms = 0, major = 0, smem_optin = 0, cluster_launch = 0;
-};
-
-// Per-device facts, queried once (a launch at ~12 us cannot afford driver queries);
-// `sms` is published last (release) and read first (acquire), so a reader that sees it
-// sees the rest.
-absl::StatusOr<DeviceFacts> Facts(int device) {
-  static std::atomic<int> cached_sms[kMaxCachedDevices] = {};
-  static std::atomic<int> cached_major[kMaxCachedDevices] = {};
-  static std::atomic<int> cached_smem[kMaxCachedDevices] = {};
-  static std::atomic<int> cached_cluster[kMaxCachedDevices] = {};
-  const bool cacheable = device >= 0 && device < kMaxCachedDevices;
-  if (cacheable) {
-    const int sms = cached_sms[device].load(std::memory_order_acquire);
-    if (sms > 0) {
-      return DeviceFacts{sms, cached_major[device].load(std::memory_order_relaxed),
-                         cached_smem[device].load(std::memory_order_relaxed),
-                         cached_cluster[device].load(std::memory_order_relaxed)};
-    }
-  }
-  DeviceFacts f;
-  RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, device));
-  RETURN_IF_CUDA_ERROR(
-      cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, device));
-  RETURN_IF_CUDA_ERROR(
-      cudaDeviceGetAttribute(&f.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  RETURN_IF_CUDA_ERROR(
-      cudaDeviceGetAttribute(&f.cluster_launch, cudaDevAttrClusterLaunch, device));
-  if (cacheable) {
-    cached_major[device].store(f.major, std::memory_order_relaxed);
-    cached_smem[device].store(f.smem_optin, std::memory_order_relaxed);
-    cached_cluster[device].store(f.cluster_launch, std::memory_order_relaxed);
-    cached_sms[device].store(f.sms, std::memory_order_release);
-  }
-  return f;
-}
-
 // Whether the loaded code of `kernel` has the cluster reduction: it is compiled for
 // sm_90 and up only, and a build without sm_90 code may still run on such a GPU through
 // its sm_80 PTX. Queried once per device.
@@ -375,10 +334,9 @@ template <int kMTiles>
 absl::Status Launch(const __half* a, int64_t m, const DeviceQuantizedWeight& b, float* c,
                     int k_splits_override, bool fill_required, cudaStream_t stream) {
   const auto kernel = SkinnyStreamKernel<kMTiles>;
-  int device = 0;
-  RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
-  const absl::StatusOr<DeviceFacts> facts = Facts(device);
+  const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
   if (!facts.ok()) return facts.status();
+  const int device = facts->device;
   constexpr size_t kMaxSmem = SmemBytes<kMTiles>(kMTiles * 8);
   if (kMaxSmem > static_cast<size_t>(facts->smem_optin)) {
     return absl::FailedPreconditionError(
@@ -402,7 +360,7 @@ absl::Status Launch(const __half* a, int64_t m, const DeviceQuantizedWeight& b, 
   const int64_t stages = (b.k + kStageK - 1) / kStageK;
   int64_t splits = k_splits_override > 0 ? k_splits_override : facts->sms / row_blocks;
   splits = std::clamp<int64_t>(splits, 1, std::min<int64_t>(kMaxClusterSplits, stages));
-  if (facts->major < 9 || facts->cluster_launch == 0 || !*has_cluster_code) splits = 1;
+  if (facts->major < 9 || !facts->cluster_launch || !*has_cluster_code) splits = 1;
   if (splits == 3) splits = 2;  // the cluster's blocks share the rows' sums evenly
   const size_t smem = SmemBytes<kMTiles>(static_cast<int>(m));
   cudaLaunchConfig_t config = {};

@@ -230,10 +230,9 @@ Options ParseOptions(int argc, char** argv) {
     } else if (Flag(arg, "--skinny-stages", &v)) {
       o.skinny.stages = std::max(0, std::atoi(v.c_str()));
     } else if (Flag(arg, "--skinny-path", &v) &&
-               (v == "auto" || v == "stream" || v == "classic" || v == "wgmma")) {
+               (v == "auto" || v == "stream" || v == "classic")) {
       o.skinny.path = v == "stream"    ? gemmd::gpu::SkinnyPath::kStream
                       : v == "classic" ? gemmd::gpu::SkinnyPath::kClassic
-                      : v == "wgmma"   ? gemmd::gpu::SkinnyPath::kWgmma
                                        : gemmd::gpu::SkinnyPath::kAuto;
     } else {
       std::fprintf(stderr,
@@ -241,7 +240,7 @@ Options ParseOptions(int argc, char** argv) {
                    "[--warmup=N] [--filter=SUBSTR] [--kernels=SUBSTR|auto] [--seed=S] "
                    "[--device=D] [--no-check] [--with-copies]\n"
                    "       [--quantized [--skinny-k-splits=N] [--skinny-stages=S]"
-                   " [--skinny-path=auto|stream|classic|wgmma]]\n"
+                   " [--skinny-path=auto|stream|classic]]\n"
                    "       [--quantized-square[=S,...]]\n");
       std::exit(arg == "--help" || arg == "-h" ? 0 : 2);
     }

@@ -18,7 +18,6 @@ absl::StatusOr<DeviceFacts> CurrentDeviceFacts() {
   // sees the rest. Concurrent first callers store the same values.
   static std::atomic<int> cached_sms[kMaxCachedDevices] = {};
   static std::atomic<int> cached_major[kMaxCachedDevices] = {};
-  static std::atomic<int> cached_minor[kMaxCachedDevices] = {};
   static std::atomic<int> cached_smem[kMaxCachedDevices] = {};
   static std::atomic<int> cached_cluster[kMaxCachedDevices] = {};
   DeviceFacts f;
@@ -29,7 +28,6 @@ absl::StatusOr<DeviceFacts> CurrentDeviceFacts() {
     f.sms = cached_sms[d].load(std::memory_order_acquire);
     if (f.sms > 0) {
       f.major = cached_major[d].load(std::memory_order_relaxed);
-      f.minor = cached_minor[d].load(std::memory_order_relaxed);
       f.smem_optin = cached_smem[d].load(std::memory_order_relaxed);
       f.cluster_launch = cached_cluster[d].load(std::memory_order_relaxed) != 0;
       return f;
@@ -38,14 +36,12 @@ absl::StatusOr<DeviceFacts> CurrentDeviceFacts() {
   int cluster = 0;
   RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, d));
   RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, d));
-  RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&f.minor, cudaDevAttrComputeCapabilityMinor, d));
   RETURN_IF_CUDA_ERROR(
       cudaDeviceGetAttribute(&f.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, d));
   RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, d));
   f.cluster_launch = cluster != 0;
   if (cacheable) {
     cached_major[d].store(f.major, std::memory_order_relaxed);
-    cached_minor[d].store(f.minor, std::memory_order_relaxed);
     cached_smem[d].store(f.smem_optin, std::memory_order_relaxed);
     cached_cluster[d].store(cluster, std::memory_order_relaxed);
     cached_sms[d].store(f.sms, std::memory_order_release);

@@ -12,7 +12,6 @@ struct DeviceFacts {
   int device = 0;              // the current device's ordinal
   int sms = 0;                 // streaming multiprocessors
   int major = 0;               // compute capability major
-  int minor = 0;               // and minor
   int smem_optin = 0;          // most dynamic shared memory a block may opt in to (bytes)
   bool cluster_launch = false; // thread-block clusters can be launched
 };

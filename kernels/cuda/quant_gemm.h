@@ -44,7 +44,6 @@ enum class SkinnyPath {
   kAuto,     // the launcher's choice
   kStream,   // the streaming path (quant_skinny_stream.h) wherever it can run
   kClassic,  // never the streaming path: the ring (M <= 8) or the register path
-  kWgmma,    // the streaming path on wgmma (quant_skinny_wgmma.h) wherever it can run
 };
 
 // Overrides of the launcher's choices, for gemm-bench sweeps (0 = the launcher's choice):

@@ -45,7 +45,6 @@
 #include "kernels/cuda/quant_gemm.h"
 #include "kernels/cuda/quant_skinny_device.cuh"
 #include "kernels/cuda/quant_skinny_stream.h"
-#include "kernels/cuda/quant_skinny_wgmma.h"
 
 namespace gemmd::gpu {
 namespace {
@@ -807,14 +806,7 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
   // the register path). Up to 8 rows the ring stays (1x8192^2: 0.0159 against 0.0177).
   // Chosen automatically, it steps back (FAILED_PRECONDITION, nothing enqueued) where the
   // device's shared memory is too small (sm_86/89/120) or it would leave SMs idle.
-  const bool auto_path = tuning.path == SkinnyPath::kAuto || tuning.path == SkinnyPath::kWgmma;
-  if (tuning.path == SkinnyPath::kWgmma && m >= 9 && !split && SkinnyStreamRuns(hi, m, b)) {
-#if defined(GEMMD_HAVE_SM90A)
-    return LaunchSkinnyWgmma(hi, m, b, c, tuning.k_splits, false, stream);
-#else
-    return absl::FailedPreconditionError("the wgmma skinny kernel is not built");
-#endif
-  }
+  const bool auto_path = tuning.path == SkinnyPath::kAuto;
   if (!split && (tuning.path == SkinnyPath::kStream || (auto_path && m > 8)) &&
       SkinnyStreamRuns(hi, m, b)) {
     const absl::Status streamed =

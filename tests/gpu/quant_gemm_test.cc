@@ -36,7 +36,6 @@ struct Case {
 std::string Name(const Case& c) {
   const char* path = c.tuning.path == SkinnyPath::kStream    ? "_stream"
                      : c.tuning.path == SkinnyPath::kClassic ? "_classic"
-                     : c.tuning.path == SkinnyPath::kWgmma   ? "_wgmma"
                                                              : "";
   return absl::StrCat(
       QuantFormatName(c.format), "_", DataTypeName(c.a_type), "_", c.m, "x", c.n, "x", c.k, path,
@@ -70,21 +69,6 @@ Case Stream(int64_t m, int64_t n, int64_t k, int k_splits) {
   return Case{QuantFormat::kNvfp4, DataType::kFloat16, m, n, k, {k_splits, 0, SkinnyPath::kStream}};
 }
 
-// The streaming path on wgmma (sm_90 only), forced.
-Case Wgmma(int64_t m, int64_t n, int64_t k, int k_splits) {
-  return Case{QuantFormat::kNvfp4, DataType::kFloat16, m, n, k, {k_splits, 0, SkinnyPath::kWgmma}};
-}
-
-bool IsSm90() {
-  int device = 0, major = 0, minor = 0;
-  return cudaGetDevice(&device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
-             cudaSuccess &&
-         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) ==
-             cudaSuccess &&
-         major == 9 && minor == 0;
-}
-
 class SkinnyQuantizedTest : public ::testing::TestWithParam<Case> {};
 
 DeviceBuffer Upload(const void* host, size_t bytes) {
@@ -96,7 +80,6 @@ DeviceBuffer Upload(const void* host, size_t bytes) {
 TEST_P(SkinnyQuantizedTest, MatchesDequantizedReference) {
   SKIP_WITHOUT_GPU();
   const Case c = GetParam();
-  if (c.tuning.path == SkinnyPath::kWgmma && !IsSm90()) GTEST_SKIP() << "wgmma needs sm_90";
   const uint64_t seed = testing::TestSeed(31);
   SCOPED_TRACE(absl::StrCat(Name(c), " seed ", seed));
   std::mt19937_64 rng(seed);
@@ -183,9 +166,6 @@ INSTANTIATE_TEST_SUITE_P(
                       // the launcher's own split; and M = 16 on the classic path.
                       Stream(1, 300, 576, 1), Stream(12, 129, 8192, 4),
                       Stream(16, 256, 2560, 4), Stream(8, 520, 1088, 2), Stream(9, 64, 64, 0),
-                      // The same on wgmma (M >= 9), and M = 16 over whole blocks, unsplit.
-                      Wgmma(12, 129, 8192, 4), Wgmma(16, 256, 2560, 4), Wgmma(9, 64, 64, 0),
-                      Wgmma(16, 520, 1088, 2), Wgmma(16, 384, 1536, 1), Wgmma(13, 8192, 1024, 0),
                       Case{QuantFormat::kNvfp4, DataType::kFloat16, 16, 4096, 4096},
                       Case{QuantFormat::kNvfp4,
                            DataType::kFloat16,

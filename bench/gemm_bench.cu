@@ -32,12 +32,13 @@
 // copy_out (its operands arrive in pageable request buffers).
 //
 // --quantized times only the quantized kernels: the skinny weight-only GEMM (FP16
-// activations, INT8 or NVFP4 weight, M in {1, 16, 64}, N = K = 8192) against cuBLAS FP16
-// (cublasGemmEx FP16 in, FP32 out) on the same shape, with the bytes each moves per call
-// as a share of the 4.1 TB/s the H200 copies device to device (DESIGN.md §7). Weights
-// are quantized on the host from uniform(-1,1) data and rotated over enough copies to
-// stay out of L2; the error is checked on two rows of C against FP64 on the dequantized
-// weight.
+// activations, INT8 or NVFP4 weight, M in {1, 16, 64} or --skinny-m, N = K = 8192)
+// against cuBLAS FP16 (cublasGemmEx FP16 in, FP32 out) on the same shape, with the bytes
+// each moves per call as a share of the 4.1 TB/s the H200 copies device to device
+// (DESIGN.md §7). Weights are quantized on the host from uniform(-1,1) data and rotated
+// over enough copies to stay out of L2; the error is checked on two rows of C against
+// FP64 on the dequantized weight. NVFP4 rows past M = 16 also time the square FP16 x
+// NVFP4 kernel on the same operands (the server's other choice there).
 //
 // --quantized-square[=S,...] (default 4096) times the square quantized kernels
 // (quant_square.h) at S^3, TN layout (A [M,K], B [N,K]): INT8 x INT8 (the wgmma kernel
@@ -175,6 +176,7 @@ struct Options {
   bool with_copies = false;
   bool quantized = false;
   std::vector<int64_t> square_sizes;  // --quantized-square[=S,...]; empty: not run
+  std::vector<int64_t> skinny_m = {1, 16, 64};  // --skinny-m=M,...
   gemmd::gpu::SkinnyQuantizedTuning skinny;  // --skinny-k-splits, --skinny-stages, --skinny-path
 };
 
@@ -225,6 +227,12 @@ Options ParseOptions(int argc, char** argv) {
       for (std::string item; std::getline(list, item, ',');) {
         o.square_sizes.push_back(std::max<int64_t>(1, std::atoll(item.c_str())));
       }
+    } else if (Flag(arg, "--skinny-m", &v) && !v.empty()) {
+      o.skinny_m.clear();
+      std::stringstream list(v);
+      for (std::string item; std::getline(list, item, ',');) {
+        o.skinny_m.push_back(std::clamp<int64_t>(std::atoll(item.c_str()), 1, 64));
+      }
     } else if (Flag(arg, "--skinny-k-splits", &v)) {
       o.skinny.k_splits = std::max(0, std::atoi(v.c_str()));
     } else if (Flag(arg, "--skinny-stages", &v)) {
@@ -239,8 +247,8 @@ Options ParseOptions(int argc, char** argv) {
                    "usage: gemm-bench [--csv[=FILE]] [--json[=FILE]] [--iters=N>=10] "
                    "[--warmup=N] [--filter=SUBSTR] [--kernels=SUBSTR|auto] [--seed=S] "
                    "[--device=D] [--no-check] [--with-copies]\n"
-                   "       [--quantized [--skinny-k-splits=N] [--skinny-stages=S]"
-                   " [--skinny-path=auto|stream|classic]]\n"
+                   "       [--quantized [--skinny-m=M,...] [--skinny-k-splits=N] "
+                   "[--skinny-stages=S] [--skinny-path=auto|stream|classic]]\n"
                    "       [--quantized-square[=S,...]]\n");
       std::exit(arg == "--help" || arg == "-h" ? 0 : 2);
     }
@@ -621,6 +629,26 @@ void RunWithCopies(const Options& o, const DeviceCaps& caps, const Workload& w, 
 
 // ---- quantized skinny ------------------------------------------------------------------
 
+std::string Fixed(double v, int prec) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", prec, v);
+  return buf;
+}
+std::string Sci(double v) {
+  if (v < 0) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.1e", v);
+  return buf;
+}
+
+using gemmd::gpu::SquareMmaPath;
+
+// Both kernel families where this build and device have wgmma, else mma.sync alone.
+std::vector<SquareMmaPath> SquarePaths() {
+  if (gemmd::gpu::SquareWgmmaAvailable()) return {SquareMmaPath::kWgmma, SquareMmaPath::kMmaSync};
+  return {SquareMmaPath::kMmaSync};
+}
+
 struct QuantRow {
   std::string shape, format, kernel;
   double ms = 0, cublas_ms = 0, bytes = 0, cublas_bytes = 0, rel_error = -1;
@@ -736,6 +764,31 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
                r.format.c_str(), r.shape.c_str(), r.ms, r.bytes / r.ms / 1e6, r.cublas_ms,
                r.cublas_bytes / r.cublas_ms / 1e6, r.cublas_ms / r.ms, r.rel_error);
   rows->push_back(r);
+
+  // Past M = 16 the server sends FP16 x NVFP4 to the square kernel where it takes the
+  // operands (server/quantized_plan.h): the same problem on it, for the plan's threshold.
+  const gemmd::gpu::DeviceQuantizedWeight b0{format, d_data[0].p, d_scales[0].p, tensor_scale,
+                                             n, k};
+  if (format == QuantFormat::kNvfp4 && m > 16 &&
+      gemmd::gpu::SupportsSquareFp16Nvfp4Gemm(d_a.p, m, k, b0).ok()) {
+    const SquareMmaPath path = SquarePaths().front();
+    QuantRow sq = r;
+    sq.kernel = gemmd::gpu::SquareKernelName(format, /*fp16_a=*/true, path);
+    sq.ms = MedianMs(o, sets, [&](int set) {
+      const gemmd::gpu::DeviceQuantizedWeight b{format, d_data[set].p, d_scales[set].p,
+                                                tensor_scale, n, k};
+      const absl::Status st = gemmd::gpu::LaunchSquareFp16Nvfp4Gemm(
+          d_a.p, m, k, b, static_cast<float*>(d_c.p), nullptr, path);
+      if (!st.ok()) {
+        std::cerr << "square fp16 x nvfp4: " << st << "\n";
+        std::exit(1);
+      }
+    });
+    sq.rel_error = -1;  // checked by the square table (--quantized-square)
+    std::fprintf(stderr, "  %-6s %-16s %s %8.4f ms  %.2fx\n", sq.format.c_str(),
+                 sq.shape.c_str(), sq.kernel.c_str(), sq.ms, sq.cublas_ms / sq.ms);
+    rows->push_back(sq);
+  }
 }
 
 void PrintQuantTable(const std::vector<QuantRow>& rows, std::ostream& out) {
@@ -747,9 +800,10 @@ void PrintQuantTable(const std::vector<QuantRow>& rows, std::ostream& out) {
     char line[384];
     const double gbps = r.bytes / r.ms / 1e6;
     std::snprintf(line, sizeof(line),
-                  "| %s | %s | %s | %.4f | %.0f | %.0f%% | %.4f | %.2fx | %.1e |\n",
+                  "| %s | %s | %s | %.4f | %.0f | %.0f%% | %.4f | %.2fx | %s |\n",
                   r.shape.c_str(), r.format.c_str(), r.kernel.c_str(), r.ms, gbps,
-                  100.0 * gbps / 4100.0, r.cublas_ms, r.cublas_ms / r.ms, r.rel_error);
+                  100.0 * gbps / 4100.0, r.cublas_ms, r.cublas_ms / r.ms,
+                  Sci(r.rel_error).c_str());
     out << line;
   }
 }
@@ -768,17 +822,6 @@ void PrintCopyTable(const std::vector<CopyRow>& rows, std::ostream& out) {
 
 // ---- output ------------------------------------------------------------------------------
 
-std::string Fixed(double v, int prec) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", prec, v);
-  return buf;
-}
-std::string Sci(double v) {
-  if (v < 0) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.1e", v);
-  return buf;
-}
 
 // ---- quantized square ------------------------------------------------------------------
 
@@ -858,14 +901,6 @@ void Report(const SquareRow& r, std::vector<SquareRow>* rows) {
                r.baseline.empty() ? 100.0 : 100.0 * r.tops / r.baseline_tops,
                r.baseline.empty() ? "itself" : r.baseline.c_str(), r.rel_error);
   rows->push_back(r);
-}
-
-using gemmd::gpu::SquareMmaPath;
-
-// Both kernel families where this build and device have wgmma, else mma.sync alone.
-std::vector<SquareMmaPath> SquarePaths() {
-  if (gemmd::gpu::SquareWgmmaAvailable()) return {SquareMmaPath::kWgmma, SquareMmaPath::kMmaSync};
-  return {SquareMmaPath::kMmaSync};
 }
 
 // s x s x s: our INT8 kernel against cublasGemmEx 8I -> 32I, our NVFP4 kernels (NVFP4 A
@@ -1054,7 +1089,7 @@ void PrintSquareTable(const DeviceCaps& caps, const std::vector<SquareRow>& rows
                   r.shape.c_str(), r.kernel.c_str(), r.operands.c_str(), r.ms, r.tops,
                   r.baseline.empty() ? "-" : r.baseline.c_str(), r.baseline_tops,
                   r.baseline.empty() ? "-" : (Fixed(100.0 * r.tops / r.baseline_tops, 1) + "%").c_str(),
-                  r.rel_error < 0 ? "-" : Sci(r.rel_error).c_str());
+                  Sci(r.rel_error).c_str());
     out << line;
   }
 }
@@ -1130,7 +1165,7 @@ int main(int argc, char** argv) {
     std::vector<QuantRow> quant_rows;
     uint64_t seed = o.seed;
     for (gemmd::QuantFormat f : {gemmd::QuantFormat::kNvfp4, gemmd::QuantFormat::kInt8}) {
-      for (int64_t m : {1, 16, 64}) {
+      for (int64_t m : o.skinny_m) {
         RunQuantizedSkinny(o, *caps, handle, f, m, 8192, 8192, ++seed, &quant_rows);
       }
     }

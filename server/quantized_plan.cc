@@ -60,6 +60,9 @@ absl::Status QuantizedPathTakes(QuantizedPath path, const QuantizedOperands& q) 
 QuantizedPath PlanQuantized(const QuantizedOperands& q) {
   auto takes = [&](QuantizedPath p) { return QuantizedPathTakes(p, q).ok(); };
   if (q.m <= kSkinnyPreferredMaxM && takes(QuantizedPath::kSkinny)) return QuantizedPath::kSkinny;
+  const bool fp16_x_nvfp4 = !q.a.has_value() && q.a_dense_type == DataType::kFloat16 &&
+                            q.b.format == QuantFormat::kNvfp4;
+  if (fp16_x_nvfp4 && takes(QuantizedPath::kSkinny)) return QuantizedPath::kSkinny;
   if (takes(QuantizedPath::kSquare)) return QuantizedPath::kSquare;
   if (takes(QuantizedPath::kSquareFp16A)) return QuantizedPath::kSquareFp16A;
   if (takes(QuantizedPath::kSkinny)) return QuantizedPath::kSkinny;

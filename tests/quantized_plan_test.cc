@@ -32,6 +32,19 @@ TEST(QuantizedPlanTest, FewRowsGoToTheSkinnyKernelWhateverA) {
             QuantizedPath::kSkinny);
 }
 
+// FP16 x NVFP4 has the skinny kernel's streaming path up to 64 rows, then the square kernel.
+TEST(QuantizedPlanTest, Fp16ActivationsAgainstNvfp4StaySkinnyUpTo64Rows) {
+  EXPECT_EQ(PlanQuantized(Operands(17, 8192, std::nullopt, QuantFormat::kNvfp4)),
+            QuantizedPath::kSkinny);
+  EXPECT_EQ(PlanQuantized(Operands(64, 8192, std::nullopt, QuantFormat::kNvfp4)),
+            QuantizedPath::kSkinny);
+  EXPECT_EQ(PlanQuantized(Operands(65, 8192, std::nullopt, QuantFormat::kNvfp4)),
+            QuantizedPath::kSquareFp16A);
+  // Not for a quantized A: past 16 rows it keeps the square kernel.
+  EXPECT_EQ(PlanQuantized(Operands(17, 4096, QuantFormat::kNvfp4, QuantFormat::kNvfp4)),
+            QuantizedPath::kSquare);
+}
+
 TEST(QuantizedPlanTest, LargerProblemsGoToTheSquareKernelsWhereTheyTakeTheOperands) {
   EXPECT_EQ(PlanQuantized(Operands(17, 4096, QuantFormat::kInt8, QuantFormat::kInt8)),
             QuantizedPath::kSquare);

@@ -28,7 +28,7 @@
 //   A's rows) into a shared-memory ring with cp.async, whole rows per copy instruction,
 //   and the warps read their fragment bytes from there (see the kernel for why);
 // - the register path (everything else): each lane loads its own 16 bytes from HBM.
-// A third way, for NVFP4 with FP16 A of 9-16 rows, is its own kernel with 128-row blocks
+// A third way, for NVFP4 with FP16 A of 9-64 rows, is its own kernel with 128-row blocks
 // (quant_skinny_stream.cu); LaunchSkinnyQuantizedGemm picks it when it fits the device.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -801,9 +801,10 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
                        reinterpret_cast<uintptr_t>(b.scales) % 2 == 0;
   const bool ring_operands =
       !nvfp4 || (b.k % 64 == 0 && reinterpret_cast<uintptr_t>(b.scales) % 4 == 0);
-  // NVFP4 with FP16 A of 9-16 rows: the streaming path, A read once per 128 weight rows
-  // instead of once per 32 (16x8192^2 on the H200, one call: 0.0210 ms against 0.0222 on
-  // the register path). Up to 8 rows the ring stays (1x8192^2: 0.0159 against 0.0177).
+  // NVFP4 with FP16 A of 9-64 rows: the streaming path, A read once per 128 weight rows
+  // instead of once per 32 (on the H200, 16x8192^2: 0.0210 ms against 0.0222 on the
+  // register path in one call; 32x8192^2: 0.0266 against 0.0499; 64x8192^2: 0.0405
+  // against 0.1024). Up to 8 rows the ring stays (1x8192^2: 0.0159 against 0.0177).
   // Chosen automatically, it steps back (FAILED_PRECONDITION, nothing enqueued) where the
   // device's shared memory is too small (sm_86/89/120) or it would leave SMs idle.
   const bool auto_path = tuning.path == SkinnyPath::kAuto;

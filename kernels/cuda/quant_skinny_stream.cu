@@ -1,10 +1,10 @@
 // Skinny weight-only NVFP4 GEMM, streaming path (see quant_skinny_stream.h): C[M,N] =
-// A[M,K] * dequant(B)^T for FP16 A with M <= 16, B NVFP4.
+// A[M,K] * dequant(B)^T for FP16 A with M <= 64, B NVFP4.
 //
 // Why a second kernel: the ring path of quant_skinny.cu has 32 weight rows per block, so
 // every block reads all of A (at M = 16 and K = 8192 that is 256 KB per block, 67 MB of
-// L2 traffic against B's 37.7 MB from HBM) and each warp reads its A fragments for one
-// 16-row tile only. Here a block owns 128 rows and streams them through a shared-memory
+// L2 traffic against B's 37.7 MB from HBM; at M = 64, 268 MB) and each warp reads its A
+// fragments for one 16-row tile only. Here a block owns 128 rows and streams them through a shared-memory
 // ring together with A's rows of the same K range, so A is read once per 128 rows; each
 // warp takes 32 rows (two 16-row tiles, which share every A fragment it reads) of one
 // half of a stage's K range. When 128-row blocks are too few to fill the GPU, blocks split
@@ -12,6 +12,8 @@
 // through distributed shared memory: no atomics and no zeroing pass over C. At 16x8192^2
 // on the H200 it measured 0.0210 ms against the register path's 0.0222 in one call: both
 // are bound by instruction issue (the decode is ~55% of the instructions), not by HBM.
+// With more A rows the saving grows: 0.0266 against 0.0499 ms at 32x8192^2, 0.0405
+// against 0.1024 at 64x8192^2.
 //
 // The decode, the MMA mapping (roles swapped: weight rows on the MMA's M side, A rows on
 // its N side) and the exactness argument are those of quant_skinny.cu.
@@ -43,25 +45,39 @@ constexpr int kKParts = 2;
 constexpr int kWarps = 4 * kKParts;
 constexpr int kThreads = kWarps * 32;
 constexpr int kRows = 128;    // weight rows per block: 4 pairs of 16-row tiles
-constexpr int kStageK = 512;  // K values per ring stage: 4 warp chunks of 128
-constexpr int kChunks = 4 / kKParts;  // warp chunks per warp and stage
-constexpr int kStages = 3;    // the ring's depth
 constexpr int kMaxClusterSplits = 4;
 
-// One stage: the block's rows' codes for the stage's K range (256 bytes per row; the
-// 16-byte groups of odd rows XOR-swizzled by 4 so that rows g and g + 1 of a warp read
-// hit different banks), their scale bytes (32 per row, padded to 36 so the 8 rows of a
-// read hit different banks) and A's m rows (1024 bytes each, swizzled: see ASwizzle).
-constexpr int kCodeRowBytes = kStageK / 2;
-constexpr int kCodeBytes = kRows * kCodeRowBytes;
-constexpr int kScaleRowPitch = kStageK / 16 + 4;
-constexpr int kScaleOffset = kCodeBytes;
-constexpr int kAOffset = kScaleOffset + kRows * kScaleRowPitch;
-constexpr int kARowBytes = kStageK * 2;
+// The ring for kMTiles 8-row tiles of A: K values per stage (whole warp chunks of 128 for
+// every K part) and depth. 512 values and 3 stages up to 32 A rows (207 KiB at 32); 33-64
+// rows take 256 x 3 (153 KiB; A is most of a stage). On the H200 at 64x8192^2, 256 x 3
+// measured 0.0405-0.0407 ms, 256 x 4 0.0399-0.0402 and 512 x 2 0.0494-0.0497: 3 stages
+// keep it within an A100's 163 KiB.
+template <int kMTiles>
+struct Ring {
+  static constexpr int kStageK = kMTiles <= 4 ? 512 : 256;
+  static constexpr int kStages = 3;
+  static constexpr int kChunks = kStageK / 128 / kKParts;  // warp chunks per warp and stage
+  // One stage: the block's rows' codes for the stage's K range (kStageK / 2 bytes per
+  // row; the 16-byte groups of odd rows XOR-swizzled by 4 so that rows g and g + 1 of a
+  // warp read hit different banks), their scale bytes (kStageK / 16 per row, padded by 4
+  // so that the 8 rows of a read hit different banks) and A's m rows (swizzled: see
+  // ASwizzle).
+  static constexpr int kCodeRowBytes = kStageK / 2;
+  static constexpr int kCodeGroups = kCodeRowBytes / 16;  // 16-byte copies per code row
+  static constexpr int kScalePieces = kStageK / 64;       // 4-byte copies per scale row
+  static constexpr int kAGroups = kStageK / 8;            // 16-byte copies per A row
+  static constexpr int kCodeBytes = kRows * kCodeRowBytes;
+  static constexpr int kScaleRowPitch = kStageK / 16 + 4;
+  static constexpr int kScaleOffset = kCodeBytes;
+  static constexpr int kAOffset = kScaleOffset + kRows * kScaleRowPitch;
+  static constexpr int kARowBytes = kStageK * 2;
+  static_assert(kChunks >= 1 && kThreads % kCodeGroups == 0 && kThreads % kAGroups == 0,
+                "a stage is whole warp chunks and whole copy rounds");
 
-__host__ __device__ constexpr int StageBytes(int m) {
-  return (kAOffset + m * kARowBytes + 1023) / 1024 * 1024;
-}
+  __host__ __device__ static constexpr int StageBytes(int m) {
+    return (kAOffset + m * kARowBytes + 1023) / 1024 * 1024;
+  }
+};
 
 // After the loop the ring holds the other K parts' partial sums, for the first part's
 // warps to add to theirs, then (K split over a cluster) the block's sums for the cluster.
@@ -76,7 +92,8 @@ struct EpilogueSmem {
 
 template <int kMTiles>
 constexpr size_t SmemBytes(int m) {
-  const size_t ring = size_t{kStages} * StageBytes(m);
+  using R = Ring<kMTiles>;
+  const size_t ring = size_t{R::kStages} * R::StageBytes(m);
   return std::max(ring, sizeof(EpilogueSmem<kMTiles>));
 }
 
@@ -95,6 +112,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     SkinnyStreamKernel(const __half* __restrict__ a, int m, const uint8_t* __restrict__ data,
                        const uint8_t* __restrict__ scales, float tensor_scale, int64_t n, int k,
                        int k_per_block, float* __restrict__ c) {
+  using R = Ring<kMTiles>;
+  constexpr int kStageK = R::kStageK, kStages = R::kStages, kChunks = R::kChunks;
+  constexpr int kCodeRowBytes = R::kCodeRowBytes, kScaleRowPitch = R::kScaleRowPitch;
+  constexpr int kScaleOffset = R::kScaleOffset, kAOffset = R::kAOffset;
+  constexpr int kARowBytes = R::kARowBytes;
   extern __shared__ uint4 smem_raw[];
   uint8_t* const ring = reinterpret_cast<uint8_t*>(smem_raw);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -103,31 +125,34 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t n0 = int64_t{blockIdx.x} * kRows;
   const int k_begin = blockIdx.y * k_per_block;
   const int k_end = min(k_begin + k_per_block, k);
-  const int stage_bytes = StageBytes(m);
+  const int stage_bytes = R::StageBytes(m);
 
-  // Copies: thread tid takes the 16-byte group tid % 16 of rows tid / 16 + q * kThreads / 16
-  // of the codes (a warp instruction: 2 rows x 256 contiguous bytes), the 4-byte scale
-  // piece tid % 8 of rows tid / 8 + q * kThreads / 8, and A's group tid % 64 of rows
-  // tid / 64 + q * kThreads / 64.
-  constexpr int kCodeCopies = kRows * 16 / kThreads;
-  constexpr int kScaleCopies = kRows * 8 / kThreads;
-  const int code_j = tid % 16, code_row = tid / 16;
+  // Copies: thread tid takes the 16-byte group tid % G of rows tid / G + q * kThreads / G
+  // of the codes (G = kCodeGroups; a warp instruction covers whole stage rows, 512
+  // bytes), the 4-byte scale piece tid % P of rows tid / P + q * kThreads / P
+  // (P = kScalePieces), and A's 16-byte group tid % kAGroups of rows tid / kAGroups +
+  // q * kThreads / kAGroups.
+  constexpr int kCodeGroups = R::kCodeGroups, kScalePieces = R::kScalePieces;
+  constexpr int kAGroups = R::kAGroups;
+  constexpr int kCodeCopies = kRows * kCodeGroups / kThreads;
+  constexpr int kScaleCopies = kRows * kScalePieces / kThreads;
+  const int code_j = tid % kCodeGroups, code_row = tid / kCodeGroups;
   const uint8_t* code_src[kCodeCopies];
 #pragma unroll
   for (int q = 0; q < kCodeCopies; ++q) {
-    const int64_t row = min(n0 + code_row + q * (kThreads / 16), n - 1);
+    const int64_t row = min(n0 + code_row + q * (kThreads / kCodeGroups), n - 1);
     code_src[q] = data + row * (k / 2) + code_j * 16;
   }
   const int code_dst = code_row * kCodeRowBytes + 16 * CodeSwizzle(code_j, code_row);
-  const int scale_piece = tid % 8, scale_row = tid / 8;
+  const int scale_piece = tid % kScalePieces, scale_row = tid / kScalePieces;
   const uint8_t* scale_src[kScaleCopies];
 #pragma unroll
   for (int q = 0; q < kScaleCopies; ++q) {
-    const int64_t row = min(n0 + scale_row + q * (kThreads / 8), n - 1);
+    const int64_t row = min(n0 + scale_row + q * (kThreads / kScalePieces), n - 1);
     scale_src[q] = scales + row * (k / 16) + scale_piece * 4;
   }
   const int scale_dst = kScaleOffset + scale_row * kScaleRowPitch + scale_piece * 4;
-  const int a_j = tid % 64, a_row = tid / 64;
+  const int a_j = tid % kAGroups, a_row = tid / kAGroups;
 
   auto issue = [&](int kb, int slot) {
     if (kb < k_end) {
@@ -138,7 +163,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int q = 0; q < kCodeCopies; ++q) {
           CopyAsync16(reinterpret_cast<uint4*>(stage + code_dst +
-                                               q * (kThreads / 16) * kCodeRowBytes),
+                                               q * (kThreads / kCodeGroups) * kCodeRowBytes),
                       code_src[q] + offset, in ? 16 : 0);
         }
       }
@@ -147,12 +172,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         const unsigned offset = in ? static_cast<unsigned>(kb) / 16 : 0;
 #pragma unroll
         for (int q = 0; q < kScaleCopies; ++q) {
-          CopyAsync4(stage + scale_dst + q * (kThreads / 8) * kScaleRowPitch,
+          CopyAsync4(stage + scale_dst + q * (kThreads / kScalePieces) * kScaleRowPitch,
                      scale_src[q] + offset, in ? 4 : 0);
         }
       }
       const bool a_in = kb + a_j * 8 < k_end;
-      for (int row = a_row; row < m; row += kThreads / 64) {
+      for (int row = a_row; row < m; row += kThreads / kAGroups) {
         CopyAsync16(reinterpret_cast<uint4*>(stage + kAOffset + row * kARowBytes +
                                              16 * ASwizzle(a_j, row)),
                     a + int64_t{row} * k + (a_in ? kb + a_j * 8 : 0), a_in ? 16 : 0);
@@ -334,6 +359,7 @@ template <int kMTiles>
 absl::Status Launch(const __half* a, int64_t m, const DeviceQuantizedWeight& b, float* c,
                     int k_splits_override, bool fill_required, cudaStream_t stream) {
   const auto kernel = SkinnyStreamKernel<kMTiles>;
+  constexpr int kStageK = Ring<kMTiles>::kStageK;
   const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
   if (!facts.ok()) return facts.status();
   const int device = facts->device;
@@ -422,12 +448,14 @@ absl::Status LaunchSkinnyStream(const void* a, int64_t m, const DeviceQuantizedW
                                 cudaStream_t stream) {
   if (!SkinnyStreamRuns(a, m, b) || c == nullptr) {
     return absl::FailedPreconditionError(
-        "the streaming skinny kernel takes NVFP4 B with K % 64 == 0, FP16 A of 1-16 rows and "
+        "the streaming skinny kernel takes NVFP4 B with K % 64 == 0, FP16 A of 1-64 rows and "
         "16-byte aligned codes, 4-byte aligned scales");
   }
   const auto* a16 = static_cast<const __half*>(a);
-  return m <= 8 ? Launch<1>(a16, m, b, c, k_splits_override, fill_required, stream)
-                : Launch<2>(a16, m, b, c, k_splits_override, fill_required, stream);
+  if (m <= 8) return Launch<1>(a16, m, b, c, k_splits_override, fill_required, stream);
+  if (m <= 16) return Launch<2>(a16, m, b, c, k_splits_override, fill_required, stream);
+  if (m <= 32) return Launch<4>(a16, m, b, c, k_splits_override, fill_required, stream);
+  return Launch<8>(a16, m, b, c, k_splits_override, fill_required, stream);
 }
 
 }  // namespace gemmd::gpu

@@ -237,6 +237,8 @@ TEST_F(GpuServerTest, QuantizedMatmulRunsOnTheQuantizedKernels) {
        "skinny_int8"},
       {"nvfp4 weight-only M=12 (streaming path on a GPU it fills)", 12, 8448, 1024, false,
        QuantFormat::kNvfp4, DataType::kFloat16, "skinny_nvfp4"},
+      {"nvfp4 weight-only M=48 (streaming path, not the square kernel)", 48, 8448, 1024, false,
+       QuantFormat::kNvfp4, DataType::kFloat16, "skinny_nvfp4"},
       {"bf16 x nvfp4 M=70 (host)", 70, 64, 64, false, QuantFormat::kNvfp4, DataType::kBFloat16,
        "sgemm"},
   };

@@ -64,7 +64,7 @@ void ScaleActivations(DataType type, int exponent, std::string* bytes) {
   }
 }
 
-// The streaming path (FP16 A, NVFP4, M <= 16), forced, with a K split over a cluster.
+// The streaming path (FP16 A, NVFP4, M <= 64), forced, with a K split over a cluster.
 Case Stream(int64_t m, int64_t n, int64_t k, int k_splits) {
   return Case{QuantFormat::kNvfp4, DataType::kFloat16, m, n, k, {k_splits, 0, SkinnyPath::kStream}};
 }
@@ -166,6 +166,10 @@ INSTANTIATE_TEST_SUITE_P(
                       // the launcher's own split; and M = 16 on the classic path.
                       Stream(1, 300, 576, 1), Stream(12, 129, 8192, 4),
                       Stream(16, 256, 2560, 4), Stream(8, 520, 1088, 2), Stream(9, 64, 64, 0),
+                      // 17-64 rows (4 and 8 A tiles, 256-value stages at 8): partial
+                      // tiles, stages, blocks and clusters as above.
+                      Stream(24, 300, 1088, 2), Stream(33, 129, 2560, 4), Stream(40, 520, 576, 1),
+                      Stream(64, 256, 8192, 0), Stream(57, 64, 320, 2), Stream(64, 64, 64, 0),
                       Case{QuantFormat::kNvfp4, DataType::kFloat16, 16, 4096, 4096},
                       Case{QuantFormat::kNvfp4,
                            DataType::kFloat16,

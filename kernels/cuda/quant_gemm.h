@@ -5,7 +5,7 @@
 // against a large weight). Host-only header; compiles with g++.
 //
 // How (quant_skinny.cu): B is streamed from HBM once (up to M = 8 through a cp.async
-// ring in shared memory; NVFP4 with FP16 A of 9-64 rows through a ring shared by 128
+// ring in shared memory; FP16 A of 9-64 rows through a ring shared by 128
 // rows, quant_skinny_stream.cu; otherwise with 16-byte loads into registers), decoded
 // in registers straight into mma.sync m16n8k16 fragments (exact: e2m1 * e4m3 and int8
 // all fit FP16's significand), FP32 accumulation; the per-row INT8 scale or the NVFP4

@@ -28,7 +28,7 @@
 //   A's rows) into a shared-memory ring with cp.async, whole rows per copy instruction,
 //   and the warps read their fragment bytes from there (see the kernel for why);
 // - the register path (everything else): each lane loads its own 16 bytes from HBM.
-// A third way, for NVFP4 with FP16 A of 9-64 rows, is its own kernel with 128-row blocks
+// A third way, for FP16 A of 9-64 rows, is its own kernel with 128-row blocks
 // (quant_skinny_stream.cu); LaunchSkinnyQuantizedGemm picks it when it fits the device.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -349,17 +349,8 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
         } else {
           // Word = 4 int8 k0..k3 -> (k0,k1) (k2,k3): one step, natural order.
           uint32_t p[2][2];
-          const __half2 bias = __half2half2(__ushort_as_half(0x6480));  // 1152
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const uint32_t x = w[h] ^ 0x80808080u;  // int8 -> uint8 + 128
-            uint32_t lo = __byte_perm(x, 0x64646464u, 0x4140);
-            uint32_t hi = __byte_perm(x, 0x64646464u, 0x4342);
-            const __half2 l = __hsub2(*reinterpret_cast<const __half2*>(&lo), bias);
-            const __half2 u = __hsub2(*reinterpret_cast<const __half2*>(&hi), bias);
-            p[h][0] = *reinterpret_cast<const uint32_t*>(&l);
-            p[h][1] = *reinterpret_cast<const uint32_t*>(&u);
-          }
+          for (int h = 0; h < 2; ++h) DecodeInt8Word(w[h], p[h]);
 #pragma unroll
           for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -801,10 +792,12 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
                        reinterpret_cast<uintptr_t>(b.scales) % 2 == 0;
   const bool ring_operands =
       !nvfp4 || (b.k % 64 == 0 && reinterpret_cast<uintptr_t>(b.scales) % 4 == 0);
-  // NVFP4 with FP16 A of 9-64 rows: the streaming path, A read once per 128 weight rows
-  // instead of once per 32 (on the H200, 16x8192^2: 0.0210 ms against 0.0222 on the
-  // register path in one call; 32x8192^2: 0.0266 against 0.0499; 64x8192^2: 0.0405
-  // against 0.1024). Up to 8 rows the ring stays (1x8192^2: 0.0159 against 0.0177).
+  // FP16 A of 9-64 rows: the streaming path, A read once per 128 weight rows instead of
+  // once per 32 (on the H200, NVFP4 16x8192^2: 0.0210 ms against 0.0222 on the register
+  // path in one call; 32x8192^2: 0.0266 against 0.0499; 64x8192^2: 0.0405 against
+  // 0.1024; INT8 16 / 32 / 64 rows: 0.0238 / 0.0275 / 0.0428 against 0.0272 / 0.0525 /
+  // 0.0912). Up to 8 rows the ring stays (NVFP4 1x8192^2: 0.0159 against 0.0177; INT8
+  // 0.0216 against 0.0219).
   // Chosen automatically, it steps back (FAILED_PRECONDITION, nothing enqueued) where the
   // device's shared memory is too small (sm_86/89/120) or it would leave SMs idle.
   const bool auto_path = tuning.path == SkinnyPath::kAuto;

@@ -121,6 +121,20 @@ __device__ __forceinline__ void DecodeScaledE2m1Word(uint32_t x, uint32_t scales
   }
 }
 
+// One word of 4 INT8 values k0..k3 -> FP16 pairs (k0,k1) (k2,k3), exactly: x ^ 0x80 is
+// the value + 128 as a byte, placed under FP16's exponent for 1024 (0x64xx is 1024 + x),
+// and 1152 = 1024 + 128 is subtracted.
+__device__ __forceinline__ void DecodeInt8Word(uint32_t w, uint32_t* p) {
+  const uint32_t x = w ^ 0x80808080u;
+  const uint32_t lo = __byte_perm(x, 0x64646464u, 0x4140);
+  const uint32_t hi = __byte_perm(x, 0x64646464u, 0x4342);
+  const __half2 bias = __half2half2(__ushort_as_half(0x6480));
+  const __half2 l = __hsub2(*reinterpret_cast<const __half2*>(&lo), bias);
+  const __half2 u = __hsub2(*reinterpret_cast<const __half2*>(&hi), bias);
+  p[0] = *reinterpret_cast<const uint32_t*>(&l);
+  p[1] = *reinterpret_cast<const uint32_t*>(&u);
+}
+
 __device__ __forceinline__ void Mma(float* c, uint32_t a0, uint32_t a1, uint32_t a2,
                                     uint32_t a3, uint32_t b0, uint32_t b1) {
   asm volatile(

@@ -1,21 +1,21 @@
-// Skinny weight-only NVFP4 GEMM, streaming path (see quant_skinny_stream.h): C[M,N] =
-// A[M,K] * dequant(B)^T for FP16 A with M <= 64, B NVFP4.
+// Skinny weight-only GEMM, streaming path (see quant_skinny_stream.h): C[M,N] =
+// A[M,K] * dequant(B)^T for FP16 A with M <= 64, B NVFP4 or INT8.
 //
 // Why a second kernel: the ring path of quant_skinny.cu has 32 weight rows per block, so
 // every block reads all of A (at M = 16 and K = 8192 that is 256 KB per block, 67 MB of
-// L2 traffic against B's 37.7 MB from HBM; at M = 64, 268 MB) and each warp reads its A
-// fragments for one 16-row tile only. Here a block owns 128 rows and streams them through a shared-memory
-// ring together with A's rows of the same K range, so A is read once per 128 rows; each
-// warp takes 32 rows (two 16-row tiles, which share every A fragment it reads) of one
-// half of a stage's K range. When 128-row blocks are too few to fill the GPU, blocks split
-// K and are launched as a thread-block cluster (up to 4) whose partial sums are added
-// through distributed shared memory: no atomics and no zeroing pass over C. At 16x8192^2
-// on the H200 it measured 0.0210 ms against the register path's 0.0222 in one call: both
-// are bound by instruction issue (the decode is ~55% of the instructions), not by HBM.
-// With more A rows the saving grows: 0.0266 against 0.0499 ms at 32x8192^2, 0.0405
-// against 0.1024 at 64x8192^2.
+// L2 traffic against NVFP4 B's 37.7 MB from HBM; at M = 64, 268 MB) and each warp reads
+// its A fragments for one 16-row tile only. Here a block owns 128 rows and streams them
+// through a shared-memory ring together with A's rows of the same K range, so A is read
+// once per 128 rows; each warp takes 32 rows (two 16-row tiles, which share every A
+// fragment it reads) of one half of a stage's K range. When 128-row blocks are too few to
+// fill the GPU, blocks split K and are launched as a thread-block cluster (up to 4) whose
+// partial sums are added through distributed shared memory: no atomics and no zeroing
+// pass over C. At 16x8192^2 NVFP4 on the H200 it measured 0.0210 ms against the register
+// path's 0.0222 in one call: both are bound by instruction issue (the decode is ~55% of
+// the instructions), not by HBM. With more A rows the saving grows: 0.0266 against
+// 0.0499 ms at 32x8192^2, 0.0405 against 0.1024 at 64x8192^2.
 //
-// The decode, the MMA mapping (roles swapped: weight rows on the MMA's M side, A rows on
+// The decodes, the MMA mapping (roles swapped: weight rows on the MMA's M side, A rows on
 // its N side) and the exactness argument are those of quant_skinny.cu.
 #include "kernels/cuda/quant_skinny_stream.h"
 
@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_status.h"
@@ -47,31 +48,35 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kRows = 128;    // weight rows per block: 4 pairs of 16-row tiles
 constexpr int kMaxClusterSplits = 4;
 
-// The ring for kMTiles 8-row tiles of A: K values per stage (whole warp chunks of 128 for
-// every K part) and depth. 512 values and 3 stages up to 32 A rows (207 KiB at 32); 33-64
+// The ring for kMTiles 8-row tiles of A: K values per stage (whole warp chunks for every
+// K part) and depth. NVFP4: 512 values and 3 stages up to 32 A rows (207 KiB at 32); 33-64
 // rows take 256 x 3 (153 KiB; A is most of a stage). On the H200 at 64x8192^2, 256 x 3
 // measured 0.0405-0.0407 ms, 256 x 4 0.0399-0.0402 and 512 x 2 0.0494-0.0497: 3 stages
-// keep it within an A100's 163 KiB.
-template <int kMTiles>
+// keep it within an A100's 163 KiB. INT8 takes the same code bytes per stage (half the K
+// values, so half the A bytes) and no scales: its per-row scales go to the epilogue.
+template <QuantFormat kFormat, int kMTiles>
 struct Ring {
-  static constexpr int kStageK = kMTiles <= 4 ? 512 : 256;
+  static constexpr bool kNvfp4 = kFormat == QuantFormat::kNvfp4;
+  static constexpr int kStageK = (kMTiles <= 4 ? 512 : 256) / (kNvfp4 ? 1 : 2);
   static constexpr int kStages = 3;
-  static constexpr int kChunks = kStageK / 128 / kKParts;  // warp chunks per warp and stage
   // One stage: the block's rows' codes for the stage's K range (kStageK / 2 bytes per
-  // row; the 16-byte groups of odd rows XOR-swizzled by 4 so that rows g and g + 1 of a
-  // warp read hit different banks), their scale bytes (kStageK / 16 per row, padded by 4
-  // so that the 8 rows of a read hit different banks) and A's m rows (swizzled: see
-  // ASwizzle).
-  static constexpr int kCodeRowBytes = kStageK / 2;
-  static constexpr int kCodeGroups = kCodeRowBytes / 16;  // 16-byte copies per code row
-  static constexpr int kScalePieces = kStageK / 64;       // 4-byte copies per scale row
-  static constexpr int kAGroups = kStageK / 8;            // 16-byte copies per A row
+  // NVFP4 row, kStageK per INT8 row; the 16-byte groups of odd rows XOR-swizzled by 4 so
+  // that rows g and g + 1 of a warp read hit different banks), NVFP4's scale bytes
+  // (kStageK / 16 per row, padded by 4 so that the 8 rows of a read hit different banks)
+  // and A's m rows (swizzled: see ASwizzle).
+  static constexpr int kCodeRowBytes = kNvfp4 ? kStageK / 2 : kStageK;
+  static constexpr int kValuesPerGroup = kNvfp4 ? 32 : 16;   // in a lane's 16 code bytes
+  static constexpr int kChunks = kCodeRowBytes / 64 / kKParts;  // warp chunks per warp, stage
+  static constexpr int kCodeGroups = kCodeRowBytes / 16;     // 16-byte copies per code row
+  static constexpr int kScalePieces = kNvfp4 ? kStageK / 64 : 0;  // 4-byte copies per row
+  static constexpr int kAGroups = kStageK / 8;                // 16-byte copies per A row
   static constexpr int kCodeBytes = kRows * kCodeRowBytes;
-  static constexpr int kScaleRowPitch = kStageK / 16 + 4;
+  static constexpr int kScaleRowPitch = kNvfp4 ? kStageK / 16 + 4 : 0;
   static constexpr int kScaleOffset = kCodeBytes;
   static constexpr int kAOffset = kScaleOffset + kRows * kScaleRowPitch;
   static constexpr int kARowBytes = kStageK * 2;
-  static_assert(kChunks >= 1 && kThreads % kCodeGroups == 0 && kThreads % kAGroups == 0,
+  static_assert(kChunks >= 1 && kThreads % kCodeGroups == 0 && kThreads % kAGroups == 0 &&
+                    kThreads % (kNvfp4 ? kScalePieces : 1) == 0,
                 "a stage is whole warp chunks and whole copy rounds");
 
   __host__ __device__ static constexpr int StageBytes(int m) {
@@ -90,9 +95,9 @@ struct EpilogueSmem {
   float block[kMTiles * 8][kEpiloguePitch];
 };
 
-template <int kMTiles>
+template <QuantFormat kFormat, int kMTiles>
 constexpr size_t SmemBytes(int m) {
-  using R = Ring<kMTiles>;
+  using R = Ring<kFormat, kMTiles>;
   const size_t ring = size_t{R::kStages} * R::StageBytes(m);
   return std::max(ring, sizeof(EpilogueSmem<kMTiles>));
 }
@@ -107,12 +112,14 @@ __device__ __forceinline__ int ASwizzle(int j, int row) {
 
 __device__ __forceinline__ int CodeSwizzle(int j, int row) { return j ^ ((row & 1) << 2); }
 
-template <int kMTiles>
+template <QuantFormat kFormat, int kMTiles>
 __global__ void __launch_bounds__(kThreads, 1)
     SkinnyStreamKernel(const __half* __restrict__ a, int m, const uint8_t* __restrict__ data,
                        const uint8_t* __restrict__ scales, float tensor_scale, int64_t n, int k,
                        int k_per_block, float* __restrict__ c) {
-  using R = Ring<kMTiles>;
+  using R = Ring<kFormat, kMTiles>;
+  constexpr bool kNvfp4 = R::kNvfp4;
+  constexpr int kValuesPerGroup = R::kValuesPerGroup;
   constexpr int kStageK = R::kStageK, kStages = R::kStages, kChunks = R::kChunks;
   constexpr int kCodeRowBytes = R::kCodeRowBytes, kScaleRowPitch = R::kScaleRowPitch;
   constexpr int kScaleOffset = R::kScaleOffset, kAOffset = R::kAOffset;
@@ -135,20 +142,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kCodeGroups = R::kCodeGroups, kScalePieces = R::kScalePieces;
   constexpr int kAGroups = R::kAGroups;
   constexpr int kCodeCopies = kRows * kCodeGroups / kThreads;
-  constexpr int kScaleCopies = kRows * kScalePieces / kThreads;
+  constexpr int kScaleCopies = kNvfp4 ? kRows * kScalePieces / kThreads : 1;
+  constexpr int kScaleDiv = kNvfp4 ? kScalePieces : 1;  // (INT8 copies no scales)
+  const int64_t row_bytes = kNvfp4 ? k / 2 : k;
   const int code_j = tid % kCodeGroups, code_row = tid / kCodeGroups;
   const uint8_t* code_src[kCodeCopies];
 #pragma unroll
   for (int q = 0; q < kCodeCopies; ++q) {
     const int64_t row = min(n0 + code_row + q * (kThreads / kCodeGroups), n - 1);
-    code_src[q] = data + row * (k / 2) + code_j * 16;
+    code_src[q] = data + row * row_bytes + code_j * 16;
   }
   const int code_dst = code_row * kCodeRowBytes + 16 * CodeSwizzle(code_j, code_row);
-  const int scale_piece = tid % kScalePieces, scale_row = tid / kScalePieces;
+  const int scale_piece = tid % kScaleDiv, scale_row = tid / kScaleDiv;
   const uint8_t* scale_src[kScaleCopies];
 #pragma unroll
   for (int q = 0; q < kScaleCopies; ++q) {
-    const int64_t row = min(n0 + scale_row + q * (kThreads / kScalePieces), n - 1);
+    const int64_t row = min(n0 + scale_row + q * (kThreads / kScaleDiv), n - 1);
     scale_src[q] = scales + row * (k / 16) + scale_piece * 4;
   }
   const int scale_dst = kScaleOffset + scale_row * kScaleRowPitch + scale_piece * 4;
@@ -157,9 +166,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto issue = [&](int kb, int slot) {
     if (kb < k_end) {
       uint8_t* const stage = ring + slot * stage_bytes;
-      {  // codes: a 16-byte group is 32 values, whole or past K (K % 64 == 0)
-        const bool in = kb + code_j * 32 < k_end;
-        const unsigned offset = in ? static_cast<unsigned>(kb) / 2 : 0;
+      {  // codes: a 16-byte group is 32 (16) values, whole or past K (K % 64 (16) == 0)
+        const bool in = kb + code_j * kValuesPerGroup < k_end;
+        const unsigned offset = in ? static_cast<unsigned>(kb) / (kNvfp4 ? 2 : 1) : 0;
 #pragma unroll
         for (int q = 0; q < kCodeCopies; ++q) {
           CopyAsync16(reinterpret_cast<uint4*>(stage + code_dst +
@@ -167,7 +176,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                       code_src[q] + offset, in ? 16 : 0);
         }
       }
-      {  // scales: a 4-byte piece is 64 values
+      if constexpr (kNvfp4) {  // scales: a 4-byte piece is 64 values
         const bool in = kb + scale_piece * 64 < k_end;
         const unsigned offset = in ? static_cast<unsigned>(kb) / 16 : 0;
 #pragma unroll
@@ -217,8 +226,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto compute = [&](const uint8_t* stage) {
 #pragma unroll
     for (int ch = 0; ch < kChunks; ++ch) {
-      // The chunk's 32 values of rows g, g + 8 (16 bytes each) and their two scales.
-      const int chunk = kChunks * part + ch;  // of the stage's 4
+      // The chunk's 16 bytes of rows g, g + 8 (NVFP4: 32 values and their two scales;
+      // INT8: 16 values).
+      const int chunk = kChunks * part + ch;  // of the stage's 4 (INT8 at 64 rows: 2)
       const int j = 4 * chunk + t;            // the lane's code group within a row
       uint4 d[2][2];
       uint32_t scale[2][2];
@@ -229,40 +239,77 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int r = g + 8 * h;  // parity as the row's: tiles start at even rows
           d[rt][h] = *reinterpret_cast<const uint4*>(stage + code_off[rt][h] +
                                                      16 * CodeSwizzle(j, r));
-          scale[rt][h] = E4m3x2ToHalf2(
-              *reinterpret_cast<const unsigned short*>(stage + scale_off[rt][h] + 8 * ch));
+          if constexpr (kNvfp4) {
+            scale[rt][h] = E4m3x2ToHalf2(
+                *reinterpret_cast<const unsigned short*>(stage + scale_off[rt][h] + 8 * ch));
+          }
         }
       }
+      if constexpr (!kNvfp4) {
+        // INT8: word w holds values 4w..4w + 3 of the group, one K step in natural order,
+        // (k0,k1) (k2,k3); A's two words' 8 values are one 16-byte read per A tile.
 #pragma unroll
-      for (int word = 0; word < 4; ++word) {
-        // A's 8 values at the word's K positions, one 16-byte read per A tile, shared by
-        // both weight tiles: (k0,k4) (k1,k5) for step 0, (k2,k6) (k3,k7) for step 1.
-        uint32_t bfrag[kMTiles][2][2];
-        const int aj = 16 * chunk + 4 * t + word;
+        for (int pair_of_words = 0; pair_of_words < 2; ++pair_of_words) {
+          uint32_t bfrag[kMTiles][2][2];
+          const int aj = 8 * chunk + 2 * t + pair_of_words;
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-          const uint4 x = *reinterpret_cast<const uint4*>(stage + a_off[mt] +
-                                                          16 * ASwizzle(aj, a_lane_row[mt]));
-          bfrag[mt][0][0] = __byte_perm(x.x, x.z, 0x5410);
-          bfrag[mt][0][1] = __byte_perm(x.x, x.z, 0x7632);
-          bfrag[mt][1][0] = __byte_perm(x.y, x.w, 0x5410);
-          bfrag[mt][1][1] = __byte_perm(x.y, x.w, 0x7632);
-        }
-#pragma unroll
-        for (int rt = 0; rt < 2; ++rt) {
-          uint32_t p[2][4];
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const uint4& v = d[rt][h];
-            DecodeScaledE2m1Word(word == 0 ? v.x : word == 1 ? v.y : word == 2 ? v.z : v.w,
-                                 scale[rt][h], word, p[h]);
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            const uint4 x = *reinterpret_cast<const uint4*>(stage + a_off[mt] +
+                                                            16 * ASwizzle(aj, a_lane_row[mt]));
+            bfrag[mt][0][0] = x.x, bfrag[mt][0][1] = x.y;
+            bfrag[mt][1][0] = x.z, bfrag[mt][1][1] = x.w;
           }
 #pragma unroll
-          for (int step = 0; step < 2; ++step) {
+          for (int rt = 0; rt < 2; ++rt) {
 #pragma unroll
-            for (int mt = 0; mt < kMTiles; ++mt) {
-              Mma(acc[rt][mt], p[0][2 * step], p[1][2 * step], p[0][2 * step + 1],
-                  p[1][2 * step + 1], bfrag[mt][step][0], bfrag[mt][step][1]);
+            for (int wi = 0; wi < 2; ++wi) {
+              const int word = 2 * pair_of_words + wi;
+              uint32_t p[2][2];
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const uint4& v = d[rt][h];
+                DecodeInt8Word(word == 0 ? v.x : word == 1 ? v.y : word == 2 ? v.z : v.w, p[h]);
+              }
+#pragma unroll
+              for (int mt = 0; mt < kMTiles; ++mt) {
+                Mma(acc[rt][mt], p[0][0], p[1][0], p[0][1], p[1][1], bfrag[mt][wi][0],
+                    bfrag[mt][wi][1]);
+              }
+            }
+          }
+        }
+      } else {
+#pragma unroll
+        for (int word = 0; word < 4; ++word) {
+          // A's 8 values at the word's K positions, one 16-byte read per A tile, shared by
+          // both weight tiles: (k0,k4) (k1,k5) for step 0, (k2,k6) (k3,k7) for step 1.
+          uint32_t bfrag[kMTiles][2][2];
+          const int aj = 16 * chunk + 4 * t + word;
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            const uint4 x = *reinterpret_cast<const uint4*>(stage + a_off[mt] +
+                                                            16 * ASwizzle(aj, a_lane_row[mt]));
+            bfrag[mt][0][0] = __byte_perm(x.x, x.z, 0x5410);
+            bfrag[mt][0][1] = __byte_perm(x.x, x.z, 0x7632);
+            bfrag[mt][1][0] = __byte_perm(x.y, x.w, 0x5410);
+            bfrag[mt][1][1] = __byte_perm(x.y, x.w, 0x7632);
+          }
+#pragma unroll
+          for (int rt = 0; rt < 2; ++rt) {
+            uint32_t p[2][4];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const uint4& v = d[rt][h];
+              DecodeScaledE2m1Word(word == 0 ? v.x : word == 1 ? v.y : word == 2 ? v.z : v.w,
+                                   scale[rt][h], word, p[h]);
+            }
+#pragma unroll
+            for (int step = 0; step < 2; ++step) {
+#pragma unroll
+              for (int mt = 0; mt < kMTiles; ++mt) {
+                Mma(acc[rt][mt], p[0][2 * step], p[1][2 * step], p[0][2 * step + 1],
+                    p[1][2 * step + 1], bfrag[mt][step][0], bfrag[mt][step][1]);
+              }
             }
           }
         }
@@ -302,7 +349,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     for_each_sum([&](float v, int col, int row) { ep.part[part - 1][col][row] = v; });
   }
   __syncthreads();
-  const float out_scale = 16384.0f * tensor_scale;  // undo the decode's 2^-14
+  // NVFP4: undo the decode's 2^-14, apply the tensor scale; INT8: the weight row's scale.
+  const float out_scale = 16384.0f * tensor_scale;
+  const auto scaled = [&](float v, int row) {
+    return kNvfp4 ? v * out_scale : v * __ldg(reinterpret_cast<const float*>(scales) + n0 + row);
+  };
   const int splits = static_cast<int>(gridDim.y);
   if (part == 0) {
     for_each_sum([&](float& v, int col, int row) {
@@ -311,7 +362,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (splits > 1) {
         ep.block[col][row] = v;
       } else if (col < m && n0 + row < n) {
-        c[col * n + n0 + row] = v * out_scale;
+        c[col * n + n0 + row] = scaled(v, row);
       }
     });
   }
@@ -329,7 +380,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int q = 0; q < splits; ++q) {
       sum += cluster.map_shared_rank(&ep.block[0][0], q)[col * kEpiloguePitch + r];
     }
-    if (n0 + r < n) c[col * n + n0 + r] = sum * out_scale;
+    if (n0 + r < n) c[col * n + n0 + r] = scaled(sum, r);
   }
   cluster.sync();  // no block leaves while others read its shared memory
 #endif
@@ -355,15 +406,15 @@ absl::StatusOr<bool> HasClusterCode(Kernel kernel, int device,
   return has;
 }
 
-template <int kMTiles>
+template <QuantFormat kFormat, int kMTiles>
 absl::Status Launch(const __half* a, int64_t m, const DeviceQuantizedWeight& b, float* c,
                     int k_splits_override, bool fill_required, cudaStream_t stream) {
-  const auto kernel = SkinnyStreamKernel<kMTiles>;
-  constexpr int kStageK = Ring<kMTiles>::kStageK;
+  const auto kernel = SkinnyStreamKernel<kFormat, kMTiles>;
+  constexpr int kStageK = Ring<kFormat, kMTiles>::kStageK;
   const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
   if (!facts.ok()) return facts.status();
   const int device = facts->device;
-  constexpr size_t kMaxSmem = SmemBytes<kMTiles>(kMTiles * 8);
+  constexpr size_t kMaxSmem = SmemBytes<kFormat, kMTiles>(kMTiles * 8);
   if (kMaxSmem > static_cast<size_t>(facts->smem_optin)) {
     return absl::FailedPreconditionError(
         absl::StrCat("the streaming skinny kernel needs ", kMaxSmem,
@@ -388,7 +439,7 @@ absl::Status Launch(const __half* a, int64_t m, const DeviceQuantizedWeight& b, 
   splits = std::clamp<int64_t>(splits, 1, std::min<int64_t>(kMaxClusterSplits, stages));
   if (facts->major < 9 || !facts->cluster_launch || !*has_cluster_code) splits = 1;
   if (splits == 3) splits = 2;  // the cluster's blocks share the rows' sums evenly
-  const size_t smem = SmemBytes<kMTiles>(static_cast<int>(m));
+  const size_t smem = SmemBytes<kFormat, kMTiles>(static_cast<int>(m));
   cudaLaunchConfig_t config = {};
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = smem;
@@ -438,9 +489,12 @@ absl::Status Launch(const __half* a, int64_t m, const DeviceQuantizedWeight& b, 
 
 bool SkinnyStreamRuns(const void* a, int64_t m, const DeviceQuantizedWeight& b) {
   const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return b.format == QuantFormat::kNvfp4 && m >= 1 && m <= kSkinnyStreamMaxM && b.n >= 1 &&
-         b.k >= 64 && b.k % 64 == 0 && b.k <= (int64_t{1} << 30) && aligned16(a) &&
-         aligned16(b.data) && reinterpret_cast<uintptr_t>(b.scales) % 4 == 0;
+  // NVFP4 copies scale rows 4 bytes (64 values) at a time; INT8 codes 16 values.
+  const int64_t k_multiple = b.format == QuantFormat::kNvfp4 ? 64 : 16;
+  return (b.format == QuantFormat::kNvfp4 || b.format == QuantFormat::kInt8) && m >= 1 &&
+         m <= kSkinnyStreamMaxM && b.n >= 1 && b.k >= k_multiple && b.k % k_multiple == 0 &&
+         b.k <= (int64_t{1} << 30) && aligned16(a) && aligned16(b.data) &&
+         reinterpret_cast<uintptr_t>(b.scales) % 4 == 0;
 }
 
 absl::Status LaunchSkinnyStream(const void* a, int64_t m, const DeviceQuantizedWeight& b,
@@ -448,14 +502,21 @@ absl::Status LaunchSkinnyStream(const void* a, int64_t m, const DeviceQuantizedW
                                 cudaStream_t stream) {
   if (!SkinnyStreamRuns(a, m, b) || c == nullptr) {
     return absl::FailedPreconditionError(
-        "the streaming skinny kernel takes NVFP4 B with K % 64 == 0, FP16 A of 1-64 rows and "
-        "16-byte aligned codes, 4-byte aligned scales");
+        "the streaming skinny kernel takes NVFP4 B with K % 64 == 0 or INT8 B with K % 16 == "
+        "0, FP16 A of 1-64 rows and 16-byte aligned codes and A, 4-byte aligned scales");
   }
   const auto* a16 = static_cast<const __half*>(a);
-  if (m <= 8) return Launch<1>(a16, m, b, c, k_splits_override, fill_required, stream);
-  if (m <= 16) return Launch<2>(a16, m, b, c, k_splits_override, fill_required, stream);
-  if (m <= 32) return Launch<4>(a16, m, b, c, k_splits_override, fill_required, stream);
-  return Launch<8>(a16, m, b, c, k_splits_override, fill_required, stream);
+  const auto launch = [&](auto format) {
+    constexpr QuantFormat kFormat = decltype(format)::value;
+    if (m <= 8) return Launch<kFormat, 1>(a16, m, b, c, k_splits_override, fill_required, stream);
+    if (m <= 16) return Launch<kFormat, 2>(a16, m, b, c, k_splits_override, fill_required, stream);
+    if (m <= 32) return Launch<kFormat, 4>(a16, m, b, c, k_splits_override, fill_required, stream);
+    return Launch<kFormat, 8>(a16, m, b, c, k_splits_override, fill_required, stream);
+  };
+  if (b.format == QuantFormat::kNvfp4) {
+    return launch(std::integral_constant<QuantFormat, QuantFormat::kNvfp4>{});
+  }
+  return launch(std::integral_constant<QuantFormat, QuantFormat::kInt8>{});
 }
 
 }  // namespace gemmd::gpu

@@ -1,8 +1,8 @@
 // The skinny weight-only kernel's streaming path (quant_skinny_stream.cu), used by
-// LaunchSkinnyQuantizedGemm (quant_skinny.cu) for NVFP4 B and FP16 A of 9 to 64 rows:
-// blocks of 128 weight rows stream B and A's rows of the same K range through a
-// shared-memory ring, split K over a thread-block cluster (sm_90+) when there are too
-// few blocks for the GPU. Host-only header; compiles with g++.
+// LaunchSkinnyQuantizedGemm (quant_skinny.cu) for NVFP4 or INT8 B and FP16 A of 9 to 64
+// rows: blocks of 128 weight rows stream B and A's rows of the same K range through a
+// shared-memory ring, split K over a thread-block cluster (sm_90+) when there are too few
+// blocks for the GPU. Host-only header; compiles with g++.
 #ifndef GEMMD_KERNELS_CUDA_QUANT_SKINNY_STREAM_H_
 #define GEMMD_KERNELS_CUDA_QUANT_SKINNY_STREAM_H_
 
@@ -18,8 +18,9 @@ namespace gemmd::gpu {
 inline constexpr int64_t kSkinnyStreamMaxM = 64;
 
 // Whether the streaming path takes these operands: NVFP4 B with K % 64 == 0 (scale rows
-// copied 4 bytes at a time) and 16-byte aligned codes, 4-byte aligned scales; FP16 A
-// (a, m rows of K halves, 16-byte aligned) with 1 <= m <= kSkinnyStreamMaxM.
+// copied 4 bytes at a time) or INT8 B with K % 16 == 0, 16-byte aligned codes, 4-byte
+// aligned scales; FP16 A (a, m rows of K halves, 16-byte aligned) with 1 <= m <=
+// kSkinnyStreamMaxM.
 bool SkinnyStreamRuns(const void* a, int64_t m, const DeviceQuantizedWeight& b);
 
 // Enqueues C[m, n] = A * dequant(B)^T (A FP16 on the device). k_splits_override > 0

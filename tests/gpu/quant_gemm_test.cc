@@ -69,6 +69,11 @@ Case Stream(int64_t m, int64_t n, int64_t k, int k_splits) {
   return Case{QuantFormat::kNvfp4, DataType::kFloat16, m, n, k, {k_splits, 0, SkinnyPath::kStream}};
 }
 
+// The same for INT8 B (K % 16, per-row scales in the epilogue).
+Case StreamInt8(int64_t m, int64_t n, int64_t k, int k_splits) {
+  return Case{QuantFormat::kInt8, DataType::kFloat16, m, n, k, {k_splits, 0, SkinnyPath::kStream}};
+}
+
 class SkinnyQuantizedTest : public ::testing::TestWithParam<Case> {};
 
 DeviceBuffer Upload(const void* host, size_t bytes) {
@@ -170,6 +175,12 @@ INSTANTIATE_TEST_SUITE_P(
                       // tiles, stages, blocks and clusters as above.
                       Stream(24, 300, 1088, 2), Stream(33, 129, 2560, 4), Stream(40, 520, 576, 1),
                       Stream(64, 256, 8192, 0), Stream(57, 64, 320, 2), Stream(64, 64, 64, 0),
+                      // INT8: K % 16 tails (1040 = 4 x 256 + 16, 144 = 128 + 16), every A
+                      // tile count, clusters of 2 and 4, an empty split.
+                      StreamInt8(1, 64, 16, 0), StreamInt8(12, 129, 4096, 4),
+                      StreamInt8(16, 300, 1040, 2), StreamInt8(33, 64, 8192, 4),
+                      StreamInt8(40, 256, 2560, 0), StreamInt8(64, 520, 144, 1),
+                      StreamInt8(64, 100, 272, 4),
                       Case{QuantFormat::kNvfp4, DataType::kFloat16, 16, 4096, 4096},
                       Case{QuantFormat::kNvfp4,
                            DataType::kFloat16,

@@ -38,7 +38,8 @@
 // (DESIGN.md §7). Weights are quantized on the host from uniform(-1,1) data and rotated
 // over enough copies to stay out of L2; the error is checked on two rows of C against
 // FP64 on the dequantized weight. NVFP4 rows past M = 16 also time the square FP16 x
-// NVFP4 kernel on the same operands (the server's other choice there).
+// NVFP4 kernel on the same operands (the server's choice there until 2026-12-01, and
+// still past 64 rows).
 //
 // --quantized-square[=S,...] (default 4096) times the square quantized kernels
 // (quant_square.h) at S^3, TN layout (A [M,K], B [N,K]): INT8 x INT8 (the wgmma kernel
@@ -765,8 +766,8 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
                r.cublas_bytes / r.cublas_ms / 1e6, r.cublas_ms / r.ms, r.rel_error);
   rows->push_back(r);
 
-  // Past M = 16 the server sends FP16 x NVFP4 to the square kernel where it takes the
-  // operands (server/quantized_plan.h): the same problem on it, for the plan's threshold.
+  // The square FP16 x NVFP4 kernel on the same problem: what the server's plan weighs the
+  // skinny kernel against past 16 rows (server/quantized_plan.h).
   const gemmd::gpu::DeviceQuantizedWeight b0{format, d_data[0].p, d_scales[0].p, tensor_scale,
                                              n, k};
   if (format == QuantFormat::kNvfp4 && m > 16 &&

@@ -28,9 +28,10 @@ absl::Status QuantizedPathTakes(QuantizedPath path, const QuantizedOperands& q);
 
 // The skinny kernel streams B once at memory speed: it wins up to M = 16 whatever A is
 // (a quantized A, at most 16 rows, is dequantized on the host first), and FP16 A against
-// NVFP4 B up to its limit (64), where its streaming path runs (H200, 2026-12-01, 24-64 x
-// 8192^2: 0.026-0.041 ms against 0.196 on the square FP16 x NVFP4 kernel, whose 128-row
-// tiles are mostly empty there). Larger M goes to the square (tensor-core) kernels when
+// NVFP4 B up to its limit (64): H200, 2026-12-01, 24-64 x 8192^2, 0.026-0.041 ms on its
+// streaming path against 0.196 on the square FP16 x NVFP4 kernel, whose 128-row tiles are
+// mostly empty there; where the streaming path cannot run (K % 64 != 0, too little shared
+// memory) its register path still took 0.050 / 0.102 ms at 32 / 64 rows. Larger M goes to the square (tensor-core) kernels when
 // they take the operands: same format on both sides or FP16 x NVFP4, with the K
 // alignment they need (INT8 K % 16, NVFP4 K % 32). Up to the skinny limit the skinny
 // kernel takes the rest (FP16, FP32 or BF16 activations, or a quantized A); beyond it the

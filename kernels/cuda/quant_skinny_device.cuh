@@ -1,7 +1,7 @@
 // Device helpers shared by the skinny weight-only kernels (quant_skinny.cu, the register
-// and ring paths; quant_skinny_stream.cu, the streaming path for M <= 16): cp.async
-// copies, the exact NVFP4 / E4M3 decode into FP16 fragments, and the m16n8k16 MMA.
-// .cu files only.
+// and ring paths; quant_skinny_stream.cu, the streaming path for M 9-64): cp.async
+// copies, the exact NVFP4 / E4M3 and INT8 decodes into FP16 fragments, and the m16n8k16
+// MMA. .cu files only.
 #ifndef GEMMD_KERNELS_CUDA_QUANT_SKINNY_DEVICE_CUH_
 #define GEMMD_KERNELS_CUDA_QUANT_SKINNY_DEVICE_CUH_
 

@@ -62,8 +62,9 @@ struct Ring {
   // One stage: the block's rows' codes for the stage's K range (kStageK / 2 bytes per
   // NVFP4 row, kStageK per INT8 row; the 16-byte groups of odd rows XOR-swizzled by 4 so
   // that rows g and g + 1 of a warp read hit different banks), NVFP4's scale bytes
-  // (kStageK / 16 per row, padded by 4 so that the 8 rows of a read hit different banks)
-  // and A's m rows (swizzled: see ASwizzle).
+  // (kStageK / 16 per row, padded by 8: a read's 8 rows then start 10 or 6 banks apart, on
+  // different banks; with 4, rows 0 and 7 of a 512-value stage shared one) and A's m rows
+  // (swizzled: see ASwizzle). The padding costs nothing after the 1 KiB rounding.
   static constexpr int kCodeRowBytes = kNvfp4 ? kStageK / 2 : kStageK;
   static constexpr int kValuesPerGroup = kNvfp4 ? 32 : 16;   // in a lane's 16 code bytes
   static constexpr int kChunks = kCodeRowBytes / 64 / kKParts;  // warp chunks per warp, stage
@@ -71,7 +72,7 @@ struct Ring {
   static constexpr int kScalePieces = kNvfp4 ? kStageK / 64 : 0;  // 4-byte copies per row
   static constexpr int kAGroups = kStageK / 8;                // 16-byte copies per A row
   static constexpr int kCodeBytes = kRows * kCodeRowBytes;
-  static constexpr int kScaleRowPitch = kNvfp4 ? kStageK / 16 + 4 : 0;
+  static constexpr int kScaleRowPitch = kNvfp4 ? kStageK / 16 + 8 : 0;
   static constexpr int kScaleOffset = kCodeBytes;
   static constexpr int kAOffset = kScaleOffset + kRows * kScaleRowPitch;
   static constexpr int kARowBytes = kStageK * 2;
@@ -103,9 +104,11 @@ constexpr size_t SmemBytes(int m) {
 }
 
 // Where A's 16-byte group j (8 halves) of row r lives within the row. A warp's read of one
-// word takes rows g, g + 1 (the 8 lanes of a read phase) and t = 0..3, groups 4t + w: bit 2
-// of the physical group is t's low bit, bits 0-1 w XOR (t's high bit, the row's parity),
-// so the 8 lanes of a phase land on 8 different 16-byte bank groups.
+// NVFP4 word takes rows g, g + 1 (the 8 lanes of a read phase) and t = 0..3, groups
+// 16c + 4t + w: bit 2 of the physical group is t's low bit, bits 0-1 w XOR (t's high bit,
+// the row's parity), so the 8 lanes of a phase land on 8 different 16-byte bank groups.
+// INT8 reads groups 8c + 2t + p: bits 1-2 are t, XOR-ed with a constant, bit 0 p XOR the
+// row's parity: 8 different bank groups too.
 __device__ __forceinline__ int ASwizzle(int j, int row) {
   return j ^ (((j >> 3) & 1) << 1) ^ (row & 1);
 }
@@ -154,11 +157,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   const int code_dst = code_row * kCodeRowBytes + 16 * CodeSwizzle(code_j, code_row);
   const int scale_piece = tid % kScaleDiv, scale_row = tid / kScaleDiv;
-  const uint8_t* scale_src[kScaleCopies];
+  const uint8_t* scale_src[kScaleCopies] = {};
+  if constexpr (kNvfp4) {
 #pragma unroll
-  for (int q = 0; q < kScaleCopies; ++q) {
-    const int64_t row = min(n0 + scale_row + q * (kThreads / kScaleDiv), n - 1);
-    scale_src[q] = scales + row * (k / 16) + scale_piece * 4;
+    for (int q = 0; q < kScaleCopies; ++q) {
+      const int64_t row = min(n0 + scale_row + q * (kThreads / kScaleDiv), n - 1);
+      scale_src[q] = scales + row * (k / 16) + scale_piece * 4;
+    }
   }
   const int scale_dst = kScaleOffset + scale_row * kScaleRowPitch + scale_piece * 4;
   const int a_j = tid % kAGroups, a_row = tid / kAGroups;
@@ -228,7 +233,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int ch = 0; ch < kChunks; ++ch) {
       // The chunk's 16 bytes of rows g, g + 8 (NVFP4: 32 values and their two scales;
       // INT8: 16 values).
-      const int chunk = kChunks * part + ch;  // of the stage's 4 (INT8 at 64 rows: 2)
+      const int chunk = kChunks * part + ch;  // of the stage's 4 (2 at 33-64 rows)
       const int j = 4 * chunk + t;            // the lane's code group within a row
       uint4 d[2][2];
       uint32_t scale[2][2];
@@ -491,7 +496,8 @@ bool SkinnyStreamRuns(const void* a, int64_t m, const DeviceQuantizedWeight& b) 
   const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   // NVFP4 copies scale rows 4 bytes (64 values) at a time; INT8 codes 16 values.
   const int64_t k_multiple = b.format == QuantFormat::kNvfp4 ? 64 : 16;
-  return (b.format == QuantFormat::kNvfp4 || b.format == QuantFormat::kInt8) && m >= 1 &&
+  return (b.format == QuantFormat::kNvfp4 || b.format == QuantFormat::kInt8) && a != nullptr &&
+         b.data != nullptr && b.scales != nullptr && m >= 1 &&
          m <= kSkinnyStreamMaxM && b.n >= 1 && b.k >= k_multiple && b.k % k_multiple == 0 &&
          b.k <= (int64_t{1} << 30) && aligned16(a) && aligned16(b.data) &&
          reinterpret_cast<uintptr_t>(b.scales) % 4 == 0;

@@ -39,7 +39,8 @@
 // over enough copies to stay out of L2; the error is checked on two rows of C against
 // FP64 on the dequantized weight. NVFP4 rows past M = 16 also time the square FP16 x
 // NVFP4 kernel on the same operands (the server's choice there until 2026-12-01, and
-// still past 64 rows).
+// still past 64 rows). --skinny-a=bfloat16 gives our kernel BF16 activations instead
+// (cuBLAS stays FP16).
 //
 // --quantized-square[=S,...] (default 4096) times the square quantized kernels
 // (quant_square.h) at S^3, TN layout (A [M,K], B [N,K]): INT8 x INT8 (the wgmma kernel
@@ -178,6 +179,7 @@ struct Options {
   bool quantized = false;
   std::vector<int64_t> square_sizes;  // --quantized-square[=S,...]; empty: not run
   std::vector<int64_t> skinny_m = {1, 16, 64};  // --skinny-m=M,...
+  DataType skinny_a = DataType::kFloat16;       // --skinny-a=float16|bfloat16
   gemmd::gpu::SkinnyQuantizedTuning skinny;  // --skinny-k-splits, --skinny-stages, --skinny-path
 };
 
@@ -234,6 +236,8 @@ Options ParseOptions(int argc, char** argv) {
       for (std::string item; std::getline(list, item, ',');) {
         o.skinny_m.push_back(std::clamp<int64_t>(std::atoll(item.c_str()), 1, 64));
       }
+    } else if (Flag(arg, "--skinny-a", &v) && (v == "float16" || v == "bfloat16")) {
+      o.skinny_a = v == "bfloat16" ? DataType::kBFloat16 : DataType::kFloat16;
     } else if (Flag(arg, "--skinny-k-splits", &v)) {
       o.skinny.k_splits = std::max(0, std::atoi(v.c_str()));
     } else if (Flag(arg, "--skinny-stages", &v)) {
@@ -248,8 +252,9 @@ Options ParseOptions(int argc, char** argv) {
                    "usage: gemm-bench [--csv[=FILE]] [--json[=FILE]] [--iters=N>=10] "
                    "[--warmup=N] [--filter=SUBSTR] [--kernels=SUBSTR|auto] [--seed=S] "
                    "[--device=D] [--no-check] [--with-copies]\n"
-                   "       [--quantized [--skinny-m=M,...] [--skinny-k-splits=N] "
-                   "[--skinny-stages=S] [--skinny-path=auto|stream|classic]]\n"
+                   "       [--quantized [--skinny-m=M,...] [--skinny-a=float16|bfloat16] "
+                   "[--skinny-k-splits=N] [--skinny-stages=S]\n"
+                   "                    [--skinny-path=auto|stream|classic]]\n"
                    "       [--quantized-square[=S,...]]\n");
       std::exit(arg == "--help" || arg == "-h" ? 0 : 2);
     }
@@ -693,16 +698,18 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
     CHECK_CUDA(
         cudaMemcpy(d_scales.back().p, scales.data(), scales.size(), cudaMemcpyHostToDevice));
   }
-  DevMem d_a(m * k * 2), d_c(m * n * 4);
-  Fill(DataType::kFloat16, d_a.p, m * k, seed + 1);
-  const size_t ws_bytes = gemmd::gpu::SkinnyQuantizedWorkspaceBytes(DataType::kFloat16, m, k);
+  // Our A in --skinny-a's type; cuBLAS's baseline stays FP16 (d_a16).
+  const DataType a_type = o.skinny_a;
+  DevMem d_a(m * k * 2), d_a16(m * k * 2), d_c(m * n * 4);
+  Fill(a_type, d_a.p, m * k, seed + 1);
+  Fill(DataType::kFloat16, d_a16.p, m * k, seed + 1);
+  const size_t ws_bytes = gemmd::gpu::SkinnyQuantizedWorkspaceBytes(a_type, m, k);
   DevMem ws(ws_bytes);
   auto launch = [&](int set) {
     const gemmd::gpu::DeviceQuantizedWeight b{format, d_data[set].p, d_scales[set].p,
                                               tensor_scale, n, k};
     const absl::Status st = gemmd::gpu::LaunchSkinnyQuantizedGemm(
-        d_a.p, DataType::kFloat16, m, b, static_cast<float*>(d_c.p), ws.p, ws_bytes, nullptr,
-        o.skinny);
+        d_a.p, a_type, m, b, static_cast<float*>(d_c.p), ws.p, ws_bytes, nullptr, o.skinny);
     if (!st.ok()) {
       std::cerr << "skinny quantized: " << st << "\n";
       std::exit(1);
@@ -711,6 +718,7 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
   QuantRow r;
   r.shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
   r.format = gemmd::QuantFormatName(format);
+  if (a_type == DataType::kBFloat16) r.format += " (BF16 A)";
   r.kernel = std::string("skinny_") + (format == QuantFormat::kInt8 ? "int8" : "nvfp4") +
              "_mma16816";
   r.ms = MedianMs(o, sets, launch);
@@ -729,7 +737,9 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
       for (int64_t j = 0; j < n; ++j) {
         double ref = 0;
         for (int64_t kk = 0; kk < k; ++kk) {
-          ref += static_cast<double>(gemmd::HalfBitsToFloat(a_bits[row * k + kk])) *
+          const uint16_t bits = a_bits[row * k + kk];
+          ref += static_cast<double>(a_type == DataType::kBFloat16 ? gemmd::Bf16BitsToFloat(bits)
+                                                                   : gemmd::HalfBitsToFloat(bits)) *
                  deq[j * k + kk];
         }
         num += (c[row * n + j] - ref) * (c[row * n + j] - ref);
@@ -756,7 +766,7 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
   p.a_type = p.b_type = DataType::kFloat16;
   p.precision = Precision::kFp16Tensor;
   r.cublas_ms = MedianMs(o, sets16, [&](int set) {
-    CublasRun(handle, p, DataType::kFloat16, d_a.p, d_b16[set].p, static_cast<float*>(d_c.p));
+    CublasRun(handle, p, DataType::kFloat16, d_a16.p, d_b16[set].p, static_cast<float*>(d_c.p));
   });
   r.cublas_bytes = static_cast<double>(b16_bytes + m * k * 2 + m * n * 4);
   std::fprintf(stderr,
@@ -770,7 +780,7 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
   // skinny kernel against past 16 rows (server/quantized_plan.h).
   const gemmd::gpu::DeviceQuantizedWeight b0{format, d_data[0].p, d_scales[0].p, tensor_scale,
                                              n, k};
-  if (format == QuantFormat::kNvfp4 && m > 16 &&
+  if (format == QuantFormat::kNvfp4 && a_type == DataType::kFloat16 && m > 16 &&
       gemmd::gpu::SupportsSquareFp16Nvfp4Gemm(d_a.p, m, k, b0).ok()) {
     const SquareMmaPath path = SquarePaths().front();
     QuantRow sq = r;

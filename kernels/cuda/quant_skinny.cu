@@ -792,7 +792,7 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
                        reinterpret_cast<uintptr_t>(b.scales) % 2 == 0;
   const bool ring_operands =
       !nvfp4 || (b.k % 64 == 0 && reinterpret_cast<uintptr_t>(b.scales) % 4 == 0);
-  // FP16 A of 9-64 rows: the streaming path, A read once per 128 weight rows instead of
+  // FP16 (and BF16) A of 9-64 rows: the streaming path, A read once per 128 weight rows instead of
   // once per 32 (on the H200, NVFP4 16x8192^2: 0.0210 ms against 0.0222 on the register
   // path in one call; 32x8192^2: 0.0266 against 0.0499; 64x8192^2: 0.0405 against
   // 0.1024; INT8 16 / 32 / 64 rows: 0.0238 / 0.0275 / 0.0428 against 0.0272 / 0.0525 /
@@ -801,11 +801,16 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
   // Chosen automatically, it steps back (FAILED_PRECONDITION, nothing enqueued) where the
   // device's shared memory is too small (up to 207 KiB: NVFP4 17-32 rows on an A100's
   // 163 KiB; every NVFP4 case on the 99 KiB sm_86/89/120) or it would leave SMs idle.
+  // BF16 A goes too, as its hi plane and row scales: BF16's 8 significant bits fit FP16's
+  // 11, so hi = fp16(a * 2^e) is exact down to FP16's subnormals, where it is a multiple
+  // of 2^-24 within 2^-25 of a * 2^e, and lo = fp16(a * 2^e - hi) is then 0 (round to
+  // even at 2^-25): the lo plane of BF16 is always zero. FP32 A needs both planes.
   const bool auto_path = tuning.path == SkinnyPath::kAuto;
-  if (!split && (tuning.path == SkinnyPath::kStream || (auto_path && m > 8)) &&
+  const bool one_plane = !split || a_type == DataType::kBFloat16;
+  if (one_plane && (tuning.path == SkinnyPath::kStream || (auto_path && m > 8)) &&
       SkinnyStreamRuns(hi, m, b)) {
-    const absl::Status streamed =
-        LaunchSkinnyStream(hi, m, b, c, tuning.k_splits, /*fill_required=*/auto_path, stream);
+    const absl::Status streamed = LaunchSkinnyStream(
+        hi, planes.row_scale, m, b, c, tuning.k_splits, /*fill_required=*/auto_path, stream);
     if (!auto_path || streamed.code() != absl::StatusCode::kFailedPrecondition) return streamed;
   }
   if (nvfp4) {

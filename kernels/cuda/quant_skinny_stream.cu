@@ -117,7 +117,8 @@ __device__ __forceinline__ int CodeSwizzle(int j, int row) { return j ^ ((row & 
 
 template <QuantFormat kFormat, int kMTiles>
 __global__ void __launch_bounds__(kThreads, 1)
-    SkinnyStreamKernel(const __half* __restrict__ a, int m, const uint8_t* __restrict__ data,
+    SkinnyStreamKernel(const __half* __restrict__ a, const float* __restrict__ a_row_scale,
+                       int m, const uint8_t* __restrict__ data,
                        const uint8_t* __restrict__ scales, float tensor_scale, int64_t n, int k,
                        int k_per_block, float* __restrict__ c) {
   using R = Ring<kFormat, kMTiles>;
@@ -354,9 +355,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     for_each_sum([&](float v, int col, int row) { ep.part[part - 1][col][row] = v; });
   }
   __syncthreads();
-  // NVFP4: undo the decode's 2^-14, apply the tensor scale; INT8: the weight row's scale.
+  // A scaled per row (BF16, see quant_skinny.cu): undo that first, as the register path
+  // does. Then NVFP4: undo the decode's 2^-14, apply the tensor scale; INT8: the weight
+  // row's scale.
   const float out_scale = 16384.0f * tensor_scale;
-  const auto scaled = [&](float v, int row) {
+  const auto scaled = [&](float v, int col, int row) {
+    if (a_row_scale != nullptr) v *= __ldg(a_row_scale + col);
     return kNvfp4 ? v * out_scale : v * __ldg(reinterpret_cast<const float*>(scales) + n0 + row);
   };
   const int splits = static_cast<int>(gridDim.y);
@@ -367,7 +371,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (splits > 1) {
         ep.block[col][row] = v;
       } else if (col < m && n0 + row < n) {
-        c[col * n + n0 + row] = scaled(v, row);
+        c[col * n + n0 + row] = scaled(v, col, row);
       }
     });
   }
@@ -385,7 +389,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int q = 0; q < splits; ++q) {
       sum += cluster.map_shared_rank(&ep.block[0][0], q)[col * kEpiloguePitch + r];
     }
-    if (n0 + r < n) c[col * n + n0 + r] = scaled(sum, r);
+    if (n0 + r < n) c[col * n + n0 + r] = scaled(sum, col, r);
   }
   cluster.sync();  // no block leaves while others read its shared memory
 #endif
@@ -412,8 +416,9 @@ absl::StatusOr<bool> HasClusterCode(Kernel kernel, int device,
 }
 
 template <QuantFormat kFormat, int kMTiles>
-absl::Status Launch(const __half* a, int64_t m, const DeviceQuantizedWeight& b, float* c,
-                    int k_splits_override, bool fill_required, cudaStream_t stream) {
+absl::Status Launch(const __half* a, const float* a_row_scale, int64_t m,
+                    const DeviceQuantizedWeight& b, float* c, int k_splits_override,
+                    bool fill_required, cudaStream_t stream) {
   const auto kernel = SkinnyStreamKernel<kFormat, kMTiles>;
   constexpr int kStageK = Ring<kFormat, kMTiles>::kStageK;
   const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
@@ -484,7 +489,7 @@ absl::Status Launch(const __half* a, int64_t m, const DeviceQuantizedWeight& b, 
   attribute[0].val.clusterDim.y = static_cast<unsigned>(splits);
   config.numAttrs = splits > 1 ? 1 : 0;
   RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(
-      &config, kernel, a, static_cast<int>(m), static_cast<const uint8_t*>(b.data),
+      &config, kernel, a, a_row_scale, static_cast<int>(m), static_cast<const uint8_t*>(b.data),
       static_cast<const uint8_t*>(b.scales), b.tensor_scale, b.n, static_cast<int>(b.k),
       static_cast<int>(k_per_block), c));
   return absl::OkStatus();
@@ -503,9 +508,9 @@ bool SkinnyStreamRuns(const void* a, int64_t m, const DeviceQuantizedWeight& b) 
          reinterpret_cast<uintptr_t>(b.scales) % 4 == 0;
 }
 
-absl::Status LaunchSkinnyStream(const void* a, int64_t m, const DeviceQuantizedWeight& b,
-                                float* c, int k_splits_override, bool fill_required,
-                                cudaStream_t stream) {
+absl::Status LaunchSkinnyStream(const void* a, const float* a_row_scale, int64_t m,
+                                const DeviceQuantizedWeight& b, float* c, int k_splits_override,
+                                bool fill_required, cudaStream_t stream) {
   if (!SkinnyStreamRuns(a, m, b) || c == nullptr) {
     return absl::FailedPreconditionError(
         "the streaming skinny kernel takes NVFP4 B with K % 64 == 0 or INT8 B with K % 16 == "
@@ -514,10 +519,14 @@ absl::Status LaunchSkinnyStream(const void* a, int64_t m, const DeviceQuantizedW
   const auto* a16 = static_cast<const __half*>(a);
   const auto launch = [&](auto format) {
     constexpr QuantFormat kFormat = decltype(format)::value;
-    if (m <= 8) return Launch<kFormat, 1>(a16, m, b, c, k_splits_override, fill_required, stream);
-    if (m <= 16) return Launch<kFormat, 2>(a16, m, b, c, k_splits_override, fill_required, stream);
-    if (m <= 32) return Launch<kFormat, 4>(a16, m, b, c, k_splits_override, fill_required, stream);
-    return Launch<kFormat, 8>(a16, m, b, c, k_splits_override, fill_required, stream);
+    const auto go = [&](auto tiles) {
+      return Launch<kFormat, decltype(tiles)::value>(a16, a_row_scale, m, b, c,
+                                                     k_splits_override, fill_required, stream);
+    };
+    if (m <= 8) return go(std::integral_constant<int, 1>{});
+    if (m <= 16) return go(std::integral_constant<int, 2>{});
+    if (m <= 32) return go(std::integral_constant<int, 4>{});
+    return go(std::integral_constant<int, 8>{});
   };
   if (b.format == QuantFormat::kNvfp4) {
     return launch(std::integral_constant<QuantFormat, QuantFormat::kNvfp4>{});

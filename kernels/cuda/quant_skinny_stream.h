@@ -23,15 +23,16 @@ inline constexpr int64_t kSkinnyStreamMaxM = 64;
 // kSkinnyStreamMaxM.
 bool SkinnyStreamRuns(const void* a, int64_t m, const DeviceQuantizedWeight& b);
 
-// Enqueues C[m, n] = A * dequant(B)^T (A FP16 on the device). k_splits_override > 0
+// Enqueues C[m, n] = A * dequant(B)^T (A FP16 on the device; with a_row_scale, row i of
+// A is multiplied by a_row_scale[i], FP32 on the device). k_splits_override > 0
 // fixes the cluster's K split (gemm-bench sweeps: 3 runs as 2, more than 4 as 4, and 1
 // where the device or the build has no clusters; not checked against what fits at once).
 // FAILED_PRECONDITION, with nothing enqueued, when SkinnyStreamRuns is false, the
 // device's shared memory is too small, or `fill_required` and the grid would leave more
 // than a quarter of the SMs idle; INTERNAL for CUDA errors.
-absl::Status LaunchSkinnyStream(const void* a, int64_t m, const DeviceQuantizedWeight& b,
-                                float* c, int k_splits_override, bool fill_required,
-                                cudaStream_t stream);
+absl::Status LaunchSkinnyStream(const void* a, const float* a_row_scale, int64_t m,
+                                const DeviceQuantizedWeight& b, float* c, int k_splits_override,
+                                bool fill_required, cudaStream_t stream);
 
 }  // namespace gemmd::gpu
 

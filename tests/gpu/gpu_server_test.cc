@@ -241,6 +241,8 @@ TEST_F(GpuServerTest, QuantizedMatmulRunsOnTheQuantizedKernels) {
        QuantFormat::kNvfp4, DataType::kFloat16, "skinny_nvfp4"},
       {"int8 weight-only M=40 (streaming path)", 40, 8448, 1040, false, QuantFormat::kInt8,
        DataType::kFloat16, "skinny_int8"},
+      {"bf16 x nvfp4 M=24 (streaming path)", 24, 8448, 1024, false, QuantFormat::kNvfp4,
+       DataType::kBFloat16, "skinny_nvfp4"},
       {"bf16 x nvfp4 M=70 (host)", 70, 64, 64, false, QuantFormat::kNvfp4, DataType::kBFloat16,
        "sgemm"},
   };

@@ -181,6 +181,14 @@ INSTANTIATE_TEST_SUITE_P(
                       StreamInt8(16, 300, 1040, 2), StreamInt8(33, 64, 8192, 4),
                       StreamInt8(40, 256, 2560, 0), StreamInt8(64, 520, 144, 1),
                       StreamInt8(64, 100, 272, 4),
+                      // BF16 A on the streaming path (its hi plane and row scales), far
+                      // outside FP16's range either way.
+                      Case{QuantFormat::kNvfp4, DataType::kBFloat16, 16, 300, 1024,
+                           {2, 0, SkinnyPath::kStream}},
+                      Case{QuantFormat::kInt8, DataType::kBFloat16, 40, 129, 1040,
+                           {4, 0, SkinnyPath::kStream}, 100},
+                      Case{QuantFormat::kNvfp4, DataType::kBFloat16, 64, 256, 576,
+                           {1, 0, SkinnyPath::kStream}, -120},
                       Case{QuantFormat::kNvfp4, DataType::kFloat16, 16, 4096, 4096},
                       Case{QuantFormat::kNvfp4,
                            DataType::kFloat16,

@@ -31,11 +31,11 @@ absl::Status QuantizedPathTakes(QuantizedPath path, const QuantizedOperands& q);
 // NVFP4 B up to its limit (64): H200, 2026-12-01, 24-64 x 8192^2, 0.026-0.041 ms on its
 // streaming path against 0.196 on the square FP16 x NVFP4 kernel, whose 128-row tiles are
 // mostly empty there; where the streaming path cannot run (K % 64 != 0, too little shared
-// memory) its register path still took 0.050 / 0.102 ms at 32 / 64 rows. Larger M goes to the square (tensor-core) kernels when
-// they take the operands: same format on both sides or FP16 x NVFP4, with the K
-// alignment they need (INT8 K % 16, NVFP4 K % 32). Up to the skinny limit the skinny
-// kernel takes the rest (FP16, FP32 or BF16 activations, or a quantized A); beyond it the
-// host dequantizes.
+// memory) its register path still took 0.050 / 0.102 ms at 32 / 64 rows. Larger M goes
+// to the square (tensor-core) kernels when they take the operands: same format on both
+// sides or FP16 x NVFP4, with the K alignment they need (INT8 K % 16, NVFP4 K % 32). Up to
+// the skinny limit the skinny kernel takes the rest (FP16, FP32 or BF16 activations, or a
+// quantized A); beyond it the host dequantizes.
 inline constexpr int64_t kSkinnyPreferredMaxM = 16;
 inline constexpr int64_t kSkinnyMaxM = 64;
 QuantizedPath PlanQuantized(const QuantizedOperands& q);

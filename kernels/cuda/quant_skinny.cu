@@ -792,11 +792,11 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
                        reinterpret_cast<uintptr_t>(b.scales) % 2 == 0;
   const bool ring_operands =
       !nvfp4 || (b.k % 64 == 0 && reinterpret_cast<uintptr_t>(b.scales) % 4 == 0);
-  // FP16 (and BF16) A of 9-64 rows: the streaming path, A read once per 128 weight rows instead of
-  // once per 32 (on the H200, NVFP4 16x8192^2: 0.0210 ms against 0.0222 on the register
-  // path in one call; 32x8192^2: 0.0266 against 0.0499; 64x8192^2: 0.0405 against
-  // 0.1024; INT8 16 / 32 / 64 rows: 0.0238 / 0.0275 / 0.0428 against 0.0272 / 0.0525 /
-  // 0.0912). Up to 8 rows the ring stays (NVFP4 1x8192^2: 0.0159 against 0.0177; INT8
+  // FP16 (and BF16) A of 9-64 rows: the streaming path, A read once per 128 weight rows
+  // instead of once per 32 (on the H200, NVFP4 16x8192^2: 0.0210 ms against 0.0222 on
+  // the register path in one call; 32x8192^2: 0.0266 against 0.0499; 64x8192^2: 0.0405
+  // against 0.1024; INT8 16 / 32 / 64 rows: 0.0238 / 0.0275 / 0.0428 against 0.0272 /
+  // 0.0525 / 0.0912). Up to 8 rows the ring stays (NVFP4 1x8192^2: 0.0159 against 0.0177; INT8
   // 0.0216 against 0.0219).
   // Chosen automatically, it steps back (FAILED_PRECONDITION, nothing enqueued) where the
   // device's shared memory is too small (up to 207 KiB: NVFP4 17-32 rows on an A100's

@@ -43,7 +43,7 @@ Batcher::~Batcher() { Drain(); }
 absl::Status Batcher::Submit(std::unique_ptr<Job> job) {
   const int64_t bytes = JobBytes(*job);
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = Admission(bytes); !s.ok()) return s;
+  if (absl::Status s = Admission(bytes, 0); !s.ok()) return s;
   KeyQueue& queue = queues_[BatchKeyOf(*job)];
   queue.jobs.push_back({std::move(job), clock_->Now(), next_seq_++, bytes});
   queue.bytes += bytes;
@@ -54,13 +54,12 @@ absl::Status Batcher::Submit(std::unique_ptr<Job> job) {
   return absl::OkStatus();
 }
 
-absl::Status Batcher::CheckAdmission(const GemmProblem& problem) const {
-  const int64_t bytes = OperandBytes(problem);
+absl::Status Batcher::CheckRoom(int64_t arriving) const {
   absl::MutexLock lock(&mu_);
-  return Admission(bytes);
+  return Admission(0, arriving);
 }
 
-absl::Status Batcher::Admission(int64_t bytes) const {
+absl::Status Batcher::Admission(int64_t bytes, int64_t arriving) const {
   if (draining_) return absl::UnavailableError("server is shutting down");
   if (healthy_devices_ == 0) {
     return absl::UnavailableError("no healthy device: every device of this server has faulted");
@@ -70,15 +69,11 @@ absl::Status Batcher::Admission(int64_t bytes) const {
         "the operands and result take ", bytes, " bytes; a device here takes at most ",
         max_batch_bytes_, " per launch (see --device_memory_limit_bytes)"));
   }
-  if (queued_ >= options_.max_queue_size) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("queue full: ", queued_, " jobs waiting (--max_queue_size=",
-                     options_.max_queue_size, "); retry later"));
-  }
-  if (options_.max_inflight_bytes > 0 && inflight_bytes_ + bytes > options_.max_inflight_bytes) {
+  if (static_cast<int64_t>(queued_) + arriving >= static_cast<int64_t>(options_.max_queue_size)) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "server busy: ", inflight_bytes_, " operand bytes in flight, this request adds ", bytes,
-        " (--max_inflight_bytes=", options_.max_inflight_bytes, "); retry later"));
+        "queue full: ", queued_, " jobs waiting",
+        arriving > 0 ? absl::StrCat(" and ", arriving, " arriving") : std::string(),
+        " (--max_queue_size=", options_.max_queue_size, "); retry later"));
   }
   return absl::OkStatus();
 }

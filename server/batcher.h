@@ -9,10 +9,9 @@
 // queues keep growing, so batches get bigger exactly when the devices are the
 // bottleneck. max_batch_size = 1 turns batching off (every job is its own launch).
 //
-// Admission (Submit): RESOURCE_EXHAUSTED at once when max_queue_size jobs wait, when the
-// operand bytes of queued and running jobs would pass max_inflight_bytes, or when one
-// job alone is larger than a device lets a batch be; UNAVAILABLE while draining or when
-// no device is healthy. Expired jobs (DEADLINE_EXCEEDED) and cancelled ones (CANCELLED)
+// Admission (Submit): RESOURCE_EXHAUSTED at once when max_queue_size jobs wait, or when
+// one job alone is larger than a device lets a batch be; UNAVAILABLE while draining or
+// when no device is healthy. (Host memory is capped by the service, HostMemory.) Expired jobs (DEADLINE_EXCEEDED) and cancelled ones (CANCELLED)
 // are answered when their batch forms and again just before it launches; they never
 // reach a device. A device fault fails that batch's jobs (INTERNAL, from the device),
 // marks the device unhealthy, and moves batches placed on it but not yet started to
@@ -47,7 +46,6 @@ class Batcher : public JobExecutor {
     uint32_t max_batch_size = 64;
     absl::Duration max_queue_delay = absl::Microseconds(100);
     size_t max_queue_size = 1024;
-    int64_t max_inflight_bytes = 0;  // 0 = no cap
     // Threads that answer finished jobs (fill responses, finish RPCs) off the lanes.
     int completion_threads = 4;
   };
@@ -58,7 +56,7 @@ class Batcher : public JobExecutor {
   ~Batcher() override;  // drains
 
   absl::Status Submit(std::unique_ptr<Job> job) override;
-  absl::Status CheckAdmission(const GemmProblem& problem) const override;
+  absl::Status CheckRoom(int64_t arriving) const override;
   void Drain() override;
 
   // Runs (outside any lock, on a batcher thread) when the last healthy device fails.
@@ -123,8 +121,10 @@ class Batcher : public JobExecutor {
   void Answer(std::vector<Dropped> dropped);
   void Release(int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishQueueDepth() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Submit's refusals for a job of `bytes` operand bytes, or OK.
-  absl::Status Admission(int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Submit's refusals for a job of `bytes` operand bytes with `arriving` more promised a
+  // place, or OK.
+  absl::Status Admission(int64_t bytes, int64_t arriving) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   ServerMetrics* const metrics_;

@@ -1,11 +1,14 @@
 #include "server/gemm_server.h"
 
+#include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 #include <prometheus/exposer.h>
 
+#include <algorithm>
 #include <climits>
 #include <exception>
 
@@ -15,9 +18,10 @@
 #include "server/cpu_device.h"
 #include "server/batcher.h"
 #include "server/gemm_service.h"
+#include "server/host_memory.h"
 #include "server/log.h"
-#include "server/matmul_message_pool.h"
 #include "server/metrics.h"
+#include "server/port_probe.h"
 #ifdef GEMM_HAVE_CUDA
 #include "server/cuda/cuda_device_pool.h"
 #endif
@@ -59,6 +63,10 @@ absl::Status CheckConfig(const ServerConfig& c) {
   }
   if (c.max_inflight_bytes < 0) {
     return absl::InvalidArgumentError("--max_inflight_bytes must be >= 0 (0 = no cap)");
+  }
+  if (c.grpc_buffer_bytes < 0) {
+    return absl::InvalidArgumentError(
+        "--grpc_buffer_bytes must be >= 0 (0 = twice --max_message_bytes, at least 64 MiB)");
   }
   if (c.inject_fault_kind != "trap" && c.inject_fault_kind != "launch_error") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -104,6 +112,10 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenBackend(const ServerCon
 
 }  // namespace
 
+int64_t DefaultGrpcBufferBytes(int64_t max_message_bytes) {
+  return std::max<int64_t>(2 * max_message_bytes, int64_t{64} << 20);
+}
+
 absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(const ServerConfig& config) {
   if (absl::Status s = CheckConfig(config); !s.ok()) return s;
   std::string backend;
@@ -131,13 +143,13 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithDevices(
   batching.max_batch_size = config.max_batch_size;
   batching.max_queue_delay = config.max_queue_delay;
   batching.max_queue_size = config.max_queue_size;
-  batching.max_inflight_bytes = config.max_inflight_bytes;
   server->executor_ =
       std::make_unique<Batcher>(devices, batching, server->metrics_.get());
   for (size_t i = 0; i < devices.size(); ++i) {
     server->metrics_->SetDeviceMemory(static_cast<int>(i), devices[i]->memory());
     server->metrics_->SetDeviceHealthy(static_cast<int>(i), devices[i]->healthy());
   }
+  server->memory_ = HostMemory::Create(config.max_inflight_bytes, config.message_pool_bytes);
 
   ServiceSettings settings;
   settings.version = kGemmdVersion;
@@ -147,27 +159,23 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithDevices(
   settings.max_batch_size = config.max_batch_size;
   settings.max_queue_delay = config.max_queue_delay;
   settings.max_inflight_bytes = config.max_inflight_bytes;
-  server->service_ = std::make_unique<GemmServiceImpl>(settings, devices, server->executor_.get(),
-                                                       server->metrics_.get());
-  if (config.message_pool_bytes > 0) {
-    server->pooled_result_bytes_ =
-        std::make_unique<RetainedResultBytes>(config.message_pool_bytes);
-    server->matmul_pool_ = std::make_unique<MatmulMessagePool<gemm::v1::MatmulRequest>>(
-        server->pooled_result_bytes_.get(), /*max_messages=*/256);
-    server->quantized_pool_ =
-        std::make_unique<MatmulMessagePool<gemm::v1::QuantizedMatmulRequest>>(
-            server->pooled_result_bytes_.get(), /*max_messages=*/256);
-    server->service_->SetMessageAllocatorFor_Matmul(server->matmul_pool_.get());
-    server->service_->SetMessageAllocatorFor_QuantizedMatmul(server->quantized_pool_.get());
-  }
+  server->service_ = std::make_unique<GemmServiceImpl>(
+      settings, devices, server->executor_.get(), server->metrics_.get(), server->memory_);
 
   if (config.metrics_port >= 0) {
     const std::string address = absl::StrCat(config.host, ":", config.metrics_port);
+    // civetweb gives each connection a worker thread until it has sent its request: with
+    // few threads and the default 30 s request timeout, two idle connections stalled every
+    // scrape for ~30 s. More workers, and a request timeout a scraper never comes near
+    // (it sends its GET on connect).
+    const std::vector<std::string> options = {"listening_ports", address, "num_threads", "8",
+                                              "request_timeout_ms", "2000"};
     try {
-      server->exposer_ = std::make_unique<prometheus::Exposer>(address);
+      server->exposer_ = std::make_unique<prometheus::Exposer>(options);
     } catch (const std::exception& e) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
+      const std::string why = WhyCannotListen(config.host, config.metrics_port);
+      return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address, ": ",
+                                                 why.empty() ? std::string(e.what()) : why));
     }
     server->exposer_->RegisterCollectable(server->metrics_->registry());
     const std::vector<int> ports = server->exposer_->GetListeningPorts();
@@ -179,12 +187,30 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithDevices(
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(config.host, ":", config.port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &server->port_);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
+  // gRPC would otherwise let a second server bind the same port (SO_REUSEPORT) and take
+  // half the traffic without a word.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Matmul and QuantizedMatmul check their size themselves once read (so a refusal is
+  // counted and says which flag); gRPC's own check would come no earlier.
+  builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
+  // What bounds the bytes gRPC buffers for requests on their way in: past the quota its
+  // transports reset streams (RESOURCE_EXHAUSTED), so one oversize message or a crowd of
+  // large ones cannot make the server read them all into memory first.
+  server->grpc_buffer_bytes_ = config.grpc_buffer_bytes > 0
+                                   ? config.grpc_buffer_bytes
+                                   : DefaultGrpcBufferBytes(config.max_message_bytes);
+  grpc::ResourceQuota quota("gemmd");
+  quota.Resize(static_cast<size_t>(server->grpc_buffer_bytes_));
+  builder.SetResourceQuota(quota);
   builder.RegisterService(server->service_.get());
+  builder.RegisterCallbackGenericService(server->service_->generic_service());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot serve gRPC on ", address));
+    const std::string why = WhyCannotListen(config.host, config.port);
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve gRPC on ", address, ": ",
+                     why.empty() ? std::string("gRPC could not listen there (see its log)") : why));
   }
   server->server_->GetHealthCheckService()->SetServingStatus(true);
   // With every device faulted the server can answer nothing: tell health checkers, so a
@@ -210,30 +236,34 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithDevices(
        {"max_queue_size", absl::StrCat(config.max_queue_size)},
        {"max_batch_size", absl::StrCat(config.max_batch_size)},
        {"max_queue_delay_us", absl::StrCat(absl::ToInt64Microseconds(config.max_queue_delay))},
-       {"max_inflight_bytes", absl::StrCat(config.max_inflight_bytes)}});
+       {"max_inflight_bytes", absl::StrCat(config.max_inflight_bytes)},
+       {"message_pool_bytes", absl::StrCat(config.message_pool_bytes)},
+       {"grpc_buffer_bytes", absl::StrCat(server->grpc_buffer_bytes_)}});
   return server;
 }
+
+bool GemmServer::AwaitIdle(absl::Time deadline) { return service_->AwaitIdle(deadline); }
 
 void GemmServer::Shutdown() {
   absl::MutexLock lock(&shutdown_mu_);
   if (shut_down_) return;
   shut_down_ = true;
   const absl::Time start = absl::Now();
+  const absl::Time grace_end = start + config_.shutdown_grace;
   Log(LogLevel::kInfo, "shutdown_started",
       {{"grace_s", absl::StrCat(absl::ToDoubleSeconds(config_.shutdown_grace))}});
   // Refuse new work (UNAVAILABLE, which clients and balancers retry elsewhere) before
   // advertising NOT_SERVING, so a client that sees NOT_SERVING knows no later request
-  // of its will be accepted. gRPC keeps its listener open meanwhile: closing it first
-  // would answer late arrivals with CANCELLED instead. Accepted requests complete; those
-  // still running when the grace period ends are cancelled by gRPC's shutdown.
+  // of its will be accepted. A call still sending its request is refused too: it has not
+  // been accepted, and waiting for a stalled upload would hold the drain. gRPC keeps its
+  // listener open meanwhile: closing it first would answer late arrivals with CANCELLED.
   service_->StartDraining();
   server_->GetHealthCheckService()->SetServingStatus(false);
-  const bool idle = service_->AwaitIdle(start + config_.shutdown_grace);
+  const bool idle = service_->AwaitIdle(grace_end);
   if (!idle) Log(LogLevel::kWarning, "shutdown_grace_expired", {});
-  // Answered calls may still be flushing their responses: give them a moment (Shutdown
-  // returns as soon as they are done); past the grace period, cancel at once.
-  server_->Shutdown(
-      absl::ToChronoTime(absl::Now() + (idle ? absl::Seconds(5) : absl::ZeroDuration())));
+  // Every GEMM call is done, responses sent: what is left in gRPC are calls arriving now
+  // (answered UNAVAILABLE at once) and quick unary ones. Past the grace period, cancel.
+  server_->Shutdown(absl::ToChronoTime(idle ? grace_end : absl::Now()));
   executor_->Drain();
   server_->Wait();
   Log(LogLevel::kInfo, "shutdown_complete",

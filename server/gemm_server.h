@@ -21,19 +21,12 @@ namespace prometheus {
 class Exposer;
 }
 
-namespace gemm::v1 {
-class MatmulRequest;
-class QuantizedMatmulRequest;
-}  // namespace gemm::v1
-
 namespace gemmd {
 
 class Device;
 class Batcher;
 class GemmServiceImpl;
-template <typename Request>
-class MatmulMessagePool;
-class RetainedResultBytes;
+class HostMemory;
 class ServerMetrics;
 
 struct ServerConfig {
@@ -48,10 +41,14 @@ struct ServerConfig {
   // Batching (DESIGN.md §5).
   uint32_t max_batch_size = 64;
   absl::Duration max_queue_delay = absl::Microseconds(100);
-  int64_t max_inflight_bytes = int64_t{4} << 30;  // 0 = no cap
-  // Result buffers kept between Matmul and QuantizedMatmul calls for reuse
-  // (MatmulMessagePool); 0 = none kept.
+  // Host memory that requests hold, pooled result buffers included (HostMemory); 0 = no
+  // cap.
+  int64_t max_inflight_bytes = int64_t{4} << 30;
+  // Result buffers kept between calls for reuse; 0 = none kept.
   int64_t message_pool_bytes = int64_t{1} << 30;
+  // Memory gRPC's transports may hold for bytes on their way in (a grpc::ResourceQuota);
+  // past it gRPC resets streams. 0 = DefaultGrpcBufferBytes(max_message_bytes).
+  int64_t grpc_buffer_bytes = 0;
   // CUDA backend.
   std::string devices = "all";            // all | comma list of ordinals
   int64_t device_memory_limit_bytes = 0;  // per GPU; 0 = 90% of its free memory
@@ -64,6 +61,10 @@ struct ServerConfig {
 
 inline constexpr char kGemmdVersion[] = "0.1.0";
 
+// Room for two of the largest requests arriving at once, and never less than 64 MiB (the
+// transports' own buffers live there too).
+int64_t DefaultGrpcBufferBytes(int64_t max_message_bytes);
+
 class GemmServer {
  public:
   static absl::StatusOr<std::unique_ptr<GemmServer>> Create(const ServerConfig& config);
@@ -75,12 +76,21 @@ class GemmServer {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
+  int64_t grpc_buffer_bytes() const { return grpc_buffer_bytes_; }
   const std::string& backend() const { return backend_; }
   ServerMetrics& metrics() { return *metrics_; }
   Batcher& executor() { return *executor_; }
 
-  // Health NOT_SERVING, new RPCs refused, accepted ones completed (those still running
-  // when the grace period ends are cancelled), devices drained. Idempotent; thread-safe.
+  HostMemory& memory() { return *memory_; }
+
+  // Waits until every GEMM call taken so far is done and counted (its outcome is known a
+  // moment after its client has it); false when `deadline` passed first.
+  bool AwaitIdle(absl::Time deadline);
+
+  // New GEMM calls refused (UNAVAILABLE, also those still sending their request),
+  // health NOT_SERVING, accepted calls completed and their responses sent (those still
+  // running when the grace period ends are cancelled), devices drained: all within the
+  // grace period. Idempotent; thread-safe.
   void Shutdown();
 
  private:
@@ -90,13 +100,12 @@ class GemmServer {
   std::string backend_;
   int port_ = 0;
   int metrics_port_ = -1;
+  int64_t grpc_buffer_bytes_ = 0;
   std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<Batcher> executor_;
-  // The message pools outlive the gRPC server; their byte budget outlives them.
-  std::unique_ptr<RetainedResultBytes> pooled_result_bytes_;
-  std::unique_ptr<MatmulMessagePool<gemm::v1::MatmulRequest>> matmul_pool_;
-  std::unique_ptr<MatmulMessagePool<gemm::v1::QuantizedMatmulRequest>> quantized_pool_;
+  // Shared with the result buffers gRPC still holds.
+  std::shared_ptr<HostMemory> memory_;
   std::unique_ptr<GemmServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;

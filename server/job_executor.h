@@ -1,8 +1,8 @@
-// Where the service hands accepted jobs: today a FIFO in front of the devices, later the
-// dynamic batcher (same interface).
+// Where the service hands accepted jobs (the dynamic batcher; tests use fakes).
 #ifndef GEMMD_SERVER_JOB_EXECUTOR_H_
 #define GEMMD_SERVER_JOB_EXECUTOR_H_
 
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -19,12 +19,11 @@ class JobExecutor {
   // `done` will never be called, and the caller answers the request itself.
   virtual absl::Status Submit(std::unique_ptr<Job> job) = 0;
 
-  // What Submit would answer for a job of `problem` right now, without taking it: lets a
-  // caller refuse before it allocates (QuantizedMatmul dequantizes into new buffers).
-  // Submit still decides; the state may change in between.
-  virtual absl::Status CheckAdmission(const GemmProblem& problem) const {
-    return absl::OkStatus();
-  }
+  // Whether a job could be queued now, were `arriving` more jobs already promised a
+  // place: UNAVAILABLE (draining, no healthy device) or RESOURCE_EXHAUSTED (the queue
+  // would be full). Lets the service refuse a call before reading its request. Submit
+  // still decides; the state may change in between.
+  virtual absl::Status CheckRoom(int64_t /*arriving*/) const { return absl::OkStatus(); }
 
   // Stops taking jobs, finishes every job already taken, then returns. Idempotent.
   virtual void Drain() = 0;

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -25,20 +27,46 @@ const char* LevelName(LogLevel level) {
   return "info";
 }
 
+bool NeedsQuotes(absl::string_view value) {
+  if (value.empty()) return true;
+  for (char c : value) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (c == ' ' || c == '"' || c == '=' || c == '\\' || u < 0x20 || u == 0x7f) return true;
+  }
+  return false;
+}
+
 void AppendValue(std::string* line, absl::string_view value) {
-  const bool quote = value.empty() || value.find_first_of(" \"=\t\n") != absl::string_view::npos;
-  if (!quote) {
+  if (!NeedsQuotes(value)) {
     absl::StrAppend(line, value);
     return;
   }
   line->push_back('"');
   for (char c : value) {
-    if (c == '"' || c == '\\') line->push_back('\\');
-    if (c == '\n') {
-      line->append("\\n");
-      continue;
+    const unsigned char u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"':
+        line->append("\\\"");
+        break;
+      case '\\':
+        line->append("\\\\");
+        break;
+      case '\n':
+        line->append("\\n");
+        break;
+      case '\r':
+        line->append("\\r");
+        break;
+      case '\t':
+        line->append("\\t");
+        break;
+      default:
+        if (u < 0x20 || u == 0x7f) {
+          absl::StrAppend(line, "\\x", absl::Hex(u, absl::kZeroPad2));
+        } else {
+          line->push_back(c);
+        }
     }
-    line->push_back(c);
   }
   line->push_back('"');
 }
@@ -65,6 +93,30 @@ void Log(LogLevel level, absl::string_view event, std::initializer_list<LogField
   // One write(2) per line keeps lines whole under concurrency.
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;
+}
+
+LogRateLimiter::LogRateLimiter(double per_second, double burst, Clock* clock)
+    : per_second_(per_second), burst_(burst), clock_(clock), tokens_(burst), last_(clock->Now()) {}
+
+bool LogRateLimiter::Allow(int64_t* suppressed) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  tokens_ = std::min(burst_, tokens_ + absl::ToDoubleSeconds(now - last_) * per_second_);
+  last_ = now;
+  if (tokens_ < 1.0) {
+    ++suppressed_;
+    *suppressed = 0;
+    return false;
+  }
+  tokens_ -= 1.0;
+  *suppressed = suppressed_;
+  suppressed_ = 0;
+  return true;
+}
+
+int64_t LogRateLimiter::TakeSuppressed() {
+  absl::MutexLock lock(&mu_);
+  return std::exchange(suppressed_, 0);
 }
 
 }  // namespace gemmd

@@ -1,10 +1,17 @@
-// gemm-server: serves GemmService (Matmul, GetServerInfo), grpc.health.v1 and server
-// reflection over gRPC, and Prometheus metrics over HTTP on its own port.
+// gemm-server: serves GemmService (Matmul, QuantizedMatmul, GetServerInfo),
+// grpc.health.v1 and server reflection over gRPC, and Prometheus metrics over HTTP on its
+// own port.
+#include <fcntl.h>
+#include <grpc/support/log.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -34,11 +41,19 @@ ABSL_FLAG(int64_t, max_queue_delay_us, 100,
           "How long the first request of a batch may wait for company before it launches "
           "anyway (microseconds; 0 = never wait).");
 ABSL_FLAG(int64_t, max_inflight_bytes, int64_t{4} << 30,
-          "Cap on operand and result bytes of all queued and running requests; beyond it "
-          "RESOURCE_EXHAUSTED at once. 0 = no cap.");
+          "Cap on the host memory requests hold: each one's request bytes from the moment it "
+          "is read, its operands, and its result until gRPC has sent it (so clients that do "
+          "not read their replies pin at most this), pooled result buffers included. Beyond "
+          "it RESOURCE_EXHAUSTED at once. 0 = no cap.");
 ABSL_FLAG(int64_t, message_pool_bytes, int64_t{1} << 30,
           "Result buffers kept between Matmul and QuantizedMatmul calls for reuse, so big "
-          "results skip fresh allocations, page faults and zero-filling. 0 = keep none.");
+          "results skip fresh allocations and page faults (within --max_inflight_bytes). 0 = "
+          "keep none.");
+ABSL_FLAG(int64_t, grpc_buffer_bytes, 0,
+          "Memory gRPC may hold for bytes on their way in (requests still arriving, all "
+          "connections together; a gRPC resource quota). Past it gRPC resets streams and "
+          "their clients get RESOURCE_EXHAUSTED, so an oversize or endless upload is cut off "
+          "instead of read into memory. 0 = twice --max_message_bytes, at least 64 MiB.");
 ABSL_FLAG(int64_t, inject_fault_after_batches, -1,
           "TEST ONLY: batch number N (0-based) on the first GPU fails with a real CUDA "
           "error (see --inject_fault_kind), to exercise fault handling. -1 = off.");
@@ -66,6 +81,73 @@ namespace {
 
 bool ServerFlagFile(absl::string_view file) { return absl::StrContains(file, "server/main.cc"); }
 
+std::string VersionString() {
+#ifdef GEMM_HAVE_CUDA
+  constexpr const char* kCuda = "CUDA and CPU backends";
+#else
+  constexpr const char* kCuda = "CPU backend only (built without CUDA)";
+#endif
+  return absl::StrCat("gemm-server ", gemmd::kGemmdVersion, " (gemmd; ", kCuda, ")\n");
+}
+
+// The stop signals reach main() through a pipe, from a handler, not through a blocked
+// mask and sigwait(): libraries start threads before main() runs (OpenBLAS starts its
+// pool while it loads), those threads keep the signals unblocked, and a second SIGTERM
+// delivered to one of them killed the process mid-drain. A handler runs on whichever
+// thread the kernel picks and only writes the signal number here.
+int signal_pipe[2] = {-1, -1};
+
+extern "C" void OnStopSignal(int signal_number) {
+  const int saved_errno = errno;
+  const unsigned char byte = static_cast<unsigned char>(signal_number);
+  ssize_t ignored = write(signal_pipe[1], &byte, 1);
+  (void)ignored;
+  errno = saved_errno;
+}
+
+bool InstallStopSignals() {
+  if (pipe2(signal_pipe, O_CLOEXEC) != 0) return false;
+  fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK);  // a flood of signals never blocks a handler
+  struct sigaction action = {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  if (sigaction(SIGTERM, &action, nullptr) != 0 || sigaction(SIGINT, &action, nullptr) != 0) {
+    return false;
+  }
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  return true;
+}
+
+// The next byte from the signal pipe: a signal number, or 0 once the drain is done.
+int NextStopEvent() {
+  unsigned char byte = 0;
+  while (true) {
+    const ssize_t n = read(signal_pipe[0], &byte, 1);
+    if (n == 1) return byte;
+    if (n < 0 && errno == EINTR) continue;
+    return 0;
+  }
+}
+
+const char* SignalName(int signal_number) {
+  return signal_number == SIGTERM ? "SIGTERM" : signal_number == SIGINT ? "SIGINT" : "other";
+}
+
+// gRPC's own log lines (a port it cannot bind, say) in the server's logfmt, one line each.
+void LogFromGrpc(gpr_log_func_args* args) {
+  const gemmd::LogLevel level = args->severity == GPR_LOG_SEVERITY_ERROR ? gemmd::LogLevel::kError
+                                : args->severity == GPR_LOG_SEVERITY_INFO
+                                    ? gemmd::LogLevel::kInfo
+                                    : gemmd::LogLevel::kWarning;
+  gemmd::Log(level, "grpc_log",
+             {{"at", absl::StrCat(args->file, ":", args->line)}, {"message", args->message}});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -73,13 +155,16 @@ int main(int argc, char** argv) {
       "matrix multiplication as a gRPC service.\n"
       "Usage: gemm-server [--port=50051] [--metrics_port=9464] [--backend=auto|cpu|cuda]\n"
       "                   [--max_batch_size=64] [--max_queue_delay_us=100] ...\n"
-      "Stops gracefully on SIGTERM/SIGINT: health goes NOT_SERVING, new requests are "
-      "refused,\naccepted ones complete (up to --shutdown_grace_s), exit status 0.");
+      "Stops gracefully on SIGTERM/SIGINT: new requests are refused (UNAVAILABLE), health "
+      "goes\nNOT_SERVING, accepted ones complete (up to --shutdown_grace_s; a repeated signal "
+      "changes\nnothing), exit status 0.");
   absl::FlagsUsageConfig usage;
   usage.contains_help_flags = ServerFlagFile;
   usage.contains_helpshort_flags = ServerFlagFile;
+  usage.version_string = VersionString;
   absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
+  gpr_set_log_function(LogFromGrpc);
 
   // Before anything touches CUDA: the driver reads it when it initializes.
   const std::string module_loading = absl::GetFlag(FLAGS_cuda_module_loading);
@@ -94,12 +179,11 @@ int main(int argc, char** argv) {
     setenv("CUDA_MODULE_LOADING", "EAGER", /*overwrite=*/0);  // an operator's setting stays
   }
 
-  // Block the stop signals before any thread starts, so only sigwait() below sees them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  if (!InstallStopSignals()) {
+    std::fprintf(stderr, "gemm-server: cannot install the SIGTERM/SIGINT handlers: %s\n",
+                 std::strerror(errno));
+    return 1;
+  }
   // A client that disconnects mid-write must not kill the server.
   signal(SIGPIPE, SIG_IGN);
 
@@ -118,6 +202,7 @@ int main(int argc, char** argv) {
   config.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
   config.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
   config.message_pool_bytes = absl::GetFlag(FLAGS_message_pool_bytes);
+  config.grpc_buffer_bytes = absl::GetFlag(FLAGS_grpc_buffer_bytes);
   config.inject_fault_after_batches = absl::GetFlag(FLAGS_inject_fault_after_batches);
   config.inject_fault_kind = absl::GetFlag(FLAGS_inject_fault_kind);
 
@@ -129,11 +214,23 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
-  gemmd::Log(gemmd::LogLevel::kInfo, "signal_received",
-             {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"}});
-  (*server)->Shutdown();
-  server->reset();
-  return 0;
+  const int first = NextStopEvent();
+  gemmd::Log(gemmd::LogLevel::kInfo, "signal_received", {{"signal", SignalName(first)}});
+  // The drain runs on its own thread; this one keeps reading the pipe, so a repeated
+  // signal is noted and changes nothing: the drain always runs to its end.
+  gemmd::GemmServer* running = server->get();
+  std::thread drain([running] {
+    running->Shutdown();
+    const unsigned char done = 0;
+    ssize_t ignored = write(signal_pipe[1], &done, 1);
+    (void)ignored;
+  });
+  for (int event = NextStopEvent(); event != 0; event = NextStopEvent()) {
+    gemmd::Log(gemmd::LogLevel::kInfo, "signal_received",
+               {{"signal", SignalName(event)}, {"action", "ignored: the drain continues"}});
+  }
+  drain.join();
+  // Everything is answered and gRPC has stopped. Tearing the rest down would only wait:
+  // the metrics web server takes a second or more to stop its threads. Leave at once.
+  std::_Exit(0);
 }

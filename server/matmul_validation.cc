@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "proto/proto_types.h"
+#include "server/client_text.h"
 
 namespace gemmd {
 namespace {
@@ -24,7 +25,7 @@ struct MatrixView {
 };
 
 std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+  return ShapeText(absl::MakeConstSpan(shape.data(), static_cast<size_t>(shape.size())));
 }
 
 // a*b into *out; false on overflow.

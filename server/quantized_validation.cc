@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "kernels/reference_gemm.h"
 #include "proto/proto_types.h"
+#include "server/client_text.h"
 
 namespace gemmd {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 constexpr int64_t kResponseOverheadBytes = 4096;
 
 std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+  return ShapeText(absl::MakeConstSpan(shape.data(), static_cast<size_t>(shape.size())));
 }
 
 // [rows, K] with both dims >= 1 and rows*K within max_elements.

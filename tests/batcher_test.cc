@@ -65,13 +65,11 @@ bool Eventually(F condition) {
   return true;
 }
 
-Batcher::Options Opts(uint32_t max_batch_size, absl::Duration delay, size_t max_queue_size,
-                      int64_t max_inflight_bytes = 0) {
+Batcher::Options Opts(uint32_t max_batch_size, absl::Duration delay, size_t max_queue_size) {
   Batcher::Options o;
   o.max_batch_size = max_batch_size;
   o.max_queue_delay = delay;
   o.max_queue_size = max_queue_size;
-  o.max_inflight_bytes = max_inflight_bytes;
   return o;
 }
 
@@ -188,22 +186,31 @@ TEST(BatcherTest, FullQueueRejectsAtOnce) {
   EXPECT_EQ(batcher.InflightBytes(), 0);
 }
 
-TEST(BatcherTest, CheckAdmissionAnswersWhatSubmitWould) {
+// CheckRoom answers what Submit would, counting the jobs promised a place (calls whose
+// request is still arriving) as if they were queued.
+TEST(BatcherTest, CheckRoomAnswersWhatSubmitWould) {
   FakeDevice device(/*gated=*/true);
-  Batcher batcher({&device}, Opts(1, absl::ZeroDuration(), 1), nullptr);
+  Batcher batcher({&device}, Opts(1, absl::ZeroDuration(), 2), nullptr);
   Outcome o1, o2, o3;
   ASSERT_TRUE(batcher.Submit(MakeJob(&o1, 1)).ok());
   device.AwaitStarted(1);
-  EXPECT_TRUE(batcher.CheckAdmission(MakeJob(&o2, 2)->problem).ok());
-  ASSERT_TRUE(batcher.Submit(MakeJob(&o2, 2)).ok());  // the queue (size 1) is now full
-  const absl::Status full = batcher.CheckAdmission(MakeJob(&o3, 3)->problem);
+  EXPECT_TRUE(batcher.CheckRoom(0).ok());
+  EXPECT_TRUE(batcher.CheckRoom(1).ok());
+  const absl::Status promised = batcher.CheckRoom(2);
+  EXPECT_EQ(promised.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(promised.message(),
+            "queue full: 0 jobs waiting and 2 arriving (--max_queue_size=2); retry later");
+  ASSERT_TRUE(batcher.Submit(MakeJob(&o2, 2)).ok());
+  ASSERT_TRUE(batcher.Submit(MakeJob(&o3, 3)).ok());  // the queue (size 2) is now full
+  const absl::Status full = batcher.CheckRoom(0);
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(batcher.Submit(MakeJob(&o3, 3)).message(), full.message());
-  EXPECT_EQ(batcher.QueueDepth(), 1u);  // checking took nothing
+  Outcome o4;
+  EXPECT_EQ(batcher.Submit(MakeJob(&o4, 4)).message(), full.message());
+  EXPECT_EQ(full.message(), "queue full: 2 jobs waiting (--max_queue_size=2); retry later");
+  EXPECT_EQ(batcher.QueueDepth(), 2u);  // checking took nothing
   device.Open();
   batcher.Drain();
-  EXPECT_EQ(batcher.CheckAdmission(MakeJob(&o3, 3)->problem).code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(batcher.CheckRoom(0).code(), absl::StatusCode::kUnavailable);
 }
 
 TEST(BatcherTest, BatchesFormUpToTheSizeLimitAndTheDelayBoundHolds) {
@@ -368,27 +375,6 @@ TEST(BatcherTest, PackedQuantizedJobsCountTheirPackedBytes) {
   EXPECT_EQ(JobBytes(*weight_only), 8192 + 4 * 1024 * 4 + 4096 + 512 + 128);
 }
 
-TEST(BatcherTest, InflightBytesAreCapped) {
-  FakeDevice device(/*gated=*/true);
-  Outcome probe;
-  const int64_t job_bytes = OperandBytes(MakeJob(&probe, 4)->problem);  // 4x2x1 floats
-  Batcher batcher({&device}, Opts(1, absl::ZeroDuration(), 100, 2 * job_bytes), nullptr);
-  Outcome o1, o2, o3, o4;
-  ASSERT_TRUE(batcher.Submit(MakeJob(&o1, 4)).ok());
-  ASSERT_TRUE(batcher.Submit(MakeJob(&o2, 4)).ok());
-  EXPECT_EQ(batcher.InflightBytes(), 2 * job_bytes);
-  const absl::Status busy = batcher.Submit(MakeJob(&o3, 4));
-  EXPECT_EQ(busy.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(busy.message(), absl::StrCat("server busy: ", 2 * job_bytes,
-                                         " operand bytes in flight, this request adds ",
-                                         job_bytes, " (--max_inflight_bytes=", 2 * job_bytes,
-                                         "); retry later"));
-  device.Open();
-  ASSERT_TRUE(Eventually([&] { return batcher.InflightBytes() == 0; }));
-  EXPECT_TRUE(batcher.Submit(MakeJob(&o4, 4)).ok());  // room again once they finished
-  batcher.Drain();
-  EXPECT_TRUE(o4.status.ok());
-}
 
 TEST(BatcherTest, DeviceMemoryBoundsBatchesAndRefusesOversizedJobs) {
   FakeClock clock;

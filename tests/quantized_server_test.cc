@@ -97,6 +97,7 @@ class QuantizedServerTest : public ::testing::Test {
   }
 
   double RequestsCounted(const std::string& precision, const std::string& code) {
+    EXPECT_TRUE(server_->AwaitIdle(absl::Now() + absl::Seconds(10)));
     for (const prometheus::MetricFamily& family : server_->metrics().registry()->Collect()) {
       if (family.name != "gemm_requests_total") continue;
       for (const prometheus::ClientMetric& metric : family.metric) {
@@ -297,9 +298,10 @@ TEST(QuantizedAdmissionTest, OverTheInflightCapIsRefusedBeforeAllocating) {
   gemm::v1::MatmulResponse response;
   const grpc::Status status = stub->QuantizedMatmul(&context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  // FP32 A [4,32], B [8,32] and C [4,8]: (128 + 256 + 32) * 4 bytes.
+  // The request (321 bytes) is held; dequantizing needs FP32 A [4,32] and B [8,32] on top:
+  // (128 + 256) * 4 bytes.
   EXPECT_EQ(status.error_message(),
-            "server busy: 0 operand bytes in flight, this request adds 1664 "
+            "server busy: requests hold 321 bytes, this one needs 1536 more "
             "(--max_inflight_bytes=1000); retry later");
 }
 

@@ -345,8 +345,9 @@ TEST_F(ServerTest, ErrorCodesAndMessagesReachTheClient) {
   s = Call(r, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(s.error_message(),
-            "no kernel named 'sgemm_imaginary' on this server; available: cpu_sgemm_openblas, "
-            "cpu_hgemm_emulated_openblas");
+            "no kernel named 'sgemm_imaginary' on this server; Matmul kernels: "
+            "cpu_sgemm_openblas, cpu_hgemm_emulated_openblas; QuantizedMatmul kernels: "
+            "cpu_weight_only_sgemm_openblas");
 
   r = RandomRequest(2048, 2048, 1, 1);  // 4M-element result > max_elements
   s = Call(r, &response);
@@ -464,6 +465,7 @@ TEST_F(ServerTest, MetricsEndpointServesTheMetrics) {
   EXPECT_FALSE(Call(bad, &response).ok());
 
   ASSERT_GT(server_->metrics_port(), 0);
+  ASSERT_TRUE(server_->AwaitIdle(absl::Now() + absl::Seconds(10)));  // every call counted
   const std::string page = HttpGet(server_->metrics_port(), "/metrics");
   ASSERT_TRUE(absl::StartsWith(page, "HTTP/1.")) << page.substr(0, 200);
   for (const char* name : {"gemm_requests_total", "gemm_request_duration_seconds",

@@ -5,7 +5,7 @@ add_executable(server_unit_test
   grpc_status_test.cc
   host_copier_test.cc
   log_test.cc
-  matmul_message_pool_test.cc
+  host_memory_test.cc
   quantized_plan_test.cc
 )
 target_link_libraries(server_unit_test PRIVATE gemm_server_lib GTest::gtest_main)

@@ -38,11 +38,15 @@ class CallRegistry {
   size_t size() const;
   // True once no call is registered; false when `deadline` passed first.
   bool AwaitEmpty(absl::Time deadline);
+  // True once `quiet` has passed since draining started and since the last call it
+  // refused (clients have heard and stopped); false when `deadline` passed first.
+  bool AwaitQuiet(absl::Duration quiet, absl::Time deadline);
 
  private:
   mutable absl::Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<Member*> calls_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_refused_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace gemmd

@@ -94,7 +94,7 @@ void GemmCall::OnReadDone(bool ok) {
   } else {
     status = PrepareAndSubmit();
   }
-  LeaveArriving();  // queued now, or answered below
+  LeaveArriving();  // (already done when it reached Submit)
   if (!status.ok()) {
     ReleaseRequest();
     result_.reset();
@@ -160,6 +160,9 @@ absl::Status GemmCall::PrepareAndSubmit() {
     absl::MutexLock lock(&mu_);
     state_ = State::kQueued;
   }
+  // No longer arriving: from here the queue counts it (or refuses it). Leaving first can
+  // only let a concurrent arrival through to Submit, which still checks.
+  LeaveArriving();
   absl::Status submitted = env_->executor->Submit(std::move(job));
   if (!submitted.ok()) {
     absl::MutexLock lock(&mu_);

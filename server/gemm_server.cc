@@ -261,9 +261,17 @@ void GemmServer::Shutdown() {
   server_->GetHealthCheckService()->SetServingStatus(false);
   const bool idle = service_->AwaitIdle(grace_end);
   if (!idle) Log(LogLevel::kWarning, "shutdown_grace_expired", {});
-  // Every GEMM call is done, responses sent: what is left in gRPC are calls arriving now
-  // (answered UNAVAILABLE at once) and quick unary ones. Past the grace period, cancel.
-  server_->Shutdown(absl::ToChronoTime(idle ? grace_end : absl::Now()));
+  // Every GEMM call is done, its response sent. gRPC's own shutdown turns away calls that
+  // arrive before its clients have heard its GOAWAY, and those get CANCELLED, which says
+  // the wrong thing (clients retry UNAVAILABLE, not CANCELLED). So first let clients
+  // hear UNAVAILABLE and NOT_SERVING and stop: wait until none has arrived for a moment
+  // (within the grace period).
+  if (idle) service_->AwaitQuiet(absl::Milliseconds(100), grace_end);
+  // What is left in gRPC are quick unary calls and the connections; a client that does not
+  // answer the GOAWAY's ping would hold them 20 s, so after a second (or past the grace
+  // period, at once) gRPC cancels what is left and closes them.
+  server_->Shutdown(absl::ToChronoTime(
+      idle ? std::min(grace_end, absl::Now() + absl::Seconds(1)) : absl::Now()));
   executor_->Drain();
   server_->Wait();
   Log(LogLevel::kInfo, "shutdown_complete",

@@ -64,6 +64,12 @@ class GemmServiceImpl final : public GemmTypedService {
   // `deadline` passes; true when all are.
   bool AwaitIdle(absl::Time deadline) { return registry_.AwaitEmpty(deadline); }
 
+  // Waits until no GEMM call has been refused for draining in the last `quiet`, or
+  // `deadline`; true when quiet.
+  bool AwaitQuiet(absl::Duration quiet, absl::Time deadline) {
+    return registry_.AwaitQuiet(quiet, deadline);
+  }
+
  private:
   class GenericCalls final : public grpc::CallbackGenericService {
    public:

@@ -70,6 +70,7 @@ absl::Status HostMemory::Take(int64_t bytes, std::vector<Idle>* freed) {
     }
   }
   reserved_ += bytes;
+  peak_ = std::max(peak_, reserved_ + pooled_);
   return absl::OkStatus();
 }
 
@@ -149,6 +150,11 @@ int64_t HostMemory::reserved_bytes() const {
 int64_t HostMemory::pooled_bytes() const {
   absl::MutexLock lock(&mu_);
   return pooled_;
+}
+
+int64_t HostMemory::peak_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return peak_;
 }
 
 size_t HostMemory::pooled_buffers() const {

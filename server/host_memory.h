@@ -95,6 +95,8 @@ class HostMemory : public std::enable_shared_from_this<HostMemory> {
   int64_t reserved_bytes() const;  // in-flight: reservations and buffers in use
   int64_t pooled_bytes() const;    // idle result buffers
   size_t pooled_buffers() const;
+  // The most that reservations and idle buffers together have held at once.
+  int64_t peak_bytes() const;
   int64_t max_bytes() const { return max_bytes_; }
 
  private:
@@ -122,6 +124,7 @@ class HostMemory : public std::enable_shared_from_this<HostMemory> {
   mutable absl::Mutex mu_;
   int64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t pooled_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t peak_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Idle> idle_ ABSL_GUARDED_BY(mu_);  // oldest first
 };
 

@@ -15,11 +15,13 @@
 #include "absl/time/clock.h"
 #include "kernels/cpu_quantized_gemm.h"
 #include "tests/fake_device.h"
+#include "tests/metrics_util.h"
 
 namespace gemmd {
 namespace {
 
 using ::gemmd::testing::FakeDevice;
+using ::gemmd::testing::MetricValue;
 
 // One job's outcome, filled by its completion callback.
 struct Outcome {
@@ -90,30 +92,6 @@ std::unique_ptr<Job> MakeJob(Outcome* out, int64_t m, int64_t n = 2, int64_t bat
     out->done.Notify();
   };
   return job;
-}
-
-double MetricValue(ServerMetrics& metrics, const std::string& name,
-                   const std::map<std::string, std::string>& labels) {
-  for (const prometheus::MetricFamily& family : metrics.registry()->Collect()) {
-    if (family.name != name) continue;
-    for (const prometheus::ClientMetric& metric : family.metric) {
-      bool match = true;
-      for (const auto& [key, value] : labels) {
-        bool found = false;
-        for (const prometheus::ClientMetric::Label& l : metric.label) {
-          found = found || (l.name == key && l.value == value);
-        }
-        match = match && found;
-      }
-      if (!match) continue;
-      if (family.type == prometheus::MetricType::Counter) return metric.counter.value;
-      if (family.type == prometheus::MetricType::Gauge) return metric.gauge.value;
-      if (family.type == prometheus::MetricType::Histogram) {
-        return static_cast<double>(metric.histogram.sample_count);
-      }
-    }
-  }
-  return -1;
 }
 
 TEST(BatchTest, PackedProblemAndLayoutConcatenateJobsInOrder) {

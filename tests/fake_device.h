@@ -6,6 +6,7 @@
 #define GEMMD_TESTS_FAKE_DEVICE_H_
 
 #include <cstring>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,7 +42,10 @@ class FakeDevice : public Device {
       ++started_;
       batch_sizes_.push_back(static_cast<int>(batch.jobs.size()));
       packed_batch_.push_back(batch.problem.batch);
-      for (const auto& job : batch.jobs) ran_m_.push_back(job->problem.m);
+      for (const auto& job : batch.jobs) {
+        ran_m_.push_back(job->problem.m);
+        if (job->is_cancelled) held_.push_back(job->is_cancelled);
+      }
     }
     gate_.WaitForNotification();
     {
@@ -92,6 +96,15 @@ class FakeDevice : public Device {
     absl::MutexLock lock(&mu_);
     return packed_batch_;
   }
+  // How many jobs held at the gate so far have been given up by their callers.
+  int HeldJobsCancelled() {
+    absl::MutexLock lock(&mu_);
+    int cancelled = 0;
+    if (!gate_.HasBeenNotified()) {
+      for (const auto& is_cancelled : held_) cancelled += is_cancelled() ? 1 : 0;
+    }
+    return cancelled;
+  }
   // Blocks until `n` runs have begun (the device holds them at the gate).
   void AwaitStarted(int n) {
     absl::MutexLock lock(&mu_);
@@ -113,6 +126,8 @@ class FakeDevice : public Device {
   std::vector<int64_t> ran_m_ ABSL_GUARDED_BY(mu_);
   std::vector<int> batch_sizes_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> packed_batch_ ABSL_GUARDED_BY(mu_);
+  // The cancellation checks of the jobs that reached the gate (valid until it opens).
+  std::vector<std::function<bool()>> held_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gemmd::testing

@@ -32,74 +32,21 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "tests/fake_device.h"
+#include "tests/server_fixture.h"
 #include "tests/test_util.h"
 
 namespace gemmd {
 namespace {
 
+using ::gemmd::testing::AsyncCall;
+using ::gemmd::testing::ChannelTo;
 using ::gemmd::testing::FakeDevice;
+using ::gemmd::testing::HttpGet;
 using ::gemmd::testing::RandomBytes;
-
-ServerConfig TestConfig() {
-  ServerConfig config;
-  config.host = "127.0.0.1";
-  config.port = 0;
-  // The metrics endpoint (civetweb) takes ~2 s to stop, so only tests that scrape it open it.
-  config.metrics_port = -1;
-  config.shutdown_grace = absl::Seconds(30);
-  return config;
-}
-
-std::shared_ptr<grpc::Channel> ChannelTo(int port) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
-                                   grpc::InsecureChannelCredentials(), args);
-}
-
-void SetTensor(gemm::v1::Tensor* t, std::vector<int64_t> shape, DataType type, std::string data) {
-  for (int64_t d : shape) t->add_shape(d);
-  t->set_dtype(DataTypeToProto(type));
-  t->set_data(std::move(data));
-}
-
-gemm::v1::MatmulRequest RandomRequest(int64_t m, int64_t n, int64_t k, uint64_t seed,
-                                      DataType type = DataType::kFloat32) {
-  std::mt19937_64 rng(seed);
-  gemm::v1::MatmulRequest r;
-  SetTensor(r.mutable_a(), {m, k}, type, RandomBytes(type, m * k, rng));
-  SetTensor(r.mutable_b(), {k, n}, type, RandomBytes(type, k * n, rng));
-  return r;
-}
-
-// HTTP/1.0 GET of the metrics page; empty on failure.
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: localhost\r\n\r\n");
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buffer[65536];
-      ssize_t n;
-      while ((n = read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, n);
-    }
-  }
-  close(fd);
-  return response;
-}
-
-// The value of one exposition line, e.g. `gemm_requests_total{code="OK",...}`; -1 if absent.
-double ScrapedValue(const std::string& page, const std::string& series) {
-  const std::string line_start = "\n" + series + " ";
-  const size_t pos = page.find(line_start);
-  if (pos == std::string::npos) return -1;
-  return std::stod(page.substr(pos + line_start.size()));
-}
+using ::gemmd::testing::RandomRequest;
+using ::gemmd::testing::ScrapedValue;
+using ::gemmd::testing::SetTensor;
+using ::gemmd::testing::TestConfig;
 
 class ServerTest : public ::testing::Test {
  protected:
@@ -139,21 +86,6 @@ class ServerTest : public ::testing::Test {
   std::unique_ptr<gemm::v1::GemmService::Stub> stub_;
 };
 
-// An asynchronous Matmul whose outcome the test waits for.
-struct AsyncCall {
-  grpc::ClientContext context;
-  gemm::v1::MatmulRequest request;
-  gemm::v1::MatmulResponse response;
-  grpc::Status status;
-  absl::Notification done;
-
-  void Start(gemm::v1::GemmService::Stub* stub) {
-    stub->async()->Matmul(&context, &request, &response, [this](grpc::Status s) {
-      status = std::move(s);
-      done.Notify();
-    });
-  }
-};
 
 TEST_F(ServerTest, MatmulMatchesFp64Reference) {
   Start();

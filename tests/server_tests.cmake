@@ -22,3 +22,9 @@ gtest_discover_tests(cli_test DISCOVERY_TIMEOUT 60)
 add_executable(quantized_server_test quantized_server_test.cc)
 target_link_libraries(quantized_server_test PRIVATE gemm_server_lib GTest::gtest_main)
 gtest_discover_tests(quantized_server_test DISCOVERY_TIMEOUT 60)
+
+# The server against hostile clients, overload and shutdown (raw HTTP/2 where a gRPC
+# client cannot misbehave enough).
+add_executable(server_robustness_test server_robustness_test.cc raw_http2_client.cc)
+target_link_libraries(server_robustness_test PRIVATE gemm_server_lib GTest::gtest_main)
+gtest_discover_tests(server_robustness_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)

@@ -1,0 +1,507 @@
+// The server against hostile clients, overload and shutdown (CPU backend, in-process, on
+// 127.0.0.1:0): clients that never read their replies, oversize and stalled uploads,
+// idle connections to the metrics port, a second server on a taken port, deadlines and
+// cancellations counted by what the client got, client strings that must not come back
+// unbounded, and a drain under load that answers every call OK or UNAVAILABLE.
+#include <grpcpp/client_context.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gemm/v1/gemm.grpc.pb.h"
+#include "kernels/cpu_quantized_gemm.h"
+#include "server/batcher.h"
+#include "server/cpu_device.h"
+#include "server/gemm_server.h"
+#include "server/host_memory.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "tests/fake_device.h"
+#include "tests/metrics_util.h"
+#include "tests/raw_http2_client.h"
+#include "tests/server_fixture.h"
+
+namespace gemmd {
+namespace {
+
+using ::gemmd::testing::AsyncCall;
+using ::gemmd::testing::ChannelTo;
+using ::gemmd::testing::FakeDevice;
+using ::gemmd::testing::HttpGet;
+using ::gemmd::testing::MetricValue;
+using ::gemmd::testing::RandomRequest;
+using ::gemmd::testing::RawHttp2Client;
+using ::gemmd::testing::RequestsCounted;
+using ::gemmd::testing::TestConfig;
+
+constexpr char kMatmulPath[] = "/gemm.v1.GemmService/Matmul";
+
+bool Eventually(const std::function<bool()>& condition,
+                absl::Duration timeout = absl::Seconds(20)) {
+  const absl::Time limit = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() > limit) return false;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return true;
+}
+
+class RobustnessTest : public ::testing::Test {
+ protected:
+  void SetUp() override { SetLogEnabled(getenv("GEMMD_TEST_LOG") != nullptr); }
+
+  void Start(ServerConfig config = TestConfig(),
+             std::unique_ptr<Device> device = std::make_unique<CpuDevice>(0)) {
+    std::vector<std::unique_ptr<Device>> devices;
+    devices.push_back(std::move(device));
+    absl::StatusOr<std::unique_ptr<GemmServer>> server =
+        GemmServer::CreateWithDevices(config, "cpu", std::move(devices));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    stub_ = gemm::v1::GemmService::NewStub(ChannelTo(server_->port()));
+  }
+
+  grpc::Status Call(const gemm::v1::MatmulRequest& request, gemm::v1::MatmulResponse* response,
+                    absl::Duration timeout = absl::Seconds(60)) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    return stub_->Matmul(&context, request, response);
+  }
+
+  double Counted(const std::string& code) {
+    EXPECT_TRUE(server_->AwaitIdle(absl::Now() + absl::Seconds(20)));
+    return RequestsCounted(server_->metrics(), "Matmul", code);
+  }
+
+  std::unique_ptr<GemmServer> server_;
+  std::unique_ptr<gemm::v1::GemmService::Stub> stub_;
+};
+
+
+// A client that announces a zero receive window can never take a response's DATA. Each
+// stuck result stays reserved until gRPC lets go of it, so --max_inflight_bytes bounds
+// what such a client pins (the calls past it are refused), the in-flight gauge shows the
+// stuck calls, and closing the connection frees everything; the stuck calls count as
+// CANCELLED with no bytes sent. (Before: every call accepted, each result held twice and
+// unaccounted, the gauge at 0.)
+TEST_F(RobustnessTest, ClientThatNeverReadsPinsAtMostTheInflightCap) {
+  constexpr int64_t kResultBytes = 4096 * 1024 * 4;  // A [4096,1] x B [1,1024], FP32: 16 MiB
+  ServerConfig config = TestConfig();
+  config.max_inflight_bytes = 40 << 20;  // two results fit, a third does not
+  Start(config);
+  const std::string message =
+      RawHttp2Client::GrpcMessage(RandomRequest(4096, 1024, 1, 3).SerializeAsString());
+  absl::StatusOr<std::unique_ptr<RawHttp2Client>> client =
+      RawHttp2Client::Connect(server_->port(), /*initial_window_bytes=*/0);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<uint32_t> streams;
+  for (int i = 0; i < 8; ++i) {
+    streams.push_back((*client)->StartCall(kMatmulPath));
+    ASSERT_EQ((*client)->SendData(streams.back(), message, /*end_stream=*/true),
+              static_cast<int64_t>(message.size()));
+  }
+  auto ended = [&] {
+    (*client)->Poll();
+    int n = 0;
+    for (uint32_t s : streams) n += (*client)->state(s).ended ? 1 : 0;
+    return n;
+  };
+  ASSERT_TRUE(Eventually([&] { return ended() == 6 && server_->metrics().inflight() == 2; }))
+      << ended() << " ended, " << server_->metrics().inflight() << " in flight";
+  absl::SleepFor(absl::Milliseconds(200));  // nothing else changes
+  EXPECT_EQ(ended(), 6);
+  EXPECT_EQ(server_->metrics().inflight(), 2);
+  EXPECT_GE(server_->memory().reserved_bytes(), 2 * kResultBytes);  // still held: accounted
+  EXPECT_LE(server_->memory().peak_bytes(), config.max_inflight_bytes);
+  EXPECT_EQ(RequestsCounted(server_->metrics(), "Matmul", "RESOURCE_EXHAUSTED"), 6);
+  for (uint32_t s : streams) EXPECT_EQ((*client)->state(s).data_bytes, 0);
+
+  (*client)->Close();
+  EXPECT_EQ(Counted("CANCELLED"), 2);
+  EXPECT_EQ(Counted("OK"), 0);
+  EXPECT_EQ(MetricValue(server_->metrics(), "gemm_bytes_sent_total", {}), 0);
+  EXPECT_TRUE(Eventually([&] { return server_->memory().reserved_bytes() == 0; }));
+  EXPECT_EQ(server_->metrics().inflight(), 0);
+  gemm::v1::MatmulResponse response;
+  EXPECT_TRUE(Call(RandomRequest(8, 8, 8, 1), &response).ok());  // serving as before
+}
+
+// A length prefix of 1 GiB to a server that takes 1 MiB messages: gRPC's buffer quota
+// (here its 64 MiB floor) resets the stream long before the gigabyte arrives. (Before:
+// the whole message was read into memory, then refused.)
+TEST_F(RobustnessTest, OversizeUploadIsCutOffBeforeItIsBuffered) {
+  ServerConfig config = TestConfig();
+  config.max_message_bytes = 1 << 20;
+  Start(config);
+  ASSERT_EQ(server_->grpc_buffer_bytes(), int64_t{64} << 20);
+  absl::StatusOr<std::unique_ptr<RawHttp2Client>> client =
+      RawHttp2Client::Connect(server_->port(), 65535);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const uint32_t stream = (*client)->StartCall(kMatmulPath);
+  (*client)->SendData(stream, RawHttp2Client::GrpcPrefix(1u << 30), false);
+  const std::string chunk(1 << 20, '\0');
+  int64_t sent = 0;
+  const absl::Time start = absl::Now();
+  const absl::Time give_up = start + absl::Seconds(30);
+  while (!(*client)->state(stream).ended && sent < (int64_t{1} << 30) && absl::Now() < give_up) {
+    sent += (*client)->SendData(stream, chunk, false, give_up);
+  }
+  const absl::Duration took = absl::Now() - start;
+  (*client)->AwaitEnd(stream, absl::Now() + absl::Seconds(5));
+  EXPECT_TRUE((*client)->state(stream).ended) << "sent " << sent << " bytes";
+  EXPECT_LT(sent, int64_t{192} << 20) << "sent " << sent << " bytes before the reset";
+  EXPECT_LT(took, absl::Seconds(10));
+  gemm::v1::MatmulResponse response;
+  EXPECT_TRUE(Call(RandomRequest(8, 8, 8, 1), &response).ok());
+}
+
+// Many large requests at once against a small cap: each one's bytes are reserved from
+// the moment it is read (twice while parsing), so the server never holds more than the
+// cap; those that do not fit get RESOURCE_EXHAUSTED, and some always get through.
+TEST_F(RobustnessTest, ConcurrentLargeRequestsStayWithinTheCap) {
+  ServerConfig config = TestConfig();
+  config.max_inflight_bytes = 12 << 20;
+  Start(config);
+  constexpr int kCalls = 16;
+  std::vector<std::unique_ptr<AsyncCall>> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.push_back(std::make_unique<AsyncCall>());
+    calls.back()->request = RandomRequest(512, 512, 512, 20 + i);  // 2 MiB sent, 1 MiB back
+  }
+  for (auto& call : calls) call->Start(stub_.get());
+  int ok = 0, refused = 0;
+  for (auto& call : calls) {
+    call->done.WaitForNotification();
+    if (call->status.ok()) {
+      ++ok;
+    } else {
+      EXPECT_EQ(call->status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+          << call->status.error_message();
+      EXPECT_TRUE(absl::StrContains(call->status.error_message(), "--max_inflight_bytes"))
+          << call->status.error_message();
+      ++refused;
+    }
+  }
+  EXPECT_GE(ok, 1);
+  EXPECT_EQ(ok + refused, kCalls);
+  EXPECT_LE(server_->memory().peak_bytes(), config.max_inflight_bytes);
+  EXPECT_EQ(Counted("OK"), ok);
+  EXPECT_EQ(Counted("RESOURCE_EXHAUSTED"), refused);
+}
+
+// With the queue full, a new call is refused when its headers arrive: its request is
+// never read (the client stops sending), so refusals come back at once however large
+// the requests are.
+TEST_F(RobustnessTest, AFullQueueRefusesBeforeReadingTheRequest) {
+  auto device = std::make_unique<FakeDevice>(/*gated=*/true);
+  FakeDevice* fake = device.get();
+  ServerConfig config = TestConfig();
+  config.max_queue_size = 1;
+  config.max_batch_size = 1;
+  Start(config, std::move(device));
+  AsyncCall running, queued;
+  running.request = RandomRequest(3, 2, 2, 1);
+  running.Start(stub_.get());
+  fake->AwaitStarted(1);
+  queued.request = RandomRequest(4, 2, 2, 1);
+  queued.Start(stub_.get());
+  ASSERT_TRUE(Eventually([&] { return server_->executor().QueueDepth() == 1; }));
+
+  absl::StatusOr<std::unique_ptr<RawHttp2Client>> client =
+      RawHttp2Client::Connect(server_->port(), 65535);
+  ASSERT_TRUE(client.ok());
+  const uint32_t stream = (*client)->StartCall(kMatmulPath);
+  // Announce 64 MiB and send nothing more: the answer comes without it.
+  (*client)->SendData(stream, RawHttp2Client::GrpcPrefix(64u << 20), false);
+  const RawHttp2Client::StreamState end =
+      (*client)->AwaitEnd(stream, absl::Now() + absl::Seconds(5));
+  EXPECT_TRUE(end.ended);
+  EXPECT_TRUE(Eventually([&] {
+    return RequestsCounted(server_->metrics(), "Matmul", "RESOURCE_EXHAUSTED") == 1;
+  }));
+  fake->Open();
+  running.done.WaitForNotification();
+  queued.done.WaitForNotification();
+  EXPECT_TRUE(running.status.ok());
+  EXPECT_TRUE(queued.status.ok());
+}
+
+// civetweb gives each connection a worker until it sends its request: idle connections
+// must not starve the scrapes. (Before: 2 workers, 30 s request timeout; two idle
+// connections stalled every scrape ~30 s.)
+TEST_F(RobustnessTest, IdleMetricsConnectionsDoNotStallScrapes) {
+  ServerConfig config = TestConfig();
+  config.metrics_port = 0;
+  Start(config);
+  auto open_idle = [&](int n) {
+    std::vector<int> fds;
+    for (int i = 0; i < n; ++i) {
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(server_->metrics_port()));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+      fds.push_back(fd);
+    }
+    return fds;
+  };
+  std::vector<int> idle = open_idle(4);
+  absl::SleepFor(absl::Milliseconds(100));  // the workers have taken them
+  absl::Time start = absl::Now();
+  std::string page = HttpGet(server_->metrics_port(), "/metrics", absl::Seconds(10));
+  EXPECT_TRUE(absl::StrContains(page, "gemm_queue_depth")) << page.substr(0, 200);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+
+  // More idle connections than workers: a scrape waits at most for the request timeout.
+  std::vector<int> more = open_idle(12);
+  absl::SleepFor(absl::Milliseconds(100));
+  start = absl::Now();
+  page = HttpGet(server_->metrics_port(), "/metrics", absl::Seconds(20));
+  EXPECT_TRUE(absl::StrContains(page, "gemm_queue_depth")) << page.substr(0, 200);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(6));
+  for (int fd : idle) close(fd);
+  for (int fd : more) close(fd);
+}
+
+// gRPC's SO_REUSEPORT is off: a second server on a taken port fails to start and says
+// why, for the gRPC port and the metrics port alike. (Before: it started and took half
+// the traffic; a metrics conflict said "null context when constructing CivetServer".)
+TEST_F(RobustnessTest, ATakenPortIsRefusedWithTheReason) {
+  ServerConfig config = TestConfig();
+  config.metrics_port = 0;
+  Start(config);
+  ServerConfig second = TestConfig();
+  second.port = server_->port();
+  absl::StatusOr<std::unique_ptr<GemmServer>> clash = GemmServer::Create(second);
+  ASSERT_FALSE(clash.ok());
+  EXPECT_EQ(clash.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(clash.status().message(), absl::StrCat("cannot serve gRPC on 127.0.0.1:",
+                                                   server_->port(), ": Address already in use"));
+  ServerConfig metrics_clash = TestConfig();
+  metrics_clash.metrics_port = server_->metrics_port();
+  clash = GemmServer::Create(metrics_clash);
+  ASSERT_FALSE(clash.ok());
+  EXPECT_EQ(clash.status().message(),
+            absl::StrCat("cannot serve metrics on 127.0.0.1:", server_->metrics_port(),
+                         ": Address already in use"));
+}
+
+// A job that finishes after its caller's deadline has passed was never received: it
+// counts as DEADLINE_EXCEEDED and its bytes as not sent. (Before: counted OK, bytes sent.)
+TEST_F(RobustnessTest, AnAnswerTheClientNeverGotIsNotCountedOk) {
+  auto device = std::make_unique<FakeDevice>(/*gated=*/true);
+  FakeDevice* fake = device.get();
+  Start(TestConfig(), std::move(device));
+  AsyncCall late;
+  late.request = RandomRequest(3, 2, 2, 1);
+  late.context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(300)));
+  late.Start(stub_.get());
+  fake->AwaitStarted(1);  // running: no longer droppable
+  late.done.WaitForNotification();
+  EXPECT_EQ(late.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The server hears of it a moment later (its own timer, or the client's RST_STREAM).
+  ASSERT_TRUE(Eventually([&] { return fake->HeldJobsCancelled() == 1; }));
+  fake->Open();  // the job completes OK on the server
+  EXPECT_EQ(Counted("DEADLINE_EXCEEDED"), 1);
+  EXPECT_EQ(Counted("OK"), 0);
+  EXPECT_EQ(MetricValue(server_->metrics(), "gemm_bytes_sent_total", {}), 0);
+}
+
+// Every cancelled call counts as CANCELLED, whether it was waiting or running.
+// (Before: 9 of 39 cancellations were counted.)
+TEST_F(RobustnessTest, CancelledCallsAreCountedCancelled) {
+  auto device = std::make_unique<FakeDevice>(/*gated=*/true);
+  FakeDevice* fake = device.get();
+  ServerConfig config = TestConfig();
+  config.max_batch_size = 1;
+  Start(config, std::move(device));
+  constexpr int kCalls = 10;
+  std::vector<std::unique_ptr<AsyncCall>> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.push_back(std::make_unique<AsyncCall>());
+    calls.back()->request = RandomRequest(2 + i, 2, 2, i);
+    calls.back()->Start(stub_.get());
+  }
+  fake->AwaitStarted(1);
+  ASSERT_TRUE(Eventually([&] { return server_->executor().QueueDepth() == kCalls - 1; }));
+  for (auto& call : calls) call->context.TryCancel();
+  for (auto& call : calls) {
+    call->done.WaitForNotification();
+    EXPECT_EQ(call->status.error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // The news reaches the server asynchronously (RST_STREAM). An answer the server
+  // finishes before it hears would count as sent: wait until it has heard.
+  ASSERT_TRUE(
+      Eventually([&] { return server_->executor().CancelledJobsWaiting() == kCalls - 1; }));
+  ASSERT_TRUE(Eventually([&] { return fake->HeldJobsCancelled() == 1; }));
+  fake->Open();
+  EXPECT_EQ(Counted("CANCELLED"), kCalls);
+  EXPECT_EQ(Counted("OK"), 0);
+}
+
+// A deadline that passes while the request is still arriving is counted too. (Before:
+// such calls never reached the service and were not counted at all.)
+TEST_F(RobustnessTest, ADeadlineThatPassesDuringTheUploadIsCounted) {
+  Start();
+  absl::StatusOr<std::unique_ptr<RawHttp2Client>> client =
+      RawHttp2Client::Connect(server_->port(), 65535);
+  ASSERT_TRUE(client.ok());
+  const uint32_t stream = (*client)->StartCall(kMatmulPath, absl::Milliseconds(100));
+  (*client)->SendData(stream, RawHttp2Client::GrpcPrefix(4096) + std::string(100, 'x'), false);
+  EXPECT_TRUE((*client)->AwaitEnd(stream, absl::Now() + absl::Seconds(10)).ended);
+  EXPECT_EQ(Counted("DEADLINE_EXCEEDED"), 1);
+}
+
+// A call stalled halfway through its request is not accepted yet: a drain answers it
+// UNAVAILABLE at once instead of waiting for it. (Before: it held the shutdown 5 s.)
+TEST_F(RobustnessTest, AStalledUploadDoesNotHoldTheDrain) {
+  Start();
+  absl::StatusOr<std::unique_ptr<RawHttp2Client>> client =
+      RawHttp2Client::Connect(server_->port(), 65535);
+  ASSERT_TRUE(client.ok());
+  const uint32_t stream = (*client)->StartCall(kMatmulPath);
+  (*client)->SendData(stream, RawHttp2Client::GrpcPrefix(1 << 20) + std::string(1000, 'x'),
+                      false);
+  ASSERT_TRUE(Eventually([&] { return server_->metrics().inflight() == 1; }));
+  const absl::Time start = absl::Now();
+  server_->Shutdown();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_TRUE((*client)->AwaitEnd(stream, absl::Now() + absl::Seconds(5)).ended);
+  EXPECT_EQ(RequestsCounted(server_->metrics(), "Matmul", "UNAVAILABLE"), 1);
+}
+
+// A response nobody reads holds the drain for the grace period, no longer.
+TEST_F(RobustnessTest, AResponseNobodyReadsHoldsTheDrainOnlyForTheGrace) {
+  ServerConfig config = TestConfig();
+  config.shutdown_grace = absl::Seconds(1);
+  Start(config);
+  absl::StatusOr<std::unique_ptr<RawHttp2Client>> client =
+      RawHttp2Client::Connect(server_->port(), /*initial_window_bytes=*/0);
+  ASSERT_TRUE(client.ok());
+  const uint32_t stream = (*client)->StartCall(kMatmulPath);
+  (*client)->SendData(
+      stream, RawHttp2Client::GrpcMessage(RandomRequest(256, 256, 4, 5).SerializeAsString()),
+      true);
+  ASSERT_TRUE(Eventually([&] {
+    (*client)->Poll();
+    return (*client)->state(stream).got_headers;  // computed; its DATA cannot be sent
+  }));
+  const absl::Time start = absl::Now();
+  server_->Shutdown();
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_GE(took, absl::Milliseconds(900));
+  EXPECT_LT(took, absl::Milliseconds(2500));
+  EXPECT_EQ(server_->metrics().inflight(), 0);
+}
+
+// Calls keep coming while the server drains: each gets OK or UNAVAILABLE, never
+// CANCELLED, and the accepted ones all complete. (Before: calls arriving 0.1-0.2 s after
+// the signal got CANCELLED.)
+TEST_F(RobustnessTest, ADrainUnderLoadAnswersEveryCallOkOrUnavailable) {
+  Start();
+  std::atomic<bool> stop{false};
+  absl::Mutex mu;
+  std::map<grpc::StatusCode, int> codes;
+  std::map<grpc::StatusCode, std::string> examples;
+  absl::Time shutdown_start = absl::InfiniteFuture();
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 6; ++t) {
+    clients.emplace_back([&, t] {
+      // A channel each, so some calls are in their upload when the drain starts.
+      auto stub = gemm::v1::GemmService::NewStub(ChannelTo(server_->port()));
+      const gemm::v1::MatmulRequest request = RandomRequest(192, 192, 192, 100 + t);
+      while (!stop.load()) {
+        grpc::ClientContext context;
+        context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+        gemm::v1::MatmulResponse response;
+        const absl::Time sent = absl::Now();
+        const grpc::Status status = stub->Matmul(&context, request, &response);
+        absl::MutexLock lock(&mu);
+        ++codes[status.error_code()];
+        examples[status.error_code()] = absl::StrCat(
+            status.error_message(), " (sent ", absl::FormatDuration(sent - shutdown_start),
+            ", answered ", absl::FormatDuration(absl::Now() - shutdown_start),
+            " after the drain began)");
+      }
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  {
+    absl::MutexLock lock(&mu);
+    shutdown_start = absl::Now();
+  }
+  std::thread shutdown([&] { server_->Shutdown(); });
+  absl::SleepFor(absl::Milliseconds(300));  // calls keep arriving while it drains
+  stop.store(true);
+  for (std::thread& t : clients) t.join();
+  shutdown.join();
+  gemm::v1::MatmulResponse response;  // and after: the server is gone
+  EXPECT_EQ(Call(RandomRequest(2, 2, 2, 1), &response, absl::Seconds(5)).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  absl::MutexLock lock(&mu);
+  EXPECT_GT(codes[grpc::StatusCode::OK], 0);
+  EXPECT_GT(codes[grpc::StatusCode::UNAVAILABLE], 0);
+  for (const auto& [code, count] : codes) {
+    EXPECT_TRUE(code == grpc::StatusCode::OK || code == grpc::StatusCode::UNAVAILABLE)
+        << count << " calls got " << code << ": " << examples[code];
+  }
+}
+
+// A client string comes back capped, not whole: a 1 MB kernel name gets the server's
+// FAILED_PRECONDITION with a short message. (Before: a 1 MB status message, which the
+// client refused as RESOURCE_EXHAUSTED.) An unknown method name is capped the same way.
+TEST_F(RobustnessTest, ClientStringsComeBackCapped) {
+  Start();
+  gemm::v1::MatmulRequest request = RandomRequest(4, 4, 4, 1);
+  request.set_kernel(std::string(1 << 20, 'k'));
+  gemm::v1::MatmulResponse response;
+  grpc::Status status = Call(request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_LT(status.error_message().size(), 600u);
+  EXPECT_TRUE(absl::StartsWith(status.error_message(), "no kernel named 'kkkk"));
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "k... (1048576 bytes)' on this server"))
+      << status.error_message();
+
+  grpc::GenericStub generic(ChannelTo(server_->port()));
+  grpc::ClientContext context;
+  grpc::Slice empty("");
+  grpc::ByteBuffer in(&empty, 1), out;
+  absl::Notification done;
+  generic.UnaryCall(&context, "/gemm.v1.GemmService/" + std::string(5000, 'm'),
+                    grpc::StubOptions(), &in, &out, [&](grpc::Status s) {
+                      status = std::move(s);
+                      done.Notify();
+                    });
+  done.WaitForNotification();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_LT(status.error_message().size(), 300u);
+}
+
+// A kernel name that belongs to the other RPC says so, and an unknown one lists both.
+TEST_F(RobustnessTest, KernelNamesOfTheOtherRpcAreExplained) {
+  Start();
+  gemm::v1::MatmulRequest request = RandomRequest(4, 4, 4, 1);
+  request.set_kernel(kCpuWeightOnlyKernel);
+  gemm::v1::MatmulResponse response;
+  const grpc::Status status = Call(request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(status.error_message(),
+            "kernel cpu_weight_only_sgemm_openblas is a QuantizedMatmul kernel (it multiplies "
+            "quantized weights); Matmul kernels here: cpu_sgemm_openblas, "
+            "cpu_hgemm_emulated_openblas");
+}
+
+}  // namespace
+}  // namespace gemmd

@@ -76,6 +76,8 @@ constexpr char kUsage[] =
 
 bool CliFlagFile(absl::string_view file) { return absl::StrContains(file, "client_cli/"); }
 
+std::string VersionString() { return "gemm-cli 0.1.0 (gemmd client)\n"; }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,6 +85,7 @@ int main(int argc, char** argv) {
   absl::FlagsUsageConfig usage;
   usage.contains_help_flags = CliFlagFile;
   usage.contains_helpshort_flags = CliFlagFile;
+  usage.version_string = VersionString;
   absl::SetFlagsUsageConfig(usage);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {

@@ -28,3 +28,11 @@ gtest_discover_tests(quantized_server_test DISCOVERY_TIMEOUT 60)
 add_executable(server_robustness_test server_robustness_test.cc raw_http2_client.cc)
 target_link_libraries(server_robustness_test PRIVATE gemm_server_lib GTest::gtest_main)
 gtest_discover_tests(server_robustness_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+
+# The binaries as processes: signals, exit status and timing, --version, a taken port.
+add_executable(server_process_test server_process_test.cc)
+target_link_libraries(server_process_test PRIVATE gemm_server_lib GTest::gtest_main)
+target_compile_definitions(server_process_test PRIVATE
+  GEMM_SERVER_BINARY="$<TARGET_FILE:gemm-server>" GEMM_CLI_BINARY="$<TARGET_FILE:gemm-cli>")
+add_dependencies(server_process_test gemm-server gemm-cli)
+gtest_discover_tests(server_process_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)

@@ -151,6 +151,15 @@ int RunBench(const CliOptions& o) {
     std::fprintf(stderr, "error: --quantized runs against a server; --local has no quantized path\n");
     return 1;
   }
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  if (!o.local) {
+    for (int i = 0; i < o.channels; ++i) channels.push_back(MakeChannel(o.target, i));
+  }
+  if (int rc = Preflight(o, o.quantized, o.local ? nullptr : channels.front().get(),
+                         o.concurrency - 1);
+      rc != 0) {
+    return rc;
+  }
   // Matmul (MatmulInputs) or QuantizedMatmul (QuantizedInputs, --quantized).
   std::unique_ptr<MatmulInputs> matmul;
   std::unique_ptr<QuantizedInputs> quantized;
@@ -215,9 +224,7 @@ int RunBench(const CliOptions& o) {
     };
   }
 
-  std::vector<std::shared_ptr<grpc::Channel>> channels;
   if (!o.local) {
-    for (int i = 0; i < o.channels; ++i) channels.push_back(MakeChannel(o.target, i));
     // One call first: fail fast (and learn the kernel) before starting the clock.
     auto stub = gemm::v1::GemmService::NewStub(channels.front());
     grpc::ClientContext context;

@@ -2,10 +2,16 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
+#include <grpcpp/client_context.h>
+
 #include <cstdio>
+#include <optional>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
 #include "client_cli/commands.h"
+#include "client_cli/preflight.h"
+#include "gemm/v1/gemm.grpc.pb.h"
 
 namespace gemmd {
 
@@ -28,6 +34,33 @@ int ReportRpcError(const std::string& what, const grpc::Status& status) {
   std::fprintf(stderr, "error: %s failed: %s: %s\n", what.c_str(),
                StatusCodeName(status.error_code()).c_str(), status.error_message().c_str());
   return 1;
+}
+
+int ReportError(const absl::Status& status) {
+  std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+int Preflight(const CliOptions& o, bool quantized, grpc::Channel* channel,
+              int64_t extra_results) {
+  absl::StatusOr<RequestSize> size = quantized ? QuantizedRequestSize(o) : MatmulRequestSize(o);
+  if (!size.ok()) return ReportError(size.status());
+  size->client_bytes += extra_results * size->result_bytes;
+  std::optional<ServerLimits> limits;
+  if (channel != nullptr) {
+    auto stub = gemm::v1::GemmService::NewStub(
+        std::shared_ptr<grpc::Channel>(channel, [](grpc::Channel*) {}));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(o.timeout_s)));
+    gemm::v1::ServerInfo info;
+    const grpc::Status status = stub->GetServerInfo(&context, {}, &info);
+    if (!status.ok()) return ReportRpcError("GetServerInfo (the server's limits)", status);
+    limits = ServerLimits{info.limits().max_message_bytes(), info.limits().max_elements()};
+  }
+  if (absl::Status s = CheckRequestFits(*size, limits, AvailableMemoryBytes()); !s.ok()) {
+    return ReportError(s);
+  }
+  return 0;
 }
 
 }  // namespace gemmd

@@ -7,8 +7,11 @@
 #include <grpcpp/channel.h>
 #include <grpcpp/support/status.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
+
+#include "absl/status/status.h"
 
 #include "client_cli/cli_options.h"
 
@@ -26,6 +29,15 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int index 
 
 // Prints "error: CODE: message" to stderr and returns 1.
 int ReportRpcError(const std::string& what, const grpc::Status& status);
+// Prints "error: message" to stderr and returns 1.
+int ReportError(const absl::Status& status);
+
+// What a command that sends a request checks first (preflight.h): the request's size against the server's limits (one GetServerInfo on `channel`; none
+// with --local, when `channel` is null) and this machine's memory. `extra_results` more
+// responses are held at once (bench: concurrency - 1). Returns 0 when all is well, else
+// the exit status after printing why.
+int Preflight(const CliOptions& options, bool quantized, grpc::Channel* channel,
+              int64_t extra_results = 0);
 
 std::string StatusCodeName(grpc::StatusCode code);
 

@@ -1,5 +1,6 @@
 // gemm-cli: the client of gemm-server — inspect it, call it, verify it, load-test it.
 #include <cstdio>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "client_cli/cli_options.h"
 #include "client_cli/commands.h"
+#include "client_cli/preflight.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "Server address host:port (an IP by default: no name lookup needed).");
@@ -125,11 +127,19 @@ int main(int argc, char** argv) {
   o.weight_only = absl::GetFlag(FLAGS_weight_only);
   o.quantized = absl::GetFlag(FLAGS_quantized);
 
-  if (command == "info") return gemmd::RunInfo(o);
-  if (command == "health") return gemmd::RunHealth(o);
-  if (command == "matmul") return gemmd::RunMatmul(o);
-  if (command == "bench") return gemmd::RunBench(o);
-  if (command == "quantized") return gemmd::RunQuantized(o);
+  if (absl::Status s = gemmd::CheckCommonFlags(o); !s.ok()) return gemmd::ReportError(s);
+  try {
+    if (command == "info") return gemmd::RunInfo(o);
+    if (command == "health") return gemmd::RunHealth(o);
+    if (command == "matmul") return gemmd::RunMatmul(o);
+    if (command == "bench") return gemmd::RunBench(o);
+    if (command == "quantized") return gemmd::RunQuantized(o);
+  } catch (const std::bad_alloc&) {
+    // The sizes are checked against this machine's memory first; this is what is left
+    // (another process took the memory meanwhile, or an estimate fell short).
+    std::fprintf(stderr, "error: out of memory while building or receiving the request\n");
+    return 1;
+  }
   std::fprintf(stderr,
                "error: unknown command '%s'; expected info, health, matmul, quantized or bench\n",
                command.c_str());

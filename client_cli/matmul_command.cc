@@ -14,13 +14,12 @@
 namespace gemmd {
 
 int RunMatmul(const CliOptions& o) {
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(o.target);
+  if (int rc = Preflight(o, /*quantized=*/false, channel.get()); rc != 0) return rc;
   absl::StatusOr<std::unique_ptr<MatmulInputs>> inputs = BuildMatmulInputs(o);
-  if (!inputs.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(inputs.status().message()).c_str());
-    return 1;
-  }
+  if (!inputs.ok()) return ReportError(inputs.status());
   const MatmulInputs& in = **inputs;
-  auto stub = gemm::v1::GemmService::NewStub(MakeChannel(o.target));
+  auto stub = gemm::v1::GemmService::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(o.timeout_s)));
   gemm::v1::MatmulResponse response;

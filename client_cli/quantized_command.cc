@@ -17,13 +17,12 @@
 namespace gemmd {
 
 int RunQuantized(const CliOptions& o) {
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(o.target);
+  if (int rc = Preflight(o, /*quantized=*/true, channel.get()); rc != 0) return rc;
   absl::StatusOr<std::unique_ptr<QuantizedInputs>> built = BuildQuantizedInputs(o);
-  if (!built.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(built.status().message()).c_str());
-    return 1;
-  }
+  if (!built.ok()) return ReportError(built.status());
   const QuantizedInputs& in = **built;
-  auto stub = gemm::v1::GemmService::NewStub(MakeChannel(o.target));
+  auto stub = gemm::v1::GemmService::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(o.timeout_s)));
   gemm::v1::MatmulResponse response;

@@ -1,12 +1,15 @@
 // The client's pieces that need no server: request building, verification, bench stats.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "client_cli/bench_report.h"
 #include "client_cli/quantized_inputs.h"
 #include "client_cli/matmul_inputs.h"
+#include "client_cli/preflight.h"
 #include "kernels/cpu_gemm.h"
 
 namespace gemmd {
@@ -157,6 +160,92 @@ TEST(QuantizedInputsTest, BuildsRequestsAndMeasuresBothErrors) {
   o.quant_format = "nvfp4";
   o.k = 24;
   EXPECT_EQ(BuildQuantizedInputs(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gemmd
+
+namespace gemmd {
+namespace {
+
+// The sizes come from the flags, in 64 bits, before anything is allocated.
+TEST(PreflightTest, RequestSizesFollowTheFlags) {
+  CliOptions o;
+  o.m = 100;
+  o.n = 30;
+  o.k = 20;
+  o.batch = 2;
+  o.dtype = "float16";
+  o.beta = 1.0;  // sends C as well
+  o.verify = true;
+  absl::StatusOr<RequestSize> s = MatmulRequestSize(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const int64_t a = 2 * 100 * 20 * 2, b = 2 * 20 * 30 * 2, c = 2 * 100 * 30 * 4;
+  EXPECT_EQ(s->request_bytes, a + b + c);
+  EXPECT_EQ(s->result_bytes, c);
+  EXPECT_EQ(s->result_elements, 2 * 100 * 30);
+  EXPECT_EQ(s->largest_operand, 2 * 100 * 30);
+  EXPECT_EQ(s->client_bytes, 2 * (a + b + c) + c + 2 * 100 * 30 * 8);
+
+  o = CliOptions();
+  o.m = o.k = int64_t{1} << 40;  // 2^80 elements: an error, not an allocation
+  EXPECT_EQ(MatmulRequestSize(o).status().message(), "the problem's sizes multiply past 2^63");
+  o.batch = -1;
+  EXPECT_EQ(MatmulRequestSize(o).status().code(), absl::StatusCode::kInvalidArgument);
+
+  o = CliOptions();
+  o.m = 16;
+  o.n = 64;
+  o.k = 128;
+  o.quant_format = "nvfp4";
+  s = QuantizedRequestSize(o);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->request_bytes, (16 + 64) * 128 / 2 + (16 + 64) * 128 / 16 + 4 * (16 + 64));
+  EXPECT_EQ(s->result_bytes, 16 * 64 * 4);
+}
+
+TEST(PreflightTest, RequestsPastTheServersLimitsOrThisMachinesMemoryAreRefused) {
+  RequestSize s;
+  s.request_bytes = 1000;
+  s.largest_operand = 100;
+  s.result_elements = 50;
+  s.result_bytes = 200;
+  s.client_bytes = 5000;
+  const ServerLimits roomy{1 << 20, 1 << 20};
+  EXPECT_TRUE(CheckRequestFits(s, roomy, 1 << 20).ok());
+  EXPECT_TRUE(CheckRequestFits(s, std::nullopt, 1 << 20).ok());  // --local: memory only
+
+  absl::Status refused = CheckRequestFits(s, ServerLimits{1 << 20, 99}, 1 << 20);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.message(),
+            "an operand would have 100 elements; the server accepts at most 99 per operand (its "
+            "--max_elements)");
+  refused = CheckRequestFits(s, ServerLimits{999, 1 << 20}, 1 << 20);
+  EXPECT_EQ(refused.message(),
+            "the request would carry 1000 bytes of operands; the server accepts messages of at "
+            "most 999 (its --max_message_bytes)");
+  refused = CheckRequestFits(s, roomy, 4999);
+  EXPECT_EQ(refused.message(),
+            "this needs about 0.00 GB of memory here (operands, result, their copies in flight "
+            "and any --verify reference); this machine has 0.00 GB available");
+  EXPECT_GT(AvailableMemoryBytes(), 0);
+}
+
+TEST(PreflightTest, TimeoutsAndOutputPathsAreCheckedBeforeCalling) {
+  CliOptions o;
+  EXPECT_TRUE(CheckCommonFlags(o).ok());
+  for (double bad : {0.0, -1.0, std::nan("")}) {
+    o.timeout_s = bad;
+    EXPECT_EQ(CheckCommonFlags(o).code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  o = CliOptions();
+  o.out_path = "/nonexistent-dir/c.npy";
+  EXPECT_EQ(CheckCommonFlags(o).message(),
+            "--out /nonexistent-dir/c.npy: the directory /nonexistent-dir does not exist");
+  o.out_path = "/tmp";
+  EXPECT_EQ(CheckCommonFlags(o).message(), "--out /tmp exists and cannot be written as a file");
+  o.out_path = "c.npy";  // the working directory
+  EXPECT_TRUE(CheckCommonFlags(o).ok());
 }
 
 }  // namespace

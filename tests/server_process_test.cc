@@ -218,6 +218,55 @@ TEST(ServerProcessTest, ATakenPortStopsTheSecondServerWithTheReason) {
   EXPECT_EQ(WEXITSTATUS(first.Wait(absl::Seconds(20))), 0);
 }
 
+// gemm-cli checks a request against the server's advertised limits and its own memory
+// before it allocates or sends anything, and its flags before it calls. (Before:
+// std::bad_alloc, exit 134, for a 100000 x 100000 operand; 28 s of upload before gRPC's
+// size error; a missing --out directory noticed after the server did the work.)
+TEST(ServerProcessTest, TheCliRefusesWhatCannotWorkBeforeSendingIt) {
+  Child server({GEMM_SERVER_BINARY, "--backend=cpu", "--host=127.0.0.1", "--port=0",
+                "--metrics_port=-1", "--max_message_bytes=1048576"});
+  const int port = StartedPort(server);
+  ASSERT_GT(port, 0);
+  const std::string target = absl::StrCat("--target=127.0.0.1:", port);
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"matmul", "--m=100000", "--n=8", "--k=100000"},
+       "error: an operand would have 10000000000 elements; the server accepts at most "
+       "134217728 per operand (its --max_elements)"},
+      {{"quantized", "--m=100000", "--n=8", "--k=100000"}, "error: an operand would have"},
+      {{"bench", "--m=100000", "--n=8", "--k=100000"}, "error: an operand would have"},
+      {{"matmul", "--batch=100000000"}, "error: an operand would have"},
+      {{"matmul", "--m=1024", "--n=8", "--k=1024"},
+       "error: the request would carry 4227072 bytes of operands; the server accepts messages "
+       "of at most 1048576 (its --max_message_bytes)"},
+      {{"matmul", "--m=8", "--n=8", "--k=8", "--out=/nonexistent-dir/c.npy"},
+       "error: --out /nonexistent-dir/c.npy: the directory /nonexistent-dir does not exist"},
+      {{"matmul", "--timeout_s=0"}, "error: --timeout_s must be a number of seconds > 0, not 0"},
+      {{"matmul", "--timeout_s=-1"}, "error: --timeout_s must be a number of seconds > 0"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {GEMM_CLI_BINARY};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    argv.push_back(target);
+    const absl::Time start = absl::Now();
+    Child cli(argv);
+    const int status = cli.Wait(absl::Seconds(30));
+    EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << c.args[0];
+    EXPECT_TRUE(WIFEXITED(status)) << status;
+    EXPECT_EQ(WEXITSTATUS(status), 1) << cli.output();
+    EXPECT_TRUE(absl::StartsWith(cli.output(), c.message)) << cli.output();
+  }
+  // Nothing reached the server's Matmul: every refusal happened in the client.
+  Child check({GEMM_CLI_BINARY, "matmul", "--m=8", "--n=8", "--k=8", "--verify", target});
+  EXPECT_EQ(WEXITSTATUS(check.Wait(absl::Seconds(30))), 0) << check.output();
+  kill(server.pid(), SIGTERM);
+  EXPECT_EQ(WEXITSTATUS(server.Wait(absl::Seconds(20))), 0);
+  EXPECT_FALSE(absl::StrContains(server.output(), "event=request_failed")) << server.output();
+}
+
 TEST(ServerProcessTest, VersionSaysWhatItIs) {
   for (const char* binary : {GEMM_SERVER_BINARY, GEMM_CLI_BINARY}) {
     Child child({binary, "--version"});

@@ -88,9 +88,10 @@ absl::StatusOr<QuantFormat> CheckQuantized(const gemm::v1::QuantizedTensor& t,
     for (int64_t r = 0; r < rows; ++r) {
       float s;
       std::memcpy(&s, t.scales().data() + r * 4, 4);
-      if (!std::isfinite(s)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name, ".scales[", r, "] is ", s, "; INT8 scales must be finite"));
+      // amax / 127 is never negative; a negative scale would flip the row's sign.
+      if (!std::isfinite(s) || s < 0.0f) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name, ".scales[", r, "] is ", s, "; INT8 scales must be finite and >= 0"));
       }
     }
   } else if (!std::isfinite(t.tensor_scale()) || !(t.tensor_scale() > 0.0f)) {

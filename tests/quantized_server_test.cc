@@ -200,8 +200,11 @@ TEST_F(QuantizedServerTest, TheCpuBackendListsItsWeightOnlyKernel) {
     gemm::v1::MatmulResponse response;
     const grpc::Status status = Call(request, &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-    EXPECT_TRUE(absl::StrContains(status.error_message(), "skinny_nvfp4_mma16816"))
-        << status.error_message();
+    // Both lists, the quantized kernels included. (Before: the dense ones only.)
+    EXPECT_EQ(status.error_message(),
+              "no kernel named 'skinny_nvfp4_mma16816' on this server; Matmul kernels: "
+              "cpu_sgemm_openblas, cpu_hgemm_emulated_openblas; QuantizedMatmul kernels: "
+              "cpu_weight_only_sgemm_openblas");
   }
   {
     request.set_kernel(kCpuWeightOnlyKernel);
@@ -257,6 +260,15 @@ TEST_F(QuantizedServerTest, MalformedRequestsAreInvalidArguments) {
                  "b: NVFP4 block scale [1, 1] is 0x7f, a NaN in E4M3 (0x7F and 0xFF are not "
                  "scales)");
   r = good;
+  (*r.mutable_b()->mutable_scales())[3] = static_cast<char>(0x90);
+  expect_invalid(r,
+                 "b: NVFP4 block scale [1, 1] is 0x90, which has the sign bit set; block "
+                 "scales are unsigned (0x00-0x7E)");
+  r = good;
+  const float negative = -0.25f;
+  std::memcpy(r.mutable_a()->mutable_scales()->data() + 4, &negative, 4);
+  expect_invalid(r, "a.scales[1] is -0.25; INT8 scales must be finite and >= 0");
+  r = good;
   r.mutable_b()->set_tensor_scale(0);
   expect_invalid(r, "b.tensor_scale is 0; NVFP4 needs a finite scale > 0");
   r = good;
@@ -272,7 +284,7 @@ TEST_F(QuantizedServerTest, MalformedRequestsAreInvalidArguments) {
   r = good;
   r.mutable_a()->add_shape(2);
   expect_invalid(r, "a.shape [4,32,2] has rank 3; expected [rows, K]");
-  EXPECT_GE(RequestsCounted("NONE", "INVALID_ARGUMENT"), 8);
+  EXPECT_GE(RequestsCounted("NONE", "INVALID_ARGUMENT"), 10);
 
   gemm::v1::MatmulResponse response;
   EXPECT_TRUE(Call(good, &response).ok());  // the server is still fine

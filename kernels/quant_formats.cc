@@ -187,30 +187,19 @@ absl::Status DequantizeNvfp4(const Nvfp4Matrix& m, float* out) {
 
 namespace {
 
-// NaN (0x7F, 0xFF) or negative (the sign bit set): what a block scale byte must not be.
-// Quantizers write amax / 6 / g, never negative; a sign bit means the bytes are not
-// block scales at all (an offset or byte-order mistake), so they are refused rather than
-// decoded into sign-flipped values.
-absl::Status BadScaleError(int64_t row, int64_t block, uint8_t byte) {
-  if ((byte & 0x7F) == 0x7F) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("NVFP4 block scale [", row, ", ", block, "] is 0x", absl::Hex(byte),
-                     ", a NaN in E4M3 (0x7F and 0xFF are not scales)"));
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "NVFP4 block scale [", row, ", ", block, "] is 0x", absl::Hex(byte),
-      ", which has the sign bit set; block scales are unsigned (0x00-0x7E)"));
+absl::Status NanScaleError(int64_t row, int64_t block, uint8_t byte) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("NVFP4 block scale [", row, ", ", block, "] is 0x", absl::Hex(byte),
+                   ", a NaN in E4M3 (0x7F and 0xFF are not scales)"));
 }
-
-bool BadScale(uint8_t byte) { return byte >= 0x7F; }
 
 }  // namespace
 
 absl::Status CheckNvfp4Scales(const uint8_t* block_scales, int64_t rows, int64_t cols) {
   const int64_t blocks_per_row = cols / kNvfp4BlockSize;
   for (int64_t i = 0; i < rows * blocks_per_row; ++i) {
-    if (BadScale(block_scales[i])) {
-      return BadScaleError(i / blocks_per_row, i % blocks_per_row, block_scales[i]);
+    if ((block_scales[i] & 0x7F) == 0x7F) {
+      return NanScaleError(i / blocks_per_row, i % blocks_per_row, block_scales[i]);
     }
   }
   return absl::OkStatus();
@@ -225,8 +214,8 @@ absl::Status DequantizeNvfp4(const uint8_t* packed, const uint8_t* block_scales,
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < blocks_per_row; ++b) {
       const uint8_t scale_byte = block_scales[r * blocks_per_row + b];
-      if (BadScale(scale_byte)) return BadScaleError(r, b, scale_byte);
       const float scale = DecodeE4m3(scale_byte);
+      if (std::isnan(scale)) return NanScaleError(r, b, scale_byte);
       // K % 16 == 0, so a block starts on a byte: 8 bytes, two codes each (even index
       // in the low nibble). e2m1 * e4m3 is exact in float; the tensor scale adds the
       // only rounding.

@@ -80,16 +80,15 @@ void DequantizeInt8(const int8_t* values, const float* scales, int64_t rows, int
                     float* out);
 
 absl::StatusOr<Nvfp4Matrix> QuantizeNvfp4(const float* x, int64_t rows, int64_t cols);
-// out: rows * cols floats. INVALID_ARGUMENT for a NaN or negative scale byte, a NaN tensor
-// scale, or sizes that do not match rows and cols.
+// out: rows * cols floats. INVALID_ARGUMENT for a NaN scale byte or tensor scale, or sizes
+// that do not match rows and cols.
 absl::Status DequantizeNvfp4(const Nvfp4Matrix& m, float* out);
 // The same from raw buffers of the right sizes (rows*cols/2 and rows*cols/16 bytes).
 absl::Status DequantizeNvfp4(const uint8_t* packed, const uint8_t* block_scales,
                              float tensor_scale, int64_t rows, int64_t cols, float* out);
 
-// INVALID_ARGUMENT naming the first NaN (0x7F, 0xFF) or negative (sign bit set) byte
-// among the rows*cols/16 E4M3 block scales: what DequantizeNvfp4 reports, for paths that
-// decode on the GPU.
+// INVALID_ARGUMENT naming the first NaN scale byte (0x7F, 0xFF) among the rows*cols/16
+// E4M3 block scales: what DequantizeNvfp4 reports, for paths that decode on the GPU.
 absl::Status CheckNvfp4Scales(const uint8_t* block_scales, int64_t rows, int64_t cols);
 
 }  // namespace gemmd

@@ -93,17 +93,13 @@ absl::StatusOr<PreparedGemm> PrepareQuantizedMatmul(
   g.output_bytes = v->output_bytes;
 
   // A device with quantized kernels takes the packed bytes as they are (unless the request
-  // forces a dense kernel). Checking the scale bytes is the only host work left; it
-  // counts as copy-in, like dequantizing.
+  // forces a dense kernel); validation has checked every scale byte already.
   QuantizedOperands packed = PackedOperands(request, *v);
   absl::StatusOr<std::string> quantized_kernel =
       context.device->SelectQuantizedKernel(packed, v->kernel);
   if (!quantized_kernel.ok()) return quantized_kernel.status();
   if (!quantized_kernel->empty()) {
     g.forced_kernel = *quantized_kernel;
-    const absl::Time check_start = absl::Now();
-    if (absl::Status s = CheckPackedScales(request, *v); !s.ok()) return s;
-    g.prepare = absl::Now() - check_start;
     g.quantized = std::make_shared<const QuantizedOperands>(std::move(packed));
     return g;
   }

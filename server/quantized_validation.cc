@@ -19,6 +19,30 @@ std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape) {
   return ShapeText(absl::MakeConstSpan(shape.data(), static_cast<size_t>(shape.size())));
 }
 
+// What the service accepts as NVFP4 block scales: E4M3 bytes that are neither NaN (0x7F,
+// 0xFF) nor negative. Quantizers write amax / 6 / g, never negative; a sign bit means the
+// bytes are not scales at all (an offset or byte-order mistake on the client), so it is
+// refused rather than decoded into sign-flipped blocks (the kernels themselves decode
+// the sign, as E4M3 defines it).
+absl::Status CheckBlockScales(const std::string& scales, int64_t k) {
+  const int64_t blocks_per_row = k / kNvfp4BlockSize;
+  for (size_t i = 0; i < scales.size(); ++i) {
+    const uint8_t byte = static_cast<uint8_t>(scales[i]);
+    if (byte < 0x7F) continue;
+    const int64_t row = static_cast<int64_t>(i) / blocks_per_row;
+    const int64_t block = static_cast<int64_t>(i) % blocks_per_row;
+    if (byte == 0x7F || byte == 0xFF) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("NVFP4 block scale [", row, ", ", block, "] is 0x", absl::Hex(byte),
+                       ", a NaN in E4M3 (0x7F and 0xFF are not scales)"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "NVFP4 block scale [", row, ", ", block, "] is 0x", absl::Hex(byte),
+        ", which has the sign bit set; block scales are unsigned (0x00-0x7E)"));
+  }
+  return absl::OkStatus();
+}
+
 // [rows, K] with both dims >= 1 and rows*K within max_elements.
 absl::Status CheckShape(const google::protobuf::RepeatedField<int64_t>& shape,
                         absl::string_view name, const ValidationLimits& limits) {
@@ -94,9 +118,14 @@ absl::StatusOr<QuantFormat> CheckQuantized(const gemm::v1::QuantizedTensor& t,
             name, ".scales[", r, "] is ", s, "; INT8 scales must be finite and >= 0"));
       }
     }
-  } else if (!std::isfinite(t.tensor_scale()) || !(t.tensor_scale() > 0.0f)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ".tensor_scale is ", t.tensor_scale(), "; NVFP4 needs a finite scale > 0"));
+  } else {
+    if (!std::isfinite(t.tensor_scale()) || !(t.tensor_scale() > 0.0f)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ".tensor_scale is ", t.tensor_scale(), "; NVFP4 needs a finite scale > 0"));
+    }
+    if (absl::Status s = CheckBlockScales(t.scales(), k); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
+    }
   }
   return format;
 }
@@ -209,20 +238,6 @@ QuantizedOperands PackedOperands(const gemm::v1::QuantizedMatmulRequest& request
   }
   q.b = operand(request.b(), v.b_format);
   return q;
-}
-
-absl::Status CheckPackedScales(const gemm::v1::QuantizedMatmulRequest& request,
-                               const ValidatedQuantized& v) {
-  auto check = [](const gemm::v1::QuantizedTensor& t, const char* name) {
-    absl::Status s = CheckNvfp4Scales(reinterpret_cast<const uint8_t*>(t.scales().data()),
-                                      t.shape(0), t.shape(1));
-    return s.ok() ? s : absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
-  };
-  if (v.a_format == QuantFormat::kNvfp4) {
-    if (absl::Status s = check(request.a(), "a"); !s.ok()) return s;
-  }
-  if (v.b_format == QuantFormat::kNvfp4) return check(request.b(), "b");
-  return absl::OkStatus();
 }
 
 absl::Status DequantizeOperands(const gemm::v1::QuantizedMatmulRequest& request,

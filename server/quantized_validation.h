@@ -38,12 +38,12 @@ absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
     const gemm::v1::QuantizedMatmulRequest& request, const ValidationLimits& limits);
 
 // Writes A [m, k] and B [n, k] of a validated request as FP32 (a_out: m*k floats, b_out:
-// n*k floats). INVALID_ARGUMENT for a NaN or negative E4M3 scale byte.
+// n*k floats). INVALID_ARGUMENT for a NaN E4M3 scale byte.
 absl::Status DequantizeOperands(const gemm::v1::QuantizedMatmulRequest& request,
                                 const ValidatedQuantized& v, float* a_out, float* b_out);
 
 // One validated quantized operand [rows, k] as FP32 (out: rows*k floats). INVALID_ARGUMENT
-// for a NaN or negative E4M3 scale byte.
+// for a NaN E4M3 scale byte.
 absl::Status DequantizeOperand(const QuantizedOperand& op, int64_t rows, int64_t k,
                                float* out);
 
@@ -52,10 +52,6 @@ absl::Status DequantizeOperand(const QuantizedOperand& op, int64_t rows, int64_t
 QuantizedOperands PackedOperands(const gemm::v1::QuantizedMatmulRequest& request,
                                  const ValidatedQuantized& v);
 
-// What DequantizeOperands would refuse besides sizes, checked without decoding: NaN or
-// negative E4M3 scale bytes of NVFP4 operands. INVALID_ARGUMENT with DequantizeOperands' message.
-absl::Status CheckPackedScales(const gemm::v1::QuantizedMatmulRequest& request,
-                               const ValidatedQuantized& v);
 
 }  // namespace gemmd
 

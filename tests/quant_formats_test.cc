@@ -153,21 +153,6 @@ TEST(Nvfp4Test, AllZeroTensorAndErrors) {
   const absl::Status nan_scale = DequantizeNvfp4(*q, out.data());
   EXPECT_EQ(nan_scale.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(nan_scale.message(), "0x7f")) << nan_scale;
-  // Block scales are unsigned: a sign bit (even on zero, 0x80) is refused, on the host
-  // path and by the check the GPU paths run, with the same message.
-  for (uint8_t negative : {uint8_t{0x80}, uint8_t{0xB8}, uint8_t{0xFE}}) {
-    q->block_scales[1] = negative;
-    const absl::Status refused = DequantizeNvfp4(*q, out.data());
-    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(refused.message(),
-              absl::StrCat("NVFP4 block scale [1, 0] is 0x", absl::Hex(negative),
-                           ", which has the sign bit set; block scales are unsigned "
-                           "(0x00-0x7E)"));
-    EXPECT_EQ(CheckNvfp4Scales(q->block_scales.data(), 2, 16), refused);
-  }
-  q->block_scales[1] = 0x7E;  // 448, the largest scale
-  EXPECT_TRUE(DequantizeNvfp4(*q, out.data()).ok());
-  EXPECT_TRUE(CheckNvfp4Scales(q->block_scales.data(), 2, 16).ok());
   q->block_scales.pop_back();
   EXPECT_EQ(DequantizeNvfp4(*q, out.data()).code(), absl::StatusCode::kInvalidArgument);
 }

@@ -36,3 +36,8 @@ target_compile_definitions(server_process_test PRIVATE
   GEMM_SERVER_BINARY="$<TARGET_FILE:gemm-server>" GEMM_CLI_BINARY="$<TARGET_FILE:gemm-cli>")
 add_dependencies(server_process_test gemm-server gemm-cli)
 gtest_discover_tests(server_process_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+
+# The hostile callers as a command, for the measurements (bench/cpu_robustness_bench.sh).
+add_executable(hostile-client hostile_client_main.cc raw_http2_client.cc)
+target_link_libraries(hostile-client PRIVATE gemm_proto gemm_kernels absl::strings absl::time)
+target_include_directories(hostile-client PRIVATE ${PROJECT_SOURCE_DIR})

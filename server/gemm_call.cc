@@ -207,6 +207,7 @@ void GemmCall::JobDone(const absl::Status& status, const JobResult& result) {
 }
 
 void GemmCall::ReleaseRequest() {
+  request_bytes_.Clear();
   request_.reset();
   request_reservation_ = Reservation();
   prepared_.scratch.reset();

@@ -81,7 +81,8 @@ class GemmCall final : public grpc::ServerGenericBidiReactor, public CallRegistr
   void LeaveArriving();
   // What the client got, for the metrics and the log.
   absl::Status Outcome() const;
-  // Frees the request and everything prepared from it (the result buffer excepted).
+  // Frees the request (received and parsed) and everything prepared from it, the result
+  // buffer excepted.
   void ReleaseRequest();
 
   const GemmCallEnvironment* const env_;

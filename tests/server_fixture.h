@@ -1,5 +1,6 @@
 // What the tests of a whole server in-process share: a config for 127.0.0.1:0, channels
-// without size limits, requests with random operands, and a plain HTTP GET for /metrics.
+// without size limits, requests with random operands, asynchronous calls, a plain HTTP
+// GET for /metrics, and a fixture that starts the server.
 #ifndef GEMMD_TESTS_SERVER_FIXTURE_H_
 #define GEMMD_TESTS_SERVER_FIXTURE_H_
 
@@ -7,10 +8,12 @@
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -21,6 +24,8 @@
 #include "absl/time/time.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "proto/proto_types.h"
+#include "server/cpu_device.h"
+#include "server/device.h"
 #include "server/gemm_server.h"
 #include "tests/test_util.h"
 
@@ -120,6 +125,45 @@ inline double ScrapedValue(const std::string& page, const std::string& series) {
   if (pos == std::string::npos) return -1;
   return std::stod(page.substr(pos + line_start.size()));
 }
+
+// Polls `condition` until it holds (true) or `timeout` passes (false).
+inline bool Eventually(const std::function<bool()>& condition,
+                       absl::Duration timeout = absl::Seconds(20)) {
+  const absl::Time limit = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() > limit) return false;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return true;
+}
+
+// A test with one server in-process (on the given device, the CPU backend by default) and
+// a stub on its own channel.
+class InProcessServerTest : public ::testing::Test {
+ protected:
+  void Start(ServerConfig config = TestConfig(),
+             std::unique_ptr<Device> device = std::make_unique<CpuDevice>(0)) {
+    std::vector<std::unique_ptr<Device>> devices;
+    devices.push_back(std::move(device));
+    absl::StatusOr<std::unique_ptr<GemmServer>> server =
+        GemmServer::CreateWithDevices(config, "cpu", std::move(devices));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    channel_ = ChannelTo(server_->port());
+    stub_ = gemm::v1::GemmService::NewStub(channel_);
+  }
+
+  grpc::Status Call(const gemm::v1::MatmulRequest& request, gemm::v1::MatmulResponse* response,
+                    absl::Duration timeout = absl::Seconds(60)) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    return stub_->Matmul(&context, request, response);
+  }
+
+  std::unique_ptr<GemmServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<gemm::v1::GemmService::Stub> stub_;
+};
 
 }  // namespace gemmd::testing
 

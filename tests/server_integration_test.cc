@@ -48,28 +48,9 @@ using ::gemmd::testing::ScrapedValue;
 using ::gemmd::testing::SetTensor;
 using ::gemmd::testing::TestConfig;
 
-class ServerTest : public ::testing::Test {
+class ServerTest : public ::gemmd::testing::InProcessServerTest {
  protected:
   void SetUp() override { SetLogEnabled(false); }
-
-  void Start(ServerConfig config = TestConfig(),
-             std::unique_ptr<Device> device = std::make_unique<CpuDevice>(0)) {
-    std::vector<std::unique_ptr<Device>> devices;
-    devices.push_back(std::move(device));
-    absl::StatusOr<std::unique_ptr<GemmServer>> server =
-        GemmServer::CreateWithDevices(config, "cpu", std::move(devices));
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    channel_ = ChannelTo(server_->port());
-    stub_ = gemm::v1::GemmService::NewStub(channel_);
-  }
-
-  grpc::Status Call(const gemm::v1::MatmulRequest& request, gemm::v1::MatmulResponse* response,
-                    absl::Duration timeout = absl::Seconds(60)) {
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-    return stub_->Matmul(&context, request, response);
-  }
 
   std::string HealthStatus() {
     auto health = grpc::health::v1::Health::NewStub(channel_);
@@ -80,12 +61,7 @@ class ServerTest : public ::testing::Test {
     if (!status.ok()) return absl::StrCat("rpc error ", status.error_code());
     return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
   }
-
-  std::unique_ptr<GemmServer> server_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<gemm::v1::GemmService::Stub> stub_;
 };
-
 
 TEST_F(ServerTest, MatmulMatchesFp64Reference) {
   Start();

@@ -39,6 +39,7 @@ namespace {
 
 using ::gemmd::testing::AsyncCall;
 using ::gemmd::testing::ChannelTo;
+using ::gemmd::testing::Eventually;
 using ::gemmd::testing::FakeDevice;
 using ::gemmd::testing::HttpGet;
 using ::gemmd::testing::MetricValue;
@@ -49,45 +50,14 @@ using ::gemmd::testing::TestConfig;
 
 constexpr char kMatmulPath[] = "/gemm.v1.GemmService/Matmul";
 
-bool Eventually(const std::function<bool()>& condition,
-                absl::Duration timeout = absl::Seconds(20)) {
-  const absl::Time limit = absl::Now() + timeout;
-  while (!condition()) {
-    if (absl::Now() > limit) return false;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return true;
-}
-
-class RobustnessTest : public ::testing::Test {
+class RobustnessTest : public ::gemmd::testing::InProcessServerTest {
  protected:
   void SetUp() override { SetLogEnabled(getenv("GEMMD_TEST_LOG") != nullptr); }
-
-  void Start(ServerConfig config = TestConfig(),
-             std::unique_ptr<Device> device = std::make_unique<CpuDevice>(0)) {
-    std::vector<std::unique_ptr<Device>> devices;
-    devices.push_back(std::move(device));
-    absl::StatusOr<std::unique_ptr<GemmServer>> server =
-        GemmServer::CreateWithDevices(config, "cpu", std::move(devices));
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    stub_ = gemm::v1::GemmService::NewStub(ChannelTo(server_->port()));
-  }
-
-  grpc::Status Call(const gemm::v1::MatmulRequest& request, gemm::v1::MatmulResponse* response,
-                    absl::Duration timeout = absl::Seconds(60)) {
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-    return stub_->Matmul(&context, request, response);
-  }
 
   double Counted(const std::string& code) {
     EXPECT_TRUE(server_->AwaitIdle(absl::Now() + absl::Seconds(20)));
     return RequestsCounted(server_->metrics(), "Matmul", code);
   }
-
-  std::unique_ptr<GemmServer> server_;
-  std::unique_ptr<gemm::v1::GemmService::Stub> stub_;
 };
 
 

@@ -69,11 +69,18 @@ absl::Status Batcher::Admission(int64_t bytes, int64_t arriving) const {
         "the operands and result take ", bytes, " bytes; a device here takes at most ",
         max_batch_bytes_, " per launch (see --device_memory_limit_bytes)"));
   }
-  if (static_cast<int64_t>(queued_) + arriving >= static_cast<int64_t>(options_.max_queue_size)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "queue full: ", queued_, " jobs waiting",
-        arriving > 0 ? absl::StrCat(" and ", arriving, " arriving") : std::string(),
-        " (--max_queue_size=", options_.max_queue_size, "); retry later"));
+  if (queued_ >= options_.max_queue_size) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("queue full: ", queued_, " jobs waiting (--max_queue_size=",
+                     options_.max_queue_size, "); retry later"));
+  }
+  // Calls still sending their requests get a place of their own, as many again: enough
+  // that a batch drained from the queue is refilled at once, few enough that a crowd of
+  // callers is refused at its headers instead of after its uploads.
+  if (arriving >= static_cast<int64_t>(options_.max_queue_size)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("server busy: ", arriving, " calls are still sending their requests (",
+                     "--max_queue_size=", options_.max_queue_size, "); retry later"));
   }
   return absl::OkStatus();
 }

@@ -37,10 +37,14 @@ GemmCall::GemmCall(const GemmCallEnvironment* env, grpc::GenericCallbackServerCo
   env_->metrics->AddInflight(1);
   const absl::Status admitted = Admit();
   absl::MutexLock lock(&mu_);
-  if (state_ != State::kReceiving) return;  // a drain has answered it already
+  if (state_ != State::kReceiving) {  // a drain has answered it already
+    LeaveArriving();
+    return;
+  }
   if (admitted.ok()) {
     StartRead(&request_bytes_);
   } else {
+    LeaveArriving();  // at once: a refused call must not crowd out the next one
     FinishLocked(admitted);
   }
 }

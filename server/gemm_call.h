@@ -6,8 +6,8 @@
 // request, so an overloaded or draining server can refuse only after buffering it, and
 // its response is a message gRPC serializes into a second copy of C. Here:
 //   1. headers: refused at once (UNAVAILABLE while draining or with no healthy device,
-//      RESOURCE_EXHAUSTED when the queue or the memory cap is full), before a byte of the
-//      request is read; otherwise the call takes a place in the queue and reads.
+//      RESOURCE_EXHAUSTED when the queue, the calls still arriving or the memory cap are
+//      at their limits), before a byte of the request is read; otherwise it reads.
 //   2. request read: its size checked against --max_message_bytes, its bytes reserved
 //      under --max_inflight_bytes, parsed, validated and prepared (gemm_request.h), its
 //      result buffer reserved, its job queued.
@@ -53,8 +53,8 @@ struct GemmCallEnvironment {
   ServerMetrics* metrics = nullptr;
   CallRegistry* registry = nullptr;
   LogRateLimiter* failure_log = nullptr;
-  // Calls admitted at their headers whose job is not yet queued: they count against
-  // --max_queue_size, so a full queue refuses new calls before their requests are read.
+  // Calls admitted at their headers whose job is not yet queued (JobExecutor::CheckRoom
+  // bounds them), so a crowd of callers is refused before their requests are read.
   std::atomic<int64_t>* arriving = nullptr;
 };
 

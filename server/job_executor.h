@@ -19,10 +19,10 @@ class JobExecutor {
   // `done` will never be called, and the caller answers the request itself.
   virtual absl::Status Submit(std::unique_ptr<Job> job) = 0;
 
-  // Whether a job could be queued now, were `arriving` more jobs already promised a
-  // place: UNAVAILABLE (draining, no healthy device) or RESOURCE_EXHAUSTED (the queue
-  // would be full). Lets the service refuse a call before reading its request. Submit
-  // still decides; the state may change in between.
+  // Whether a call arriving now may read its request, with `arriving` others already
+  // doing so: UNAVAILABLE (draining, no healthy device) or RESOURCE_EXHAUSTED (the queue
+  // is full, or max_queue_size calls are already arriving). Lets the service refuse a
+  // call before reading its request. Submit still decides; the state may change between.
   virtual absl::Status CheckRoom(int64_t /*arriving*/) const { return absl::OkStatus(); }
 
   // Stops taking jobs, finishes every job already taken, then returns. Idempotent.

@@ -19,6 +19,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "server/gemm_server.h"
 #include "server/log.h"
 
@@ -165,6 +166,11 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   gpr_set_log_function(LogFromGrpc);
+  // Debian's abseil is built without NDEBUG, which turns on absl::Mutex's deadlock
+  // detector: every lock then updates one process-wide graph under one global lock. On
+  // the 16-core GPU host that serialized the request path (docs/BENCHMARKS.md). The tests
+  // keep it on.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   // Before anything touches CUDA: the driver reads it when it initializes.
   const std::string module_loading = absl::GetFlag(FLAGS_cuda_module_loading);

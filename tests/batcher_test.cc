@@ -164,8 +164,8 @@ TEST(BatcherTest, FullQueueRejectsAtOnce) {
   EXPECT_EQ(batcher.InflightBytes(), 0);
 }
 
-// CheckRoom answers what Submit would, counting the jobs promised a place (calls whose
-// request is still arriving) as if they were queued.
+// CheckRoom answers what Submit would about the queue, and also bounds the calls still
+// arriving (as many as the queue holds).
 TEST(BatcherTest, CheckRoomAnswersWhatSubmitWould) {
   FakeDevice device(/*gated=*/true);
   Batcher batcher({&device}, Opts(1, absl::ZeroDuration(), 2), nullptr);
@@ -174,10 +174,11 @@ TEST(BatcherTest, CheckRoomAnswersWhatSubmitWould) {
   device.AwaitStarted(1);
   EXPECT_TRUE(batcher.CheckRoom(0).ok());
   EXPECT_TRUE(batcher.CheckRoom(1).ok());
-  const absl::Status promised = batcher.CheckRoom(2);
-  EXPECT_EQ(promised.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(promised.message(),
-            "queue full: 0 jobs waiting and 2 arriving (--max_queue_size=2); retry later");
+  const absl::Status crowd = batcher.CheckRoom(2);
+  EXPECT_EQ(crowd.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(crowd.message(),
+            "server busy: 2 calls are still sending their requests (--max_queue_size=2); "
+            "retry later");
   ASSERT_TRUE(batcher.Submit(MakeJob(&o2, 2)).ok());
   ASSERT_TRUE(batcher.Submit(MakeJob(&o3, 3)).ok());  // the queue (size 2) is now full
   const absl::Status full = batcher.CheckRoom(0);

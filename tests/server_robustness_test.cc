@@ -136,6 +136,10 @@ TEST_F(RobustnessTest, OversizeUploadIsCutOffBeforeItIsBuffered) {
   EXPECT_LT(took, absl::Seconds(10));
   gemm::v1::MatmulResponse response;
   EXPECT_TRUE(Call(RandomRequest(8, 8, 8, 1), &response).ok());
+
+  // What a gRPC client sees for a message past the quota: RESOURCE_EXHAUSTED.
+  const grpc::Status refused = Call(RandomRequest(5000, 1, 5000, 2), &response);  // 200 MB
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
 }
 
 // Many large requests at once against a small cap: each one's bytes are reserved from

@@ -1,15 +1,11 @@
 // gemm-server: serves GemmService (Matmul, QuantizedMatmul, GetServerInfo),
 // grpc.health.v1 and server reflection over gRPC, and Prometheus metrics over HTTP on its
 // own port.
-#include <fcntl.h>
 #include <grpc/support/log.h>
 #include <signal.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <thread>
 
@@ -22,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/gemm_server.h"
 #include "server/log.h"
+#include "server/stop_signals.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on (gRPC and metrics).");
 ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free one (printed in the start log line).");
@@ -91,54 +88,6 @@ std::string VersionString() {
   return absl::StrCat("gemm-server ", gemmd::kGemmdVersion, " (gemmd; ", kCuda, ")\n");
 }
 
-// The stop signals reach main() through a pipe, from a handler, not through a blocked
-// mask and sigwait(): libraries start threads before main() runs (OpenBLAS starts its
-// pool while it loads), those threads keep the signals unblocked, and a second SIGTERM
-// delivered to one of them killed the process mid-drain. A handler runs on whichever
-// thread the kernel picks and only writes the signal number here.
-int signal_pipe[2] = {-1, -1};
-
-extern "C" void OnStopSignal(int signal_number) {
-  const int saved_errno = errno;
-  const unsigned char byte = static_cast<unsigned char>(signal_number);
-  ssize_t ignored = write(signal_pipe[1], &byte, 1);
-  (void)ignored;
-  errno = saved_errno;
-}
-
-bool InstallStopSignals() {
-  if (pipe2(signal_pipe, O_CLOEXEC) != 0) return false;
-  fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK);  // a flood of signals never blocks a handler
-  struct sigaction action = {};
-  action.sa_handler = OnStopSignal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  if (sigaction(SIGTERM, &action, nullptr) != 0 || sigaction(SIGINT, &action, nullptr) != 0) {
-    return false;
-  }
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
-  return true;
-}
-
-// The next byte from the signal pipe: a signal number, or 0 once the drain is done.
-int NextStopEvent() {
-  unsigned char byte = 0;
-  while (true) {
-    const ssize_t n = read(signal_pipe[0], &byte, 1);
-    if (n == 1) return byte;
-    if (n < 0 && errno == EINTR) continue;
-    return 0;
-  }
-}
-
-const char* SignalName(int signal_number) {
-  return signal_number == SIGTERM ? "SIGTERM" : signal_number == SIGINT ? "SIGINT" : "other";
-}
-
 // gRPC's own log lines (a port it cannot bind, say) in the server's logfmt, one line each.
 void LogFromGrpc(gpr_log_func_args* args) {
   const gemmd::LogLevel level = args->severity == GPR_LOG_SEVERITY_ERROR ? gemmd::LogLevel::kError
@@ -185,9 +134,8 @@ int main(int argc, char** argv) {
     setenv("CUDA_MODULE_LOADING", "EAGER", /*overwrite=*/0);  // an operator's setting stays
   }
 
-  if (!InstallStopSignals()) {
-    std::fprintf(stderr, "gemm-server: cannot install the SIGTERM/SIGINT handlers: %s\n",
-                 std::strerror(errno));
+  if (absl::Status s = gemmd::InstallStopSignals(); !s.ok()) {
+    std::fprintf(stderr, "gemm-server: %s\n", std::string(s.message()).c_str());
     return 1;
   }
   // A client that disconnects mid-write must not kill the server.
@@ -220,20 +168,18 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  const int first = NextStopEvent();
-  gemmd::Log(gemmd::LogLevel::kInfo, "signal_received", {{"signal", SignalName(first)}});
-  // The drain runs on its own thread; this one keeps reading the pipe, so a repeated
-  // signal is noted and changes nothing: the drain always runs to its end.
+  const int first = gemmd::NextStopEvent();
+  gemmd::Log(gemmd::LogLevel::kInfo, "signal_received", {{"signal", gemmd::SignalName(first)}});
+  // The drain runs on its own thread; this one keeps reading, so a repeated signal is
+  // noted and changes nothing: the drain always runs to its end.
   gemmd::GemmServer* running = server->get();
   std::thread drain([running] {
     running->Shutdown();
-    const unsigned char done = 0;
-    ssize_t ignored = write(signal_pipe[1], &done, 1);
-    (void)ignored;
+    gemmd::NotifyStopDone();
   });
-  for (int event = NextStopEvent(); event != 0; event = NextStopEvent()) {
+  for (int event = gemmd::NextStopEvent(); event != 0; event = gemmd::NextStopEvent()) {
     gemmd::Log(gemmd::LogLevel::kInfo, "signal_received",
-               {{"signal", SignalName(event)}, {"action", "ignored: the drain continues"}});
+               {{"signal", gemmd::SignalName(event)}, {"action", "ignored: the drain continues"}});
   }
   drain.join();
   // Everything is answered and gRPC has stopped. Tearing the rest down would only wait:

@@ -6,6 +6,7 @@ add_executable(server_unit_test
   host_copier_test.cc
   log_test.cc
   host_memory_test.cc
+  response_encoding_test.cc
   quantized_plan_test.cc
 )
 target_link_libraries(server_unit_test PRIVATE gemm_server_lib GTest::gtest_main)

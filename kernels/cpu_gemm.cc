@@ -133,12 +133,26 @@ absl::Status CpuGemm(const GemmProblem& p, const GemmOperands& operands) {
     }
     // With beta == 0 BLAS overwrites C without reading it, so stale contents (even NaN)
     // never leak through; the NaN-poisoned tests hold it to that.
-    cblas_sgemm(CblasRowMajor, p.transpose_a ? CblasTrans : CblasNoTrans,
-                p.transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(p.m),
-                static_cast<int>(p.n), static_cast<int>(p.k), p.alpha,
-                a.data() + item * p.StrideA(), static_cast<int>(p.lda()),
-                b.data() + item * p.StrideB(), static_cast<int>(p.ldb()), read_c ? p.beta : 0.0f, c,
-                static_cast<int>(p.ldc()));
+    const auto gemm = [&](float alpha, float beta, float* out) {
+      cblas_sgemm(CblasRowMajor, p.transpose_a ? CblasTrans : CblasNoTrans,
+                  p.transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(p.m),
+                  static_cast<int>(p.n), static_cast<int>(p.k), alpha,
+                  a.data() + item * p.StrideA(), static_cast<int>(p.lda()),
+                  b.data() + item * p.StrideB(), static_cast<int>(p.ldb()), beta, out,
+                  static_cast<int>(p.ldc()));
+    };
+    if (p.alpha != 0.0f) {
+      gemm(p.alpha, read_c ? p.beta : 0.0f, c);
+    } else {
+      // OpenBLAS skips op(A)op(B) when alpha is 0 on some paths (then NaNs in A or B vanish)
+      // and not on others (then 0 * NaN is NaN): evaluate it always, as the GPU kernels do,
+      // so one request gives one answer whatever its size or backend.
+      std::vector<float> product(static_cast<size_t>(mn));
+      gemm(1.0f, 0.0f, product.data());
+      for (int64_t i = 0; i < mn; ++i) {
+        c[i] = 0.0f * product[i] + (read_c ? p.beta * c[i] : 0.0f);
+      }
+    }
     if (!c_is_float) {
       FromFloat(
           c, mn, p.c_type,

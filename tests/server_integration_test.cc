@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -147,6 +149,54 @@ TEST_F(ServerTest, ResultsStayExactAcrossReusedBuffers) {
     EXPECT_LE(RelativeError(ref.data(), response.c().data().data(), DataType::kFloat32, m * n),
               1e-5)
         << m << "x" << n << "x" << k;
+  }
+}
+
+// The NaN/Inf rules the README states, on the CPU backend: a NaN in a row of A makes that
+// row of C NaN and leaves the others finite; FP16_TENSOR turns inputs past 65504 into
+// Inf; alpha = 0 is not special (0 * NaN is NaN), small problem or large. (The outside
+// probe saw a NaN vanish with alpha = 0, where OpenBLAS skipped the product; a 4-row
+// problem kept it.)
+TEST_F(ServerTest, NanAndInfFollowTheDocumentedRules) {
+  Start();
+  auto c_of = [&](const gemm::v1::MatmulRequest& r) {
+    gemm::v1::MatmulResponse response;
+    EXPECT_TRUE(Call(r, &response).ok());
+    std::vector<float> c(response.c().data().size() / 4);
+    std::memcpy(c.data(), response.c().data().data(), response.c().data().size());
+    return c;
+  };
+  gemm::v1::MatmulRequest r = RandomRequest(4, 3, 5, 21);
+  float* a = reinterpret_cast<float*>(r.mutable_a()->mutable_data()->data());
+  a[1 * 5 + 2] = std::nanf("");  // row 1 of A
+  std::vector<float> c = c_of(r);
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 3; ++j) EXPECT_EQ(std::isnan(c[i * 3 + j]), i == 1) << i << "," << j;
+  }
+  a[1 * 5 + 2] = 70000.0f;  // beyond FP16's 65504
+  r.set_precision(gemm::v1::PRECISION_FP16_TENSOR);
+  c = c_of(r);
+  for (int j = 0; j < 3; ++j) EXPECT_FALSE(std::isfinite(c[1 * 3 + j])) << j;
+  EXPECT_TRUE(std::isfinite(c[0]));
+  a[1 * 5 + 2] = std::nanf("");
+  r.set_precision(gemm::v1::PRECISION_FP32);
+  r.set_alpha(0.0f);
+  for (int64_t m : {4, 512}) {
+    gemm::v1::MatmulRequest big = RandomRequest(m, 300, 64, 22);
+    reinterpret_cast<float*>(big.mutable_a()->mutable_data()->data())[1 * 64 + 2] =
+        std::nanf("");
+    big.set_alpha(0.0f);
+    c = c_of(big);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int j = 0; j < 300; ++j) {
+        const float v = c[static_cast<size_t>(i * 300 + j)];
+        if (i == 1) {
+          EXPECT_TRUE(std::isnan(v)) << m << ": " << i << "," << j;
+        } else {
+          EXPECT_EQ(v, 0.0f) << m << ": " << i << "," << j;
+        }
+      }
+    }
   }
 }
 

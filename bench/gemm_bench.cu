@@ -1,5 +1,5 @@
 // gemm-bench: times every registered GPU kernel variant and cuBLAS on the same inputs in
-// one run (DESIGN.md §7) and checks each result against the FP64 CPU reference.
+// one run (docs/ARCHITECTURE.md, "Measuring") and checks each result against the FP64 CPU reference.
 //
 //   gemm-bench [--csv[=FILE]] [--json[=FILE]] [--iters=N] [--warmup=N] [--filter=SUBSTR]
 //              [--kernels=SUBSTR|auto] [--seed=S] [--device=D] [--no-check] [--with-copies]
@@ -35,7 +35,7 @@
 // activations, INT8 or NVFP4 weight, M in {1, 16, 64} or --skinny-m, N = K = 8192)
 // against cuBLAS FP16 (cublasGemmEx FP16 in, FP32 out) on the same shape, with the bytes
 // each moves per call as a share of the 4.1 TB/s the H200 copies device to device
-// (DESIGN.md §7). Weights are quantized on the host from uniform(-1,1) data and rotated
+// (docs/ARCHITECTURE.md, "Measuring"). Weights are quantized on the host from uniform(-1,1) data and rotated
 // over enough copies to stay out of L2; the error is checked on two rows of C against
 // FP64 on the dequantized weight. NVFP4 rows past M = 16 also time the square FP16 x
 // NVFP4 kernel on the same operands (the server's choice there until 2026-12-01, and

@@ -27,7 +27,7 @@ absl::StatusOr<std::unique_ptr<MatmulInputs>> BuildMatmulInputs(const CliOptions
 absl::StatusOr<double> VerifyResult(const MatmulInputs& inputs,
                                     const gemm::v1::MatmulResponse& response);
 
-// The documented tolerance (DESIGN.md §4) for a problem's precision and dtypes.
+// The documented tolerance (docs/ARCHITECTURE.md, "Numerics") for a problem's precision and dtypes.
 double ToleranceFor(const GemmProblem& problem);
 
 }  // namespace gemmd

@@ -1,5 +1,5 @@
 // The CPU backend's weight-only quantized GEMM: C[m, n] = A[m, k] * dequant(B)[n, k]^T
-// with A dense and B packed as on the wire (DESIGN.md §4), FP32 result.
+// with A dense and B packed as on the wire (kernels/quant_formats.h), FP32 result.
 //
 // How: B is dequantized a tile of rows at a time into a small FP32 buffer (a few MB, so
 // it stays in cache) and each tile goes to OpenBLAS (cblas_sgemm) straight into its

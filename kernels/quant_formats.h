@@ -1,4 +1,4 @@
-// The quantized operand formats of QuantizedMatmul (DESIGN.md §4), shared by the server,
+// The quantized operand formats of QuantizedMatmul, shared by the server,
 // the client and the tests: quantize (client side), dequantize (server side, and the
 // reference the quantized kernels are tested against), and the scalar codecs.
 //

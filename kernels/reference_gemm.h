@@ -1,5 +1,5 @@
 // FP64 reference GEMM on the host: the yardstick every backend and kernel is tested
-// against (DESIGN.md §4). It reads the operands exactly as stored (so the FP16 tensor
+// against (docs/ARCHITECTURE.md, "Numerics"). It reads the operands exactly as stored (so the FP16 tensor
 // path's rounding of FP32 inputs counts as error) and accumulates in double.
 // Thread-safe; single-threaded and simple on purpose; fine up to ~1e9 multiply-adds.
 #ifndef GEMMD_KERNELS_REFERENCE_GEMM_H_

@@ -1,5 +1,5 @@
 // What the batcher hands a device: jobs that one launch can serve, and the key that
-// decides which jobs may share a launch (DESIGN.md §5).
+// decides which jobs may share a launch (docs/ARCHITECTURE.md, "Batching and placement").
 #ifndef GEMMD_SERVER_BATCH_H_
 #define GEMMD_SERVER_BATCH_H_
 

@@ -1,4 +1,4 @@
-// The dynamic batcher (DESIGN.md §5): one queue per batch key; a dispatcher thread
+// The dynamic batcher (docs/ARCHITECTURE.md): one queue per batch key; a dispatcher thread
 // forms batches and places them on devices; `lanes()` worker threads per device run
 // them. Thread-safe.
 //

@@ -38,7 +38,7 @@ struct ServerConfig {
   int64_t max_elements = int64_t{1} << 27;
   uint32_t max_queue_size = 1024;
   absl::Duration shutdown_grace = absl::Seconds(30);
-  // Batching (DESIGN.md §5).
+  // Batching (docs/ARCHITECTURE.md, server/batcher.h).
   uint32_t max_batch_size = 64;
   absl::Duration max_queue_delay = absl::Microseconds(100);
   // Host memory that requests hold, pooled result buffers included (HostMemory); 0 = no

@@ -1,4 +1,4 @@
-// Prometheus metrics of the server (DESIGN.md §6). Every label set is created once and
+// Prometheus metrics of the server (the README lists them). Every label set is created once and
 // cached, so the hot path only bumps atomics. Thread-safe.
 //
 // gemm_requests_total{method,precision,code}        counter (precision: PrecisionLabel)

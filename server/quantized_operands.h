@@ -13,7 +13,7 @@
 
 namespace gemmd {
 
-// One quantized tensor [rows, K] (DESIGN.md §4).
+// One quantized tensor [rows, K] (kernels/quant_formats.h).
 struct QuantizedOperand {
   QuantFormat format = QuantFormat::kInt8;
   absl::string_view data;    // INT8: rows*K bytes; NVFP4: rows*K/2 bytes

@@ -1,4 +1,4 @@
-// Which GPU kernel family serves a QuantizedMatmul (packed operands, DESIGN.md §4), or
+// Which GPU kernel family serves a QuantizedMatmul (packed operands, kernels/quant_formats.h), or
 // whether the server dequantizes on the host instead. Pure logic, so it is tested
 // without a GPU; the kernels' own constraints are in kernels/cuda/quant_gemm.h and
 // quant_square.h.

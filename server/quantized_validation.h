@@ -1,4 +1,4 @@
-// Decodes and validates a QuantizedMatmulRequest (DESIGN.md §4): shapes, formats, and
+// Decodes and validates a QuantizedMatmulRequest (formats: kernels/quant_formats.h): shapes, formats, and
 // every byte count against shape and format, before anything sized by the client is
 // allocated; then dequantizes the operands to FP32 for the FP32 GEMM path.
 //

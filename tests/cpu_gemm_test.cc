@@ -44,7 +44,7 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
                       DataTypeName(c.out_type), c.broadcast_b ? "_bcastB" : "");
 }
 
-// Documented tolerances (DESIGN.md §4) for N(0,1) data.
+// Documented tolerances (docs/ARCHITECTURE.md, "Numerics") for N(0,1) data.
 double Tolerance(const Case& c) {
   double tol = 1e-5;
   if (c.precision == Precision::kFp16Tensor && c.in_type == DataType::kFloat32) tol = 1e-3;

@@ -1,4 +1,4 @@
-// The INT8 and NVFP4 formats against DESIGN.md §4: every code and scale byte, rounding,
+// The INT8 and NVFP4 formats against their spec (kernels/quant_formats.h): every code and scale byte, rounding,
 // hand-written vectors, idempotence, errors, and the loss on N(0,1) data.
 #include "kernels/quant_formats.h"
 

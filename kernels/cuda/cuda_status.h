@@ -1,4 +1,4 @@
-// CUDA runtime errors as absl::Status (DESIGN.md §9). Host-only; compiles with g++.
+// CUDA runtime errors as absl::Status. Host-only; compiles with g++.
 //
 // RETURN_IF_CUDA_ERROR(expr) evaluates a cudaError_t expression once and, on failure,
 // returns absl::InternalError naming the expression, file:line, the current device and

@@ -1,4 +1,4 @@
-// Quantized GEMM on the GPU (DESIGN.md §4): weight-only for skinny problems, C[M,N] =
+// Quantized GEMM on the GPU (kernels/quant_formats.h): weight-only for skinny problems, C[M,N] =
 // A[M,K] * dequant(B)[N,K]^T with A dense (FLOAT16, FLOAT32 or BFLOAT16) and B INT8 or
 // NVFP4, M up
 // to 64: the case where bytes, not FLOPs, set the speed (a few rows of activations

@@ -1,4 +1,4 @@
-// Quantized GEMM for large (compute-bound) problems on the GPU (DESIGN.md §4):
+// Quantized GEMM for large (compute-bound) problems on the GPU (kernels/quant_formats.h):
 // C[M,N] (FP32, row-major) = dequant(A)[M,K] * dequant(B)[N,K]^T, both operands K-major
 // as on the wire. Host-only header; compiles with g++.
 //

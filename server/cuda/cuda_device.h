@@ -1,4 +1,4 @@
-// One GPU as a Device for the batcher (DESIGN.md §2, §5): the CUDA kernels of
+// One GPU as a Device for the batcher (docs/ARCHITECTURE.md): the CUDA kernels of
 // kernels/cuda behind per-lane streams, pinned staging rings and device memory arenas.
 //
 // A batch runs as copy-in (the jobs' operands gathered through pinned staging into one

@@ -1,5 +1,5 @@
-// Device memory of one GPU for the CUDA backend, under a byte cap (DESIGN.md §5: device
-// memory from a pool with a byte cap, --device_memory_limit_bytes).
+// Device memory of one GPU for the CUDA backend, under a byte cap
+// (--device_memory_limit_bytes).
 //
 // Each lane (one RunBatch at a time) owns one arena: a single cudaMalloc that holds a
 // whole batch (operands, result, kernel workspace) and is reused by the lane's next

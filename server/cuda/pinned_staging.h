@@ -1,6 +1,6 @@
 // Page-locked host staging for the CUDA backend: a fixed ring of pinned slots through
-// which a batch's operands go to the device and its results come back (DESIGN.md §5:
-// pinned buffers from a pool, never cudaMallocHost per request).
+// which a batch's operands go to the device and its results come back (pinned
+// buffers from a pool, never cudaMallocHost per request).
 //
 // Why stage at all: the callers' buffers (gRPC messages) are pageable, and a pageable
 // cudaMemcpyAsync is synchronous and goes through the driver's own small bounce buffer.

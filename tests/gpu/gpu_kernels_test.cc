@@ -5,7 +5,8 @@
 // registry, selection and error paths. Without a GPU the device tests are skipped
 // (visibly) and the host-only ones still run.
 //
-// Tolerances (DESIGN.md §4, relative Frobenius error vs FP64 on the stored operands):
+// Tolerances (docs/ARCHITECTURE.md, "Numerics"; relative Frobenius error vs FP64 on the
+// stored operands):
 //   FP32 precision            <= 1e-5
 //   FP16_TENSOR, FP32/FP16 in <= 1e-3 (FP32 inputs rounded to FP16 count as error)
 //   FP16_TENSOR, BF16 in      <= 1e-3 as well: BF16 inputs are exact in the reference

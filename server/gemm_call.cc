@@ -33,7 +33,7 @@ const char* RequestTypeName(RpcMethod method) {
 
 GemmCall::GemmCall(const GemmCallEnvironment* env, grpc::GenericCallbackServerContext* context,
                    RpcMethod method)
-    : env_(env), context_(context), method_(method), started_(absl::Now()) {
+    : env_(env), context_(context), method_(method), received_(absl::Now()) {
   env_->metrics->AddInflight(1);
   const absl::Status admitted = Admit();
   absl::MutexLock lock(&mu_);
@@ -84,7 +84,7 @@ void GemmCall::OnReadDone(bool ok) {
   {
     absl::MutexLock lock(&mu_);
     if (state_ != State::kReceiving) return;  // answered by a drain meanwhile
-    state_ = State::kPreparing;
+    state_ = State::kAccepted;
   }
   received_ = absl::Now();
   absl::Status status;
@@ -160,19 +160,10 @@ absl::Status GemmCall::PrepareAndSubmit() {
   job->done = [this](const absl::Status& status, const JobResult& result) {
     JobDone(status, result);
   };
-  {
-    absl::MutexLock lock(&mu_);
-    state_ = State::kQueued;
-  }
   // No longer arriving: from here the queue counts it (or refuses it). Leaving first can
   // only let a concurrent arrival through to Submit, which still checks.
   LeaveArriving();
-  absl::Status submitted = env_->executor->Submit(std::move(job));
-  if (!submitted.ok()) {
-    absl::MutexLock lock(&mu_);
-    state_ = State::kPreparing;
-  }
-  return submitted;
+  return env_->executor->Submit(std::move(job));
 }
 
 void GemmCall::JobDone(const absl::Status& status, const JobResult& result) {
@@ -244,8 +235,7 @@ void GemmCall::OnDone() {
   const absl::Status outcome = Outcome();
   ServerMetrics* m = env_->metrics;
   m->RecordRequest(method_, label_, outcome.code());
-  m->ObservePhase(method_, Phase::kTotal,
-                  absl::Now() - (received_ == absl::Time() ? started_ : received_));
+  m->ObservePhase(method_, Phase::kTotal, absl::Now() - received_);
   if (outcome.ok()) {
     m->AddBytesReceived(prepared_.input_bytes);
     m->AddBytesSent(prepared_.output_bytes);

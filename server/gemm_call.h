@@ -68,7 +68,9 @@ class GemmCall final : public grpc::ServerGenericBidiReactor, public CallRegistr
   void OnDraining(const absl::Status& status) override;
 
  private:
-  enum class State { kReceiving, kPreparing, kQueued, kFinished };
+  // kReceiving: a drain may still answer it. kAccepted: its request arrived, it runs to
+  // its end. kFinished: Finish has been called.
+  enum class State { kReceiving, kAccepted, kFinished };
 
   ~GemmCall() override = default;
 
@@ -88,8 +90,8 @@ class GemmCall final : public grpc::ServerGenericBidiReactor, public CallRegistr
   const GemmCallEnvironment* const env_;
   grpc::GenericCallbackServerContext* const context_;
   const RpcMethod method_;
-  const absl::Time started_;  // headers arrived
-  absl::Time received_;       // request read (timings count from here, as before)
+  // When the request was read (the headers, until then): timings count from here.
+  absl::Time received_;
   bool arriving_ = false;     // holds a place in env_->arriving
   bool registered_ = false;
 

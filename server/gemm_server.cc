@@ -68,10 +68,6 @@ absl::Status CheckConfig(const ServerConfig& c) {
     return absl::InvalidArgumentError(
         "--grpc_buffer_bytes must be >= 0 (0 = twice --max_message_bytes, at least 64 MiB)");
   }
-  if (c.inject_fault_kind != "trap" && c.inject_fault_kind != "launch_error") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--inject_fault_kind=", c.inject_fault_kind, " is not one of trap, launch_error"));
-  }
   if (c.device_memory_limit_bytes < 0) {
     return absl::InvalidArgumentError(
         "--device_memory_limit_bytes must be >= 0 (0 = 90% of free memory)");
@@ -90,8 +86,6 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenBackend(const ServerCon
   if (config.backend == "cuda" || (config.backend == "auto" && CudaDeviceCount() > 0)) {
     CudaDeviceOptions options;
     options.memory_limit_bytes = config.device_memory_limit_bytes;
-    options.fault_after_batches = config.inject_fault_after_batches;
-    options.fault_is_trap = config.inject_fault_kind == "trap";
     absl::StatusOr<std::vector<std::unique_ptr<Device>>> gpus =
         OpenCudaDevices(config.devices, options);
     if (!gpus.ok()) return gpus.status();

@@ -52,11 +52,6 @@ struct ServerConfig {
   // CUDA backend.
   std::string devices = "all";            // all | comma list of ordinals
   int64_t device_memory_limit_bytes = 0;  // per GPU; 0 = 90% of its free memory
-  // TEST ONLY: batch number N (0-based) on the first GPU first runs a trapping kernel
-  // (a real, sticky CUDA fault), or with inject_fault_kind "launch_error" a launch the
-  // runtime rejects. -1 = off.
-  int64_t inject_fault_after_batches = -1;
-  std::string inject_fault_kind = "trap";  // trap | launch_error
 };
 
 inline constexpr char kGemmdVersion[] = "0.1.0";

@@ -52,12 +52,6 @@ ABSL_FLAG(int64_t, grpc_buffer_bytes, 0,
           "connections together; a gRPC resource quota). Past it gRPC resets streams and "
           "their clients get RESOURCE_EXHAUSTED, so an oversize or endless upload is cut off "
           "instead of read into memory. 0 = twice --max_message_bytes, at least 64 MiB.");
-ABSL_FLAG(int64_t, inject_fault_after_batches, -1,
-          "TEST ONLY: batch number N (0-based) on the first GPU fails with a real CUDA "
-          "error (see --inject_fault_kind), to exercise fault handling. -1 = off.");
-ABSL_FLAG(std::string, inject_fault_kind, "trap",
-          "TEST ONLY: trap (a sticky fault; on a multi-GPU host it may poison every GPU of "
-          "the process) or launch_error (a rejected launch; only the first GPU is lost).");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{512} << 20,
           "Largest request or response in bytes (default 512 MiB: two 4096x4096 FP32 "
           "operands take 128 MiB). gRPC's ceiling is 2147483647.");
@@ -157,8 +151,6 @@ int main(int argc, char** argv) {
   config.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
   config.message_pool_bytes = absl::GetFlag(FLAGS_message_pool_bytes);
   config.grpc_buffer_bytes = absl::GetFlag(FLAGS_grpc_buffer_bytes);
-  config.inject_fault_after_batches = absl::GetFlag(FLAGS_inject_fault_after_batches);
-  config.inject_fault_kind = absl::GetFlag(FLAGS_inject_fault_kind);
 
   absl::StatusOr<std::unique_ptr<gemmd::GemmServer>> server = gemmd::GemmServer::Create(config);
   if (!server.ok()) {

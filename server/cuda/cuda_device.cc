@@ -15,7 +15,6 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "kernels/cuda/cuda_status.h"
-#include "kernels/cuda/fault_injection.h"
 #include "kernels/cuda/quant_square.h"
 #include "server/cuda/cuda_device_internal.h"
 #include "server/log.h"
@@ -200,7 +199,6 @@ absl::Status CudaDevice::RunBatch(const Batch& batch, int lane, BatchRun* run) {
 }
 
 absl::Status CudaDevice::RunOnLane(const Batch& batch, Lane& lane, int lane_index, BatchRun* run) {
-  const int64_t batch_number = batches_started_.fetch_add(1, std::memory_order_relaxed);
   if (batch.jobs.front()->quantized != nullptr) {
     return RunQuantized(*batch.jobs.front(), lane, lane_index, run);
   }
@@ -305,10 +303,6 @@ absl::Status CudaDevice::RunOnLane(const Batch& batch, Lane& lane, int lane_inde
   run->copy_in = absl::Now() - start;
 
   start = absl::Now();
-  if (options_.fault_after_batches >= 0 && batch_number == options_.fault_after_batches) {
-    GEMMD_FAULT_IF_ERROR(options_.fault_is_trap ? gpu::LaunchTrapKernel(stream)
-                                                : gpu::LaunchInvalidKernel(stream));
-  }
   if (converts && reads_c) {
     GEMMD_FAULT_IF_ERROR(gpu::LaunchConvert(problem.c_type, arena + c_in_at,
                                             DataType::kFloat32, arena + c_in32_at,

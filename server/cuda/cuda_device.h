@@ -45,12 +45,6 @@ struct CudaDeviceOptions {
   int staging_slots = 4;
   // Threads that help the lanes' host copies into and out of staging (HostCopier).
   int copy_threads = 3;
-  // TEST ONLY: when >= 0, RunBatch call number N (0-based) first launches a trapping
-  // kernel (a real, sticky CUDA fault) on its stream, or with fault_is_trap = false a
-  // launch the runtime rejects (a CUDA error that leaves the context usable). See
-  // kernels/cuda/fault_injection.h.
-  int64_t fault_after_batches = -1;
-  bool fault_is_trap = true;
 };
 
 class CudaDevice : public Device {
@@ -119,7 +113,6 @@ class CudaDevice : public Device {
   int64_t pinned_bytes_ = 0;
   bool wgmma_ = false;  // the sm_90a square kernels run here (gpu::SquareWgmmaAvailable)
   std::atomic<bool> healthy_{true};
-  std::atomic<int64_t> batches_started_{0};  // for fault_after_batches
 };
 
 }  // namespace gemmd

@@ -80,12 +80,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenCudaDevices(
 
   std::vector<std::unique_ptr<Device>> devices;
   for (int ordinal : ordinals) {
-    // Fault injection (tests) hits the first GPU only, so the others can show that
-    // the server keeps serving.
-    CudaDeviceOptions device_options = options;
-    if (!devices.empty()) device_options.fault_after_batches = -1;
-    absl::StatusOr<std::unique_ptr<CudaDevice>> device =
-        CudaDevice::Create(ordinal, device_options);
+    absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Create(ordinal, options);
     if (!device.ok()) {
       return absl::Status(device.status().code(),
                           absl::StrCat("opening cuda:", ordinal, ": ", device.status().message()));

@@ -1,7 +1,6 @@
-// A real CUDA fault on a CudaDevice: a trapping kernel (CudaDeviceOptions::
-// fault_after_batches) poisons the context, the faulting batch fails with INTERNAL, the
-// device turns unhealthy and later batches are refused with UNAVAILABLE without touching
-// the GPU. Its own executable: after the trap no CUDA call in this process works, so it
+// A real CUDA fault on a CudaDevice: a trapping kernel (FaultInjectingDevice) poisons the
+// context, the faulting batch fails with INTERNAL, the device turns unhealthy and later
+// batches are refused with UNAVAILABLE without touching the GPU. Its own executable: after the trap no CUDA call in this process works, so it
 // must not share a process with other GPU tests. Skipped (visibly) without a GPU.
 #include <cuda_runtime_api.h>
 
@@ -18,6 +17,7 @@
 #include "server/batch.h"
 #include "server/cuda/cuda_device.h"
 #include "server/job.h"
+#include "tests/gpu/fault_injecting_device.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace gemmd {
@@ -45,11 +45,11 @@ struct OnesJob {
 
 TEST(CudaFaultTest, FaultMakesTheDeviceUnhealthyAndLaterBatchesUnavailable) {
   SKIP_WITHOUT_GPU();
-  CudaDeviceOptions options;
-  options.fault_after_batches = 1;
-  absl::StatusOr<std::unique_ptr<CudaDevice>> created = CudaDevice::Create(0, options);
+  absl::StatusOr<std::unique_ptr<CudaDevice>> created = CudaDevice::Create(0, {});
   ASSERT_TRUE(created.ok()) << created.status();
-  CudaDevice& device = **created;
+  const CudaDevice& cuda = **created;
+  testing::FaultInjectingDevice device(*std::move(created), 0, testing::FaultKind::kTrap,
+                                       /*fault_at_batch=*/1);
 
   OnesJob first;
   BatchRun run;
@@ -64,6 +64,7 @@ TEST(CudaFaultTest, FaultMakesTheDeviceUnhealthyAndLaterBatchesUnavailable) {
   EXPECT_EQ(fault.code(), absl::StatusCode::kInternal) << fault;
   EXPECT_TRUE(absl::StrContains(fault.message(), "cuda:0")) << fault;
   EXPECT_FALSE(device.healthy());
+  EXPECT_FALSE(cuda.healthy());  // the CudaDevice met the fault itself
 
   OnesJob third;
   const absl::Time start = absl::Now();

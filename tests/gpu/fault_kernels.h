@@ -1,19 +1,18 @@
-// TEST-ONLY fault injection (CudaDeviceOptions::fault_after_batches), two kinds:
+// Two ways to make a GPU fail, for the fault tests (FaultInjectingDevice):
 // - a kernel that executes __trap(): the launch aborts with cudaErrorLaunchFailure, a
-//   sticky error. On the H200 host (driver 580) it also poisoned the other GPU of the
-//   process: every later CUDA call on either GPU failed. Never call it outside tests.
+//   sticky error. On a multi-GPU host it can poison every GPU of the process, so a test
+//   that traps serves on one GPU and runs in its own process.
 // - a launch with an invalid configuration (cudaErrorInvalidConfiguration): an error the
-//   CUDA runtime reports and forgets, so only the device the server marks unhealthy
-//   stops serving and the other GPUs can show that serving goes on.
+//   CUDA runtime reports and forgets, so the context stays usable.
 // Host-only header; compiles with g++.
-#ifndef GEMMD_KERNELS_CUDA_FAULT_INJECTION_H_
-#define GEMMD_KERNELS_CUDA_FAULT_INJECTION_H_
+#ifndef GEMMD_TESTS_GPU_FAULT_KERNELS_H_
+#define GEMMD_TESTS_GPU_FAULT_KERNELS_H_
 
 #include <cuda_runtime_api.h>
 
 #include "absl/status/status.h"
 
-namespace gemmd::gpu {
+namespace gemmd::testing {
 
 // Enqueues a <<<1,1>>> kernel calling __trap() on `stream` (current device). OK once it
 // is enqueued (INTERNAL if the launch itself fails); the fault shows up at the stream's
@@ -24,6 +23,6 @@ absl::Status LaunchTrapKernel(cudaStream_t stream);
 // always INTERNAL (cudaErrorInvalidConfiguration), the context stays usable.
 absl::Status LaunchInvalidKernel(cudaStream_t stream);
 
-}  // namespace gemmd::gpu
+}  // namespace gemmd::testing
 
-#endif  // GEMMD_KERNELS_CUDA_FAULT_INJECTION_H_
+#endif  // GEMMD_TESTS_GPU_FAULT_KERNELS_H_

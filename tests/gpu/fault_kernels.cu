@@ -1,8 +1,8 @@
-// TEST-ONLY: a kernel that traps, for the device fault tests (see fault_injection.h).
-#include "kernels/cuda/cuda_status.h"
-#include "kernels/cuda/fault_injection.h"
+#include "tests/gpu/fault_kernels.h"
 
-namespace gemmd::gpu {
+#include "kernels/cuda/cuda_status.h"
+
+namespace gemmd::testing {
 namespace {
 
 __global__ void TrapKernel() { __trap(); }
@@ -22,4 +22,4 @@ absl::Status LaunchInvalidKernel(cudaStream_t stream) {
   return absl::InternalError("a launch of 4096 threads per block did not fail");
 }
 
-}  // namespace gemmd::gpu
+}  // namespace gemmd::testing

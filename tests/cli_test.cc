@@ -6,7 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "client_cli/bench_report.h"
+#include "client_cli/cli_flags.h"
+#include "client_cli/command_line.h"
 #include "client_cli/quantized_inputs.h"
 #include "client_cli/matmul_inputs.h"
 #include "client_cli/preflight.h"
@@ -246,6 +250,58 @@ TEST(PreflightTest, TimeoutsAndOutputPathsAreCheckedBeforeCalling) {
   EXPECT_EQ(CheckCommonFlags(o).message(), "--out /tmp exists and cannot be written as a file");
   o.out_path = "c.npy";  // the working directory
   EXPECT_TRUE(CheckCommonFlags(o).ok());
+}
+
+// Flags are scoped to their command, read as absl reads them.
+TEST(CliCommandLineTest, ReadsTheCommandAndTheFlagsNamed) {
+  ASSERT_EQ(CliOptionsFromFlags().m, 512);  // the flags are registered (and at defaults)
+  const CommandLine line = ReadCommandLine(
+      {"gemm-cli", "--target", "h:1", "-m=5", "matmul", "--verify", "--nojson", "--k", "7",
+       "--alpha", "-1", "extra", "--", "--concurrency"});
+  EXPECT_EQ(line.command, "matmul");
+  EXPECT_EQ(line.flags,
+            (std::vector<std::string>{"target", "m", "verify", "json", "k", "alpha"}));
+  EXPECT_FALSE(line.help);
+  EXPECT_TRUE(ReadCommandLine({"gemm-cli", "bench", "--helpfull"}).help);
+  EXPECT_EQ(ReadCommandLine({"gemm-cli", "--help", "quantized"}).command, "quantized");
+}
+
+TEST(CliCommandLineTest, AFlagOfAnotherCommandIsAnErrorNamingBoth) {
+  const CommandSpec* health = FindCommand("health");
+  ASSERT_NE(health, nullptr);
+  const absl::Status s = CheckFlagsApply(ReadCommandLine({"gemm-cli", "health", "--m", "5"}),
+                                         *health);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "--m does not apply to 'gemm-cli health'; its flags: --target, --timeout_s "
+            "(gemm-cli health --help)");
+  const absl::Status bench_only = CheckFlagsApply(
+      ReadCommandLine({"gemm-cli", "matmul", "--concurrency=8"}), *FindCommand("matmul"));
+  EXPECT_TRUE(absl::StartsWith(bench_only.message(),
+                               "--concurrency does not apply to 'gemm-cli matmul'; its flags: "
+                               "--target, --timeout_s, --m, "))
+      << bench_only;
+  EXPECT_TRUE(CheckFlagsApply(ReadCommandLine({"gemm-cli", "bench", "--concurrency=8", "--m",
+                                               "64", "--quantized", "--format=int8"}),
+                              *FindCommand("bench"))
+                  .ok());
+  EXPECT_EQ(FindCommand("frobnicate"), nullptr);
+}
+
+TEST(CliCommandLineTest, HelpListsTheCommandsFlagsOnlyAndNoSourcePaths) {
+  const std::string matmul = HelpText(FindCommand("matmul"));
+  EXPECT_TRUE(absl::StartsWith(matmul, "gemm-cli matmul: ")) << matmul;
+  for (const char* flag : {"--target", "--timeout_s", "--m (default: 512)", "--verify",
+                           "--out (default: \"\")"}) {
+    EXPECT_TRUE(absl::StrContains(matmul, flag)) << flag << "\n" << matmul;
+  }
+  for (const char* other : {"--concurrency", "--format", "--json", ".cc", "client_cli/"}) {
+    EXPECT_FALSE(absl::StrContains(matmul, other)) << other << "\n" << matmul;
+  }
+  const std::string general = HelpText(nullptr);
+  for (const CommandSpec& c : Commands()) {
+    EXPECT_TRUE(absl::StrContains(general, absl::StrCat("\n  ", c.name, " "))) << c.name;
+  }
 }
 
 }  // namespace

@@ -246,6 +246,9 @@ TEST(ServerProcessTest, TheCliRefusesWhatCannotWorkBeforeSendingIt) {
        "error: --out /nonexistent-dir/c.npy: the directory /nonexistent-dir does not exist"},
       {{"matmul", "--timeout_s=0"}, "error: --timeout_s must be a number of seconds > 0, not 0"},
       {{"matmul", "--timeout_s=-1"}, "error: --timeout_s must be a number of seconds > 0"},
+      {{"health", "--m=5"}, "error: --m does not apply to 'gemm-cli health'; its flags: "},
+      {{"matmul", "--concurrency", "8"},
+       "error: --concurrency does not apply to 'gemm-cli matmul'; its flags: "},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {GEMM_CLI_BINARY};

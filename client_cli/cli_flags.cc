@@ -1,0 +1,84 @@
+#include "client_cli/cli_flags.h"
+
+#include <cstdint>
+#include <string>
+
+#include "absl/flags/flag.h"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:50051",
+          "Server address host:port (an IP by default: no name lookup needed).");
+ABSL_FLAG(double, timeout_s, 60, "Deadline of each RPC in seconds.");
+ABSL_FLAG(int64_t, m, 512, "Rows of op(A) and C (random operands).");
+ABSL_FLAG(int64_t, n, 512, "Columns of op(B) and C (random operands).");
+ABSL_FLAG(int64_t, k, 512, "Inner dimension (random operands).");
+ABSL_FLAG(int64_t, batch, 0, "Batch items ([batch, rows, cols] operands); 0 = plain matrices.");
+ABSL_FLAG(std::string, dtype, "float32", "Random operands' dtype: float32, float16, bfloat16.");
+ABSL_FLAG(std::string, a, "", "A from a .npy file (float32/float16, C order); needs --b.");
+ABSL_FLAG(std::string, b, "", "B from a .npy file; needs --a.");
+ABSL_FLAG(std::string, out, "", "matmul: write C to this .npy file.");
+ABSL_FLAG(std::string, precision, "auto",
+          "auto | fp32 | fp16_tensor. auto: FP32 for float32 inputs, else the tensor path.");
+ABSL_FLAG(std::string, output_dtype, "float32", "C's dtype: float32, float16, bfloat16.");
+ABSL_FLAG(bool, transpose_a, false, "A is stored [K, M].");
+ABSL_FLAG(bool, transpose_b, false, "B is stored [N, K].");
+ABSL_FLAG(double, alpha, 1.0, "C = alpha * op(A) op(B) + beta * C.");
+ABSL_FLAG(double, beta, 0.0, "Non-zero sends a random C input.");
+ABSL_FLAG(std::string, kernel, "", "Force a kernel by name (see `gemm-cli info`).");
+ABSL_FLAG(uint64_t, seed, 1, "Seed for random operands.");
+ABSL_FLAG(bool, verify, false,
+          "matmul: recompute C in FP64 here and print rel_error (exit 3 above tolerance).");
+ABSL_FLAG(int, concurrency, 1, "bench: requests in flight (closed loop).");
+ABSL_FLAG(int, channels, 1, "bench: TCP connections the workers share round-robin.");
+ABSL_FLAG(double, duration_s, 10, "bench: measured seconds.");
+ABSL_FLAG(double, warmup_s, 2, "bench: seconds run before measuring.");
+ABSL_FLAG(bool, async, false,
+          "bench: keep --concurrency calls in flight with gRPC's callback API instead of one "
+          "blocking thread per call (a lighter client, for high request rates).");
+ABSL_FLAG(bool, local, false,
+          "bench: time the CPU backend in this process (no gRPC): the service's ceiling.");
+ABSL_FLAG(bool, json, false, "info/bench: print JSON.");
+ABSL_FLAG(std::string, format, "nvfp4", "quantized: int8 or nvfp4 (NVFP4 needs K % 16 == 0).");
+ABSL_FLAG(bool, quantized, false,
+          "bench: drive QuantizedMatmul (operands quantized once, --format, --weight_only) "
+          "instead of Matmul.");
+ABSL_FLAG(bool, weight_only, false,
+          "quantized: quantize B (the weight) only; A goes unquantized as --dtype.");
+
+namespace gemmd {
+
+CliOptions CliOptionsFromFlags() {
+  CliOptions o;
+  o.target = absl::GetFlag(FLAGS_target);
+  o.timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  o.m = absl::GetFlag(FLAGS_m);
+  o.n = absl::GetFlag(FLAGS_n);
+  o.k = absl::GetFlag(FLAGS_k);
+  o.batch = absl::GetFlag(FLAGS_batch);
+  o.dtype = absl::GetFlag(FLAGS_dtype);
+  o.a_path = absl::GetFlag(FLAGS_a);
+  o.b_path = absl::GetFlag(FLAGS_b);
+  o.out_path = absl::GetFlag(FLAGS_out);
+  o.precision = absl::GetFlag(FLAGS_precision);
+  o.output_dtype = absl::GetFlag(FLAGS_output_dtype);
+  o.transpose_a = absl::GetFlag(FLAGS_transpose_a);
+  o.transpose_b = absl::GetFlag(FLAGS_transpose_b);
+  o.alpha = absl::GetFlag(FLAGS_alpha);
+  o.beta = absl::GetFlag(FLAGS_beta);
+  o.kernel = absl::GetFlag(FLAGS_kernel);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.verify = absl::GetFlag(FLAGS_verify);
+  o.concurrency = absl::GetFlag(FLAGS_concurrency);
+  o.channels = absl::GetFlag(FLAGS_channels);
+  o.duration_s = absl::GetFlag(FLAGS_duration_s);
+  o.warmup_s = absl::GetFlag(FLAGS_warmup_s);
+  o.local = absl::GetFlag(FLAGS_local);
+  o.async = absl::GetFlag(FLAGS_async);
+  o.json = absl::GetFlag(FLAGS_json);
+  o.quant_format = absl::GetFlag(FLAGS_format);
+  o.weight_only = absl::GetFlag(FLAGS_weight_only);
+  o.quantized = absl::GetFlag(FLAGS_quantized);
+
+  return o;
+}
+
+}  // namespace gemmd

@@ -10,6 +10,12 @@
 
 namespace gemmd {
 
+void Batcher::PublishMemory(int device_index, const Device& device) {
+  const DeviceMemoryUsage usage = device.memory();
+  metrics_->SetDeviceMemory(device_index, usage.device_pool_bytes, usage.device_limit_bytes,
+                            usage.pinned_bytes);
+}
+
 Batcher::Batcher(std::vector<Device*> devices, Options options, ServerMetrics* metrics,
                  Clock* clock)
     : options_(options),
@@ -28,6 +34,10 @@ Batcher::Batcher(std::vector<Device*> devices, Options options, ServerMetrics* m
       if (state.healthy) ++healthy_devices_;
       max_batch_bytes_ = std::min(max_batch_bytes_, devices[i]->max_batch_bytes());
       devices_.emplace_back(std::move(state));
+      if (metrics_ != nullptr) {
+        PublishMemory(static_cast<int>(i), *devices[i]);
+        metrics_->SetDeviceHealthy(static_cast<int>(i), devices[i]->healthy());
+      }
     }
   }
   dispatcher_ = std::thread([this] { DispatchLoop(); });
@@ -370,7 +380,7 @@ void Batcher::LaneLoop(int device_index, int lane) {
         metrics_->ObserveBatch(static_cast<int64_t>(batch.jobs.size()));
         metrics_->AddDeviceWork(device_index, batch.problem.precision, status.ok() ? flops : 0.0,
                                 busy);
-        metrics_->SetDeviceMemory(device_index, device->memory());
+        PublishMemory(device_index, *device);
       }
       if (!status.ok()) {
         Log(LogLevel::kWarning, "batch_failed",

@@ -121,6 +121,8 @@ class Batcher : public JobExecutor {
   void Answer(std::vector<Dropped> dropped);
   void Release(int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishQueueDepth() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // gemm_device_memory_bytes of one device (metrics_ is set).
+  void PublishMemory(int device_index, const Device& device);
   // Submit's refusals for a job of `bytes` operand bytes with `arriving` more promised a
   // place, or OK.
   absl::Status Admission(int64_t bytes, int64_t arriving) const

@@ -139,10 +139,6 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithDevices(
   batching.max_queue_size = config.max_queue_size;
   server->executor_ =
       std::make_unique<Batcher>(devices, batching, server->metrics_.get());
-  for (size_t i = 0; i < devices.size(); ++i) {
-    server->metrics_->SetDeviceMemory(static_cast<int>(i), devices[i]->memory());
-    server->metrics_->SetDeviceHealthy(static_cast<int>(i), devices[i]->healthy());
-  }
   server->memory_ = HostMemory::Create(config.max_inflight_bytes, config.message_pool_bytes);
 
   ServiceSettings settings;

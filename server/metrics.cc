@@ -51,15 +51,41 @@ const char* PrecisionLabel::name() const {
   return "NONE";
 }
 
+bool PrecisionLabel::AppliesTo(RpcMethod method) const {
+  if (index_ == None().index()) return true;
+  switch (method) {
+    case RpcMethod::kMatmul:
+      return index_ < kNumPrecisions;
+    case RpcMethod::kQuantizedMatmul:
+      return index_ >= kNumPrecisions;
+    case RpcMethod::kGetServerInfo:
+      return false;
+  }
+  return false;
+}
+
 ServerMetrics::ServerMetrics(int num_devices) : ServerMetrics(Positions(num_devices)) {}
 
 ServerMetrics::ServerMetrics(const std::vector<int>& device_labels)
     : registry_(std::make_shared<prometheus::Registry>()) {
   const int num_devices = static_cast<int>(device_labels.size());
-  requests_family_ = &prometheus::BuildCounter()
-                          .Name("gemm_requests_total")
-                          .Help("RPCs answered, by method, precision and status code")
-                          .Register(*registry_);
+  auto& requests = prometheus::BuildCounter()
+                       .Name("gemm_requests_total")
+                       .Help("RPCs answered, by method, precision and status code")
+                       .Register(*registry_);
+  for (int m = 0; m < kNumRpcMethods; ++m) {
+    const auto method = static_cast<RpcMethod>(m);
+    for (int p = 0; p < PrecisionLabel::kCount; ++p) {
+      const PrecisionLabel precision = PrecisionLabel::FromIndex(p);
+      if (!precision.AppliesTo(method)) continue;
+      for (int c = 0; c < kNumCodes; ++c) {
+        requests_[m][p][c] = &requests.Add(
+            {{"method", RpcMethodName(method)},
+             {"precision", precision.name()},
+             {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(c))}});
+      }
+    }
+  }
   auto& durations = prometheus::BuildHistogram()
                         .Name("gemm_request_duration_seconds")
                         .Help("Server-side time of answered requests, by phase")
@@ -142,19 +168,9 @@ void ServerMetrics::RecordRequest(RpcMethod method, PrecisionLabel precision,
   const int p = precision.index();
   int c = static_cast<int>(code);
   if (c < 0 || c >= kNumCodes) c = static_cast<int>(absl::StatusCode::kUnknown);
-  std::atomic<prometheus::Counter*>& slot = requests_[m][p][c];
-  prometheus::Counter* counter = slot.load(std::memory_order_acquire);
-  if (counter == nullptr) {
-    absl::MutexLock lock(&requests_mu_);
-    counter = slot.load(std::memory_order_relaxed);
-    if (counter == nullptr) {
-      counter = &requests_family_->Add(
-          {{"method", RpcMethodName(method)},
-           {"precision", precision.name()},
-           {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(c))}});
-      slot.store(counter, std::memory_order_release);
-    }
-  }
+  prometheus::Counter* counter = requests_[m][p][c];
+  // A label that does not apply to the method is a caller's slip: count it as NONE.
+  if (counter == nullptr) counter = requests_[m][PrecisionLabel::None().index()][c];
   counter->Increment();
 }
 
@@ -175,11 +191,12 @@ void ServerMetrics::SetDeviceHealthy(int device, bool healthy) {
   healthy_[device]->Set(healthy ? 1 : 0);
 }
 
-void ServerMetrics::SetDeviceMemory(int device, const DeviceMemoryUsage& usage) {
+void ServerMetrics::SetDeviceMemory(int device, int64_t pool_bytes, int64_t limit_bytes,
+                                    int64_t pinned_bytes) {
   if (device < 0 || device >= static_cast<int>(memory_.size())) return;
-  memory_[device][0]->Set(static_cast<double>(usage.device_pool_bytes));
-  memory_[device][1]->Set(static_cast<double>(usage.device_limit_bytes));
-  memory_[device][2]->Set(static_cast<double>(usage.pinned_bytes));
+  memory_[device][0]->Set(static_cast<double>(pool_bytes));
+  memory_[device][1]->Set(static_cast<double>(limit_bytes));
+  memory_[device][2]->Set(static_cast<double>(pinned_bytes));
 }
 
 }  // namespace gemmd

@@ -1,5 +1,6 @@
-// Prometheus metrics of the server (the README lists them). Every label set is created once and
-// cached, so the hot path only bumps atomics. Thread-safe.
+// Prometheus metrics of the server (the README lists them). Every label set is bounded and
+// created in the constructor (unused ones export 0), so the hot path only indexes an array
+// and bumps an atomic. Thread-safe.
 //
 // gemm_requests_total{method,precision,code}        counter (precision: PrecisionLabel)
 // gemm_request_duration_seconds{method,phase}        histogram (queue, copy_in, compute,
@@ -24,17 +25,15 @@
 #include <prometheus/registry.h>
 
 #include <array>
-#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/quant_formats.h"
-#include "server/device.h"
 
 namespace gemmd {
 
@@ -54,8 +53,12 @@ class PrecisionLabel {
     return PrecisionLabel(kNumPrecisions + static_cast<int>(f));
   }
   static PrecisionLabel Of(std::optional<Precision> p) { return p ? Of(*p) : None(); }
+  static PrecisionLabel FromIndex(int index) { return PrecisionLabel(index); }
   int index() const { return index_; }
   const char* name() const;
+  // Whether requests of `method` carry this label: Matmul a precision, QuantizedMatmul a
+  // format, each of them NONE too; GetServerInfo NONE alone.
+  bool AppliesTo(RpcMethod method) const;
 
  private:
   explicit PrecisionLabel(int index) : index_(index) {}
@@ -88,7 +91,8 @@ class ServerMetrics {
   void ObserveBatch(int64_t size) { batch_size_->Observe(static_cast<double>(size)); }
   void AddDeviceWork(int device, Precision precision, double flops, absl::Duration busy);
   void SetDeviceHealthy(int device, bool healthy);
-  void SetDeviceMemory(int device, const DeviceMemoryUsage& usage);
+  // gemm_device_memory_bytes{kind="pool"|"limit"|"pinned"} of one device.
+  void SetDeviceMemory(int device, int64_t pool_bytes, int64_t limit_bytes, int64_t pinned_bytes);
   void AddBytesReceived(int64_t bytes) { bytes_received_->Increment(static_cast<double>(bytes)); }
   void AddBytesSent(int64_t bytes) { bytes_sent_->Increment(static_cast<double>(bytes)); }
 
@@ -96,12 +100,9 @@ class ServerMetrics {
   static constexpr int kNumCodes = 17;
 
   std::shared_ptr<prometheus::Registry> registry_;
-  prometheus::Family<prometheus::Counter>* requests_family_;
-  absl::Mutex requests_mu_;
-  // Created on first use, then read without the lock.
-  std::array<
-      std::array<std::array<std::atomic<prometheus::Counter*>, kNumCodes>, PrecisionLabel::kCount>,
-      kNumRpcMethods>
+  // [method][precision label][code]; nullptr where the label does not apply to the method.
+  std::array<std::array<std::array<prometheus::Counter*, kNumCodes>, PrecisionLabel::kCount>,
+             kNumRpcMethods>
       requests_{};
   std::array<std::array<prometheus::Histogram*, kNumPhases>, kNumRpcMethods> durations_{};
   prometheus::Histogram* batch_size_;

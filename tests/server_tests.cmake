@@ -5,6 +5,7 @@ add_executable(server_unit_test
   grpc_status_test.cc
   host_copier_test.cc
   log_test.cc
+  metrics_test.cc
   host_memory_test.cc
   response_encoding_test.cc
   quantized_plan_test.cc

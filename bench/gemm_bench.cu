@@ -73,6 +73,7 @@
 #include "kernels/cuda/gpu_gemm.h"
 #include "kernels/cuda/quant_gemm.h"
 #include "kernels/cuda/quant_square.h"
+#include "kernels/cuda/quantized_kernels.h"
 #include "kernels/half.h"
 #include "kernels/quant_formats.h"
 #include "kernels/gemm_problem.h"
@@ -243,8 +244,10 @@ Options ParseOptions(int argc, char** argv) {
     } else if (Flag(arg, "--skinny-stages", &v)) {
       o.skinny.stages = std::max(0, std::atoi(v.c_str()));
     } else if (Flag(arg, "--skinny-path", &v) &&
-               (v == "auto" || v == "stream" || v == "classic")) {
+               (v == "auto" || v == "stream" || v == "ring" || v == "regs" || v == "classic")) {
       o.skinny.path = v == "stream"    ? gemmd::gpu::SkinnyPath::kStream
+                      : v == "ring"    ? gemmd::gpu::SkinnyPath::kRing
+                      : v == "regs"    ? gemmd::gpu::SkinnyPath::kRegisters
                       : v == "classic" ? gemmd::gpu::SkinnyPath::kClassic
                                        : gemmd::gpu::SkinnyPath::kAuto;
     } else {
@@ -254,7 +257,7 @@ Options ParseOptions(int argc, char** argv) {
                    "[--device=D] [--no-check] [--with-copies]\n"
                    "       [--quantized [--skinny-m=M,...] [--skinny-a=float16|bfloat16] "
                    "[--skinny-k-splits=N] [--skinny-stages=S]\n"
-                   "                    [--skinny-path=auto|stream|classic]]\n"
+                   "                    [--skinny-path=auto|stream|ring|regs|classic]]\n"
                    "       [--quantized-square[=S,...]]\n");
       std::exit(arg == "--help" || arg == "-h" ? 0 : 2);
     }
@@ -719,8 +722,23 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
   r.shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
   r.format = gemmd::QuantFormatName(format);
   if (a_type == DataType::kBFloat16) r.format += " (BF16 A)";
-  r.kernel = std::string("skinny_") + (format == QuantFormat::kInt8 ? "int8" : "nvfp4") +
-             "_mma16816";
+  {
+    // The path the launcher takes (its catalogue entry's name); "classic" sweeps name the
+    // ring or register path they resolve to.
+    const gemmd::gpu::DeviceQuantizedWeight b{format, d_data[0].p, d_scales[0].p, tensor_scale,
+                                              n, k};
+    gemmd::gpu::SkinnyPath path = o.skinny.path;
+    if (path == gemmd::gpu::SkinnyPath::kAuto || path == gemmd::gpu::SkinnyPath::kClassic) {
+      const absl::StatusOr<gemmd::gpu::SkinnyPath> chosen = gemmd::gpu::ChooseSkinnyPath(
+          a_type == DataType::kFloat16 ? d_a.p : gemmd::gpu::kArenaAligned, a_type, m, b);
+      path = chosen.ok() ? *chosen : gemmd::gpu::SkinnyPath::kRegisters;
+      if (o.skinny.path == gemmd::gpu::SkinnyPath::kClassic &&
+          path == gemmd::gpu::SkinnyPath::kStream) {
+        path = gemmd::gpu::SkinnyPath::kRegisters;
+      }
+    }
+    r.kernel = gemmd::gpu::SkinnyKernelName(format, path);
+  }
   r.ms = MedianMs(o, sets, launch);
   r.bytes = static_cast<double>(weight_bytes + m * k * 2 + m * n * 4);
 
@@ -777,7 +795,7 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
   rows->push_back(r);
 
   // The square FP16 x NVFP4 kernel on the same problem: what the server's plan weighs the
-  // skinny kernel against past 16 rows (server/quantized_plan.h).
+  // skinny kernel against past 16 rows (gpu::SelectQuantizedKernel, kernel_select.cc).
   const gemmd::gpu::DeviceQuantizedWeight b0{format, d_data[0].p, d_scales[0].p, tensor_scale,
                                              n, k};
   if (format == QuantFormat::kNvfp4 && a_type == DataType::kFloat16 && m > 16 &&

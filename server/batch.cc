@@ -1,15 +1,13 @@
 #include "server/batch.h"
 
-#include <algorithm>
 #include <cstring>
-
-#include "kernels/cpu_quantized_gemm.h"
 
 namespace gemmd {
 
 BatchKey BatchKeyOf(const Job& job) {
   const GemmProblem& p = job.problem;
   BatchKey key;
+  key.kernel = job.kernel;
   key.precision = p.precision;
   key.a_type = p.a_type;
   key.b_type = p.b_type;
@@ -21,16 +19,7 @@ BatchKey BatchKeyOf(const Job& job) {
   key.transpose_b = p.transpose_b;
   std::memcpy(&key.alpha_bits, &p.alpha, sizeof(float));
   std::memcpy(&key.beta_bits, &p.beta, sizeof(float));
-  key.forced_kernel = job.forced_kernel;
-  key.quantized = job.quantized != nullptr;
   return key;
-}
-
-int64_t OperandBytes(const GemmProblem& p) {
-  const int64_t c_size = static_cast<int64_t>(DataTypeSize(p.c_type));
-  return p.ElementsA() * static_cast<int64_t>(DataTypeSize(p.a_type)) +
-         p.ElementsB() * static_cast<int64_t>(DataTypeSize(p.b_type)) +
-         (p.beta != 0.0f ? p.ElementsCIn() * c_size : 0) + p.ElementsC() * c_size;
 }
 
 int64_t JobBytes(const Job& job) {
@@ -38,13 +27,9 @@ int64_t JobBytes(const Job& job) {
   const QuantizedOperands& q = *job.quantized;
   int64_t bytes = static_cast<int64_t>(q.b.data.size() + q.b.scales.size()) +
                   q.m * q.n * static_cast<int64_t>(sizeof(float));
-  if (q.a.has_value()) return bytes + static_cast<int64_t>(q.a->data.size() + q.a->scales.size());
-  bytes += static_cast<int64_t>(q.a_dense.size());
-  // The CPU backend's weight-only kernel widens a dense A that is not FP32 to FP32 once
-  // (the GPU kernels read FP16 A in place: charging them would refuse large square jobs).
-  if (job.forced_kernel == kCpuWeightOnlyKernel && q.a_dense_type != DataType::kFloat32) {
-    bytes += q.m * q.k * static_cast<int64_t>(sizeof(float));
-  }
+  bytes += q.a.has_value() ? static_cast<int64_t>(q.a->data.size() + q.a->scales.size())
+                           : static_cast<int64_t>(q.a_dense.size());
+  if (job.kernel != nullptr) bytes += job.kernel->HostWorkspaceBytes(q);
   return bytes;
 }
 
@@ -68,21 +53,16 @@ GemmProblem PackedProblem(const std::vector<std::unique_ptr<Job>>& jobs) {
   return packed;
 }
 
-BatchLayout LayoutOf(const std::vector<std::unique_ptr<Job>>& jobs) {
-  BatchLayout layout;
-  for (const std::unique_ptr<Job>& job : jobs) {
-    const GemmProblem& p = job->problem;
-    layout.a_offset.push_back(layout.a_bytes);
-    layout.b_offset.push_back(layout.b_bytes);
-    layout.c_in_offset.push_back(layout.c_in_bytes);
-    layout.c_offset.push_back(layout.c_bytes);
-    const int64_t c_size = static_cast<int64_t>(DataTypeSize(p.c_type));
-    layout.a_bytes += p.ElementsA() * static_cast<int64_t>(DataTypeSize(p.a_type));
-    layout.b_bytes += p.ElementsB() * static_cast<int64_t>(DataTypeSize(p.b_type));
-    if (p.beta != 0.0f) layout.c_in_bytes += p.ElementsCIn() * c_size;
-    layout.c_bytes += p.ElementsC() * c_size;
+DeviceLaunch LaunchOf(const Batch& batch) {
+  DeviceLaunch launch;
+  launch.kernel = batch.jobs.front()->kernel;
+  launch.problem = batch.problem;
+  launch.items.reserve(batch.jobs.size());
+  for (const std::unique_ptr<Job>& job : batch.jobs) {
+    launch.items.push_back({job->problem, job->operands, job->quantized,
+                            job->is_cancelled ? &job->is_cancelled : nullptr});
   }
-  return layout;
+  return launch;
 }
 
 }  // namespace gemmd

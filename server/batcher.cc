@@ -221,7 +221,6 @@ Batcher::Placed Batcher::FormBatch(KeyQueue& queue, absl::Time now,
   }
   if (!placed.batch.jobs.empty()) {
     placed.batch.problem = PackedProblem(placed.batch.jobs);
-    placed.batch.forced_kernel = placed.batch.jobs.front()->forced_kernel;
   }
   return placed;
 }
@@ -371,10 +370,10 @@ void Batcher::LaneLoop(int device_index, int lane) {
     Answer(std::move(dropped));
 
     absl::Status status = absl::OkStatus();
-    BatchRun run;
+    LaunchTimes times;
     if (!batch.jobs.empty()) {
       const double flops = batch.problem.Flops();
-      status = device->RunBatch(batch, lane, &run);
+      status = device->Run(LaunchOf(batch), lane, &times);
       const absl::Duration busy = absl::Now() - start;
       if (metrics_ != nullptr) {
         metrics_->ObserveBatch(static_cast<int64_t>(batch.jobs.size()));
@@ -411,11 +410,10 @@ void Batcher::LaneLoop(int device_index, int lane) {
     constexpr size_t kJobsPerCompletion = 8;
     auto jobs = std::make_shared<std::vector<std::unique_ptr<Job>>>(std::move(batch.jobs));
     JobResult result;
-    result.kernel = run.kernel;
     result.device = device->description().name;
-    result.copy_in = run.copy_in;
-    result.compute = run.compute;
-    result.copy_out = run.copy_out;
+    result.copy_in = times.copy_in;
+    result.compute = times.compute;
+    result.copy_out = times.copy_out;
     result.batch_size = static_cast<uint32_t>(jobs->size());
     for (size_t first = 0; first < jobs->size(); first += kJobsPerCompletion) {
       const size_t last = std::min(jobs->size(), first + kJobsPerCompletion);

@@ -1,22 +1,23 @@
 // A compute device the server schedules work on: the CPU backend, or one GPU with the
-// CUDA backend. The batcher owns the scheduling: it calls RunBatch() from `lanes()`
-// worker threads per device, each with its own lane index; every other method is
-// thread-safe and cheap.
+// CUDA backend. It runs launches the scheduler forms (DeviceLaunch: the kernel chosen at
+// admission, the launch problem, each request's host operands); the kernel choice itself
+// is the backend's KernelCatalogue's. The scheduler calls Run() from `lanes()` worker
+// threads per device, each with its own lane index; every other method is thread-safe
+// and cheap.
 #ifndef GEMMD_SERVER_DEVICE_H_
 #define GEMMD_SERVER_DEVICE_H_
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "kernels/gemm_problem.h"
-#include "server/batch.h"
-#include "server/quantized_operands.h"
+#include "kernels/kernel.h"
+#include "kernels/quantized_operands.h"
 
 namespace gemmd {
 
@@ -29,18 +30,32 @@ struct DeviceDescription {
   int threads = 0;
 };
 
-struct KernelDescription {
-  std::string name;
-  Precision precision = Precision::kFp32;
-  std::string min_compute_capability;
+// One request's part of a launch.
+struct LaunchItem {
+  GemmProblem problem;  // its own (a dense launch packs the items' batch items in order)
+  GemmOperands host;    // host memory, valid until the launch returns; C goes to c_out
+  // Packed QuantizedMatmul operands (then the launch has this one item, `problem` is the
+  // FP32 equivalent and host.a/b are unused).
+  const QuantizedOperands* quantized = nullptr;
+  // Whether the item's caller has given up (may be null): the scheduler drops such items
+  // before the launch; a device that runs long may skip their work.
+  const std::function<bool()>* cancelled = nullptr;
 };
 
-// What one RunBatch did: the kernel that ran and how long each phase took.
-struct BatchRun {
-  std::string kernel;
+// What a device runs: one launch of `kernel` (from this device's backend catalogue).
+struct DeviceLaunch {
+  const Kernel* kernel = nullptr;
+  // The items' batch items back to back with dense strides, or the single item's own
+  // problem (its strides) when it runs alone.
+  GemmProblem problem;
+  std::vector<LaunchItem> items;
+};
+
+// How long each phase of one launch took.
+struct LaunchTimes {
   absl::Duration copy_in;   // host operands -> device (staging included)
   absl::Duration compute;   // the launch
-  absl::Duration copy_out;  // results -> the callers' response buffers
+  absl::Duration copy_out;  // results -> the callers' buffers
 };
 
 // Memory a device holds, for gemm_device_memory_bytes{kind}.
@@ -50,43 +65,41 @@ struct DeviceMemoryUsage {
   int64_t pinned_bytes = 0;        // page-locked host staging buffers
 };
 
+// Bytes of A, B, C_in (when beta != 0) and C of a dense problem: what a request holds in
+// host memory while it waits, and in device memory while it runs.
+int64_t OperandBytes(const GemmProblem& problem);
+
+// Where each item's operands sit in a dense launch's device regions: every region is the
+// items' operands back to back in order, so item j's A starts at a_offset[j] bytes into
+// the A region (likewise B, C_in, C). C_in has its own region (empty when beta is 0): a
+// broadcast C_in cannot share C's place.
+struct LaunchLayout {
+  std::vector<int64_t> a_offset, b_offset, c_in_offset, c_offset;
+  int64_t a_bytes = 0;  // region sizes
+  int64_t b_bytes = 0;
+  int64_t c_in_bytes = 0;
+  int64_t c_bytes = 0;
+};
+LaunchLayout LayoutOf(const std::vector<LaunchItem>& items);
+
 class Device {
  public:
   virtual ~Device() = default;
 
   virtual const DeviceDescription& description() const = 0;
-  virtual std::vector<KernelDescription> Kernels() const = 0;
 
-  // The kernel that would run `problem`: `forced_kernel` when non-empty and able, else
-  // the device's choice. FAILED_PRECONDITION when no kernel here can run it.
-  virtual absl::StatusOr<std::string> SelectKernel(const GemmProblem& problem,
-                                                   absl::string_view forced_kernel) const = 0;
-
-  // The quantized kernel that runs this QuantizedMatmul from its packed operands
-  // (Job::quantized, with Job::forced_kernel = that name): `forced_kernel` when it names
-  // one that takes them, else the device's choice. "" when none does, or when
-  // `forced_kernel` names a dense kernel: the server then dequantizes on the host and
-  // submits the FP32 GEMM. FAILED_PRECONDITION when `forced_kernel` names a quantized
-  // kernel that cannot run these operands.
-  virtual absl::StatusOr<std::string> SelectQuantizedKernel(
-      const QuantizedOperands& /*operands*/, absl::string_view /*forced_kernel*/) const {
-    return std::string();
-  }
-  // Names of the quantized kernels SelectQuantizedKernel can return.
-  virtual std::vector<std::string> QuantizedKernels() const { return {}; }
-
-  // How many RunBatch calls may run at once (each on its own lane in [0, lanes())).
-  // GPUs use two, so one batch's copies overlap the previous batch's compute.
+  // How many Run calls may run at once (each on its own lane in [0, lanes())). GPUs use
+  // two, so one launch's copies overlap the previous launch's compute.
   virtual int lanes() const { return 1; }
 
-  // Operand and result bytes (OperandBytes, batch.h) one batch may have on the device;
-  // the batcher never forms a larger batch and refuses a single job that is larger.
+  // Operand and result bytes (OperandBytes) one launch may have on the device; the
+  // scheduler never forms a larger launch and refuses a single request that is larger.
   virtual int64_t max_batch_bytes() const { return std::numeric_limits<int64_t>::max(); }
 
-  // Runs every job of `batch` (their operands are in host memory; each job's C goes to
-  // its own c_out) on lane `lane`. All jobs share the outcome. A CUDA fault also makes
-  // healthy() false from then on.
-  virtual absl::Status RunBatch(const Batch& batch, int lane, BatchRun* run) = 0;
+  // Runs `launch` on lane `lane`: stages the items' host operands, launches the kernel,
+  // copies each item's C to its c_out. All items share the outcome. A CUDA fault also
+  // makes healthy() false from then on.
+  virtual absl::Status Run(const DeviceLaunch& launch, int lane, LaunchTimes* times) = 0;
 
   virtual bool healthy() const = 0;
   virtual DeviceMemoryUsage memory() const { return {}; }

@@ -100,7 +100,7 @@ void GemmCall::OnReadDone(bool ok) {
   }
   LeaveArriving();  // (already done when it reached Submit)
   if (!status.ok()) {
-    ReleaseRequest();
+    request_.reset();  // not queued: the request and what it holds go now
     result_.reset();
     absl::MutexLock lock(&mu_);
     FinishLocked(status);
@@ -115,82 +115,81 @@ absl::Status GemmCall::PrepareAndSubmit() {
         "the request is ", wire_bytes, " bytes; this server accepts at most ",
         ctx.limits.max_message_bytes, " (--max_message_bytes)"));
   }
+  request_ = std::make_unique<GemmRequest>();
+  GemmRequest& r = *request_;
   // The received bytes and their parsed copy exist together until parsing is done.
   absl::StatusOr<Reservation> reserved = ctx.memory->Reserve(2 * wire_bytes);
   if (!reserved.ok()) return reserved.status();
-  request_reservation_ = *std::move(reserved);
+  r.message_reservation = *std::move(reserved);
   if (method_ == RpcMethod::kMatmul) {
-    request_ = std::make_unique<gemm::v1::MatmulRequest>();
+    r.message = std::make_unique<gemm::v1::MatmulRequest>();
   } else {
-    request_ = std::make_unique<gemm::v1::QuantizedMatmulRequest>();
+    r.message = std::make_unique<gemm::v1::QuantizedMatmulRequest>();
   }
   {
     grpc::ProtoBufferReader reader(&request_bytes_);
-    if (!request_->ParseFromZeroCopyStream(&reader)) {
+    if (!r.message->ParseFromZeroCopyStream(&reader)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the request (", wire_bytes, " bytes) is not a valid ", RequestTypeName(method_)));
     }
   }
   request_bytes_.Clear();
-  (void)request_reservation_.Resize(wire_bytes);  // shrinking always succeeds
+  (void)r.message_reservation.Resize(wire_bytes);  // shrinking always succeeds
 
-  absl::StatusOr<PreparedGemm> prepared =
-      method_ == RpcMethod::kMatmul
-          ? PrepareMatmul(static_cast<const gemm::v1::MatmulRequest&>(*request_), ctx, &label_)
-          : PrepareQuantizedMatmul(
-                static_cast<const gemm::v1::QuantizedMatmulRequest&>(*request_), ctx, &label_);
-  if (!prepared.ok()) return prepared.status();
-  prepared_ = *std::move(prepared);
+  const absl::Status prepared = method_ == RpcMethod::kMatmul
+                                    ? PrepareMatmul(ctx, &r, &label_)
+                                    : PrepareQuantizedMatmul(ctx, &r, &label_);
+  if (!prepared.ok()) return prepared;
+  input_bytes_ = r.input_bytes;
+  output_bytes_ = r.output_bytes;
 
   absl::StatusOr<std::unique_ptr<ResultBuffer>> result =
-      ctx.memory->AcquireResult(static_cast<size_t>(prepared_.output_bytes));
+      ctx.memory->AcquireResult(static_cast<size_t>(r.output_bytes));
   if (!result.ok()) return result.status();
   result_ = *std::move(result);
 
-  auto job = std::make_unique<Job>();
-  job->problem = prepared_.problem;
-  job->operands = prepared_.operands;
-  job->operands.c_out = result_->data();
-  job->quantized = prepared_.quantized;
-  job->forced_kernel = prepared_.forced_kernel;
-  job->accepted = absl::Now();  // queue time starts once the operands are ready
-  job->deadline = DeadlineOf(*context_);
+  r.operands.c_out = result_->data();
+  r.accepted = absl::Now();  // queue time starts once the operands are ready
+  r.deadline = DeadlineOf(*context_);
   grpc::GenericCallbackServerContext* context = context_;
-  job->is_cancelled = [context] { return context->IsCancelled(); };
-  job->done = [this](const absl::Status& status, const JobResult& result) {
-    JobDone(status, result);
+  r.is_cancelled = [context] { return context->IsCancelled(); };
+  GemmRequest* queued = request_.get();
+  r.done = [this, queued](const absl::Status& status, const JobResult& result) {
+    JobDone(*queued, status, result);
   };
   // No longer arriving: from here the queue counts it (or refuses it). Leaving first can
   // only let a concurrent arrival through to Submit, which still checks.
   LeaveArriving();
-  return env_->executor->Submit(std::move(job));
+  return env_->executor->Submit(std::move(request_));
 }
 
-void GemmCall::JobDone(const absl::Status& status, const JobResult& result) {
+void GemmCall::JobDone(const GemmRequest& r, const absl::Status& status,
+                       const JobResult& result) {
   if (status.ok()) {
     gemm::v1::Tensor c_head;
-    for (int64_t dim : prepared_.output_shape) c_head.add_shape(dim);
-    c_head.set_dtype(DataTypeToProto(prepared_.problem.c_type));
+    for (int64_t dim : r.output_shape) c_head.add_shape(dim);
+    c_head.set_dtype(DataTypeToProto(r.problem.c_type));
     gemm::v1::MatmulResponse rest;
-    rest.set_kernel(result.kernel);
+    rest.set_kernel(std::string(r.kernel->name()));
     rest.set_device(result.device);
-    rest.set_precision(PrecisionToProto(prepared_.problem.precision));
+    rest.set_precision(PrecisionToProto(r.problem.precision));
     gemm::v1::Timing* timing = rest.mutable_timing();
     timing->set_queue_us(Micros(result.queue));
-    timing->set_copy_in_us(Micros(prepared_.prepare + result.copy_in));
+    timing->set_copy_in_us(Micros(r.prepare + result.copy_in));
     timing->set_compute_us(Micros(result.compute));
     timing->set_copy_out_us(Micros(result.copy_out));
     timing->set_total_us(Micros(absl::Now() - received_));
     timing->set_batch_size(result.batch_size);
     ServerMetrics* m = env_->metrics;
     m->ObservePhase(method_, Phase::kQueue, result.queue);
-    m->ObservePhase(method_, Phase::kCopyIn, prepared_.prepare + result.copy_in);
+    m->ObservePhase(method_, Phase::kCopyIn, r.prepare + result.copy_in);
     m->ObservePhase(method_, Phase::kCompute, result.compute);
     m->ObservePhase(method_, Phase::kCopyOut, result.copy_out);
     response_bytes_ = EncodeMatmulResponse(c_head, std::move(result_), rest);
   }
-  ReleaseRequest();  // the operands are no longer read
-  result_.reset();   // an error carries no result
+  // The request itself (message, operands) goes when the executor lets go of it, right
+  // after this returns.
+  result_.reset();  // an error carries no result
   absl::MutexLock lock(&mu_);
   if (status.ok()) {
     state_ = State::kFinished;
@@ -199,15 +198,6 @@ void GemmCall::JobDone(const absl::Status& status, const JobResult& result) {
   } else {
     FinishLocked(status);
   }
-}
-
-void GemmCall::ReleaseRequest() {
-  request_bytes_.Clear();
-  request_.reset();
-  request_reservation_ = Reservation();
-  prepared_.scratch.reset();
-  prepared_.scratch_reservation = Reservation();
-  prepared_.quantized.reset();
 }
 
 absl::Status GemmCall::Outcome() const {
@@ -237,8 +227,8 @@ void GemmCall::OnDone() {
   m->RecordRequest(method_, label_, outcome.code());
   m->ObservePhase(method_, Phase::kTotal, absl::Now() - received_);
   if (outcome.ok()) {
-    m->AddBytesReceived(prepared_.input_bytes);
-    m->AddBytesSent(prepared_.output_bytes);
+    m->AddBytesReceived(input_bytes_);
+    m->AddBytesSent(output_bytes_);
   } else {
     int64_t suppressed = 0;
     if (env_->failure_log->Allow(&suppressed)) {

@@ -40,15 +40,11 @@
 #include "server/log.h"
 #include "server/metrics.h"
 
-namespace google::protobuf {
-class Message;
-}
-
 namespace gemmd {
 
 // What every call of a server shares; owned by the service, outlives its calls.
 struct GemmCallEnvironment {
-  GemmRequestContext request;  // limits, a device to check kernels on, the memory cap
+  GemmRequestContext request;  // limits, the backend's kernel catalogue, the memory cap
   JobExecutor* executor = nullptr;
   ServerMetrics* metrics = nullptr;
   CallRegistry* registry = nullptr;
@@ -78,14 +74,11 @@ class GemmCall final : public grpc::ServerGenericBidiReactor, public CallRegistr
   absl::Status Admit();
   // From the read request to a queued job.
   absl::Status PrepareAndSubmit();
-  void JobDone(const absl::Status& status, const JobResult& result);
+  void JobDone(const GemmRequest& request, const absl::Status& status, const JobResult& result);
   void FinishLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LeaveArriving();
   // What the client got, for the metrics and the log.
   absl::Status Outcome() const;
-  // Frees the request (received and parsed) and everything prepared from it, the result
-  // buffer excepted.
-  void ReleaseRequest();
 
   const GemmCallEnvironment* const env_;
   grpc::GenericCallbackServerContext* const context_;
@@ -101,10 +94,12 @@ class GemmCall final : public grpc::ServerGenericBidiReactor, public CallRegistr
 
   grpc::ByteBuffer request_bytes_;
   grpc::ByteBuffer response_bytes_;
-  std::unique_ptr<google::protobuf::Message> request_;
-  Reservation request_reservation_;
-  PreparedGemm prepared_;
+  // The request object until it is queued; from then on the executor owns it and hands
+  // it back to JobDone (through the job's `done`) before letting it go.
+  std::unique_ptr<GemmRequest> request_;
   PrecisionLabel label_ = PrecisionLabel::None();
+  int64_t input_bytes_ = 0;   // for the metrics of a call that succeeded
+  int64_t output_bytes_ = 0;
   std::unique_ptr<ResultBuffer> result_;
 };
 

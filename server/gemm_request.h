@@ -1,8 +1,12 @@
-// Turns a parsed Matmul or QuantizedMatmul request into the GEMM the executor runs:
-// validated (every size checked before anything sized by the client is allocated), its
-// kernel checked against what this server has, its host memory reserved, and its operands
-// pointing into the request (or into buffers this prepares, for a QuantizedMatmul that
-// is dequantized on the host).
+// One accepted Matmul or QuantizedMatmul from admission to answer: the request object.
+// It is the Job the scheduler runs, and it owns everything the job's operands point
+// into (the parsed message, dequantized operands and their memory reservations) until
+// the executor has answered it and lets it go.
+//
+// Preparing it: validated (every size checked before anything sized by the client is
+// allocated), its kernel chosen once through the backend's catalogue (a forced one
+// checked), its host memory reserved, its operands pointing into the request (or into
+// buffers prepared here, for a QuantizedMatmul dequantized on the host).
 //
 // Errors: those of ValidateMatmul / ValidateQuantizedMatmul; FAILED_PRECONDITION for a
 // kernel this server does not have or that cannot run the request; RESOURCE_EXHAUSTED
@@ -12,60 +16,61 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
+#include <string_view>
 #include <vector>
 
-#include "absl/status/statusor.h"
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gemm/v1/gemm.pb.h"
-#include "kernels/gemm_problem.h"
-#include "server/device.h"
+#include "kernels/quantized_operands.h"
 #include "server/host_memory.h"
+#include "server/job.h"
+#include "server/kernel_catalogue.h"
 #include "server/matmul_validation.h"
 #include "server/metrics.h"
-#include "server/quantized_operands.h"
 
 namespace gemmd {
 
 // What preparing needs from the server.
 struct GemmRequestContext {
   ValidationLimits limits;
-  const Device* device = nullptr;  // every device of a server is of one kind: any one answers
+  const KernelCatalogue* catalogue = nullptr;
   HostMemory* memory = nullptr;
 };
 
-struct PreparedGemm {
-  PrecisionLabel label = PrecisionLabel::None();
-  GemmProblem problem;
-  GemmOperands operands;  // c_out left null: the caller points it at the result buffer
-  // QuantizedMatmul served from the packed operands (Device::SelectQuantizedKernel).
-  std::shared_ptr<const QuantizedOperands> quantized;
-  std::string forced_kernel;
+struct GemmRequest : Job {
+  // The parsed request (a MatmulRequest or QuantizedMatmulRequest), which the operands
+  // point into, and the memory it holds.
+  std::unique_ptr<google::protobuf::Message> message;
+  Reservation message_reservation;
+  // Set while preparing: C's shape, payload bytes in and out, and host work on the
+  // operands before queueing (dequantizing), which responses report as copy-in.
   std::vector<int64_t> output_shape;
-  int64_t input_bytes = 0;   // operand payload received
+  int64_t input_bytes = 0;
   int64_t output_bytes = 0;  // C
-  // Host work on the operands before queueing (dequantizing, checking scales): reported
-  // as copy-in.
   absl::Duration prepare;
-  // Buffers the operands point into besides the request (dequantized operands), and the
-  // memory they hold.
-  std::shared_ptr<void> scratch;
+  // Job::quantized points here for a QuantizedMatmul on a quantized kernel.
+  QuantizedOperands packed;
+  // Dequantized operands (the host path, or a quantized A for a kernel that reads it
+  // dense) and their memory.
+  std::unique_ptr<float[]> scratch;
   Reservation scratch_reservation;
 };
 
-// *label is set as soon as the request's precision (or weight format) is known, so a
-// failure after validation still counts under it.
-absl::StatusOr<PreparedGemm> PrepareMatmul(const gemm::v1::MatmulRequest& request,
-                                           const GemmRequestContext& context,
-                                           PrecisionLabel* label);
-absl::StatusOr<PreparedGemm> PrepareQuantizedMatmul(
-    const gemm::v1::QuantizedMatmulRequest& request, const GemmRequestContext& context,
-    PrecisionLabel* label);
+// Prepares `request` from its message (a MatmulRequest / QuantizedMatmulRequest). *label
+// is set as soon as the request's precision (or weight format) is known, so a failure
+// after validation still counts under it. operands.c_out is left null: the caller points
+// it at the result buffer.
+absl::Status PrepareMatmul(const GemmRequestContext& context, GemmRequest* request,
+                           PrecisionLabel* label);
+absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context, GemmRequest* request,
+                                    PrecisionLabel* label);
 
 // FAILED_PRECONDITION for a forced kernel name this server has under neither RPC, or one
 // that belongs to the other RPC (a QuantizedMatmul kernel named in a Matmul); OK for ""
 // and names the RPC can use. The message lists what there is (names are capped).
-absl::Status CheckKernelName(const Device& device, RpcMethod method, const std::string& name);
+absl::Status CheckKernelName(const KernelCatalogue& catalogue, RpcMethod method,
+                             std::string_view name);
 
 }  // namespace gemmd
 

@@ -15,8 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "server/cpu_device.h"
 #include "server/batcher.h"
+#include "server/cpu_catalogue.h"
+#include "server/cpu_device.h"
 #include "server/gemm_service.h"
 #include "server/host_memory.h"
 #include "server/log.h"
@@ -75,9 +76,7 @@ absl::Status CheckConfig(const ServerConfig& c) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenBackend(const ServerConfig& config,
-                                                                std::string* backend) {
-  std::vector<std::unique_ptr<Device>> devices;
+absl::StatusOr<Backend> OpenBackend(const ServerConfig& config) {
   if (config.backend != "auto" && config.backend != "cpu" && config.backend != "cuda") {
     return absl::InvalidArgumentError(
         absl::StrCat("--backend=", config.backend, " is not one of auto, cpu, cuda"));
@@ -86,11 +85,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenBackend(const ServerCon
   if (config.backend == "cuda" || (config.backend == "auto" && CudaDeviceCount() > 0)) {
     CudaDeviceOptions options;
     options.memory_limit_bytes = config.device_memory_limit_bytes;
-    absl::StatusOr<std::vector<std::unique_ptr<Device>>> gpus =
-        OpenCudaDevices(config.devices, options);
-    if (!gpus.ok()) return gpus.status();
-    *backend = "cuda";
-    return gpus;
+    return OpenCudaBackend(config.devices, options);
   }
 #else
   if (config.backend == "cuda") {
@@ -99,9 +94,11 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenBackend(const ServerCon
         "use --backend=cpu or auto");
   }
 #endif
-  *backend = "cpu";
-  devices.push_back(std::make_unique<CpuDevice>(0));
-  return devices;
+  Backend cpu;
+  cpu.name = "cpu";
+  cpu.catalogue = std::make_unique<CpuCatalogue>();
+  cpu.devices.push_back(std::make_unique<CpuDevice>(0));
+  return cpu;
 }
 
 }  // namespace
@@ -112,23 +109,21 @@ int64_t DefaultGrpcBufferBytes(int64_t max_message_bytes) {
 
 absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(const ServerConfig& config) {
   if (absl::Status s = CheckConfig(config); !s.ok()) return s;
-  std::string backend;
-  absl::StatusOr<std::vector<std::unique_ptr<Device>>> devices = OpenBackend(config, &backend);
-  if (!devices.ok()) return devices.status();
-  return CreateWithDevices(config, backend, *std::move(devices));
+  absl::StatusOr<Backend> backend = OpenBackend(config);
+  if (!backend.ok()) return backend.status();
+  return CreateWithBackend(config, *std::move(backend));
 }
 
-absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithDevices(
-    const ServerConfig& config, std::string backend_name,
-    std::vector<std::unique_ptr<Device>> owned_devices) {
+absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
+    const ServerConfig& config, Backend backend) {
   if (absl::Status s = CheckConfig(config); !s.ok()) return s;
-  if (owned_devices.empty()) return absl::InvalidArgumentError("no devices to serve on");
+  if (backend.devices.empty()) return absl::InvalidArgumentError("no devices to serve on");
+  if (backend.catalogue == nullptr) return absl::InvalidArgumentError("no kernel catalogue");
   std::unique_ptr<GemmServer> server(new GemmServer());
   server->config_ = config;
-  server->backend_ = std::move(backend_name);
-  server->devices_ = std::move(owned_devices);
+  server->backend_ = std::move(backend);
   std::vector<Device*> devices;
-  for (auto& d : server->devices_) devices.push_back(d.get());
+  for (auto& d : server->backend_.devices) devices.push_back(d.get());
 
   std::vector<int> device_labels;
   for (const Device* d : devices) device_labels.push_back(d->description().index);
@@ -143,14 +138,15 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithDevices(
 
   ServiceSettings settings;
   settings.version = kGemmdVersion;
-  settings.backend = server->backend_;
+  settings.backend = server->backend_.name;
   settings.limits = {config.max_message_bytes, config.max_elements};
   settings.max_queue_size = config.max_queue_size;
   settings.max_batch_size = config.max_batch_size;
   settings.max_queue_delay = config.max_queue_delay;
   settings.max_inflight_bytes = config.max_inflight_bytes;
   server->service_ = std::make_unique<GemmServiceImpl>(
-      settings, devices, server->executor_.get(), server->metrics_.get(), server->memory_);
+      settings, devices, server->backend_.catalogue.get(), server->executor_.get(),
+      server->metrics_.get(), server->memory_);
 
   if (config.metrics_port >= 0) {
     const std::string address = absl::StrCat(config.host, ":", config.metrics_port);
@@ -215,7 +211,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithDevices(
   for (const Device* d : devices) device_names.push_back(d->description().name);
   Log(LogLevel::kInfo, "server_started",
       {{"version", kGemmdVersion},
-       {"backend", server->backend_},
+       {"backend", server->backend_.name},
        {"devices", absl::StrJoin(device_names, "; ")},
        {"grpc", absl::StrCat(config.host, ":", server->port_)},
        {"metrics", server->metrics_port_ >= 0

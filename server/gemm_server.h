@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/backend.h"
 
 namespace prometheus {
 class Exposer;
@@ -23,7 +24,6 @@ class Exposer;
 
 namespace gemmd {
 
-class Device;
 class Batcher;
 class GemmServiceImpl;
 class HostMemory;
@@ -63,16 +63,16 @@ int64_t DefaultGrpcBufferBytes(int64_t max_message_bytes);
 class GemmServer {
  public:
   static absl::StatusOr<std::unique_ptr<GemmServer>> Create(const ServerConfig& config);
-  // Serves on the given devices instead of the backend's (tests inject fakes here).
-  static absl::StatusOr<std::unique_ptr<GemmServer>> CreateWithDevices(
-      const ServerConfig& config, std::string backend,
-      std::vector<std::unique_ptr<Device>> devices);
+  // Serves on the given backend instead of the configured one (tests inject fakes
+  // here: a catalogue and devices of their own).
+  static absl::StatusOr<std::unique_ptr<GemmServer>> CreateWithBackend(const ServerConfig& config,
+                                                                       Backend backend);
   ~GemmServer();  // shuts down if still running
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
   int64_t grpc_buffer_bytes() const { return grpc_buffer_bytes_; }
-  const std::string& backend() const { return backend_; }
+  const std::string& backend() const { return backend_.name; }
   ServerMetrics& metrics() { return *metrics_; }
   Batcher& executor() { return *executor_; }
 
@@ -92,11 +92,10 @@ class GemmServer {
   GemmServer() = default;
 
   ServerConfig config_;
-  std::string backend_;
+  Backend backend_;
   int port_ = 0;
   int metrics_port_ = -1;
   int64_t grpc_buffer_bytes_ = 0;
-  std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<Batcher> executor_;
   // Shared with the result buffers gRPC still holds.

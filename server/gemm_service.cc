@@ -10,14 +10,15 @@
 namespace gemmd {
 
 GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> devices,
-                                 JobExecutor* executor, ServerMetrics* metrics,
-                                 std::shared_ptr<HostMemory> memory)
+                                 const KernelCatalogue* catalogue, JobExecutor* executor,
+                                 ServerMetrics* metrics, std::shared_ptr<HostMemory> memory)
     : settings_(std::move(settings)),
       devices_(std::move(devices)),
+      catalogue_(catalogue),
       metrics_(metrics),
       memory_(std::move(memory)) {
   environment_.request.limits = settings_.limits;
-  environment_.request.device = devices_.front();
+  environment_.request.catalogue = catalogue_;
   environment_.request.memory = memory_.get();
   environment_.executor = executor;
   environment_.metrics = metrics_;
@@ -64,14 +65,15 @@ grpc::ServerUnaryReactor* GemmServiceImpl::GetServerInfo(
     info->set_healthy(device->healthy());
     info->set_threads(d.threads);
   }
-  for (const KernelDescription& k : devices_.front()->Kernels()) {
+  for (const KernelDescription& k : catalogue_->Kernels()) {
+    if (k.input == KernelInput::kQuantized) {
+      response->add_quantized_kernels(k.name);
+      continue;
+    }
     gemm::v1::KernelInfo* info = response->add_kernels();
     info->set_name(k.name);
     info->set_precision(PrecisionToProto(k.precision));
     info->set_min_compute_capability(k.min_compute_capability);
-  }
-  for (const std::string& name : devices_.front()->QuantizedKernels()) {
-    response->add_quantized_kernels(name);
   }
   gemm::v1::Limits* limits = response->mutable_limits();
   limits->set_max_message_bytes(settings_.limits.max_message_bytes);

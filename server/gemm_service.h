@@ -19,6 +19,7 @@
 #include "server/gemm_call.h"
 #include "server/host_memory.h"
 #include "server/job_executor.h"
+#include "server/kernel_catalogue.h"
 #include "server/log.h"
 #include "server/matmul_validation.h"
 #include "server/metrics.h"
@@ -43,10 +44,11 @@ using GemmTypedService = gemm::v1::GemmService::WithGenericMethod_Matmul<
 
 class GemmServiceImpl final : public GemmTypedService {
  public:
-  // `devices`, `executor` and `metrics` must outlive the service; `memory` is shared with
+  // `devices`, `catalogue`, `executor` and `metrics` must outlive the service; `memory` is shared with
   // the result buffers in flight.
-  GemmServiceImpl(ServiceSettings settings, std::vector<Device*> devices, JobExecutor* executor,
-                  ServerMetrics* metrics, std::shared_ptr<HostMemory> memory);
+  GemmServiceImpl(ServiceSettings settings, std::vector<Device*> devices,
+                  const KernelCatalogue* catalogue, JobExecutor* executor, ServerMetrics* metrics,
+                  std::shared_ptr<HostMemory> memory);
   ~GemmServiceImpl() override;
 
   // Register with ServerBuilder::RegisterCallbackGenericService.
@@ -83,6 +85,7 @@ class GemmServiceImpl final : public GemmTypedService {
 
   const ServiceSettings settings_;
   const std::vector<Device*> devices_;
+  const KernelCatalogue* const catalogue_;
   ServerMetrics* const metrics_;
   const std::shared_ptr<HostMemory> memory_;
   CallRegistry registry_;

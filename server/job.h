@@ -1,21 +1,23 @@
-// One accepted GEMM request on its way to a device, and what comes back.
+// One accepted GEMM request on its way to a device, and what comes back. The service's
+// request object (server/gemm_request.h) is a Job: it carries the operands and the
+// kernel chosen at admission through the scheduler, and owns what the operands point
+// into until its `done` has run.
 #ifndef GEMMD_SERVER_JOB_H_
 #define GEMMD_SERVER_JOB_H_
 
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "kernels/gemm_problem.h"
-#include "server/quantized_operands.h"
+#include "kernels/kernel.h"
+#include "kernels/quantized_operands.h"
 
 namespace gemmd {
 
 struct JobResult {
-  std::string kernel;
   std::string device;
   absl::Duration queue;  // queued -> its batch started on a device
   absl::Duration copy_in;
@@ -25,15 +27,17 @@ struct JobResult {
 };
 
 struct Job {
+  virtual ~Job() = default;
+
   GemmProblem problem;
-  // Host memory owned by the submitter, valid until `done` runs; c_out receives C.
+  // Host memory valid until `done` runs; c_out receives C.
   GemmOperands operands;
-  // Set for a QuantizedMatmul that the device runs on its quantized kernels: the packed
-  // operands (operands.a/b are then unused; `problem` is the FP32 equivalent, which
-  // sizes admission and placement). Such jobs always run alone.
-  std::shared_ptr<const QuantizedOperands> quantized;
-  // The request's kernel name; empty = the device chooses (per batch).
-  std::string forced_kernel;
+  // Chosen once, at admission, from the backend's catalogue; never null once queued.
+  const Kernel* kernel = nullptr;
+  // Set for a QuantizedMatmul that runs on a quantized kernel: the packed operands
+  // (operands.a/b are then unused; `problem` is the FP32 equivalent, which sizes
+  // admission and placement). Such jobs always run alone.
+  const QuantizedOperands* quantized = nullptr;
   absl::Time accepted;  // when it was queued (validated, operands prepared)
   absl::Time deadline = absl::InfiniteFuture();
   // True once the caller gave up; polled before the job reaches a device. May be empty.

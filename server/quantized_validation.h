@@ -20,7 +20,7 @@
 #include "kernels/gemm_problem.h"
 #include "kernels/quant_formats.h"
 #include "server/matmul_validation.h"
-#include "server/quantized_operands.h"
+#include "kernels/quantized_operands.h"
 
 namespace gemmd {
 
@@ -41,11 +41,6 @@ absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
 // n*k floats). INVALID_ARGUMENT for a NaN E4M3 scale byte.
 absl::Status DequantizeOperands(const gemm::v1::QuantizedMatmulRequest& request,
                                 const ValidatedQuantized& v, float* a_out, float* b_out);
-
-// One validated quantized operand [rows, k] as FP32 (out: rows*k floats). INVALID_ARGUMENT
-// for a NaN E4M3 scale byte.
-absl::Status DequantizeOperand(const QuantizedOperand& op, int64_t rows, int64_t k,
-                               float* out);
 
 // The packed operands of a validated request, for a device that decodes them itself
 // (pointing into `request`).

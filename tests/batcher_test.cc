@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "kernels/cpu_catalogue.h"
 #include "kernels/cpu_quantized_gemm.h"
 #include "tests/fake_device.h"
 #include "tests/metrics_util.h"
@@ -78,6 +79,7 @@ Batcher::Options Opts(uint32_t max_batch_size, absl::Duration delay, size_t max_
 // A job of shape m x n x 1; the fake device writes `tag` (default: m) into its C.
 std::unique_ptr<Job> MakeJob(Outcome* out, int64_t m, int64_t n = 2, int64_t batch = 1) {
   auto job = std::make_unique<Job>();
+  job->kernel = &testing::TheFakeKernel();
   job->problem.batch = batch;
   job->problem.m = m;
   job->problem.n = n;
@@ -104,13 +106,26 @@ TEST(BatchTest, PackedProblemAndLayoutConcatenateJobsInOrder) {
   const GemmProblem packed = PackedProblem(jobs);
   EXPECT_EQ(packed.batch, 6);
   EXPECT_EQ(packed.StrideA(), 4 * 5);
-  const BatchLayout layout = LayoutOf(jobs);
+  Batch batch{packed, std::move(jobs)};
+  const DeviceLaunch launch = LaunchOf(batch);
+  EXPECT_EQ(launch.problem.batch, 6);
+  ASSERT_EQ(launch.items.size(), 3u);
+  const LaunchLayout layout = LayoutOf(launch.items);
   EXPECT_EQ(layout.a_offset, (std::vector<int64_t>{0, 80, 240}));  // 4*5 floats per item
   EXPECT_EQ(layout.b_offset, (std::vector<int64_t>{0, 60, 180}));
   EXPECT_EQ(layout.c_offset, (std::vector<int64_t>{0, 48, 144}));
   EXPECT_EQ(layout.a_bytes, 6 * 80);
   EXPECT_EQ(layout.c_in_bytes, 0);  // beta == 0: C_in is never read
-  EXPECT_EQ(OperandBytes(jobs[1]->problem), 2 * (80 + 60 + 48));
+  EXPECT_EQ(OperandBytes(batch.jobs[1]->problem), 2 * (80 + 60 + 48));
+}
+
+TEST(BatchTest, PackedQuantizedJobsRunAlone) {
+  Job dense, packed;
+  dense.problem.m = packed.problem.m = 4;
+  const QuantizedOperands operands;
+  packed.quantized = &operands;
+  EXPECT_TRUE(IsBatchable(dense));
+  EXPECT_FALSE(IsBatchable(packed));
 }
 
 TEST(BatchTest, KeysSeparateWhatOneLaunchCannotServe) {
@@ -121,7 +136,8 @@ TEST(BatchTest, KeysSeparateWhatOneLaunchCannotServe) {
   b->problem.beta = 0.5f;
   EXPECT_FALSE(BatchKeyOf(*a) == BatchKeyOf(*b));
   b = MakeJob(&o, 4);
-  b->forced_kernel = "x";
+  static const testing::FakeKernel other_kernel;
+  b->kernel = &other_kernel;
   EXPECT_FALSE(BatchKeyOf(*a) == BatchKeyOf(*b));
   b = MakeJob(&o, 4);
   b->problem.transpose_b = true;
@@ -325,7 +341,7 @@ TEST(BatcherTest, PackedQuantizedJobsCountTheirPackedBytes) {
   q->k = 1024;
   q->a = QuantizedOperand{QuantFormat::kNvfp4, a, a_scales, 1.0f};
   q->b = QuantizedOperand{QuantFormat::kNvfp4, b, b_scales, 1.0f};
-  job->quantized = q;
+  job->quantized = q.get();
   const int64_t packed = 2048 + 256 + 4096 + 512 + 128;
   EXPECT_EQ(JobBytes(*job), packed);
   EXPECT_EQ(OperandBytes(job->problem), 49280);
@@ -347,10 +363,11 @@ TEST(BatcherTest, PackedQuantizedJobsCountTheirPackedBytes) {
   q2->a.reset();
   q2->a_dense_type = DataType::kFloat16;
   q2->a_dense = a16;
-  weight_only->quantized = q2;
-  weight_only->forced_kernel = "skinny_nvfp4_mma16816";
+  weight_only->quantized = q2.get();
+  weight_only->kernel = &testing::TheFakeKernel();  // no host workspace
   EXPECT_EQ(JobBytes(*weight_only), 8192 + 4096 + 512 + 128);
-  weight_only->forced_kernel = kCpuWeightOnlyKernel;
+  weight_only->kernel = FindCpuKernel(kCpuWeightOnlyKernel);
+  ASSERT_NE(weight_only->kernel, nullptr);
   EXPECT_EQ(JobBytes(*weight_only), 8192 + 4 * 1024 * 4 + 4096 + 512 + 128);
 }
 

@@ -1,21 +1,53 @@
-// A Device for tests: records the batches it runs, can hold every run until the test
-// opens a gate, can fail (and then turn unhealthy, like a CUDA fault), and writes a
-// recognisable value into each job's C so tests can check that results reach the right
-// caller: the problem's m, or with set_tag_from_a(true) the first float of the job's A.
+// A Device and a KernelCatalogue for tests. The device records the launches it runs, can
+// hold every run until the test opens a gate, can fail (and then turn unhealthy, like a
+// CUDA fault), and writes a recognisable value into each item's C so tests can check
+// that results reach the right caller: the problem's m, or with set_tag_from_a(true) the
+// first float of the item's A. The catalogue has one kernel, "fake_kernel", for every
+// Matmul, and sends every QuantizedMatmul down the host path.
 #ifndef GEMMD_TESTS_FAKE_DEVICE_H_
 #define GEMMD_TESTS_FAKE_DEVICE_H_
 
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "server/backend.h"
 #include "server/device.h"
+#include "server/kernel_catalogue.h"
 
 namespace gemmd::testing {
+
+class FakeKernel : public Kernel {
+ public:
+  std::string_view name() const override { return "fake_kernel"; }
+  KernelInput input() const override { return KernelInput::kDense; }
+  Precision precision() const override { return Precision::kFp32; }
+  int min_compute_capability() const override { return 0; }
+};
+
+inline const FakeKernel& TheFakeKernel() {
+  static const FakeKernel kernel;
+  return kernel;
+}
+
+class FakeCatalogue : public KernelCatalogue {
+ public:
+  std::vector<KernelDescription> Kernels() const override {
+    return {{"fake_kernel", KernelInput::kDense, Precision::kFp32, ""}};
+  }
+  absl::StatusOr<const Kernel*> Select(const GemmProblem&, std::string_view) const override {
+    return &TheFakeKernel();
+  }
+  absl::StatusOr<QuantizedChoice> SelectQuantized(const QuantizedOperands&,
+                                                  std::string_view) const override {
+    return QuantizedChoice();
+  }
+};
 
 class FakeDevice : public Device {
  public:
@@ -27,24 +59,18 @@ class FakeDevice : public Device {
   }
 
   const DeviceDescription& description() const override { return description_; }
-  std::vector<KernelDescription> Kernels() const override {
-    return {{"fake_kernel", Precision::kFp32, ""}};
-  }
-  absl::StatusOr<std::string> SelectKernel(const GemmProblem&, absl::string_view) const override {
-    return std::string("fake_kernel");
-  }
   int lanes() const override { return lanes_; }
   int64_t max_batch_bytes() const override { return max_batch_bytes_; }
 
-  absl::Status RunBatch(const Batch& batch, int, BatchRun* run) override {
+  absl::Status Run(const DeviceLaunch& launch, int, LaunchTimes* times) override {
     {
       absl::MutexLock lock(&mu_);
       ++started_;
-      batch_sizes_.push_back(static_cast<int>(batch.jobs.size()));
-      packed_batch_.push_back(batch.problem.batch);
-      for (const auto& job : batch.jobs) {
-        ran_m_.push_back(job->problem.m);
-        if (job->is_cancelled) held_.push_back(job->is_cancelled);
+      batch_sizes_.push_back(static_cast<int>(launch.items.size()));
+      packed_batch_.push_back(launch.problem.batch);
+      for (const LaunchItem& item : launch.items) {
+        ran_m_.push_back(item.problem.m);
+        if (item.cancelled != nullptr) held_.push_back(*item.cancelled);
       }
     }
     gate_.WaitForNotification();
@@ -55,15 +81,14 @@ class FakeDevice : public Device {
         return status_;
       }
     }
-    for (const auto& job : batch.jobs) {
-      const GemmProblem& p = job->problem;
+    for (const LaunchItem& item : launch.items) {
+      const GemmProblem& p = item.problem;
       float value = static_cast<float>(p.m);
-      if (tag_from_a_) std::memcpy(&value, job->operands.a, sizeof(float));
-      float* c = static_cast<float*>(job->operands.c_out);
+      if (tag_from_a_) std::memcpy(&value, item.host.a, sizeof(float));
+      float* c = static_cast<float*>(item.host.c_out);
       for (int64_t i = 0; i < p.batch * p.m * p.n; ++i) c[i] = value;
     }
-    run->kernel = "fake_kernel";
-    run->compute = absl::Milliseconds(1);
+    times->compute = absl::Milliseconds(1);
     return absl::OkStatus();
   }
   bool healthy() const override {
@@ -96,7 +121,7 @@ class FakeDevice : public Device {
     absl::MutexLock lock(&mu_);
     return packed_batch_;
   }
-  // How many jobs held at the gate so far have been given up by their callers.
+  // How many items held at the gate so far have been given up by their callers.
   int HeldJobsCancelled() {
     absl::MutexLock lock(&mu_);
     int cancelled = 0;
@@ -126,9 +151,18 @@ class FakeDevice : public Device {
   std::vector<int64_t> ran_m_ ABSL_GUARDED_BY(mu_);
   std::vector<int> batch_sizes_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> packed_batch_ ABSL_GUARDED_BY(mu_);
-  // The cancellation checks of the jobs that reached the gate (valid until it opens).
+  // The cancellation checks of the items that reached the gate (valid until it opens).
   std::vector<std::function<bool()>> held_ ABSL_GUARDED_BY(mu_);
 };
+
+// A backend of fake devices with the fake catalogue.
+inline Backend FakeBackend(std::vector<std::unique_ptr<Device>> devices) {
+  Backend backend;
+  backend.name = "cpu";
+  backend.catalogue = std::make_unique<FakeCatalogue>();
+  backend.devices = std::move(devices);
+  return backend;
+}
 
 }  // namespace gemmd::testing
 

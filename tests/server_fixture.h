@@ -24,9 +24,12 @@
 #include "absl/time/time.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "proto/proto_types.h"
+#include "server/backend.h"
+#include "server/cpu_catalogue.h"
 #include "server/cpu_device.h"
 #include "server/device.h"
 #include "server/gemm_server.h"
+#include "tests/fake_device.h"
 #include "tests/test_util.h"
 
 namespace gemmd::testing {
@@ -137,16 +140,25 @@ inline bool Eventually(const std::function<bool()>& condition,
   return true;
 }
 
-// A test with one server in-process (on the given device, the CPU backend by default) and
-// a stub on its own channel.
+// A test with one server in-process (the CPU backend, or a FakeDevice with the fake
+// catalogue) and a stub on its own channel.
 class InProcessServerTest : public ::testing::Test {
  protected:
-  void Start(ServerConfig config = TestConfig(),
-             std::unique_ptr<Device> device = std::make_unique<CpuDevice>(0)) {
+  void Start(ServerConfig config = TestConfig()) {
+    Backend cpu;
+    cpu.name = "cpu";
+    cpu.catalogue = std::make_unique<CpuCatalogue>();
+    cpu.devices.push_back(std::make_unique<CpuDevice>(0));
+    Start(config, std::move(cpu));
+  }
+  void Start(ServerConfig config, std::unique_ptr<FakeDevice> device) {
     std::vector<std::unique_ptr<Device>> devices;
     devices.push_back(std::move(device));
+    Start(config, FakeBackend(std::move(devices)));
+  }
+  void Start(ServerConfig config, Backend backend) {
     absl::StatusOr<std::unique_ptr<GemmServer>> server =
-        GemmServer::CreateWithDevices(config, "cpu", std::move(devices));
+        GemmServer::CreateWithBackend(config, std::move(backend));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     channel_ = ChannelTo(server_->port());

@@ -26,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "kernels/cpu_gemm.h"
 #include "kernels/reference_gemm.h"
 #include "proto/proto_types.h"
 #include "server/batcher.h"

@@ -8,7 +8,6 @@ add_executable(server_unit_test
   metrics_test.cc
   host_memory_test.cc
   response_encoding_test.cc
-  quantized_plan_test.cc
 )
 target_link_libraries(server_unit_test PRIVATE gemm_server_lib GTest::gtest_main)
 gtest_discover_tests(server_unit_test DISCOVERY_TIMEOUT 60)

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/quantized_kernels.h"
 #include "kernels/cuda/tiled_gemm.h"
 
 namespace gemmd::gpu {
@@ -22,24 +23,34 @@ absl::StatusOr<DeviceCaps> QueryDeviceCaps(int device) {
   return caps;
 }
 
-KernelRegistry::KernelRegistry(std::vector<std::unique_ptr<GpuGemmKernel>> kernels)
-    : owned_(std::move(kernels)) {
-  view_.reserve(owned_.size());
+KernelRegistry::KernelRegistry(std::vector<std::unique_ptr<GpuGemmKernel>> kernels,
+                               std::vector<std::unique_ptr<QuantizedGemmKernel>> quantized)
+    : owned_(std::move(kernels)), quantized_owned_(std::move(quantized)) {
   for (const auto& k : owned_) view_.push_back(k.get());
+  for (const auto& k : quantized_owned_) quantized_view_.push_back(k.get());
 }
+
+KernelRegistry::~KernelRegistry() = default;
 
 const KernelRegistry& KernelRegistry::Global() {
   static const KernelRegistry* const registry = [] {
     std::vector<std::unique_ptr<GpuGemmKernel>> kernels;
     internal::AppendSimtKernels(&kernels);
     internal::AppendWmmaKernels(&kernels);
-    return new KernelRegistry(std::move(kernels));
+    return new KernelRegistry(std::move(kernels), MakeQuantizedKernels());
   }();
   return *registry;
 }
 
 const GpuGemmKernel* KernelRegistry::Find(std::string_view name) const {
   for (const GpuGemmKernel* k : view_) {
+    if (k->name() == name) return k;
+  }
+  return nullptr;
+}
+
+const QuantizedGemmKernel* KernelRegistry::FindQuantized(std::string_view name) const {
+  for (const QuantizedGemmKernel* k : quantized_view_) {
     if (k->name() == name) return k;
   }
   return nullptr;

@@ -44,6 +44,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/gemm_problem.h"
+#include "kernels/kernel.h"
 
 namespace gemmd::gpu {
 
@@ -72,17 +73,12 @@ struct LaunchGeometry {
   int64_t blocks = 0;       // thread blocks over all launches of the problem
 };
 
-// One registered kernel variant. Implementations live in the .cu files of each family.
-class GpuGemmKernel {
+// One registered dense kernel variant (Kernel: name, precision, lowest compute
+// capability, which also needs the library built for a matching architecture).
+// Implementations live in the .cu files of each family.
+class GpuGemmKernel : public Kernel {
  public:
-  virtual ~GpuGemmKernel() = default;
-
-  // Registry key, e.g. "sgemm_simt_128x128x8". Unique.
-  virtual std::string_view name() const = 0;
-  virtual Precision precision() const = 0;
-  // Lowest compute capability (major*10+minor) the variant runs on; also needs the
-  // library to have been built for a matching architecture.
-  virtual int min_compute_capability() const = 0;
+  KernelInput input() const final { return KernelInput::kDense; }
   // Operand element type the multiplier consumes (kFloat32, kFloat16, kBFloat16).
   virtual DataType operand_type() const = 0;
   // Whether the variant may split K across blocks (then it may need a workspace).
@@ -119,21 +115,30 @@ class GpuGemmKernel {
                               cudaStream_t stream) const = 0;
 };
 
-// Every variant compiled into the library, in a fixed order.
+class QuantizedGemmKernel;  // quantized_kernels.h
+
+// Every variant compiled into the library, dense and quantized, in a fixed order: the
+// one catalogue of the CUDA backend. Names are unique across both.
 class KernelRegistry {
  public:
   // The process-wide registry (built on first use; thread-safe).
   static const KernelRegistry& Global();
 
   const std::vector<const GpuGemmKernel*>& kernels() const { return view_; }
+  const std::vector<const QuantizedGemmKernel*>& quantized() const { return quantized_view_; }
   // nullptr when no variant has that name.
   const GpuGemmKernel* Find(std::string_view name) const;
+  const QuantizedGemmKernel* FindQuantized(std::string_view name) const;
 
-  explicit KernelRegistry(std::vector<std::unique_ptr<GpuGemmKernel>> kernels);
+  KernelRegistry(std::vector<std::unique_ptr<GpuGemmKernel>> kernels,
+                 std::vector<std::unique_ptr<QuantizedGemmKernel>> quantized = {});
+  ~KernelRegistry();
 
  private:
   std::vector<std::unique_ptr<GpuGemmKernel>> owned_;
   std::vector<const GpuGemmKernel*> view_;
+  std::vector<std::unique_ptr<QuantizedGemmKernel>> quantized_owned_;
+  std::vector<const QuantizedGemmKernel*> quantized_view_;
 };
 
 // Picks the variant expected to be fastest for `problem` on a device with `caps`

@@ -1,6 +1,8 @@
-// SelectKernel: which registered variant runs a problem. Kept apart from the registry
-// and the kernels so the policy can change (and be tested) on its own.
+// The CUDA backend's selection: which registered variant runs a problem (SelectKernel,
+// dense) or a QuantizedMatmul (SelectQuantizedKernel). Kept apart from the registry and
+// the kernels so the policy can change (and be tested) on its own.
 //
+// Dense:
 // The policy is a small cost model fitted to gemm-bench on the H200 (docs/KERNELS.md):
 // for every variant that can run the problem, estimate
 //
@@ -21,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/gpu_gemm.h"
+#include "kernels/cuda/quantized_kernels.h"
 #include "kernels/cuda/tiled_gemm.h"
 
 namespace gemmd::gpu {
@@ -111,6 +114,83 @@ absl::StatusOr<const GpuGemmKernel*> SelectKernel(const GemmProblem& problem,
         internal::Sv(DataTypeName(problem.c_type)), " output"));
   }
   return absl::FailedPreconditionError(first_error.message());
+}
+
+// Quantized. The skinny kernel streams B once at memory speed: it wins up to M =
+// kSkinnyPreferredMaxM whatever A is (a quantized A is dequantized on the host first),
+// and FP16 A against NVFP4 B up to its own limit (kSkinnyQuantizedMaxM), where the square
+// FP16 x NVFP4 kernel's 128-row tiles are mostly empty. Larger M goes to the square
+// (tensor-core) kernels when they take the operands: the same format on both sides, or
+// FP16 x NVFP4, with the K alignment they need; up to the skinny limit the skinny kernel
+// takes the rest; beyond it, none (the host dequantizes). Within the skinny family the
+// path is ChooseSkinnyPath's (quant_gemm.h). Measurements: docs/KERNELS.md.
+namespace {
+
+constexpr int64_t kSkinnyPreferredMaxM = 16;
+
+// The first kernel of `family` for B's format that runs `q` here (registry order:
+// preferred first).
+const QuantizedGemmKernel* FirstOf(QuantizedFamily family, const QuantizedOperands& q,
+                                   const DeviceCaps& caps, const KernelRegistry& registry) {
+  for (const QuantizedGemmKernel* k : registry.quantized()) {
+    if (k->family() == family && k->format() == q.b.format &&
+        k->RunsOn(caps.compute_capability) && k->Check(q, caps).ok()) {
+      return k;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+absl::StatusOr<const QuantizedGemmKernel*> SelectQuantizedKernel(const QuantizedOperands& q,
+                                                                 const DeviceCaps& caps,
+                                                                 const KernelRegistry& registry) {
+  const DeviceQuantizedWeight b = PlacedWeight(q.b, q.n, q.k);
+  const bool skinny_takes =
+      caps.compute_capability >= 80 && CheckSkinnyOperands(DenseA(q), q.m, b).ok();
+  const auto skinny = [&]() -> absl::StatusOr<const QuantizedGemmKernel*> {
+    const absl::StatusOr<SkinnyPath> path = ChooseSkinnyPath(kArenaAligned, DenseA(q), q.m, b);
+    if (!path.ok()) return path.status();
+    return registry.FindQuantized(SkinnyKernelName(q.b.format, *path));
+  };
+  const bool fp16_x_nvfp4 = !q.a.has_value() && q.a_dense_type == DataType::kFloat16 &&
+                            q.b.format == QuantFormat::kNvfp4;
+  if (skinny_takes && (q.m <= kSkinnyPreferredMaxM || fp16_x_nvfp4)) return skinny();
+  if (const QuantizedGemmKernel* k = FirstOf(QuantizedFamily::kSquare, q, caps, registry)) {
+    return k;
+  }
+  if (const QuantizedGemmKernel* k = FirstOf(QuantizedFamily::kSquareFp16A, q, caps, registry)) {
+    return k;
+  }
+  if (skinny_takes) return skinny();
+  return nullptr;
+}
+
+absl::StatusOr<const QuantizedGemmKernel*> ForceQuantizedKernel(std::string_view name,
+                                                                const QuantizedOperands& q,
+                                                                const DeviceCaps& caps,
+                                                                const KernelRegistry& registry) {
+  const QuantizedGemmKernel* kernel = registry.FindQuantized(name);
+  if (kernel == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("no quantized GPU kernel named '", internal::Sv(name), "'"));
+  }
+  if (kernel->format() != q.b.format) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kernel ", internal::Sv(name), " decodes ", QuantFormatName(kernel->format()),
+                     " weights; b is ", QuantFormatName(q.b.format)));
+  }
+  if (!kernel->RunsOn(caps.compute_capability)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(internal::Sv(name), " does not run on compute capability ",
+                     caps.compute_capability, " (device ", caps.device, ", ", caps.name, ")"));
+  }
+  if (absl::Status s = kernel->Check(q, caps); !s.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kernel ", internal::Sv(name), ": ", s.message()));
+  }
+  return kernel;
 }
 
 }  // namespace gemmd::gpu

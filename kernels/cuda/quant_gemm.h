@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/quant_formats.h"
 
@@ -39,12 +40,40 @@ using DeviceQuantizedWeight = ::gemmd::PackedWeight;
 // FP16 hi and lo planes and the row scales of FLOAT32 or BFLOAT16 A.
 size_t SkinnyQuantizedWorkspaceBytes(DataType a_type, int64_t m, int64_t k);
 
-// Which way the skinny kernel brings B in (SkinnyQuantizedTuning::path).
+// Which way the skinny kernel brings B in (SkinnyQuantizedTuning::path). Each is its own
+// catalogue entry (quantized_kernels.h): skinny_<format>_{ring,regs,stream}_mma16816.
 enum class SkinnyPath {
-  kAuto,     // the launcher's choice
-  kStream,   // the streaming path (quant_skinny_stream.h) wherever it can run
-  kClassic,  // never the streaming path: the ring (M <= 8) or the register path
+  kAuto,       // ChooseSkinnyPath's choice
+  kStream,     // the streaming path (quant_skinny_stream.h): one-plane A (FP16, BF16)
+  kRing,       // the shared-memory ring: FP16 A of at most 8 rows (SkinnyRingRuns)
+  kRegisters,  // the register path: everything the skinny kernel takes
+  kClassic,    // the ring where it runs, else the register path (gemm-bench sweeps)
 };
+
+// A stand-in device address for checks made before operands are placed (selection at
+// admission): the server's arena starts every region at a 256-byte boundary, which
+// passes every alignment check of the quantized kernels.
+inline const void* const kArenaAligned = reinterpret_cast<const void*>(uintptr_t{256});
+
+// What the skinny kernel takes whatever the path: INVALID_ARGUMENT for m outside [1,
+// kSkinnyQuantizedMaxM], an a_type other than FLOAT16, FLOAT32 or BFLOAT16, or a weight
+// outside [1, 2^30] rows and K (NVFP4 needs K % 16 == 0). Shape only: pointers unread.
+absl::Status CheckSkinnyOperands(DataType a_type, int64_t m, const DeviceQuantizedWeight& b);
+
+// Whether the ring runs: FP16 A (`a`, the rows the kernel reads) of at most 8 rows, codes
+// and A 16-byte aligned with NVFP4 K % 64 (scales copied 4 bytes at a time, 4-byte
+// aligned) or INT8 K % 16, and its shallowest ring within `smem_optin_bytes`. OK or
+// FAILED_PRECONDITION saying why.
+absl::Status SkinnyRingRuns(const void* a, DataType a_type, int64_t m,
+                            const DeviceQuantizedWeight& b, int64_t smem_optin_bytes);
+
+// The path kAuto takes on the current device: the streaming path for one-plane A (FP16,
+// BF16) of more than 8 rows where it runs and keeps the GPU busy (SkinnyStreamFits),
+// else the ring where it runs, else the register path. `a` as SkinnyRingRuns (for
+// FP32/BF16 A: the FP16 plane the launcher writes, or kArenaAligned). INTERNAL for CUDA
+// errors of the device queries.
+absl::StatusOr<SkinnyPath> ChooseSkinnyPath(const void* a, DataType a_type, int64_t m,
+                                            const DeviceQuantizedWeight& b);
 
 // Overrides of the launcher's choices, for gemm-bench sweeps (0 = the launcher's choice):
 // how many blocks share a row's K range (on the streaming path, the cluster's size: see
@@ -61,7 +90,7 @@ struct SkinnyQuantizedTuning {
 // BFLOAT16, row-major, device) * dequant(B)^T on `stream`. INVALID_ARGUMENT for m outside
 // [1, 64], NVFP4 with K % 16 != 0, another a_type, null pointers or a small workspace
 // (null is fine when none is needed); FAILED_PRECONDITION when a forced path
-// (`tuning.path`) cannot run; INTERNAL for CUDA errors.
+// (`tuning.path`: kStream, kRing) cannot run; INTERNAL for CUDA errors.
 absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m,
                                        const DeviceQuantizedWeight& b, float* c,
                                        void* workspace, size_t workspace_bytes,

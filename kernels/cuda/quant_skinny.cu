@@ -727,6 +727,17 @@ absl::Status LaunchForFormat(const ActivationPlanes& a, bool split, bool aligned
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// The operand conditions of the ring (SkinnyRingRuns).
+bool RingOperands(const void* a, const DeviceQuantizedWeight& b) {
+  if (!Aligned16(a) || !Aligned16(b.data) || reinterpret_cast<uintptr_t>(b.scales) % 2 != 0) {
+    return false;
+  }
+  if (b.format == QuantFormat::kNvfp4) {
+    return b.k % 64 == 0 && reinterpret_cast<uintptr_t>(b.scales) % 4 == 0;
+  }
+  return b.k % 16 == 0;
+}
+
 }  // namespace
 
 size_t SkinnyQuantizedWorkspaceBytes(DataType a_type, int64_t m, int64_t k) {
@@ -736,13 +747,10 @@ size_t SkinnyQuantizedWorkspaceBytes(DataType a_type, int64_t m, int64_t k) {
   return static_cast<size_t>(2 * RoundUp(m * k * 2, 256) + RoundUp(m * 4, 256));
 }
 
-absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m,
-                                       const DeviceQuantizedWeight& b, float* c,
-                                       void* workspace, size_t workspace_bytes,
-                                       cudaStream_t stream, const SkinnyQuantizedTuning& tuning) {
+absl::Status CheckSkinnyOperands(DataType a_type, int64_t m, const DeviceQuantizedWeight& b) {
   if (m < 1 || m > kSkinnyQuantizedMaxM) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("skinny quantized GEMM takes M in [1, 64]; got ", m));
+    return absl::InvalidArgumentError(absl::StrCat("skinny quantized GEMM takes M in [1, ",
+                                                   kSkinnyQuantizedMaxM, "]; got ", m));
   }
   if (a_type != DataType::kFloat16 && a_type != DataType::kFloat32 &&
       a_type != DataType::kBFloat16) {
@@ -755,6 +763,55 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
     return absl::InvalidArgumentError(absl::StrCat("bad quantized weight [", b.n, ", ", b.k,
                                                    "] (K in [1, 2^30]; NVFP4 needs K % 16 == 0)"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status SkinnyRingRuns(const void* a, DataType a_type, int64_t m,
+                            const DeviceQuantizedWeight& b, int64_t smem_optin_bytes) {
+  if (a_type != DataType::kFloat16 || m > 8) {
+    return absl::FailedPreconditionError("the skinny ring takes FLOAT16 activations of 1-8 rows");
+  }
+  // 16-byte loads and copies need every weight row, every lane segment and A's rows
+  // 16-byte aligned (NVFP4 rows of K/2 bytes, a segment of 32 values; INT8 rows of K
+  // bytes, 16 values; A rows of 2K bytes read 8 halves at a time); the ring also copies
+  // NVFP4 scales 4 bytes at a time: rows of K/16 scale bytes 4-byte aligned (K % 64).
+  const bool nvfp4 = b.format == QuantFormat::kNvfp4;
+  if (!RingOperands(a, b)) {
+    return absl::FailedPreconditionError(
+        nvfp4 ? "the skinny ring takes NVFP4 K % 64 == 0 with 16-byte aligned codes and A, "
+                "4-byte aligned scales"
+              : "the skinny ring takes INT8 K % 16 == 0 with 16-byte aligned codes and A");
+  }
+  const auto need = static_cast<int64_t>(
+      nvfp4 ? SkinnySmemBytes<QuantFormat::kNvfp4, 2, 1, false, 2, true>(8)
+            : SkinnySmemBytes<QuantFormat::kInt8, 2, 1, false, 2, true>(8));
+  if (need > smem_optin_bytes) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the skinny ring needs ", need,
+                     " bytes of shared memory per block; the device allows ", smem_optin_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SkinnyPath> ChooseSkinnyPath(const void* a, DataType a_type, int64_t m,
+                                            const DeviceQuantizedWeight& b) {
+  const bool one_plane = a_type == DataType::kFloat16 || a_type == DataType::kBFloat16;
+  if (one_plane && m > 8 && SkinnyStreamRuns(a, m, b)) {
+    const absl::Status fits = SkinnyStreamFits(m, b, /*fill_required=*/true);
+    if (fits.ok()) return SkinnyPath::kStream;
+    if (fits.code() != absl::StatusCode::kFailedPrecondition) return fits;
+  }
+  const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
+  if (!facts.ok()) return facts.status();
+  if (SkinnyRingRuns(a, a_type, m, b, facts->smem_optin).ok()) return SkinnyPath::kRing;
+  return SkinnyPath::kRegisters;
+}
+
+absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m,
+                                       const DeviceQuantizedWeight& b, float* c,
+                                       void* workspace, size_t workspace_bytes,
+                                       cudaStream_t stream, const SkinnyQuantizedTuning& tuning) {
+  if (absl::Status s = CheckSkinnyOperands(a_type, m, b); !s.ok()) return s;
   const bool split = a_type != DataType::kFloat16;
   if (a == nullptr || c == nullptr || b.data == nullptr || b.scales == nullptr ||
       (split && workspace == nullptr)) {
@@ -781,44 +838,48 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
   }
   const __half* hi = planes.hi;
   const __half* lo = planes.lo;
-  // 16-byte loads and copies need every weight row, every lane segment and A's rows
-  // 16-byte aligned (NVFP4 rows of K/2 bytes, a segment of 32 values; INT8 rows of K
-  // bytes, 16 values; A rows of 2K bytes read 8 or 4 halves at a time). The ring also
-  // copies NVFP4 scales 4 bytes at a time: rows of K/16 scale bytes 4-byte aligned
-  // (K % 64); without that, M <= 8 takes the (aligned) register path.
-  const bool nvfp4 = b.format == QuantFormat::kNvfp4;
   const bool aligned = Aligned16(b.data) && Aligned16(hi) && (lo == nullptr || Aligned16(lo)) &&
-                       (nvfp4 ? b.k % 32 == 0 : b.k % 16 == 0) &&
+                       (b.format == QuantFormat::kNvfp4 ? b.k % 32 == 0 : b.k % 16 == 0) &&
                        reinterpret_cast<uintptr_t>(b.scales) % 2 == 0;
-  const bool ring_operands =
-      !nvfp4 || (b.k % 64 == 0 && reinterpret_cast<uintptr_t>(b.scales) % 4 == 0);
-  // FP16 (and BF16) A of 9-64 rows: the streaming path, A read once per 128 weight rows
-  // instead of once per 32 (on the H200, NVFP4 16x8192^2: 0.0210 ms against 0.0222 on
-  // the register path in one call; 32x8192^2: 0.0266 against 0.0499; 64x8192^2: 0.0405
-  // against 0.1024; INT8 16 / 32 / 64 rows: 0.0238 / 0.0275 / 0.0428 against 0.0272 /
-  // 0.0525 / 0.0912). Up to 8 rows the ring stays (NVFP4 1x8192^2: 0.0159 against 0.0177; INT8
-  // 0.0216 against 0.0219).
-  // Chosen automatically, it steps back (FAILED_PRECONDITION, nothing enqueued) where the
-  // device's shared memory is too small (up to 207 KiB: NVFP4 17-32 rows on an A100's
-  // 163 KiB; every NVFP4 case on the 99 KiB sm_86/89/120) or it would leave SMs idle.
-  // BF16 A goes too, as its hi plane and row scales: BF16's 8 significant bits fit FP16's
-  // 11, so hi = fp16(a * 2^e) is exact down to FP16's subnormals, where it is a multiple
-  // of 2^-24 within 2^-25 of a * 2^e, and lo = fp16(a * 2^e - hi) is then 0 (round to
-  // even at 2^-25): the lo plane of BF16 is always zero. FP32 A needs both planes.
-  const bool auto_path = tuning.path == SkinnyPath::kAuto;
-  const bool one_plane = !split || a_type == DataType::kBFloat16;
-  if (one_plane && (tuning.path == SkinnyPath::kStream || (auto_path && m > 8)) &&
-      SkinnyStreamRuns(hi, m, b)) {
-    const absl::Status streamed = LaunchSkinnyStream(
-        hi, planes.row_scale, m, b, c, tuning.k_splits, /*fill_required=*/auto_path, stream);
-    if (!auto_path || streamed.code() != absl::StatusCode::kFailedPrecondition) return streamed;
+  SkinnyPath path = tuning.path;
+  if (path == SkinnyPath::kAuto) {
+    const absl::StatusOr<SkinnyPath> chosen = ChooseSkinnyPath(hi, a_type, m, b);
+    if (!chosen.ok()) return chosen.status();
+    path = *chosen;
   }
-  if (nvfp4) {
-    return LaunchForFormat<QuantFormat::kNvfp4>(planes, split, aligned, ring_operands, m, b, c,
-                                                tuning, stream);
+  // BF16 A goes to the streaming path as its hi plane and row scales: BF16's 8
+  // significant bits fit FP16's 11, so hi = fp16(a * 2^e) is exact down to FP16's
+  // subnormals, where it is a multiple of 2^-24 within 2^-25 of a * 2^e, and lo =
+  // fp16(a * 2^e - hi) is then 0 (round to even at 2^-25): the lo plane of BF16 is always
+  // zero. FP32 A needs both planes.
+  bool ring = RingOperands(hi, b);
+  switch (path) {
+    case SkinnyPath::kStream:
+      if (a_type == DataType::kFloat32) {
+        return absl::FailedPreconditionError(
+            "the streaming skinny kernel takes FLOAT16 or BFLOAT16 activations");
+      }
+      return LaunchSkinnyStream(hi, planes.row_scale, m, b, c, tuning.k_splits,
+                                /*fill_required=*/false, stream);
+    case SkinnyPath::kRing: {
+      const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
+      if (!facts.ok()) return facts.status();
+      if (absl::Status s = SkinnyRingRuns(hi, a_type, m, b, facts->smem_optin); !s.ok()) return s;
+      break;
+    }
+    case SkinnyPath::kRegisters:
+      ring = false;
+      break;
+    case SkinnyPath::kAuto:
+    case SkinnyPath::kClassic:
+      break;
   }
-  return LaunchForFormat<QuantFormat::kInt8>(planes, split, aligned, ring_operands, m, b, c,
-                                             tuning, stream);
+  if (b.format == QuantFormat::kNvfp4) {
+    return LaunchForFormat<QuantFormat::kNvfp4>(planes, split, aligned, ring, m, b, c, tuning,
+                                                stream);
+  }
+  return LaunchForFormat<QuantFormat::kInt8>(planes, split, aligned, ring, m, b, c, tuning,
+                                             stream);
 }
 
 }  // namespace gemmd::gpu

@@ -415,10 +415,20 @@ absl::StatusOr<bool> HasClusterCode(Kernel kernel, int device,
   return has;
 }
 
+// How the streaming kernel covers a problem on the current device.
+struct StreamPlan {
+  int64_t row_blocks = 0;
+  int64_t splits = 1;       // the cluster's K split (grid.y)
+  int64_t k_per_block = 0;  // K handled by one block
+  size_t smem = 0;          // dynamic shared memory for this m
+};
+
+// The plan for [m, n, k] (FAILED_PRECONDITION where the device's shared memory is too
+// small or, with `fill_required`, the grid would leave more than a quarter of the SMs
+// idle). Raises the kernel's shared-memory limit once per device.
 template <QuantFormat kFormat, int kMTiles>
-absl::Status Launch(const __half* a, const float* a_row_scale, int64_t m,
-                    const DeviceQuantizedWeight& b, float* c, int k_splits_override,
-                    bool fill_required, cudaStream_t stream) {
+absl::StatusOr<StreamPlan> PlanStream(int64_t m, int64_t n, int64_t k, int k_splits_override,
+                                      bool fill_required) {
   const auto kernel = SkinnyStreamKernel<kFormat, kMTiles>;
   constexpr int kStageK = Ring<kFormat, kMTiles>::kStageK;
   const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
@@ -442,57 +452,96 @@ absl::Status Launch(const __half* a, const float* a_row_scale, int64_t m,
   }
   // One block per SM (the ring takes most of its shared memory). K is split over a
   // cluster of 2 or 4 only as far as it takes to cover the SMs, only where clusters exist,
-  // and only while all the clusters fit the GPU at once (H200: 66 of 2, 30 of 4).
-  const int64_t row_blocks = (b.n + kRows - 1) / kRows;
-  const int64_t stages = (b.k + kStageK - 1) / kStageK;
-  int64_t splits = k_splits_override > 0 ? k_splits_override : facts->sms / row_blocks;
+  // and only while all the clusters fit the GPU at once (docs/KERNELS.md).
+  StreamPlan plan;
+  plan.row_blocks = (n + kRows - 1) / kRows;
+  const int64_t stages = (k + kStageK - 1) / kStageK;
+  int64_t splits = k_splits_override > 0 ? k_splits_override : facts->sms / plan.row_blocks;
   splits = std::clamp<int64_t>(splits, 1, std::min<int64_t>(kMaxClusterSplits, stages));
   if (facts->major < 9 || !facts->cluster_launch || !*has_cluster_code) splits = 1;
   if (splits == 3) splits = 2;  // the cluster's blocks share the rows' sums evenly
-  const size_t smem = SmemBytes<kFormat, kMTiles>(static_cast<int>(m));
-  cudaLaunchConfig_t config = {};
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
+  plan.smem = SmemBytes<kFormat, kMTiles>(static_cast<int>(m));
   while (splits > 1 && k_splits_override <= 0) {
     static std::atomic<int> fitting[kMaxCachedDevices][kMaxClusterSplits + 1] = {};
     const bool cacheable = device >= 0 && device < kMaxCachedDevices;
     int clusters = cacheable ? fitting[device][splits].load(std::memory_order_relaxed) : 0;
     if (clusters == 0) {
-      config.gridDim = dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(splits));
-      attribute[0].val.clusterDim.y = static_cast<unsigned>(splits);
-      config.numAttrs = 1;
+      cudaLaunchConfig_t config = {};
+      config.blockDim = dim3(kThreads);
       config.dynamicSmemBytes = kMaxSmem;
+      cudaLaunchAttribute attribute[1];
+      attribute[0].id = cudaLaunchAttributeClusterDimension;
+      attribute[0].val.clusterDim.x = 1;
+      attribute[0].val.clusterDim.y = static_cast<unsigned>(splits);
+      attribute[0].val.clusterDim.z = 1;
+      config.attrs = attribute;
+      config.numAttrs = 1;
+      config.gridDim = dim3(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(splits));
       RETURN_IF_CUDA_ERROR(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
-      config.dynamicSmemBytes = smem;
       clusters = std::max(clusters, -1);
       if (cacheable) fitting[device][splits].store(clusters == 0 ? -1 : clusters);
     }
-    if (clusters >= row_blocks) break;
+    if (clusters >= plan.row_blocks) break;
     splits /= 2;
   }
-  // Chosen by the launcher, this path must keep most SMs busy: with few 128-row blocks
+  // Chosen by the selection, this path must keep most SMs busy: with few 128-row blocks
   // (small N, or no clusters to split K) the register path's finer split does better.
-  if (fill_required && row_blocks * splits < int64_t{facts->sms} * 3 / 4) {
+  if (fill_required && plan.row_blocks * splits < int64_t{facts->sms} * 3 / 4) {
     return absl::FailedPreconditionError(
-        absl::StrCat("the streaming skinny kernel would run ", row_blocks * splits,
+        absl::StrCat("the streaming skinny kernel would run ", plan.row_blocks * splits,
                      " blocks on ", facts->sms, " SMs"));
   }
+  plan.splits = splits;
   // Blocks whose K range starts past K add zeros to the cluster's sums.
-  const int64_t k_per_block = (stages + splits - 1) / splits * kStageK;
-  config.gridDim = dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(splits));
-  attribute[0].val.clusterDim.y = static_cast<unsigned>(splits);
-  config.numAttrs = splits > 1 ? 1 : 0;
+  plan.k_per_block = (stages + splits - 1) / splits * kStageK;
+  return plan;
+}
+
+template <QuantFormat kFormat, int kMTiles>
+absl::Status Launch(const __half* a, const float* a_row_scale, int64_t m,
+                    const DeviceQuantizedWeight& b, float* c, int k_splits_override,
+                    bool fill_required, cudaStream_t stream) {
+  const absl::StatusOr<StreamPlan> plan =
+      PlanStream<kFormat, kMTiles>(m, b.n, b.k, k_splits_override, fill_required);
+  if (!plan.ok()) return plan.status();
+  cudaLaunchConfig_t config = {};
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = plan->smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = 1;
+  attribute[0].val.clusterDim.y = static_cast<unsigned>(plan->splits);
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = plan->splits > 1 ? 1 : 0;
+  config.gridDim = dim3(static_cast<unsigned>(plan->row_blocks), static_cast<unsigned>(plan->splits));
   RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(
-      &config, kernel, a, a_row_scale, static_cast<int>(m), static_cast<const uint8_t*>(b.data),
-      static_cast<const uint8_t*>(b.scales), b.tensor_scale, b.n, static_cast<int>(b.k),
-      static_cast<int>(k_per_block), c));
+      &config, SkinnyStreamKernel<kFormat, kMTiles>, a, a_row_scale, static_cast<int>(m),
+      static_cast<const uint8_t*>(b.data), static_cast<const uint8_t*>(b.scales),
+      b.tensor_scale, b.n, static_cast<int>(b.k), static_cast<int>(plan->k_per_block), c));
   return absl::OkStatus();
+}
+
+absl::Status StreamOperandsError() {
+  return absl::FailedPreconditionError(
+      "the streaming skinny kernel takes NVFP4 B with K % 64 == 0 or INT8 B with K % 16 == 0, "
+      "FP16 A of 1-64 rows and 16-byte aligned codes and A, 4-byte aligned scales");
+}
+
+// Calls go(format constant, m-tiles constant) for B's format and m's tile count.
+template <typename Go>
+auto ForShape(QuantFormat format, int64_t m, Go go) {
+  const auto for_format = [&](auto f) {
+    if (m <= 8) return go(f, std::integral_constant<int, 1>{});
+    if (m <= 16) return go(f, std::integral_constant<int, 2>{});
+    if (m <= 32) return go(f, std::integral_constant<int, 4>{});
+    return go(f, std::integral_constant<int, 8>{});
+  };
+  if (format == QuantFormat::kNvfp4) {
+    return for_format(std::integral_constant<QuantFormat, QuantFormat::kNvfp4>{});
+  }
+  return for_format(std::integral_constant<QuantFormat, QuantFormat::kInt8>{});
 }
 
 }  // namespace
@@ -503,35 +552,29 @@ bool SkinnyStreamRuns(const void* a, int64_t m, const DeviceQuantizedWeight& b) 
   const int64_t k_multiple = b.format == QuantFormat::kNvfp4 ? 64 : 16;
   return (b.format == QuantFormat::kNvfp4 || b.format == QuantFormat::kInt8) && a != nullptr &&
          b.data != nullptr && b.scales != nullptr && m >= 1 &&
-         m <= kSkinnyStreamMaxM && b.n >= 1 && b.k >= k_multiple && b.k % k_multiple == 0 &&
+         m <= kSkinnyQuantizedMaxM && b.n >= 1 && b.k >= k_multiple && b.k % k_multiple == 0 &&
          b.k <= (int64_t{1} << 30) && aligned16(a) && aligned16(b.data) &&
          reinterpret_cast<uintptr_t>(b.scales) % 4 == 0;
+}
+
+absl::Status SkinnyStreamFits(int64_t m, const DeviceQuantizedWeight& b, bool fill_required) {
+  if (!SkinnyStreamRuns(kArenaAligned, m, b)) return StreamOperandsError();
+  return ForShape(b.format, m, [&](auto format, auto tiles) {
+    return PlanStream<decltype(format)::value, decltype(tiles)::value>(m, b.n, b.k, 0,
+                                                                      fill_required)
+        .status();
+  });
 }
 
 absl::Status LaunchSkinnyStream(const void* a, const float* a_row_scale, int64_t m,
                                 const DeviceQuantizedWeight& b, float* c, int k_splits_override,
                                 bool fill_required, cudaStream_t stream) {
-  if (!SkinnyStreamRuns(a, m, b) || c == nullptr) {
-    return absl::FailedPreconditionError(
-        "the streaming skinny kernel takes NVFP4 B with K % 64 == 0 or INT8 B with K % 16 == "
-        "0, FP16 A of 1-64 rows and 16-byte aligned codes and A, 4-byte aligned scales");
-  }
+  if (!SkinnyStreamRuns(a, m, b) || c == nullptr) return StreamOperandsError();
   const auto* a16 = static_cast<const __half*>(a);
-  const auto launch = [&](auto format) {
-    constexpr QuantFormat kFormat = decltype(format)::value;
-    const auto go = [&](auto tiles) {
-      return Launch<kFormat, decltype(tiles)::value>(a16, a_row_scale, m, b, c,
-                                                     k_splits_override, fill_required, stream);
-    };
-    if (m <= 8) return go(std::integral_constant<int, 1>{});
-    if (m <= 16) return go(std::integral_constant<int, 2>{});
-    if (m <= 32) return go(std::integral_constant<int, 4>{});
-    return go(std::integral_constant<int, 8>{});
-  };
-  if (b.format == QuantFormat::kNvfp4) {
-    return launch(std::integral_constant<QuantFormat, QuantFormat::kNvfp4>{});
-  }
-  return launch(std::integral_constant<QuantFormat, QuantFormat::kInt8>{});
+  return ForShape(b.format, m, [&](auto format, auto tiles) {
+    return Launch<decltype(format)::value, decltype(tiles)::value>(
+        a16, a_row_scale, m, b, c, k_splits_override, fill_required, stream);
+  });
 }
 
 }  // namespace gemmd::gpu

@@ -15,13 +15,17 @@
 
 namespace gemmd::gpu {
 
-inline constexpr int64_t kSkinnyStreamMaxM = 64;
-
 // Whether the streaming path takes these operands: NVFP4 B with K % 64 == 0 (scale rows
 // copied 4 bytes at a time) or INT8 B with K % 16 == 0, 16-byte aligned codes, 4-byte
 // aligned scales; FP16 A (a, m rows of K halves, 16-byte aligned) with 1 <= m <=
-// kSkinnyStreamMaxM.
+// kSkinnyQuantizedMaxM.
 bool SkinnyStreamRuns(const void* a, int64_t m, const DeviceQuantizedWeight& b);
+
+// Whether the streaming path runs [m, n, k] of B's format on the current device: OK, or
+// FAILED_PRECONDITION when SkinnyStreamRuns is false (b's pointers may be kArenaAligned),
+// the device's shared memory is too small, or `fill_required` and the grid would leave
+// more than a quarter of the SMs idle. Cached per device after the first call.
+absl::Status SkinnyStreamFits(int64_t m, const DeviceQuantizedWeight& b, bool fill_required);
 
 // Enqueues C[m, n] = A * dequant(B)^T (A FP16 on the device; with a_row_scale, row i of
 // A is multiplied by a_row_scale[i], FP32 on the device). k_splits_override > 0

@@ -93,18 +93,27 @@ absl::Status SupportsSquareFp16Nvfp4Gemm(const void* a, int64_t m, int64_t k,
   return absl::OkStatus();
 }
 
-bool SquareWgmmaAvailable() {
+bool SquareWgmmaBuilt() {
 #if defined(GEMMD_HAVE_SM90A)
+  return true;
+#else
+  return false;
+#endif
+}
+
+// sm_90a code runs on 9.0 alone.
+bool SquareWgmmaRuns(int compute_capability) {
+  return SquareWgmmaBuilt() && compute_capability == 90;
+}
+
+bool SquareWgmmaAvailable() {
   int device = 0, major = 0, minor = 0;
-  return cudaGetDevice(&device) == cudaSuccess &&
+  return SquareWgmmaBuilt() && cudaGetDevice(&device) == cudaSuccess &&
          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
              cudaSuccess &&
          cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) ==
              cudaSuccess &&
-         major == 9 && minor == 0;  // sm_90a code runs on 9.0 alone
-#else
-  return false;
-#endif
+         SquareWgmmaRuns(major * 10 + minor);
 }
 
 namespace {

@@ -34,8 +34,10 @@ namespace gemmd::gpu {
 // The others force one (tests and gemm-bench compare them).
 enum class SquareMmaPath { kAuto, kMmaSync, kWgmma };
 
-// Whether this build has the sm_90a kernels and the current device (compute capability
-// 9.0) runs them.
+// Whether this build has the sm_90a kernels, and whether they run on a device of
+// `compute_capability` (9.0 alone) or on the current device.
+bool SquareWgmmaBuilt();
+bool SquareWgmmaRuns(int compute_capability);
 bool SquareWgmmaAvailable();
 
 // The kernel that `path` (resolved on the current device) runs, e.g.

@@ -1,17 +1,18 @@
 // One GPU as a Device for the batcher (docs/ARCHITECTURE.md): the CUDA kernels of
 // kernels/cuda behind per-lane streams, pinned staging rings and device memory arenas.
 //
-// A batch runs as copy-in (the jobs' operands gathered through pinned staging into one
-// arena, regions A | B | C_in | C | workspace, so a batch's items are back to back: the
-// dense strided-batch layout one launch serves), compute (one launch) and copy-out (the
-// C region scattered to each job's c_out). Each lane has its own stream, staging ring
+// A launch runs as copy-in (the items' operands gathered through pinned staging into one
+// arena: for a dense launch regions A | B | C_in | C | workspace, so a batch's items are
+// back to back, the dense strided-batch layout one launch serves; for a quantized one
+// A | A scales | B codes | B scales | C | workspace, the packed bytes as they came),
+// compute (one launch) and copy-out (the C region scattered to each item's c_out). Each lane has its own stream, staging ring
 // and arena, so two batches on two lanes run at once and one's copies overlap the
 // other's compute.
 //
-// Threads: RunBatch may be called concurrently for different lanes (one caller per
+// Threads: Run may be called concurrently for different lanes (one caller per
 // lane); everything else is thread-safe. A CUDA fault (any CUDA error of a copy, launch
 // or synchronization other than out-of-memory) poisons the whole context, so the device
-// then stays unhealthy: the faulting batch gets INTERNAL, later ones UNAVAILABLE.
+// then stays unhealthy: the faulting launch gets INTERNAL, later ones UNAVAILABLE.
 #ifndef GEMMD_SERVER_CUDA_CUDA_DEVICE_H_
 #define GEMMD_SERVER_CUDA_CUDA_DEVICE_H_
 
@@ -24,9 +25,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "kernels/cuda/cuda_raii.h"
 #include "kernels/cuda/gpu_gemm.h"
+#include "kernels/cuda/quantized_kernels.h"
 #include "server/cuda/device_memory_pool.h"
 #include "server/cuda/pinned_staging.h"
 #include "server/host_copier.h"
@@ -57,28 +58,21 @@ class CudaDevice : public Device {
   ~CudaDevice() override;
 
   const DeviceDescription& description() const override { return description_; }
-  // The registry kernels this device's compute capability can run.
-  std::vector<KernelDescription> Kernels() const override;
-  // FAILED_PRECONDITION when no kernel here runs `problem` or `forced_kernel` is unknown
-  // or cannot run it; INVALID_ARGUMENT for a malformed problem.
-  absl::StatusOr<std::string> SelectKernel(const GemmProblem& problem,
-                                           absl::string_view forced_kernel) const override;
-
-  // Packed QuantizedMatmul operands run on the quantized kernels (skinny, square): the
-  // one PlanQuantized (server/quantized_plan.h) picks, or a forced one that takes them.
-  absl::StatusOr<std::string> SelectQuantizedKernel(const QuantizedOperands& operands,
-                                                    absl::string_view forced_kernel) const override;
-  std::vector<std::string> QuantizedKernels() const override;
+  // What kernel selection knows about this GPU (the CudaCatalogue's input).
+  const gpu::DeviceCaps& caps() const { return caps_; }
 
   int lanes() const override { return static_cast<int>(lanes_.size()); }
   // Half a lane's share of the memory cap: the rest is room for the kernel workspace.
   int64_t max_batch_bytes() const override { return pool_->lane_share_bytes() / 2; }
 
-  // Status: as SelectKernel for the kernel choice; RESOURCE_EXHAUSTED when the batch
-  // does not fit the lane's share of the cap or the GPU is out of memory; INTERNAL on a
-  // CUDA fault (the device is then unhealthy); UNAVAILABLE once unhealthy;
-  // INVALID_ARGUMENT for an empty batch, a lane out of range or a missing host buffer.
-  absl::Status RunBatch(const Batch& batch, int lane, BatchRun* run) override;
+  // Dense launches (gpu::GpuGemmKernel) and quantized ones (gpu::QuantizedGemmKernel)
+  // alike: operands staged into the lane's arena, the launch, C copied out. Status:
+  // RESOURCE_EXHAUSTED when the launch does not fit the lane's share of the cap or the
+  // GPU is out of memory; INTERNAL on a CUDA fault (the device is then unhealthy);
+  // UNAVAILABLE once unhealthy; INVALID_ARGUMENT / FAILED_PRECONDITION for a launch the
+  // kernel refuses (an empty launch, a lane out of range, a missing host buffer, a
+  // kernel that is not a CUDA one).
+  absl::Status Run(const DeviceLaunch& launch, int lane, LaunchTimes* times) override;
 
   bool healthy() const override { return healthy_.load(std::memory_order_acquire); }
   DeviceMemoryUsage memory() const override;
@@ -88,19 +82,20 @@ class CudaDevice : public Device {
     gpu::CudaStream stream;
     std::unique_ptr<StagingRing> staging;
   };
+  // One launch's use of the arena: what goes in, what comes out, how it launches.
+  struct ArenaPlan;
 
   CudaDevice(int ordinal, const CudaDeviceOptions& options, gpu::DeviceCaps caps);
 
-  // The kernel for `problem` on this device, errors mapped as SelectKernel documents.
-  absl::StatusOr<const gpu::GpuGemmKernel*> ChooseKernel(const GemmProblem& problem,
-                                                         absl::string_view forced_kernel) const;
-  // The three phases of RunBatch; the device is already current.
-  absl::Status RunOnLane(const Batch& batch, Lane& lane, int lane_index, BatchRun* run);
-  // RunOnLane for a quantized job (Job::quantized; it runs alone): packed operands in,
-  // the quantized kernel, C out (cuda_device_quantized.cc).
-  absl::Status RunQuantized(const Job& job, Lane& lane, int lane_index, BatchRun* run);
+  // The plans of the two kinds of launch (the device is already current).
+  absl::StatusOr<ArenaPlan> PlanDense(const DeviceLaunch& launch,
+                                      const gpu::GpuGemmKernel& kernel) const;
+  absl::StatusOr<ArenaPlan> PlanQuantized(const DeviceLaunch& launch,
+                                          const gpu::QuantizedGemmKernel& kernel) const;
+  // Stage the operands -> launch -> copy C out, on one lane.
+  absl::Status Execute(const ArenaPlan& plan, Lane& lane, int lane_index, LaunchTimes* times);
   // Marks the device unhealthy (logging the first fault) and returns the INTERNAL status
-  // the batch reports.
+  // the launch reports.
   absl::Status Fault(const absl::Status& cuda_error);
 
   const int ordinal_;
@@ -111,7 +106,6 @@ class CudaDevice : public Device {
   std::vector<Lane> lanes_;
   std::unique_ptr<DeviceMemoryPool> pool_;
   int64_t pinned_bytes_ = 0;
-  bool wgmma_ = false;  // the sm_90a square kernels run here (gpu::SquareWgmmaAvailable)
   std::atomic<bool> healthy_{true};
 };
 

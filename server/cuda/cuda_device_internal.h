@@ -1,12 +1,15 @@
-// What CudaDevice's source files share (not a public header): CUDA error plumbing and
-// the arena's region alignment.
+// What the CUDA backend's source files share (not a public header): CUDA error plumbing,
+// the arena's region alignment, the FP32-output problem the kernels compute.
 #ifndef GEMMD_SERVER_CUDA_CUDA_DEVICE_INTERNAL_H_
 #define GEMMD_SERVER_CUDA_CUDA_DEVICE_INTERNAL_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/gemm_problem.h"
 
 // A cudaError_t as a Status naming the call (OK for cudaSuccess).
 #define GEMMD_CUDA_STATUS(expr) ::gemmd::gpu::CudaErrorToStatus((expr), #expr, __FILE__, __LINE__)
@@ -26,6 +29,17 @@ inline constexpr int64_t kRegionAlignment = 256;
 
 inline int64_t AlignUp(int64_t bytes) {
   return (bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
+}
+
+// `p` with FP32 output: what the dense kernels compute for any requested output type.
+inline GemmProblem Fp32Output(GemmProblem p) {
+  p.c_type = DataType::kFloat32;
+  return p;
+}
+
+// "9.0" from 90.
+inline std::string CapabilityString(int capability) {
+  return absl::StrCat(capability / 10, ".", capability % 10);
 }
 
 }  // namespace gemmd::cuda_device_internal

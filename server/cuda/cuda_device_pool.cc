@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "server/cuda/cuda_catalogue.h"
 
 namespace gemmd {
 namespace {
@@ -88,6 +89,21 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenCudaDevices(
     devices.push_back(*std::move(device));
   }
   return devices;
+}
+
+absl::StatusOr<Backend> OpenCudaBackend(absl::string_view spec, const CudaDeviceOptions& options) {
+  absl::StatusOr<std::vector<std::unique_ptr<Device>>> devices = OpenCudaDevices(spec, options);
+  if (!devices.ok()) return devices.status();
+  const gpu::DeviceCaps* least = nullptr;
+  for (const std::unique_ptr<Device>& d : *devices) {
+    const gpu::DeviceCaps& caps = static_cast<const CudaDevice&>(*d).caps();
+    if (least == nullptr || caps.compute_capability < least->compute_capability) least = &caps;
+  }
+  Backend backend;
+  backend.name = "cuda";
+  backend.catalogue = std::make_unique<CudaCatalogue>(*least);
+  backend.devices = *std::move(devices);
+  return backend;
 }
 
 }  // namespace gemmd

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/backend.h"
 #include "server/cuda/cuda_device.h"
 #include "server/device.h"
 
@@ -24,6 +25,10 @@ int CudaDeviceCount();
 // otherwise.
 absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenCudaDevices(
     absl::string_view spec, const CudaDeviceOptions& options);
+
+// OpenCudaDevices and the catalogue that chooses kernels for them (CudaCatalogue, for
+// the least capable of the GPUs).
+absl::StatusOr<Backend> OpenCudaBackend(absl::string_view spec, const CudaDeviceOptions& options);
 
 }  // namespace gemmd
 

@@ -31,6 +31,7 @@
 #include "kernels/gemm_problem.h"
 #include "kernels/reference_gemm.h"
 #include "server/batch.h"
+#include "server/cuda/cuda_catalogue.h"
 #include "server/cuda/cuda_device_pool.h"
 #include "server/cuda/device_memory_pool.h"
 #include "server/cuda/pinned_staging.h"
@@ -85,25 +86,37 @@ std::unique_ptr<TestJob> MakeTestJob(const GemmProblem& p, std::mt19937_64& rng,
   return t;
 }
 
-std::unique_ptr<Job> ToJob(TestJob& t, const std::string& forced_kernel) {
+std::unique_ptr<Job> ToJob(TestJob& t, const Kernel* kernel) {
   auto job = std::make_unique<Job>();
   job->problem = t.problem;
   job->operands.a = t.a.data();
   job->operands.b = t.b.data();
   if (t.problem.beta != 0.0f) job->operands.c_in = t.in_place ? t.c_out.data() : t.c_in.data();
   job->operands.c_out = t.c_out.data();
-  job->forced_kernel = forced_kernel;
+  job->kernel = kernel;
   return job;
 }
 
-// The batch the batcher would form from `jobs` (one key).
-Batch ToBatch(const std::vector<std::unique_ptr<TestJob>>& jobs,
-              const std::string& forced_kernel = "") {
+// The launch the batcher would hand the device for `jobs` (one key) and `kernel`.
+DeviceLaunch ToLaunch(const std::vector<std::unique_ptr<TestJob>>& jobs, const Kernel* kernel) {
   Batch batch;
-  for (const auto& t : jobs) batch.jobs.push_back(ToJob(*t, forced_kernel));
+  for (const auto& t : jobs) batch.jobs.push_back(ToJob(*t, kernel));
   batch.problem = PackedProblem(batch.jobs);
-  batch.forced_kernel = forced_kernel;
-  return batch;
+  return LaunchOf(batch);  // copies what the device needs
+}
+
+// The packed problem of `jobs`.
+GemmProblem PackedOf(const std::vector<std::unique_ptr<TestJob>>& jobs) {
+  return ToLaunch(jobs, nullptr).problem;
+}
+
+// Runs `jobs` as one launch on `lane` of `device`, with the catalogue's kernel.
+absl::Status RunOn(CudaDevice& device, const std::vector<std::unique_ptr<TestJob>>& jobs,
+                   int lane) {
+  absl::StatusOr<const Kernel*> kernel = CudaCatalogue(device.caps()).Select(PackedOf(jobs), "");
+  if (!kernel.ok()) return kernel.status();
+  LaunchTimes times;
+  return device.Run(ToLaunch(jobs, *kernel), lane, &times);
 }
 
 double ErrorOf(const TestJob& t) {
@@ -132,20 +145,30 @@ class CudaDeviceTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Create(0, {});
     ASSERT_TRUE(device.ok()) << device.status();
     device_ = *std::move(device);
+    catalogue_ = std::make_unique<CudaCatalogue>(device_->caps());
   }
 
-  // Runs `jobs` as one batch on `lane` and checks each job's C.
-  BatchRun RunAndCheck(const std::vector<std::unique_ptr<TestJob>>& jobs, double tolerance,
-                       const std::string& forced_kernel = "", int lane = 0) {
-    BatchRun run;
-    const Batch batch = ToBatch(jobs, forced_kernel);
-    const absl::Status status = device_->RunBatch(batch, lane, &run);
+  // The catalogue's kernel for `jobs` as one launch ("" = its choice).
+  const Kernel* Choose(const std::vector<std::unique_ptr<TestJob>>& jobs,
+                       const std::string& forced = "") {
+    absl::StatusOr<const Kernel*> kernel = catalogue_->Select(PackedOf(jobs), forced);
+    EXPECT_TRUE(kernel.ok()) << kernel.status();
+    return kernel.ok() ? *kernel : nullptr;
+  }
+
+  // Runs `jobs` as one launch on `lane` and checks each job's C.
+  LaunchTimes RunAndCheck(const std::vector<std::unique_ptr<TestJob>>& jobs, double tolerance,
+                          const std::string& forced_kernel = "", int lane = 0) {
+    LaunchTimes times;
+    const absl::Status status = device_->Run(ToLaunch(jobs, Choose(jobs, forced_kernel)), lane,
+                                             &times);
     EXPECT_TRUE(status.ok()) << status;
     if (status.ok()) ExpectAllCorrect(jobs, tolerance);
-    return run;
+    return times;
   }
 
   std::unique_ptr<CudaDevice> device_;
+  std::unique_ptr<CudaCatalogue> catalogue_;
 };
 
 TEST_F(CudaDeviceTest, DescribesTheGpu) {
@@ -155,11 +178,14 @@ TEST_F(CudaDeviceTest, DescribesTheGpu) {
   EXPECT_TRUE(absl::StartsWith(d.name, "cuda:0 (")) << d.name;
   EXPECT_NE(d.compute_capability.find('.'), std::string::npos) << d.compute_capability;
   EXPECT_GT(d.memory_bytes, 0);
-  const std::vector<KernelDescription> kernels = device_->Kernels();
+  const std::vector<KernelDescription> kernels = catalogue_->Kernels();
   ASSERT_FALSE(kernels.empty());
+  int quantized = 0;
   for (const KernelDescription& k : kernels) {
     EXPECT_NE(k.min_compute_capability.find('.'), std::string::npos) << k.name;
+    quantized += k.input == KernelInput::kQuantized ? 1 : 0;
   }
+  EXPECT_GE(quantized, 9);  // 6 skinny, 3 square (mma.sync)
   EXPECT_EQ(device_->lanes(), 2);
   const DeviceMemoryUsage memory = device_->memory();
   EXPECT_GT(memory.device_limit_bytes, 0);
@@ -174,8 +200,7 @@ TEST_F(CudaDeviceTest, OneJob) {
   SCOPED_TRACE(absl::StrCat("seed ", seed));
   std::mt19937_64 rng(seed);
   std::vector<std::unique_ptr<TestJob>> jobs = MakeJobs(Problem(65, 70, 100), 1, rng);
-  const BatchRun run = RunAndCheck(jobs, kFp32Tolerance);
-  EXPECT_EQ(run.kernel, *device_->SelectKernel(jobs[0]->problem, ""));
+  const LaunchTimes run = RunAndCheck(jobs, kFp32Tolerance);
   EXPECT_GE(run.copy_in, absl::ZeroDuration());
   EXPECT_GT(run.compute, absl::ZeroDuration());
   EXPECT_GE(run.copy_out, absl::ZeroDuration());
@@ -190,10 +215,8 @@ TEST_P(CudaDeviceBatchTest, EveryJobGetsItsOwnResult) {
   SCOPED_TRACE(absl::StrCat("seed ", seed));
   std::mt19937_64 rng(seed);
   std::vector<std::unique_ptr<TestJob>> jobs = MakeJobs(Problem(33, 40, 47), GetParam(), rng);
-  const BatchRun run = RunAndCheck(jobs, kFp32Tolerance);
-  GemmProblem packed = jobs[0]->problem;
-  packed.batch = GetParam();
-  EXPECT_EQ(run.kernel, *device_->SelectKernel(packed, ""));
+  RunAndCheck(jobs, kFp32Tolerance);
+  EXPECT_EQ(PackedOf(jobs).batch, GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, CudaDeviceBatchTest, ::testing::Values(2, 7, 64));
@@ -204,10 +227,8 @@ TEST_F(CudaDeviceTest, JobsWithSeveralBatchItems) {
   std::mt19937_64 rng(seed);
   std::vector<std::unique_ptr<TestJob>> jobs;
   for (int64_t items : {3, 1, 2, 5}) jobs.push_back(MakeTestJob(Problem(17, 129, 31, items), rng));
-  const Batch batch = ToBatch(jobs);
-  EXPECT_EQ(batch.problem.batch, 11);
-  BatchRun run;
-  ASSERT_TRUE(device_->RunBatch(batch, 0, &run).ok());
+  EXPECT_EQ(PackedOf(jobs).batch, 11);
+  ASSERT_TRUE(RunOn(*device_, jobs, 0).ok());
   ExpectAllCorrect(jobs, kFp32Tolerance);
 }
 
@@ -273,17 +294,18 @@ TEST_F(CudaDeviceTest, ForcedKernelIsUsedAndReported) {
   SCOPED_TRACE(absl::StrCat("seed ", seed));
   std::mt19937_64 rng(seed);
   int forced = 0;
-  for (const KernelDescription& k : device_->Kernels()) {
+  for (const KernelDescription& k : catalogue_->Kernels()) {
+    if (k.input != KernelInput::kDense) continue;
     GemmProblem p = Problem(64, 130, 300);
     p.precision = k.precision;
     // The BF16 variants only take BF16 inputs; FP32 inputs suit every other one.
     if (absl::StartsWith(k.name, "bgemm")) p.a_type = p.b_type = DataType::kBFloat16;
-    if (!device_->SelectKernel(p, k.name).ok()) continue;
+    const absl::StatusOr<const Kernel*> kernel = catalogue_->Select(p, k.name);
+    if (!kernel.ok()) continue;
     SCOPED_TRACE(k.name);
-    const BatchRun run =
-        RunAndCheck(MakeJobs(p, 3, rng),
-                    k.precision == Precision::kFp32 ? kFp32Tolerance : kTensorTolerance, k.name);
-    EXPECT_EQ(run.kernel, k.name);
+    EXPECT_EQ((*kernel)->name(), k.name);
+    RunAndCheck(MakeJobs(p, 3, rng),
+                k.precision == Precision::kFp32 ? kFp32Tolerance : kTensorTolerance, k.name);
     ++forced;
   }
   EXPECT_GT(forced, 1);
@@ -292,17 +314,22 @@ TEST_F(CudaDeviceTest, ForcedKernelIsUsedAndReported) {
 TEST_F(CudaDeviceTest, UnknownForcedKernelIsAPreconditionFailure) {
   std::mt19937_64 rng(TestSeed(9));
   const GemmProblem p = Problem(16, 16, 16);
-  absl::StatusOr<std::string> selected = device_->SelectKernel(p, "no_such_kernel");
+  absl::StatusOr<const Kernel*> selected = catalogue_->Select(p, "no_such_kernel");
   ASSERT_EQ(selected.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StrContains(selected.status().message(),
-                                "no kernel named 'no_such_kernel' on this server; available: "))
-      << selected.status();
-  EXPECT_TRUE(absl::StrContains(selected.status().message(), device_->Kernels()[0].name));
+  EXPECT_EQ(selected.status().message(), "no GPU kernel named 'no_such_kernel'");
 
+  // A launch of a kernel that is not the device's is refused, and harms nothing.
+  class Foreign : public Kernel {
+    std::string_view name() const override { return "foreign"; }
+    KernelInput input() const override { return KernelInput::kDense; }
+    Precision precision() const override { return Precision::kFp32; }
+    int min_compute_capability() const override { return 0; }
+  } foreign;
   std::vector<std::unique_ptr<TestJob>> jobs = MakeJobs(p, 2, rng);
-  BatchRun run;
-  EXPECT_EQ(device_->RunBatch(ToBatch(jobs, "no_such_kernel"), 0, &run).code(),
-            absl::StatusCode::kFailedPrecondition);
+  LaunchTimes times;
+  const absl::Status refused = device_->Run(ToLaunch(jobs, &foreign), 0, &times);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message(), "kernel foreign is not a CUDA kernel");
   EXPECT_TRUE(device_->healthy());
 }
 
@@ -323,8 +350,7 @@ TEST_F(CudaDeviceTest, Fp16AndBf16OutputsAroundFp32Kernels) {
       p.beta = 0.5f;
       std::vector<std::unique_ptr<TestJob>> jobs = MakeJobs(p, 3, rng);
       jobs.push_back(MakeTestJob(p, rng, /*in_place=*/true));
-      BatchRun run;
-      ASSERT_TRUE(device_->RunBatch(ToBatch(jobs), 0, &run).ok());
+      ASSERT_TRUE(RunOn(*device_, jobs, 0).ok());
       const double rounding = out == DataType::kFloat16 ? 1e-3 : 8e-3;
       ExpectAllCorrect(jobs, rounding + (precision == Precision::kFp32 ? kFp32Tolerance
                                                                         : kTensorTolerance));
@@ -355,8 +381,7 @@ TEST_F(CudaDeviceTest, TwoLanesRunConcurrently) {
       const std::vector<std::unique_ptr<TestJob>>& jobs = lane_jobs[static_cast<size_t>(lane)];
       for (int i = 0; i < kIterations; ++i) {
         for (const auto& t : jobs) t->c_out = NanBytes(t->problem.c_type, t->problem.ElementsC());
-        BatchRun run;
-        if (!device_->RunBatch(ToBatch(jobs), lane, &run).ok()) {
+        if (!RunOn(*device_, jobs, lane).ok()) {
           ++failures;
           continue;
         }
@@ -386,8 +411,7 @@ TEST(CudaDeviceCapTest, JobBiggerThanTheCapIsResourceExhausted) {
   std::mt19937_64 rng(TestSeed(12));
   std::vector<std::unique_ptr<TestJob>> jobs;
   jobs.push_back(MakeTestJob(Problem(1024, 1024, 1024), rng, false, /*reference=*/false));
-  BatchRun run;
-  const absl::Status status = (*device)->RunBatch(ToBatch(jobs), 0, &run);
+  const absl::Status status = RunOn(**device, jobs, 0);
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
   EXPECT_TRUE(absl::StrContains(status.message(), "--device_memory_limit_bytes")) << status;
   EXPECT_TRUE((*device)->healthy());
@@ -395,7 +419,7 @@ TEST(CudaDeviceCapTest, JobBiggerThanTheCapIsResourceExhausted) {
 
   // The device still serves what fits.
   std::vector<std::unique_ptr<TestJob>> small = MakeJobs(Problem(100, 100, 100), 2, rng);
-  ASSERT_TRUE((*device)->RunBatch(ToBatch(small), 1, &run).ok());
+  ASSERT_TRUE(RunOn(**device, small, 1).ok());
   ExpectAllCorrect(small, kFp32Tolerance);
 }
 
@@ -427,8 +451,7 @@ TEST(CudaDeviceStagingTest, LargeJobThroughSmallStagingChunks) {
   }
   std::vector<std::unique_ptr<TestJob>> jobs;
   jobs.push_back(std::move(t));
-  BatchRun run;
-  ASSERT_TRUE((*device)->RunBatch(ToBatch(jobs), 1, &run).ok());
+  ASSERT_TRUE(RunOn(**device, jobs, 1).ok());
   for (size_t i = 0; i < rows.size(); ++i) {
     const float* c = reinterpret_cast<const float*>(jobs[0]->c_out.data()) + rows[i].first * p.n;
     EXPECT_LE(RelativeError(expected[i].data(), c, DataType::kFloat32,
@@ -444,7 +467,7 @@ TEST(CudaDeviceStagingTest, LargeJobThroughSmallStagingChunks) {
 
   // Many small jobs coalesce across the small chunks too.
   std::vector<std::unique_ptr<TestJob>> small = MakeJobs(Problem(50, 60, 70), 40, rng);
-  ASSERT_TRUE((*device)->RunBatch(ToBatch(small), 0, &run).ok());
+  ASSERT_TRUE(RunOn(**device, small, 0).ok());
   ExpectAllCorrect(small, kFp32Tolerance);
 }
 

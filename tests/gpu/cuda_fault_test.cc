@@ -14,9 +14,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "server/batch.h"
+#include "kernels/cuda/gpu_gemm.h"
 #include "server/cuda/cuda_device.h"
-#include "server/job.h"
 #include "tests/gpu/fault_injecting_device.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -30,16 +29,15 @@ struct OnesJob {
   std::vector<float> b = std::vector<float>(kSize * kSize, 1.0f);
   std::vector<float> c = std::vector<float>(kSize * kSize, 0.0f);
 
-  Batch ToBatch() {
-    auto job = std::make_unique<Job>();
-    job->problem.m = job->problem.n = job->problem.k = kSize;
-    job->operands.a = a.data();
-    job->operands.b = b.data();
-    job->operands.c_out = c.data();
-    Batch batch;
-    batch.jobs.push_back(std::move(job));
-    batch.problem = PackedProblem(batch.jobs);
-    return batch;
+  DeviceLaunch ToLaunch() {
+    LaunchItem item;
+    item.problem.m = item.problem.n = item.problem.k = kSize;
+    item.host = {a.data(), b.data(), nullptr, c.data()};
+    DeviceLaunch launch;
+    launch.kernel = gpu::KernelRegistry::Global().Find("sgemm_simt_128x128x8");
+    launch.problem = item.problem;
+    launch.items.push_back(item);
+    return launch;
   }
 };
 
@@ -52,15 +50,15 @@ TEST(CudaFaultTest, FaultMakesTheDeviceUnhealthyAndLaterBatchesUnavailable) {
                                        /*fault_at_batch=*/1);
 
   OnesJob first;
-  BatchRun run;
-  const absl::Status ok = device.RunBatch(first.ToBatch(), 0, &run);
+  LaunchTimes run;
+  const absl::Status ok = device.Run(first.ToLaunch(), 0, &run);
   ASSERT_TRUE(ok.ok()) << ok;
   EXPECT_EQ(first.c[0], 32.0f);
   EXPECT_EQ(first.c.back(), 32.0f);
   EXPECT_TRUE(device.healthy());
 
   OnesJob second;
-  const absl::Status fault = device.RunBatch(second.ToBatch(), 1, &run);
+  const absl::Status fault = device.Run(second.ToLaunch(), 1, &run);
   EXPECT_EQ(fault.code(), absl::StatusCode::kInternal) << fault;
   EXPECT_TRUE(absl::StrContains(fault.message(), "cuda:0")) << fault;
   EXPECT_FALSE(device.healthy());
@@ -68,7 +66,7 @@ TEST(CudaFaultTest, FaultMakesTheDeviceUnhealthyAndLaterBatchesUnavailable) {
 
   OnesJob third;
   const absl::Time start = absl::Now();
-  const absl::Status refused = device.RunBatch(third.ToBatch(), 0, &run);
+  const absl::Status refused = device.Run(third.ToLaunch(), 0, &run);
   EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
   EXPECT_TRUE(absl::StrContains(refused.message(), "cuda:0 is unhealthy")) << refused;
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(100));

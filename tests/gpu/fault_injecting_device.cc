@@ -21,7 +21,7 @@ bool FaultInjectingDevice::healthy() const {
   return !failed_launch_.load(std::memory_order_acquire) && device_->healthy();
 }
 
-absl::Status FaultInjectingDevice::RunBatch(const Batch& batch, int lane, BatchRun* run) {
+absl::Status FaultInjectingDevice::Run(const DeviceLaunch& launch, int lane, LaunchTimes* times) {
   if (failed_launch_.load(std::memory_order_acquire)) {
     return absl::UnavailableError(
         absl::StrCat("cuda:", cuda_ordinal_, " is unhealthy after an earlier fault"));
@@ -42,21 +42,19 @@ absl::Status FaultInjectingDevice::RunBatch(const Batch& batch, int lane, BatchR
           absl::StrCat(description().name, " faulted: ", launched.message()));
     }
   }
-  return device_->RunBatch(batch, lane, run);
+  return device_->Run(launch, lane, times);
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenCudaDevicesFirstFaulty(
-    const std::string& spec, FaultKind kind, int64_t fault_at_batch) {
-  absl::StatusOr<std::vector<std::unique_ptr<Device>>> devices =
-      OpenCudaDevices(spec, CudaDeviceOptions());
-  if (!devices.ok()) return devices.status();
-  if (devices->empty()) return absl::FailedPreconditionError("no CUDA device opened");
-  std::unique_ptr<Device>& first = devices->front();
+absl::StatusOr<Backend> OpenCudaBackendFirstFaulty(const std::string& spec, FaultKind kind,
+                                                   int64_t fault_at_batch) {
+  absl::StatusOr<Backend> backend = OpenCudaBackend(spec, CudaDeviceOptions());
+  if (!backend.ok()) return backend.status();
+  std::unique_ptr<Device>& first = backend->devices.front();
   // "cuda" devices are indexed by ordinal in their description.
   const int ordinal = first->description().index;
   first = std::make_unique<FaultInjectingDevice>(std::move(first), ordinal, kind,
                                                  fault_at_batch);
-  return devices;
+  return backend;
 }
 
 }  // namespace gemmd::testing

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "server/backend.h"
 #include "server/device.h"
 
 namespace gemmd::testing {
@@ -28,23 +29,11 @@ class FaultInjectingDevice : public Device {
                        int64_t fault_at_batch);
 
   const DeviceDescription& description() const override { return device_->description(); }
-  std::vector<KernelDescription> Kernels() const override { return device_->Kernels(); }
-  absl::StatusOr<std::string> SelectKernel(const GemmProblem& problem,
-                                           absl::string_view forced_kernel) const override {
-    return device_->SelectKernel(problem, forced_kernel);
-  }
-  absl::StatusOr<std::string> SelectQuantizedKernel(
-      const QuantizedOperands& operands, absl::string_view forced_kernel) const override {
-    return device_->SelectQuantizedKernel(operands, forced_kernel);
-  }
-  std::vector<std::string> QuantizedKernels() const override {
-    return device_->QuantizedKernels();
-  }
   int lanes() const override { return device_->lanes(); }
   int64_t max_batch_bytes() const override { return device_->max_batch_bytes(); }
   DeviceMemoryUsage memory() const override { return device_->memory(); }
 
-  absl::Status RunBatch(const Batch& batch, int lane, BatchRun* run) override;
+  absl::Status Run(const DeviceLaunch& launch, int lane, LaunchTimes* times) override;
   bool healthy() const override;
 
  private:
@@ -56,10 +45,10 @@ class FaultInjectingDevice : public Device {
   std::atomic<bool> failed_launch_{false};  // kLaunchError happened
 };
 
-// Opens the CUDA devices of `spec` (as --devices) and wraps the first in a
+// The CUDA backend of `spec` (as --devices) with its first GPU wrapped in a
 // FaultInjectingDevice, so the others can show that serving goes on.
-absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenCudaDevicesFirstFaulty(
-    const std::string& spec, FaultKind kind, int64_t fault_at_batch);
+absl::StatusOr<Backend> OpenCudaBackendFirstFaulty(const std::string& spec, FaultKind kind,
+                                                   int64_t fault_at_batch);
 
 }  // namespace gemmd::testing
 

@@ -78,12 +78,11 @@ inline Served StartFaulty(const std::string& devices, FaultKind kind) {
   config.port = 0;
   config.metrics_port = -1;
   config.max_batch_size = 1;
-  absl::StatusOr<std::vector<std::unique_ptr<Device>>> opened =
-      OpenCudaDevicesFirstFaulty(devices, kind, /*fault_at_batch=*/2);
+  absl::StatusOr<Backend> opened = OpenCudaBackendFirstFaulty(devices, kind, /*fault_at_batch=*/2);
   EXPECT_TRUE(opened.ok()) << opened.status();
   if (!opened.ok()) return Served();
   absl::StatusOr<std::unique_ptr<GemmServer>> server =
-      GemmServer::CreateWithDevices(config, "cuda", *std::move(opened));
+      GemmServer::CreateWithBackend(config, *std::move(opened));
   EXPECT_TRUE(server.ok()) << server.status();
   Served s;
   if (!server.ok()) return s;

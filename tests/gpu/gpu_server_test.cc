@@ -222,11 +222,11 @@ TEST_F(GpuServerTest, QuantizedMatmulRunsOnTheQuantizedKernels) {
   Start(ServerConfig{});
   const QuantCase cases[] = {
       {"nvfp4 weight-only M=1", 1, 1000, 1024, false, QuantFormat::kNvfp4, DataType::kFloat16,
-       "skinny_nvfp4"},
+       "skinny_nvfp4_ring_mma16816"},
       {"int8 weight-only FP32 M=16", 16, 777, 512, false, QuantFormat::kInt8, DataType::kFloat32,
-       "skinny_int8"},
+       "skinny_int8_regs_mma16816"},
       {"nvfp4 both M=5 K%32!=0", 5, 300, 48, true, QuantFormat::kNvfp4, DataType::kFloat32,
-       "skinny_nvfp4"},
+       "skinny_nvfp4_regs_mma16816"},
       {"nvfp4 both M=300", 300, 260, 512, true, QuantFormat::kNvfp4, DataType::kFloat32,
        "qgemm_nvfp4"},
       {"int8 both M=200", 200, 130, 256, true, QuantFormat::kInt8, DataType::kFloat32,
@@ -234,15 +234,15 @@ TEST_F(GpuServerTest, QuantizedMatmulRunsOnTheQuantizedKernels) {
       {"fp16 x nvfp4 M=129", 129, 256, 256, false, QuantFormat::kNvfp4, DataType::kFloat16,
        "qgemm_f16xnvfp4"},
       {"bf16 x int8 M=3", 3, 200, 256, false, QuantFormat::kInt8, DataType::kBFloat16,
-       "skinny_int8"},
+       "skinny_int8_regs_mma16816"},
       {"nvfp4 weight-only M=12 (streaming path on a GPU it fills)", 12, 8448, 1024, false,
-       QuantFormat::kNvfp4, DataType::kFloat16, "skinny_nvfp4"},
+       QuantFormat::kNvfp4, DataType::kFloat16, "skinny_nvfp4_stream_mma16816"},
       {"nvfp4 weight-only M=48 (streaming path, not the square kernel)", 48, 8448, 1024, false,
-       QuantFormat::kNvfp4, DataType::kFloat16, "skinny_nvfp4"},
+       QuantFormat::kNvfp4, DataType::kFloat16, "skinny_nvfp4_stream_mma16816"},
       {"int8 weight-only M=40 (streaming path)", 40, 8448, 1040, false, QuantFormat::kInt8,
-       DataType::kFloat16, "skinny_int8"},
+       DataType::kFloat16, "skinny_int8_stream_mma16816"},
       {"bf16 x nvfp4 M=24 (streaming path)", 24, 8448, 1024, false, QuantFormat::kNvfp4,
-       DataType::kBFloat16, "skinny_nvfp4"},
+       DataType::kBFloat16, "skinny_nvfp4_stream_mma16816"},
       {"bf16 x nvfp4 M=70 (host)", 70, 64, 64, false, QuantFormat::kNvfp4, DataType::kBFloat16,
        "sgemm"},
   };
@@ -303,7 +303,10 @@ TEST_F(GpuServerTest, QuantizedMatmulRunsOnTheQuantizedKernels) {
     ASSERT_TRUE(stub_->GetServerInfo(&context, {}, &info).ok());
     std::vector<std::string> names(info.quantized_kernels().begin(),
                                    info.quantized_kernels().end());
-    EXPECT_NE(std::find(names.begin(), names.end(), "skinny_nvfp4_mma16816"), names.end());
+    for (const char* skinny : {"skinny_nvfp4_ring_mma16816", "skinny_nvfp4_regs_mma16816",
+                               "skinny_nvfp4_stream_mma16816"}) {
+      EXPECT_NE(std::find(names.begin(), names.end(), skinny), names.end()) << skinny;
+    }
     EXPECT_NE(std::find(names.begin(), names.end(), "qgemm_nvfp4_mma_128x128x64_s4"),
               names.end());
     std::mt19937_64 rng(8);
@@ -324,7 +327,8 @@ TEST_F(GpuServerTest, QuantizedMatmulRunsOnTheQuantizedKernels) {
     p.transpose_b = true;
     const std::vector<double> ref = ReferenceGemm(p, {a.data(), b.data(), nullptr, nullptr});
     for (const char* forced :
-         {"qgemm_nvfp4_mma_128x128x64_s4", "skinny_nvfp4_mma16816", "sgemm_simt_64x64x8_splitk"}) {
+         {"qgemm_nvfp4_mma_128x128x64_s4", "skinny_nvfp4_regs_mma16816",
+          "sgemm_simt_64x64x8_splitk"}) {
       SCOPED_TRACE(forced);
       request.set_kernel(forced);
       gemm::v1::MatmulResponse response;
@@ -336,13 +340,13 @@ TEST_F(GpuServerTest, QuantizedMatmulRunsOnTheQuantizedKernels) {
                               48 * 80),
                 1e-5);
     }
-    request.set_kernel("skinny_int8_mma16816");
+    request.set_kernel("skinny_int8_regs_mma16816");
     gemm::v1::MatmulResponse response;
     grpc::ClientContext call;
     const grpc::Status status = stub_->QuantizedMatmul(&call, request, &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_EQ(status.error_message(),
-              "kernel skinny_int8_mma16816 decodes INT8 weights; b is NVFP4");
+              "kernel skinny_int8_regs_mma16816 decodes INT8 weights; b is NVFP4");
   }
 
   // A NaN scale byte is refused up front, as on the host path.

@@ -1,12 +1,15 @@
-// The operands of a QuantizedMatmul job as they came on the wire, for a device that runs
-// the quantized kernels itself (Device::RunsQuantized): packed codes and scales, never
-// dequantized on the host. They point into the request, which outlives the job.
-#ifndef GEMMD_SERVER_QUANTIZED_OPERANDS_H_
-#define GEMMD_SERVER_QUANTIZED_OPERANDS_H_
+// The operands of a QuantizedMatmul as they came on the wire: packed codes and scales,
+// never dequantized on the host by the quantized kernels. They point into the request,
+// which outlives the work. The quantized kernels' catalogues (kernels/cpu_catalogue.h,
+// kernels/cuda/quantized_kernels.h) decide from their shape and formats which kernel
+// takes them.
+#ifndef GEMMD_KERNELS_QUANTIZED_OPERANDS_H_
+#define GEMMD_KERNELS_QUANTIZED_OPERANDS_H_
 
 #include <cstdint>
 #include <optional>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/quant_formats.h"
@@ -30,6 +33,10 @@ struct QuantizedOperands {
   QuantizedOperand b;
 };
 
+// One quantized operand [rows, k] as FP32 (out: rows*k floats), for a kernel that takes
+// its operand dense. INVALID_ARGUMENT for a NaN E4M3 scale byte.
+absl::Status DequantizeOperand(const QuantizedOperand& op, int64_t rows, int64_t k, float* out);
+
 }  // namespace gemmd
 
-#endif  // GEMMD_SERVER_QUANTIZED_OPERANDS_H_
+#endif  // GEMMD_KERNELS_QUANTIZED_OPERANDS_H_

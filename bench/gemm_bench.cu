@@ -69,11 +69,11 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/common/device_util.cuh"
 #include "kernels/cuda/gpu_gemm.h"
-#include "kernels/cuda/quant_gemm.h"
-#include "kernels/cuda/quant_square.h"
-#include "kernels/cuda/quantized_kernels.h"
+#include "kernels/cuda/quantized/quant_gemm.h"
+#include "kernels/cuda/quantized/quant_square.h"
+#include "kernels/cuda/quantized/quantized_kernels.h"
 #include "kernels/half.h"
 #include "kernels/quant_formats.h"
 #include "kernels/gemm_problem.h"

@@ -15,16 +15,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "server/batcher.h"
-#include "server/cpu_catalogue.h"
-#include "server/cpu_device.h"
-#include "server/gemm_service.h"
-#include "server/host_memory.h"
-#include "server/log.h"
-#include "server/metrics.h"
+#include "server/scheduling/batcher.h"
+#include "server/devices/cpu/cpu_catalogue.h"
+#include "server/devices/cpu/cpu_device.h"
+#include "server/rpc/gemm_service.h"
+#include "server/rpc/host_memory.h"
+#include "server/observability/log.h"
+#include "server/observability/metrics.h"
 #include "server/port_probe.h"
 #ifdef GEMM_HAVE_CUDA
-#include "server/cuda/cuda_device_pool.h"
+#include "server/devices/cuda/cuda_device_pool.h"
 #endif
 
 namespace gemmd {

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/backend.h"
+#include "server/devices/backend.h"
 
 namespace prometheus {
 class Exposer;

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/gemm_server.h"
-#include "server/log.h"
+#include "server/observability/log.h"
 #include "server/stop_signals.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on (gRPC and metrics).");

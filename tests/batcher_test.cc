@@ -1,4 +1,4 @@
-#include "server/batcher.h"
+#include "server/scheduling/batcher.h"
 
 #include <gtest/gtest.h>
 #include <prometheus/metric_family.h>
@@ -13,8 +13,8 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "kernels/cpu_catalogue.h"
-#include "kernels/cpu_quantized_gemm.h"
+#include "kernels/cpu/cpu_catalogue.h"
+#include "kernels/cpu/cpu_quantized_gemm.h"
 #include "tests/fake_device.h"
 #include "tests/metrics_util.h"
 

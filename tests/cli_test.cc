@@ -14,7 +14,7 @@
 #include "client_cli/quantized_inputs.h"
 #include "client_cli/matmul_inputs.h"
 #include "client_cli/preflight.h"
-#include "kernels/cpu_gemm.h"
+#include "kernels/cpu/cpu_gemm.h"
 
 namespace gemmd {
 namespace {

@@ -1,6 +1,6 @@
 // The CPU backend against the FP64 reference on edge-straddling shapes, every transpose,
 // alpha/beta, batches with broadcast, all input dtypes, both precisions.
-#include "kernels/cpu_gemm.h"
+#include "kernels/cpu/cpu_gemm.h"
 
 #include <gtest/gtest.h>
 

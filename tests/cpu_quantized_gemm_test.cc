@@ -2,7 +2,7 @@
 // weight (the kernel, not the format's loss): 1e-5 relative (Frobenius), FP32 SGEMM on
 // exact dequantized values. Shapes cross tile boundaries (tiles of max(64, 2^20 / K)
 // rows, a multiple of 16) and use unaligned operand bytes, as protobuf fields may be.
-#include "kernels/cpu_quantized_gemm.h"
+#include "kernels/cpu/cpu_quantized_gemm.h"
 
 #include <gtest/gtest.h>
 

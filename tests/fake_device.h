@@ -16,9 +16,9 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "server/backend.h"
-#include "server/device.h"
-#include "server/kernel_catalogue.h"
+#include "server/devices/backend.h"
+#include "server/devices/device.h"
+#include "server/devices/kernel_catalogue.h"
 
 namespace gemmd::testing {
 

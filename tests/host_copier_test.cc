@@ -1,4 +1,4 @@
-#include "server/host_copier.h"
+#include "server/devices/host_copier.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "server/host_memory.h"
+#include "server/rpc/host_memory.h"
 
 #include <gtest/gtest.h>
 

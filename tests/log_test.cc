@@ -1,10 +1,10 @@
-#include "server/log.h"
+#include "server/observability/log.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "server/client_text.h"
+#include "server/rpc/client_text.h"
 
 namespace gemmd {
 namespace {

@@ -1,6 +1,6 @@
 // Every row of the error table that validation owns, with the exact messages clients see,
 // plus the problems valid requests decode to.
-#include "server/matmul_validation.h"
+#include "server/rpc/matmul_validation.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "server/metrics.h"
+#include "server/observability/metrics.h"
 #include "tests/metrics_util.h"
 
 namespace gemmd {

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "server/metrics.h"
+#include "server/observability/metrics.h"
 
 namespace gemmd::testing {
 

@@ -1,4 +1,4 @@
-#include "server/response_encoding.h"
+#include "server/rpc/response_encoding.h"
 
 #include <gtest/gtest.h>
 #include <grpcpp/support/byte_buffer.h>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "server/host_memory.h"
+#include "server/rpc/host_memory.h"
 
 namespace gemmd {
 namespace {

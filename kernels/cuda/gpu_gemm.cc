@@ -3,9 +3,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cuda/cuda_status.h"
-#include "kernels/cuda/quantized_kernels.h"
-#include "kernels/cuda/tiled_gemm.h"
+#include "kernels/cuda/common/cuda_status.h"
+#include "kernels/cuda/quantized/quantized_kernels.h"
+#include "kernels/cuda/dense/tiled_gemm.h"
 
 namespace gemmd::gpu {
 

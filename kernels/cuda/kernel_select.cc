@@ -23,8 +23,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/gpu_gemm.h"
-#include "kernels/cuda/quantized_kernels.h"
-#include "kernels/cuda/tiled_gemm.h"
+#include "kernels/cuda/quantized/quantized_kernels.h"
+#include "kernels/cuda/dense/tiled_gemm.h"
 
 namespace gemmd::gpu {
 namespace {

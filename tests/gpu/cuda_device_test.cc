@@ -9,7 +9,7 @@
 //   FP32          <= 1e-5 (plain FP32 FMA, K up to 1024)
 //   FP16_TENSOR   <= 5e-3 (FP16 / BF16 inputs; the kernels measure ~1e-3 and better, the
 //                  slack keeps this a test of the device plumbing, not of rounding)
-#include "server/cuda/cuda_device.h"
+#include "server/devices/cuda/cuda_device.h"
 
 #include <cuda_runtime_api.h>
 
@@ -27,17 +27,17 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "kernels/cuda/cuda_raii.h"
+#include "kernels/cuda/common/cuda_raii.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/reference_gemm.h"
-#include "server/batch.h"
-#include "server/cuda/cuda_catalogue.h"
-#include "server/cuda/cuda_device_pool.h"
-#include "server/cuda/device_memory_pool.h"
-#include "server/cuda/pinned_staging.h"
-#include "server/host_copier.h"
-#include "server/device.h"
-#include "server/job.h"
+#include "server/scheduling/batch.h"
+#include "server/devices/cuda/cuda_catalogue.h"
+#include "server/devices/cuda/cuda_device_pool.h"
+#include "server/devices/cuda/device_memory_pool.h"
+#include "server/devices/cuda/pinned_staging.h"
+#include "server/devices/host_copier.h"
+#include "server/devices/device.h"
+#include "server/scheduling/job.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/test_util.h"
 

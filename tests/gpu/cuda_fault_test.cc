@@ -15,7 +15,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/gpu_gemm.h"
-#include "server/cuda/cuda_device.h"
+#include "server/devices/cuda/cuda_device.h"
 #include "tests/gpu/fault_injecting_device.h"
 #include "tests/gpu/gpu_test_util.h"
 

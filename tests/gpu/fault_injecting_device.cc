@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/cuda/cuda_device_pool.h"
+#include "server/devices/cuda/cuda_device_pool.h"
 #include "tests/gpu/fault_kernels.h"
 
 namespace gemmd::testing {

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "server/backend.h"
-#include "server/device.h"
+#include "server/devices/backend.h"
+#include "server/devices/device.h"
 
 namespace gemmd::testing {
 

@@ -1,6 +1,6 @@
 #include "tests/gpu/fault_kernels.h"
 
-#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/common/cuda_status.h"
 
 namespace gemmd::testing {
 namespace {

@@ -22,10 +22,10 @@
 #include "kernels/reference_gemm.h"
 #include "proto/quantized_tensor.h"
 #include "proto/proto_types.h"
-#include "server/batcher.h"
-#include "server/cuda/cuda_device_pool.h"
+#include "server/scheduling/batcher.h"
+#include "server/devices/cuda/cuda_device_pool.h"
 #include "server/gemm_server.h"
-#include "server/log.h"
+#include "server/observability/log.h"
 #include "tests/test_util.h"
 
 namespace gemmd {

@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "gemm/v1/gemm.grpc.pb.h"
-#include "server/batcher.h"
-#include "server/cuda/cuda_device_pool.h"
+#include "server/scheduling/batcher.h"
+#include "server/devices/cuda/cuda_device_pool.h"
 #include "tests/gpu/faulty_server.h"
 
 namespace gemmd::testing {

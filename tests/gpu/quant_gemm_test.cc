@@ -2,7 +2,7 @@
 // (the kernel, not the format's loss). Tolerance 1e-5 relative (Frobenius): the
 // dequantized B is exact in FP16, FP16 A is exact, FP32 A goes as hi + lo FP16 (error
 // ~2^-22 per element), FP32 accumulation. Skips where there is no GPU.
-#include "kernels/cuda/quant_gemm.h"
+#include "kernels/cuda/quantized/quant_gemm.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cuda/cuda_raii.h"
+#include "kernels/cuda/common/cuda_raii.h"
 #include "kernels/half.h"
 #include "kernels/quant_formats.h"
 #include "kernels/reference_gemm.h"

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "kernels/cuda/gpu_gemm.h"
-#include "kernels/cuda/quant_square.h"
-#include "kernels/cuda/quantized_kernels.h"
+#include "kernels/cuda/quantized/quant_square.h"
+#include "kernels/cuda/quantized/quantized_kernels.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace gemmd::gpu {

@@ -4,7 +4,7 @@
 // the dequantized operands (<= 1e-5 relative per row of C: e2m1 * e4m3 is exact in FP16,
 // only the FP32 accumulation differs). Output poisoned with NaN before each launch.
 // Shapes straddle the 128x128 tile and the 64-wide K step. Skips where there is no GPU.
-#include "kernels/cuda/quant_square.h"
+#include "kernels/cuda/quantized/quant_square.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cuda/cuda_raii.h"
+#include "kernels/cuda/common/cuda_raii.h"
 #include "kernels/half.h"
 #include "kernels/quant_formats.h"
 #include "tests/gpu/gpu_test_util.h"

@@ -1,0 +1,23 @@
+// A backend as the server holds it: its name (ServerInfo.backend), the catalogue that
+// chooses kernels for every request, and the devices that run them.
+#ifndef GEMMD_SERVER_DEVICES_BACKEND_H_
+#define GEMMD_SERVER_DEVICES_BACKEND_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/devices/device.h"
+#include "server/devices/kernel_catalogue.h"
+
+namespace gemmd {
+
+struct Backend {
+  std::string name;  // "cpu", "cuda"
+  std::unique_ptr<KernelCatalogue> catalogue;
+  std::vector<std::unique_ptr<Device>> devices;
+};
+
+}  // namespace gemmd
+
+#endif  // GEMMD_SERVER_DEVICES_BACKEND_H_

@@ -1,0 +1,42 @@
+#include "server/devices/cpu/cpu_device.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "kernels/cpu/cpu_catalogue.h"
+#include "kernels/cpu/cpu_gemm.h"
+
+namespace gemmd {
+
+CpuDevice::CpuDevice(int index) {
+  description_.index = index;
+  description_.kind = "cpu";
+  description_.threads = CpuGemmThreads();
+  description_.name =
+      absl::StrCat("cpu:", index, " (OpenBLAS, ", description_.threads, " threads)");
+}
+
+absl::Status CpuDevice::Run(const DeviceLaunch& launch, int /*lane*/, LaunchTimes* times) {
+  const auto* kernel = dynamic_cast<const CpuKernel*>(launch.kernel);
+  if (kernel == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel ",
+        launch.kernel == nullptr ? std::string("(none)") : std::string(launch.kernel->name()),
+        " is not a CPU kernel"));
+  }
+  const absl::Time start = absl::Now();
+  absl::Status status = absl::OkStatus();
+  for (const LaunchItem& item : launch.items) {
+    status = item.quantized != nullptr
+                 ? kernel->Run(*item.quantized, static_cast<float*>(item.host.c_out))
+                 : kernel->Run(item.problem, item.host);
+    if (!status.ok()) break;
+  }
+  times->copy_in = absl::ZeroDuration();
+  times->compute = absl::Now() - start;
+  times->copy_out = absl::ZeroDuration();
+  return status;
+}
+
+}  // namespace gemmd

@@ -1,0 +1,114 @@
+// One GPU as a Device for the batcher (docs/ARCHITECTURE.md): the CUDA kernels of
+// kernels/cuda behind per-lane streams, pinned staging rings and device memory arenas.
+//
+// A launch runs as copy-in (the items' operands gathered through pinned staging into one
+// arena: for a dense launch regions A | B | C_in | C | workspace, so a batch's items are
+// back to back, the dense strided-batch layout one launch serves; for a quantized one
+// A | A scales | B codes | B scales | C | workspace, the packed bytes as they came),
+// compute (one launch) and copy-out (the C region scattered to each item's c_out). Each lane has its own stream, staging ring
+// and arena, so two batches on two lanes run at once and one's copies overlap the
+// other's compute.
+//
+// Threads: Run may be called concurrently for different lanes (one caller per
+// lane); everything else is thread-safe. A CUDA fault (any CUDA error of a copy, launch
+// or synchronization other than out-of-memory) poisons the whole context, so the device
+// then stays unhealthy: the faulting launch gets INTERNAL, later ones UNAVAILABLE.
+#ifndef GEMMD_SERVER_DEVICES_CUDA_CUDA_DEVICE_H_
+#define GEMMD_SERVER_DEVICES_CUDA_CUDA_DEVICE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/cuda/common/cuda_raii.h"
+#include "kernels/cuda/gpu_gemm.h"
+#include "kernels/cuda/quantized/quantized_kernels.h"
+#include "server/devices/cuda/device_memory_pool.h"
+#include "server/devices/cuda/pinned_staging.h"
+#include "server/devices/host_copier.h"
+#include "server/devices/device.h"
+
+namespace gemmd {
+
+struct CudaDeviceOptions {
+  // Device memory cap of the pool (--device_memory_limit_bytes); 0 = 90% of the
+  // device's free memory when the device is opened.
+  int64_t memory_limit_bytes = 0;
+  // Concurrent batches (each with its own stream, staging ring and arena).
+  int lanes = 2;
+  // Pinned staging per lane: staging_slots slots of staging_chunk_bytes each.
+  size_t staging_chunk_bytes = size_t{4} << 20;
+  int staging_slots = 4;
+  // Threads that help the lanes' host copies into and out of staging (HostCopier).
+  int copy_threads = 3;
+};
+
+class CudaDevice : public Device {
+ public:
+  // Opens CUDA device `ordinal`: creates its context, streams, staging rings and the
+  // (still empty) memory pool. INVALID_ARGUMENT for bad options; INTERNAL for CUDA
+  // errors (bad ordinal, no driver, pinned allocation failure).
+  static absl::StatusOr<std::unique_ptr<CudaDevice>> Create(int ordinal,
+                                                            const CudaDeviceOptions& options);
+  ~CudaDevice() override;
+
+  const DeviceDescription& description() const override { return description_; }
+  // What kernel selection knows about this GPU (the CudaCatalogue's input).
+  const gpu::DeviceCaps& caps() const { return caps_; }
+
+  int lanes() const override { return static_cast<int>(lanes_.size()); }
+  // Half a lane's share of the memory cap: the rest is room for the kernel workspace.
+  int64_t max_batch_bytes() const override { return pool_->lane_share_bytes() / 2; }
+
+  // Dense launches (gpu::GpuGemmKernel) and quantized ones (gpu::QuantizedGemmKernel)
+  // alike: operands staged into the lane's arena, the launch, C copied out. Status:
+  // RESOURCE_EXHAUSTED when the launch does not fit the lane's share of the cap or the
+  // GPU is out of memory; INTERNAL on a CUDA fault (the device is then unhealthy);
+  // UNAVAILABLE once unhealthy; INVALID_ARGUMENT / FAILED_PRECONDITION for a launch the
+  // kernel refuses (an empty launch, a lane out of range, a missing host buffer, a
+  // kernel that is not a CUDA one).
+  absl::Status Run(const DeviceLaunch& launch, int lane, LaunchTimes* times) override;
+
+  bool healthy() const override { return healthy_.load(std::memory_order_acquire); }
+  DeviceMemoryUsage memory() const override;
+
+ private:
+  struct Lane {
+    gpu::CudaStream stream;
+    std::unique_ptr<StagingRing> staging;
+  };
+  // One launch's use of the arena: what goes in, what comes out, how it launches.
+  struct ArenaPlan;
+
+  CudaDevice(int ordinal, const CudaDeviceOptions& options, gpu::DeviceCaps caps);
+
+  // The plans of the two kinds of launch (the device is already current).
+  absl::StatusOr<ArenaPlan> PlanDense(const DeviceLaunch& launch,
+                                      const gpu::GpuGemmKernel& kernel) const;
+  absl::StatusOr<ArenaPlan> PlanQuantized(const DeviceLaunch& launch,
+                                          const gpu::QuantizedGemmKernel& kernel) const;
+  // Stage the operands -> launch -> copy C out, on one lane.
+  absl::Status Execute(const ArenaPlan& plan, Lane& lane, int lane_index, LaunchTimes* times);
+  // Marks the device unhealthy (logging the first fault) and returns the INTERNAL status
+  // the launch reports.
+  absl::Status Fault(const absl::Status& cuda_error);
+
+  const int ordinal_;
+  const CudaDeviceOptions options_;
+  const gpu::DeviceCaps caps_;
+  DeviceDescription description_;
+  std::unique_ptr<HostCopier> copier_;  // shared by the lanes' rings; outlives them
+  std::vector<Lane> lanes_;
+  std::unique_ptr<DeviceMemoryPool> pool_;
+  int64_t pinned_bytes_ = 0;
+  std::atomic<bool> healthy_{true};
+};
+
+}  // namespace gemmd
+
+#endif  // GEMMD_SERVER_DEVICES_CUDA_CUDA_DEVICE_H_

@@ -1,0 +1,47 @@
+// What the CUDA backend's source files share (not a public header): CUDA error plumbing,
+// the arena's region alignment, the FP32-output problem the kernels compute.
+#ifndef GEMMD_SERVER_DEVICES_CUDA_CUDA_DEVICE_INTERNAL_H_
+#define GEMMD_SERVER_DEVICES_CUDA_CUDA_DEVICE_INTERNAL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/common/cuda_status.h"
+#include "kernels/gemm_problem.h"
+
+// A cudaError_t as a Status naming the call (OK for cudaSuccess).
+#define GEMMD_CUDA_STATUS(expr) ::gemmd::gpu::CudaErrorToStatus((expr), #expr, __FILE__, __LINE__)
+
+// Inside CudaDevice: a failed CUDA step is a device fault.
+#define GEMMD_FAULT_IF_ERROR(expr)                                    \
+  do {                                                                \
+    const ::absl::Status gemmd_fault_status_ = (expr);                \
+    if (!gemmd_fault_status_.ok()) return Fault(gemmd_fault_status_); \
+  } while (false)
+
+namespace gemmd::cuda_device_internal {
+
+// Region starts in a lane's arena: cudaMalloc's alignment, more than any kernel's vector
+// loads need, so the kernels never repack an operand for alignment's sake.
+inline constexpr int64_t kRegionAlignment = 256;
+
+inline int64_t AlignUp(int64_t bytes) {
+  return (bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
+}
+
+// `p` with FP32 output: what the dense kernels compute for any requested output type.
+inline GemmProblem Fp32Output(GemmProblem p) {
+  p.c_type = DataType::kFloat32;
+  return p;
+}
+
+// "9.0" from 90.
+inline std::string CapabilityString(int capability) {
+  return absl::StrCat(capability / 10, ".", capability % 10);
+}
+
+}  // namespace gemmd::cuda_device_internal
+
+#endif  // GEMMD_SERVER_DEVICES_CUDA_CUDA_DEVICE_INTERNAL_H_

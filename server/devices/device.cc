@@ -1,0 +1,41 @@
+#include "server/devices/device.h"
+
+namespace gemmd {
+namespace {
+
+struct OperandSizes {
+  int64_t a = 0, b = 0, c_in = 0, c = 0;
+};
+
+OperandSizes SizesOf(const GemmProblem& p) {
+  const auto bytes = [](int64_t elements, DataType type) {
+    return elements * static_cast<int64_t>(DataTypeSize(type));
+  };
+  return {bytes(p.ElementsA(), p.a_type), bytes(p.ElementsB(), p.b_type),
+          p.beta != 0.0f ? bytes(p.ElementsCIn(), p.c_type) : 0, bytes(p.ElementsC(), p.c_type)};
+}
+
+}  // namespace
+
+int64_t OperandBytes(const GemmProblem& p) {
+  const OperandSizes s = SizesOf(p);
+  return s.a + s.b + s.c_in + s.c;
+}
+
+LaunchLayout LayoutOf(const std::vector<LaunchItem>& items) {
+  LaunchLayout layout;
+  for (const LaunchItem& item : items) {
+    layout.a_offset.push_back(layout.a_bytes);
+    layout.b_offset.push_back(layout.b_bytes);
+    layout.c_in_offset.push_back(layout.c_in_bytes);
+    layout.c_offset.push_back(layout.c_bytes);
+    const OperandSizes s = SizesOf(item.problem);
+    layout.a_bytes += s.a;
+    layout.b_bytes += s.b;
+    layout.c_in_bytes += s.c_in;
+    layout.c_bytes += s.c;
+  }
+  return layout;
+}
+
+}  // namespace gemmd

@@ -1,0 +1,202 @@
+#include "server/observability/metrics.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace gemmd {
+namespace {
+
+const char* PhaseName(int phase) {
+  static constexpr const char* kNames[kNumPhases] = {"queue", "copy_in", "compute", "copy_out",
+                                                     "total"};
+  return kNames[phase];
+}
+
+// 50 µs to 60 s: small GEMMs on a GPU through to large ones on a CPU.
+prometheus::Histogram::BucketBoundaries DurationBuckets() {
+  return {50e-6,  100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3,
+          100e-3, 250e-3, 500e-3, 1.0,    2.5,  5.0,    10.0, 30.0,  60.0};
+}
+
+}  // namespace
+
+const char* RpcMethodName(RpcMethod method) {
+  switch (method) {
+    case RpcMethod::kMatmul:
+      return "Matmul";
+    case RpcMethod::kQuantizedMatmul:
+      return "QuantizedMatmul";
+    case RpcMethod::kGetServerInfo:
+      return "GetServerInfo";
+  }
+  return "unknown";
+}
+
+namespace {
+
+std::vector<int> Positions(int n) {
+  std::vector<int> labels;
+  for (int i = 0; i < n; ++i) labels.push_back(i);
+  return labels;
+}
+
+}  // namespace
+
+const char* PrecisionLabel::name() const {
+  if (index_ < kNumPrecisions) return PrecisionName(static_cast<Precision>(index_));
+  if (index_ < kNumPrecisions + kNumQuantFormats) {
+    return QuantFormatName(static_cast<QuantFormat>(index_ - kNumPrecisions));
+  }
+  return "NONE";
+}
+
+bool PrecisionLabel::AppliesTo(RpcMethod method) const {
+  if (index_ == None().index()) return true;
+  switch (method) {
+    case RpcMethod::kMatmul:
+      return index_ < kNumPrecisions;
+    case RpcMethod::kQuantizedMatmul:
+      return index_ >= kNumPrecisions;
+    case RpcMethod::kGetServerInfo:
+      return false;
+  }
+  return false;
+}
+
+ServerMetrics::ServerMetrics(int num_devices) : ServerMetrics(Positions(num_devices)) {}
+
+ServerMetrics::ServerMetrics(const std::vector<int>& device_labels)
+    : registry_(std::make_shared<prometheus::Registry>()) {
+  const int num_devices = static_cast<int>(device_labels.size());
+  auto& requests = prometheus::BuildCounter()
+                       .Name("gemm_requests_total")
+                       .Help("RPCs answered, by method, precision and status code")
+                       .Register(*registry_);
+  for (int m = 0; m < kNumRpcMethods; ++m) {
+    const auto method = static_cast<RpcMethod>(m);
+    for (int p = 0; p < PrecisionLabel::kCount; ++p) {
+      const PrecisionLabel precision = PrecisionLabel::FromIndex(p);
+      if (!precision.AppliesTo(method)) continue;
+      for (int c = 0; c < kNumCodes; ++c) {
+        requests_[m][p][c] = &requests.Add(
+            {{"method", RpcMethodName(method)},
+             {"precision", precision.name()},
+             {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(c))}});
+      }
+    }
+  }
+  auto& durations = prometheus::BuildHistogram()
+                        .Name("gemm_request_duration_seconds")
+                        .Help("Server-side time of answered requests, by phase")
+                        .Register(*registry_);
+  for (int m = 0; m < kNumRpcMethods; ++m) {
+    for (int p = 0; p < kNumPhases; ++p) {
+      // Only the GEMM methods have device phases; others export their total alone.
+      if (m == static_cast<int>(RpcMethod::kGetServerInfo) &&
+          p != static_cast<int>(Phase::kTotal)) {
+        continue;
+      }
+      durations_[m][p] = &durations.Add(
+          {{"method", RpcMethodName(static_cast<RpcMethod>(m))}, {"phase", PhaseName(p)}},
+          DurationBuckets());
+    }
+  }
+  batch_size_ =
+      &prometheus::BuildHistogram()
+           .Name("gemm_batch_size")
+           .Help("Requests that shared one launch")
+           .Register(*registry_)
+           .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256, 512});
+  queue_depth_ = &prometheus::BuildGauge()
+                      .Name("gemm_queue_depth")
+                      .Help("Jobs waiting for a device")
+                      .Register(*registry_)
+                      .Add({});
+  inflight_ = &prometheus::BuildGauge()
+                   .Name("gemm_inflight_requests")
+                   .Help("Requests accepted and not yet answered")
+                   .Register(*registry_)
+                   .Add({});
+  bytes_received_ = &prometheus::BuildCounter()
+                         .Name("gemm_bytes_received_total")
+                         .Help("Tensor payload bytes received in requests")
+                         .Register(*registry_)
+                         .Add({});
+  bytes_sent_ = &prometheus::BuildCounter()
+                     .Name("gemm_bytes_sent_total")
+                     .Help("Tensor payload bytes sent in responses")
+                     .Register(*registry_)
+                     .Add({});
+  auto& flops = prometheus::BuildCounter()
+                    .Name("gemm_flops_total")
+                    .Help("Floating-point operations computed (2*M*N*K per item)")
+                    .Register(*registry_);
+  auto& busy = prometheus::BuildCounter()
+                   .Name("gemm_device_busy_seconds_total")
+                   .Help("Time a device spent running launches")
+                   .Register(*registry_);
+  auto& healthy = prometheus::BuildGauge()
+                      .Name("gemm_device_healthy")
+                      .Help("1 while the device takes work, 0 once it faulted")
+                      .Register(*registry_);
+  auto& memory = prometheus::BuildGauge()
+                     .Name("gemm_device_memory_bytes")
+                     .Help("Memory a device holds: pool = device memory of the pool, limit = "
+                           "the pool's cap, pinned = page-locked host staging buffers")
+                     .Register(*registry_);
+  for (int d = 0; d < num_devices; ++d) {
+    const std::string device = absl::StrCat(device_labels[d]);
+    std::array<prometheus::Counter*, kNumPrecisions> per_precision{};
+    for (int p = 0; p < kNumPrecisions; ++p) {
+      per_precision[p] =
+          &flops.Add({{"precision", PrecisionName(static_cast<Precision>(p))}, {"device", device}});
+    }
+    flops_.push_back(per_precision);
+    busy_seconds_.push_back(&busy.Add({{"device", device}}));
+    healthy_.push_back(&healthy.Add({{"device", device}}));
+    healthy_.back()->Set(1);
+    memory_.push_back({&memory.Add({{"device", device}, {"kind", "pool"}}),
+                       &memory.Add({{"device", device}, {"kind", "limit"}}),
+                       &memory.Add({{"device", device}, {"kind", "pinned"}})});
+  }
+}
+
+void ServerMetrics::RecordRequest(RpcMethod method, PrecisionLabel precision,
+                                  absl::StatusCode code) {
+  const int m = static_cast<int>(method);
+  const int p = precision.index();
+  int c = static_cast<int>(code);
+  if (c < 0 || c >= kNumCodes) c = static_cast<int>(absl::StatusCode::kUnknown);
+  prometheus::Counter* counter = requests_[m][p][c];
+  // A label that does not apply to the method is a caller's slip: count it as NONE.
+  if (counter == nullptr) counter = requests_[m][PrecisionLabel::None().index()][c];
+  counter->Increment();
+}
+
+void ServerMetrics::ObservePhase(RpcMethod method, Phase phase, absl::Duration duration) {
+  prometheus::Histogram* histogram = durations_[static_cast<int>(method)][static_cast<int>(phase)];
+  if (histogram != nullptr) histogram->Observe(absl::ToDoubleSeconds(duration));
+}
+
+void ServerMetrics::AddDeviceWork(int device, Precision precision, double flops,
+                                  absl::Duration busy) {
+  if (device < 0 || device >= static_cast<int>(flops_.size())) return;
+  flops_[device][static_cast<int>(precision)]->Increment(flops);
+  busy_seconds_[device]->Increment(absl::ToDoubleSeconds(busy));
+}
+
+void ServerMetrics::SetDeviceHealthy(int device, bool healthy) {
+  if (device < 0 || device >= static_cast<int>(healthy_.size())) return;
+  healthy_[device]->Set(healthy ? 1 : 0);
+}
+
+void ServerMetrics::SetDeviceMemory(int device, int64_t pool_bytes, int64_t limit_bytes,
+                                    int64_t pinned_bytes) {
+  if (device < 0 || device >= static_cast<int>(memory_.size())) return;
+  memory_[device][0]->Set(static_cast<double>(pool_bytes));
+  memory_[device][1]->Set(static_cast<double>(limit_bytes));
+  memory_[device][2]->Set(static_cast<double>(pinned_bytes));
+}
+
+}  // namespace gemmd

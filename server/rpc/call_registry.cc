@@ -1,0 +1,63 @@
+#include "server/rpc/call_registry.h"
+
+#include <algorithm>
+
+#include "absl/time/clock.h"
+
+namespace gemmd {
+
+absl::Status CallRegistry::Enter(Member* call) {
+  absl::MutexLock lock(&mu_);
+  if (draining_) {
+    last_refused_ = absl::Now();
+    return absl::UnavailableError("server is shutting down");
+  }
+  calls_.insert(call);
+  return absl::OkStatus();
+}
+
+void CallRegistry::Leave(Member* call) {
+  absl::MutexLock lock(&mu_);
+  calls_.erase(call);
+}
+
+void CallRegistry::StartDraining() {
+  absl::MutexLock lock(&mu_);
+  if (draining_) return;
+  draining_ = true;
+  last_refused_ = absl::Now();  // quiet counts from here: clients have yet to hear
+  const absl::Status status = absl::UnavailableError("server is shutting down");
+  for (Member* call : calls_) call->OnDraining(status);
+}
+
+bool CallRegistry::draining() const {
+  absl::MutexLock lock(&mu_);
+  return draining_;
+}
+
+size_t CallRegistry::size() const {
+  absl::MutexLock lock(&mu_);
+  return calls_.size();
+}
+
+bool CallRegistry::AwaitEmpty(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto empty = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return calls_.empty(); };
+  return mu_.AwaitWithDeadline(absl::Condition(&empty), deadline);
+}
+
+bool CallRegistry::AwaitQuiet(absl::Duration quiet, absl::Time deadline) {
+  while (true) {
+    absl::Time quiet_at;
+    {
+      absl::MutexLock lock(&mu_);
+      quiet_at = last_refused_ + quiet;
+    }
+    const absl::Time now = absl::Now();
+    if (now >= quiet_at) return true;
+    if (now >= deadline) return false;
+    absl::SleepFor(std::min(quiet_at, deadline) - now);
+  }
+}
+
+}  // namespace gemmd

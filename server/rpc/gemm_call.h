@@ -1,0 +1,111 @@
+// One Matmul or QuantizedMatmul call, from its headers to the last byte of its response,
+// on gRPC's callback API with raw bytes (the generic service: gRPC hands the call over
+// when its headers arrive, before the request is read).
+//
+// Why not the generated unary handler: that one runs only after gRPC has read the whole
+// request, so an overloaded or draining server can refuse only after buffering it, and
+// its response is a message gRPC serializes into a second copy of C. Here:
+//   1. headers: refused at once (UNAVAILABLE while draining or with no healthy device,
+//      RESOURCE_EXHAUSTED when the queue, the calls still arriving or the memory cap are
+//      at their limits), before a byte of the request is read; otherwise it reads.
+//   2. request read: its size checked against --max_message_bytes, its bytes reserved
+//      under --max_inflight_bytes, parsed, validated and prepared (gemm_request.h), its
+//      result buffer reserved, its job queued.
+//   3. job done: C goes out as a slice of the result buffer (response_encoding.h); the
+//      buffer and its reservation are released when gRPC lets go of the slice.
+//   4. done: the call is counted once by what the client got (a call the client gave up
+//      on is DEADLINE_EXCEEDED or CANCELLED, and no bytes count as sent for it), and
+//      failures are logged (rate-limited).
+// A drain (CallRegistry) answers a call still receiving its request with UNAVAILABLE.
+//
+// Owns itself: created by the service per call, deleted when gRPC reports it done.
+#ifndef GEMMD_SERVER_RPC_GEMM_CALL_H_
+#define GEMMD_SERVER_RPC_GEMM_CALL_H_
+
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/support/byte_buffer.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/rpc/call_registry.h"
+#include "server/rpc/gemm_request.h"
+#include "server/rpc/host_memory.h"
+#include "server/scheduling/job_executor.h"
+#include "server/observability/log.h"
+#include "server/observability/metrics.h"
+
+namespace gemmd {
+
+// What every call of a server shares; owned by the service, outlives its calls.
+struct GemmCallEnvironment {
+  GemmRequestContext request;  // limits, the backend's kernel catalogue, the memory cap
+  JobExecutor* executor = nullptr;
+  ServerMetrics* metrics = nullptr;
+  CallRegistry* registry = nullptr;
+  LogRateLimiter* failure_log = nullptr;
+  // Calls admitted at their headers whose job is not yet queued (JobExecutor::CheckRoom
+  // bounds them), so a crowd of callers is refused before their requests are read.
+  std::atomic<int64_t>* arriving = nullptr;
+};
+
+class GemmCall final : public grpc::ServerGenericBidiReactor, public CallRegistry::Member {
+ public:
+  GemmCall(const GemmCallEnvironment* env, grpc::GenericCallbackServerContext* context,
+           RpcMethod method);
+
+  void OnReadDone(bool ok) override;
+  void OnDone() override;
+  void OnDraining(const absl::Status& status) override;
+
+ private:
+  // kReceiving: a drain may still answer it. kAccepted: its request arrived, it runs to
+  // its end. kFinished: Finish has been called.
+  enum class State { kReceiving, kAccepted, kFinished };
+
+  ~GemmCall() override = default;
+
+  // Admission at the headers: OK to read the request.
+  absl::Status Admit();
+  // From the read request to a queued job.
+  absl::Status PrepareAndSubmit();
+  void JobDone(const GemmRequest& request, const absl::Status& status, const JobResult& result);
+  void FinishLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LeaveArriving();
+  // What the client got, for the metrics and the log.
+  absl::Status Outcome() const;
+
+  const GemmCallEnvironment* const env_;
+  grpc::GenericCallbackServerContext* const context_;
+  const RpcMethod method_;
+  // When the request was read (the headers, until then): timings count from here.
+  absl::Time received_;
+  bool arriving_ = false;     // holds a place in env_->arriving
+  bool registered_ = false;
+
+  mutable absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kReceiving;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);  // what the call was finished with
+
+  grpc::ByteBuffer request_bytes_;
+  grpc::ByteBuffer response_bytes_;
+  // The request object until it is queued; from then on the executor owns it and hands
+  // it back to JobDone (through the job's `done`) before letting it go.
+  std::unique_ptr<GemmRequest> request_;
+  PrecisionLabel label_ = PrecisionLabel::None();
+  int64_t input_bytes_ = 0;   // for the metrics of a call that succeeded
+  int64_t output_bytes_ = 0;
+  std::unique_ptr<ResultBuffer> result_;
+};
+
+// A call to a method this server does not have: UNIMPLEMENTED, naming it (capped).
+grpc::ServerGenericBidiReactor* UnimplementedCall(grpc::GenericCallbackServerContext* context);
+
+}  // namespace gemmd
+
+#endif  // GEMMD_SERVER_RPC_GEMM_CALL_H_

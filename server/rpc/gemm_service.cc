@@ -1,0 +1,91 @@
+#include "server/rpc/gemm_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "proto/proto_types.h"
+#include "server/observability/log.h"
+
+namespace gemmd {
+
+GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> devices,
+                                 const KernelCatalogue* catalogue, JobExecutor* executor,
+                                 ServerMetrics* metrics, std::shared_ptr<HostMemory> memory)
+    : settings_(std::move(settings)),
+      devices_(std::move(devices)),
+      catalogue_(catalogue),
+      metrics_(metrics),
+      memory_(std::move(memory)) {
+  environment_.request.limits = settings_.limits;
+  environment_.request.catalogue = catalogue_;
+  environment_.request.memory = memory_.get();
+  environment_.executor = executor;
+  environment_.metrics = metrics_;
+  environment_.registry = &registry_;
+  environment_.failure_log = &failure_log_;
+  environment_.arriving = &arriving_;
+}
+
+GemmServiceImpl::~GemmServiceImpl() {
+  if (int64_t suppressed = failure_log_.TakeSuppressed(); suppressed > 0) {
+    Log(LogLevel::kWarning, "request_failed_suppressed", {{"count", absl::StrCat(suppressed)}});
+  }
+}
+
+grpc::ServerGenericBidiReactor* GemmServiceImpl::GenericCalls::CreateReactor(
+    grpc::GenericCallbackServerContext* context) {
+  static const std::string kMatmul = "/gemm.v1.GemmService/Matmul";
+  static const std::string kQuantizedMatmul = "/gemm.v1.GemmService/QuantizedMatmul";
+  const std::string& method = context->method();
+  if (method == kMatmul) {
+    return new GemmCall(&service_->environment_, context, RpcMethod::kMatmul);
+  }
+  if (method == kQuantizedMatmul) {
+    return new GemmCall(&service_->environment_, context, RpcMethod::kQuantizedMatmul);
+  }
+  return UnimplementedCall(context);
+}
+
+grpc::ServerUnaryReactor* GemmServiceImpl::GetServerInfo(
+    grpc::CallbackServerContext* context, const gemm::v1::GetServerInfoRequest* /*request*/,
+    gemm::v1::ServerInfo* response) {
+  const absl::Time accepted = absl::Now();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  response->set_version(settings_.version);
+  response->set_backend(settings_.backend);
+  for (const Device* device : devices_) {
+    const DeviceDescription& d = device->description();
+    gemm::v1::DeviceInfo* info = response->add_devices();
+    info->set_index(d.index);
+    info->set_kind(d.kind);
+    info->set_name(d.name);
+    info->set_compute_capability(d.compute_capability);
+    info->set_memory_bytes(d.memory_bytes);
+    info->set_healthy(device->healthy());
+    info->set_threads(d.threads);
+  }
+  for (const KernelDescription& k : catalogue_->Kernels()) {
+    if (k.input == KernelInput::kQuantized) {
+      response->add_quantized_kernels(k.name);
+      continue;
+    }
+    gemm::v1::KernelInfo* info = response->add_kernels();
+    info->set_name(k.name);
+    info->set_precision(PrecisionToProto(k.precision));
+    info->set_min_compute_capability(k.min_compute_capability);
+  }
+  gemm::v1::Limits* limits = response->mutable_limits();
+  limits->set_max_message_bytes(settings_.limits.max_message_bytes);
+  limits->set_max_elements(settings_.limits.max_elements);
+  limits->set_max_batch_size(settings_.max_batch_size);
+  limits->set_max_queue_delay_us(absl::ToInt64Microseconds(settings_.max_queue_delay));
+  limits->set_max_queue_size(settings_.max_queue_size);
+  limits->set_max_inflight_bytes(settings_.max_inflight_bytes);
+  metrics_->RecordRequest(RpcMethod::kGetServerInfo, PrecisionLabel::None(), absl::StatusCode::kOk);
+  metrics_->ObservePhase(RpcMethod::kGetServerInfo, Phase::kTotal, absl::Now() - accepted);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace gemmd

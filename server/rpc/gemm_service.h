@@ -1,0 +1,101 @@
+// The gRPC face of the server. Matmul and QuantizedMatmul go through gRPC's generic
+// callback API, one GemmCall per call (gemm_call.h says why and what it does);
+// GetServerInfo through the generated callback API. No gRPC thread ever waits for a
+// GEMM. Thread-safe.
+#ifndef GEMMD_SERVER_RPC_GEMM_SERVICE_H_
+#define GEMMD_SERVER_RPC_GEMM_SERVICE_H_
+
+#include <grpcpp/generic/async_generic_service.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "gemm/v1/gemm.grpc.pb.h"
+#include "server/rpc/call_registry.h"
+#include "server/devices/device.h"
+#include "server/rpc/gemm_call.h"
+#include "server/rpc/host_memory.h"
+#include "server/scheduling/job_executor.h"
+#include "server/devices/kernel_catalogue.h"
+#include "server/observability/log.h"
+#include "server/rpc/matmul_validation.h"
+#include "server/observability/metrics.h"
+
+namespace gemmd {
+
+struct ServiceSettings {
+  std::string version;
+  std::string backend;  // "cpu" or "cuda"
+  ValidationLimits limits;
+  uint32_t max_queue_size = 0;
+  uint32_t max_batch_size = 1;
+  absl::Duration max_queue_delay;
+  int64_t max_inflight_bytes = 0;
+};
+
+// GetServerInfo served by the generated code; Matmul and QuantizedMatmul are left to the
+// generic service below (marked generic, so gRPC does not read their requests first).
+using GemmTypedService = gemm::v1::GemmService::WithGenericMethod_Matmul<
+    gemm::v1::GemmService::WithGenericMethod_QuantizedMatmul<
+        gemm::v1::GemmService::WithCallbackMethod_GetServerInfo<gemm::v1::GemmService::Service>>>;
+
+class GemmServiceImpl final : public GemmTypedService {
+ public:
+  // `devices`, `catalogue`, `executor` and `metrics` must outlive the service; `memory` is shared with
+  // the result buffers in flight.
+  GemmServiceImpl(ServiceSettings settings, std::vector<Device*> devices,
+                  const KernelCatalogue* catalogue, JobExecutor* executor, ServerMetrics* metrics,
+                  std::shared_ptr<HostMemory> memory);
+  ~GemmServiceImpl() override;
+
+  // Register with ServerBuilder::RegisterCallbackGenericService.
+  grpc::CallbackGenericService* generic_service() { return &generic_; }
+
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
+                                          const gemm::v1::GetServerInfoRequest* request,
+                                          gemm::v1::ServerInfo* response) override;
+
+  // From now on new GEMM calls get UNAVAILABLE at once, and so do those still receiving
+  // their request; those whose request arrived complete.
+  void StartDraining() { registry_.StartDraining(); }
+
+  // Waits until every GEMM call is done (its response sent, or the call abandoned) or
+  // `deadline` passes; true when all are.
+  bool AwaitIdle(absl::Time deadline) { return registry_.AwaitEmpty(deadline); }
+
+  // Waits until no GEMM call has been refused for draining in the last `quiet`, or
+  // `deadline`; true when quiet.
+  bool AwaitQuiet(absl::Duration quiet, absl::Time deadline) {
+    return registry_.AwaitQuiet(quiet, deadline);
+  }
+
+ private:
+  class GenericCalls final : public grpc::CallbackGenericService {
+   public:
+    explicit GenericCalls(GemmServiceImpl* service) : service_(service) {}
+    grpc::ServerGenericBidiReactor* CreateReactor(
+        grpc::GenericCallbackServerContext* context) override;
+
+   private:
+    GemmServiceImpl* const service_;
+  };
+
+  const ServiceSettings settings_;
+  const std::vector<Device*> devices_;
+  const KernelCatalogue* const catalogue_;
+  ServerMetrics* const metrics_;
+  const std::shared_ptr<HostMemory> memory_;
+  CallRegistry registry_;
+  // At most 20 request_failed lines at once and 10 a second after that.
+  LogRateLimiter failure_log_{10, 20};
+  std::atomic<int64_t> arriving_{0};
+  GemmCallEnvironment environment_;
+  GenericCalls generic_{this};
+};
+
+}  // namespace gemmd
+
+#endif  // GEMMD_SERVER_RPC_GEMM_SERVICE_H_

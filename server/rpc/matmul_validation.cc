@@ -1,0 +1,218 @@
+#include "server/rpc/matmul_validation.h"
+
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "proto/proto_types.h"
+#include "server/rpc/client_text.h"
+
+namespace gemmd {
+namespace {
+
+// Room for the response's non-tensor fields when checking the result against the
+// message limit.
+constexpr int64_t kResponseOverheadBytes = 4096;
+
+struct MatrixView {
+  int64_t batch = 0;  // 0 = rank 2
+  int64_t rows = 0;
+  int64_t cols = 0;
+  DataType type = DataType::kFloat32;
+  const void* data = nullptr;
+  int64_t bytes = 0;
+};
+
+std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape) {
+  return ShapeText(absl::MakeConstSpan(shape.data(), static_cast<size_t>(shape.size())));
+}
+
+// a*b into *out; false on overflow.
+bool MulOk(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+
+absl::StatusOr<MatrixView> ParseMatrix(const gemm::v1::Tensor& t, absl::string_view name,
+                                       const ValidationLimits& limits) {
+  const std::optional<DataType> type = DataTypeFromProto(t.dtype());
+  if (t.dtype() == gemm::v1::DATA_TYPE_UNSPECIFIED) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ".dtype is unset; expected FLOAT32, FLOAT16 or BFLOAT16"));
+  }
+  if (!type) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ".dtype ", t.dtype(), " is not a DataType; expected FLOAT32, FLOAT16 or BFLOAT16"));
+  }
+  if (*type != DataType::kFloat32 && *type != DataType::kFloat16 && *type != DataType::kBFloat16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ".dtype ", DataTypeName(*type),
+        " is not accepted by Matmul; expected FLOAT32, FLOAT16 or BFLOAT16 (integer and "
+        "quantized operands belong to QuantizedMatmul)"));
+  }
+  const int rank = t.shape_size();
+  if (rank != 2 && rank != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ".shape ", ShapeString(t.shape()), " has rank ", rank,
+                     "; expected [rows, cols] or [batch, rows, cols]"));
+  }
+  int64_t elements = 1;
+  bool overflow = false;
+  for (int64_t dim : t.shape()) {
+    if (dim <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ".shape ", ShapeString(t.shape()),
+                                                     " has a dimension <= 0; all must be >= 1"));
+    }
+    overflow = overflow || !MulOk(elements, dim, &elements);
+  }
+  if (overflow || elements > limits.max_elements) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(name, ".shape ", ShapeString(t.shape()), " has ",
+                     overflow ? std::string("more than 2^63") : absl::StrCat(elements),
+                     " elements; this server accepts at most ", limits.max_elements,
+                     " per operand (--max_elements)"));
+  }
+  const int64_t bytes = elements * static_cast<int64_t>(DataTypeSize(*type));
+  if (static_cast<int64_t>(t.data().size()) != bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ".data has ", t.data().size(),
+                                                   " bytes; shape ", ShapeString(t.shape()), " ",
+                                                   DataTypeName(*type), " needs ", bytes));
+  }
+  MatrixView view;
+  view.batch = rank == 3 ? t.shape(0) : 0;
+  view.rows = t.shape(rank - 2);
+  view.cols = t.shape(rank - 1);
+  view.type = *type;
+  view.data = t.data().data();
+  view.bytes = bytes;
+  return view;
+}
+
+// Batch stride for an operand: 0 broadcasts a rank-2 (or batch-1) operand.
+int64_t BatchStride(const MatrixView& v, int64_t batch) {
+  return (v.batch == 0 || (v.batch == 1 && batch > 1)) ? 0 : v.rows * v.cols;
+}
+
+}  // namespace
+
+absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& request,
+                                               const ValidationLimits& limits) {
+  if (!request.has_a()) return absl::InvalidArgumentError("a is missing");
+  if (!request.has_b()) return absl::InvalidArgumentError("b is missing");
+  absl::StatusOr<MatrixView> a = ParseMatrix(request.a(), "a", limits);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<MatrixView> b = ParseMatrix(request.b(), "b", limits);
+  if (!b.ok()) return b.status();
+  if (a->type != b->type) {
+    return absl::InvalidArgumentError(absl::StrCat("a.dtype ", DataTypeName(a->type),
+                                                   " and b.dtype ", DataTypeName(b->type),
+                                                   " differ; both operands must have one dtype"));
+  }
+
+  ValidatedMatmul v;
+  GemmProblem& p = v.problem;
+  p.transpose_a = request.transpose_a();
+  p.transpose_b = request.transpose_b();
+  p.m = p.transpose_a ? a->cols : a->rows;
+  p.k = p.transpose_a ? a->rows : a->cols;
+  const int64_t k_b = p.transpose_b ? b->cols : b->rows;
+  p.n = p.transpose_b ? b->rows : b->cols;
+  if (p.k != k_b) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("inner dimensions differ: op(a) is [M=", p.m, ", K=", p.k,
+                     "] (transpose_a=", p.transpose_a ? "true" : "false", ") but op(b) is [K=", k_b,
+                     ", N=", p.n, "] (transpose_b=", p.transpose_b ? "true" : "false", ")"));
+  }
+  if (a->batch > 1 && b->batch > 1 && a->batch != b->batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch sizes differ: a has ", a->batch, ", b has ", b->batch,
+                     "; they must match, or one operand must be rank 2 (shared)"));
+  }
+  p.batch = std::max<int64_t>({a->batch, b->batch, 1});
+  p.a_type = a->type;
+  p.b_type = b->type;
+  p.batch_stride_a = BatchStride(*a, p.batch);
+  p.batch_stride_b = BatchStride(*b, p.batch);
+
+  const int out_dtype = request.output_dtype();
+  if (out_dtype == gemm::v1::DATA_TYPE_UNSPECIFIED) {
+    p.c_type = DataType::kFloat32;
+  } else {
+    const std::optional<DataType> t = DataTypeFromProto(out_dtype);
+    if (!t || (*t != DataType::kFloat32 && *t != DataType::kFloat16 && *t != DataType::kBFloat16)) {
+      return absl::InvalidArgumentError(absl::StrCat("output_dtype ", ProtoDataTypeName(out_dtype),
+                                                     " is not supported; expected FLOAT32, "
+                                                     "FLOAT16 or BFLOAT16"));
+    }
+    p.c_type = *t;
+  }
+
+  const int precision = request.precision();
+  if (precision == gemm::v1::PRECISION_AUTO) {
+    p.precision = p.a_type == DataType::kFloat32 ? Precision::kFp32 : Precision::kFp16Tensor;
+  } else {
+    const std::optional<Precision> resolved = PrecisionFromProto(precision);
+    if (!resolved) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "precision ", precision, " is not a Precision; expected AUTO, FP32 or FP16_TENSOR"));
+    }
+    p.precision = *resolved;
+  }
+
+  p.alpha = request.has_alpha() ? request.alpha() : 1.0f;
+  p.beta = request.beta();
+  if (!std::isfinite(p.alpha) || !std::isfinite(p.beta)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("alpha and beta must be finite; got alpha=", p.alpha, " beta=", p.beta));
+  }
+
+  int64_t out_elements = 0;
+  if (!MulOk(p.m, p.n, &out_elements) || !MulOk(out_elements, p.batch, &out_elements) ||
+      out_elements > limits.max_elements) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the result C [", p.batch, ",", p.m, ",", p.n, "] would exceed the ", limits.max_elements,
+        " elements this server accepts per operand (--max_elements)"));
+  }
+  v.output_bytes = out_elements * static_cast<int64_t>(DataTypeSize(p.c_type));
+  if (v.output_bytes > limits.max_message_bytes - kResponseOverheadBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the result C would be ", v.output_bytes, " bytes; a response may carry at most ",
+        limits.max_message_bytes - kResponseOverheadBytes,
+        " (--max_message_bytes=", limits.max_message_bytes, ")"));
+  }
+  if (a->batch == 0 && b->batch == 0) {
+    v.output_shape = {p.m, p.n};
+  } else {
+    v.output_shape = {p.batch, p.m, p.n};
+  }
+
+  v.operands.a = a->data;
+  v.operands.b = b->data;
+  v.input_bytes = a->bytes + b->bytes;
+  if (p.beta != 0.0f && !request.has_c()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("beta is ", p.beta, " but c is missing; send c [M,N] or set beta to 0"));
+  }
+  if (request.has_c()) {
+    absl::StatusOr<MatrixView> c = ParseMatrix(request.c(), "c", limits);
+    if (!c.ok()) return c.status();
+    if (c->type != p.c_type) {
+      return absl::InvalidArgumentError(absl::StrCat("c.dtype ", DataTypeName(c->type),
+                                                     " must equal the output dtype ",
+                                                     DataTypeName(p.c_type)));
+    }
+    const bool batch_ok = c->batch == 0 || c->batch == 1 || c->batch == p.batch;
+    if (c->rows != p.m || c->cols != p.n || !batch_ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "c.shape ", ShapeString(request.c().shape()), " does not fit the result: expected [", p.m,
+          ",", p.n, "] or [", p.batch, ",", p.m, ",", p.n, "]"));
+    }
+    if (p.beta != 0.0f) {  // beta == 0: C is not an input (BLAS semantics)
+      v.operands.c_in = c->data;
+      p.batch_stride_c_in = BatchStride(*c, p.batch);
+      v.input_bytes += c->bytes;
+    }
+  }
+  v.kernel = request.kernel();
+  return v;
+}
+
+}  // namespace gemmd

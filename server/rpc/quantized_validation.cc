@@ -1,0 +1,247 @@
+#include "server/rpc/quantized_validation.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kernels/reference_gemm.h"
+#include "proto/proto_types.h"
+#include "server/rpc/client_text.h"
+
+namespace gemmd {
+namespace {
+
+constexpr int64_t kResponseOverheadBytes = 4096;
+
+std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape) {
+  return ShapeText(absl::MakeConstSpan(shape.data(), static_cast<size_t>(shape.size())));
+}
+
+// What the service accepts as NVFP4 block scales: E4M3 bytes that are neither NaN (0x7F,
+// 0xFF) nor negative. Quantizers write amax / 6 / g, never negative; a sign bit means the
+// bytes are not scales at all (an offset or byte-order mistake on the client), so it is
+// refused rather than decoded into sign-flipped blocks (the kernels themselves decode
+// the sign, as E4M3 defines it).
+absl::Status CheckBlockScales(const std::string& scales, int64_t k) {
+  const int64_t blocks_per_row = k / kNvfp4BlockSize;
+  for (size_t i = 0; i < scales.size(); ++i) {
+    const uint8_t byte = static_cast<uint8_t>(scales[i]);
+    if (byte < 0x7F) continue;
+    const int64_t row = static_cast<int64_t>(i) / blocks_per_row;
+    const int64_t block = static_cast<int64_t>(i) % blocks_per_row;
+    if (byte == 0x7F || byte == 0xFF) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("NVFP4 block scale [", row, ", ", block, "] is 0x", absl::Hex(byte),
+                       ", a NaN in E4M3 (0x7F and 0xFF are not scales)"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "NVFP4 block scale [", row, ", ", block, "] is 0x", absl::Hex(byte),
+        ", which has the sign bit set; block scales are unsigned (0x00-0x7E)"));
+  }
+  return absl::OkStatus();
+}
+
+// [rows, K] with both dims >= 1 and rows*K within max_elements.
+absl::Status CheckShape(const google::protobuf::RepeatedField<int64_t>& shape,
+                        absl::string_view name, const ValidationLimits& limits) {
+  if (shape.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ".shape ", ShapeString(shape),
+                                                   " has rank ", shape.size(),
+                                                   "; expected [rows, K]"));
+  }
+  if (shape[0] <= 0 || shape[1] <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ".shape ", ShapeString(shape),
+                                                   " has a dimension <= 0; all must be >= 1"));
+  }
+  int64_t elements = 0;
+  if (__builtin_mul_overflow(shape[0], shape[1], &elements) || elements > limits.max_elements) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        name, ".shape ", ShapeString(shape), " has more than ", limits.max_elements,
+        " elements; this server accepts at most that many per operand (--max_elements)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<QuantFormat> CheckQuantized(const gemm::v1::QuantizedTensor& t,
+                                           absl::string_view name,
+                                           const ValidationLimits& limits) {
+  if (absl::Status s = CheckShape(t.shape(), name, limits); !s.ok()) return s;
+  const int64_t rows = t.shape(0), k = t.shape(1);
+  QuantFormat format;
+  int64_t data_bytes = 0, scale_bytes = 0;
+  switch (t.format()) {
+    case gemm::v1::QUANT_FORMAT_INT8:
+      format = QuantFormat::kInt8;
+      data_bytes = rows * k;
+      scale_bytes = rows * 4;
+      break;
+    case gemm::v1::QUANT_FORMAT_NVFP4:
+      format = QuantFormat::kNvfp4;
+      if (k % kNvfp4BlockSize != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name, ": NVFP4 needs K to be a multiple of 16 (one scale per 16 values); K is ", k,
+            ": pad K with zeros to ", (k + 15) / 16 * 16));
+      }
+      data_bytes = rows * k / 2;
+      scale_bytes = rows * k / kNvfp4BlockSize;
+      break;
+    case gemm::v1::QUANT_FORMAT_UNSPECIFIED:
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ".format is unset; expected INT8 or NVFP4"));
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ".format ", t.format(), " is not a QuantFormat; expected INT8 or "
+                                                     "NVFP4"));
+  }
+  const char* format_name = QuantFormatName(format);
+  if (static_cast<int64_t>(t.data().size()) != data_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ".data has ", t.data().size(),
+                                                   " bytes; ", format_name, " ",
+                                                   ShapeString(t.shape()), " needs ",
+                                                   data_bytes));
+  }
+  if (static_cast<int64_t>(t.scales().size()) != scale_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ".scales has ", t.scales().size(), " bytes; ", format_name, " ",
+        ShapeString(t.shape()), " needs ", scale_bytes,
+        format == QuantFormat::kInt8 ? " (one float32 per row)" : " (one E4M3 byte per 16 values)"));
+  }
+  if (format == QuantFormat::kInt8) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float s;
+      std::memcpy(&s, t.scales().data() + r * 4, 4);
+      // amax / 127 is never negative; a negative scale would flip the row's sign.
+      if (!std::isfinite(s) || s < 0.0f) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name, ".scales[", r, "] is ", s, "; INT8 scales must be finite and >= 0"));
+      }
+    }
+  } else {
+    if (!std::isfinite(t.tensor_scale()) || !(t.tensor_scale() > 0.0f)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ".tensor_scale is ", t.tensor_scale(), "; NVFP4 needs a finite scale > 0"));
+    }
+    if (absl::Status s = CheckBlockScales(t.scales(), k); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
+    }
+  }
+  return format;
+}
+
+absl::Status Dequantize(const gemm::v1::QuantizedTensor& t, QuantFormat format, float* out) {
+  return DequantizeOperand({format, t.data(), t.scales(), t.tensor_scale()}, t.shape(0),
+                           t.shape(1), out);
+}
+
+}  // namespace
+
+absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
+    const gemm::v1::QuantizedMatmulRequest& request, const ValidationLimits& limits) {
+  if (!request.has_b()) return absl::InvalidArgumentError("b is missing");
+  ValidatedQuantized v;
+  absl::StatusOr<QuantFormat> b = CheckQuantized(request.b(), "b", limits);
+  if (!b.ok()) return b.status();
+  v.b_format = *b;
+  v.n = request.b().shape(0);
+  v.k = request.b().shape(1);
+  v.input_bytes = static_cast<int64_t>(request.b().data().size() + request.b().scales().size());
+
+  int64_t a_k = 0;
+  switch (request.a_operand_case()) {
+    case gemm::v1::QuantizedMatmulRequest::kA: {
+      absl::StatusOr<QuantFormat> a = CheckQuantized(request.a(), "a", limits);
+      if (!a.ok()) return a.status();
+      v.a_format = *a;
+      v.m = request.a().shape(0);
+      a_k = request.a().shape(1);
+      v.input_bytes += static_cast<int64_t>(request.a().data().size() + request.a().scales().size());
+      break;
+    }
+    case gemm::v1::QuantizedMatmulRequest::kADense: {
+      const gemm::v1::Tensor& a = request.a_dense();
+      if (absl::Status s = CheckShape(a.shape(), "a_dense", limits); !s.ok()) return s;
+      const std::optional<DataType> type = DataTypeFromProto(a.dtype());
+      if (!type || (*type != DataType::kFloat32 && *type != DataType::kFloat16 &&
+                    *type != DataType::kBFloat16)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "a_dense.dtype ", ProtoDataTypeName(a.dtype()),
+            " is not accepted; expected FLOAT32, FLOAT16 or BFLOAT16"));
+      }
+      v.a_dense_type = *type;
+      v.m = a.shape(0);
+      a_k = a.shape(1);
+      const int64_t bytes = v.m * a_k * static_cast<int64_t>(DataTypeSize(*type));
+      if (static_cast<int64_t>(a.data().size()) != bytes) {
+        return absl::InvalidArgumentError(absl::StrCat("a_dense.data has ", a.data().size(),
+                                                       " bytes; shape ", ShapeString(a.shape()),
+                                                       " ", DataTypeName(*type), " needs ",
+                                                       bytes));
+      }
+      v.input_bytes += bytes;
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError(
+          "a is missing: set a (quantized) or a_dense (FLOAT32/FLOAT16/BFLOAT16)");
+  }
+  if (a_k != v.k) {
+    return absl::InvalidArgumentError(absl::StrCat("K mismatch: A is [", v.m, ", ", a_k,
+                                                   "] and B is [", v.n, ", ", v.k,
+                                                   "]; both are K-major, so K must agree"));
+  }
+  int64_t c_elements = 0;
+  if (__builtin_mul_overflow(v.m, v.n, &c_elements) || c_elements > limits.max_elements) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the result [", v.m, ", ", v.n, "] has more than ", limits.max_elements,
+        " elements (--max_elements)"));
+  }
+  v.output_bytes = c_elements * 4;
+  if (v.output_bytes + kResponseOverheadBytes > limits.max_message_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the result takes ", v.output_bytes, " bytes; responses are limited to ",
+        limits.max_message_bytes, " (--max_message_bytes)"));
+  }
+  v.kernel = request.kernel();
+  return v;
+}
+
+QuantizedOperands PackedOperands(const gemm::v1::QuantizedMatmulRequest& request,
+                                 const ValidatedQuantized& v) {
+  auto operand = [](const gemm::v1::QuantizedTensor& t, QuantFormat format) {
+    return QuantizedOperand{format, t.data(), t.scales(), t.tensor_scale()};
+  };
+  QuantizedOperands q;
+  q.m = v.m;
+  q.n = v.n;
+  q.k = v.k;
+  if (v.a_format) {
+    q.a = operand(request.a(), *v.a_format);
+  } else {
+    q.a_dense_type = v.a_dense_type;
+    q.a_dense = request.a_dense().data();
+  }
+  q.b = operand(request.b(), v.b_format);
+  return q;
+}
+
+absl::Status DequantizeOperands(const gemm::v1::QuantizedMatmulRequest& request,
+                                const ValidatedQuantized& v, float* a_out, float* b_out) {
+  if (v.a_format) {
+    if (absl::Status s = Dequantize(request.a(), *v.a_format, a_out); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("a: ", s.message()));
+    }
+  } else {
+    const std::string& data = request.a_dense().data();
+    for (int64_t i = 0; i < v.m * v.k; ++i) {
+      a_out[i] = static_cast<float>(LoadAsDouble(data.data(), v.a_dense_type, i));
+    }
+  }
+  if (absl::Status s = Dequantize(request.b(), v.b_format, b_out); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("b: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gemmd

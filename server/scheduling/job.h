@@ -1,0 +1,51 @@
+// One accepted GEMM request on its way to a device, and what comes back. The service's
+// request object (server/gemm_request.h) is a Job: it carries the operands and the
+// kernel chosen at admission through the scheduler, and owns what the operands point
+// into until its `done` has run.
+#ifndef GEMMD_SERVER_SCHEDULING_JOB_H_
+#define GEMMD_SERVER_SCHEDULING_JOB_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "kernels/gemm_problem.h"
+#include "kernels/kernel.h"
+#include "kernels/quantized_operands.h"
+
+namespace gemmd {
+
+struct JobResult {
+  std::string device;
+  absl::Duration queue;  // queued -> its batch started on a device
+  absl::Duration copy_in;
+  absl::Duration compute;
+  absl::Duration copy_out;
+  uint32_t batch_size = 1;  // jobs that shared the launch
+};
+
+struct Job {
+  virtual ~Job() = default;
+
+  GemmProblem problem;
+  // Host memory valid until `done` runs; c_out receives C.
+  GemmOperands operands;
+  // Chosen once, at admission, from the backend's catalogue; never null once queued.
+  const Kernel* kernel = nullptr;
+  // Set for a QuantizedMatmul that runs on a quantized kernel: the packed operands
+  // (operands.a/b are then unused; `problem` is the FP32 equivalent, which sizes
+  // admission and placement). Such jobs always run alone.
+  const QuantizedOperands* quantized = nullptr;
+  absl::Time accepted;  // when it was queued (validated, operands prepared)
+  absl::Time deadline = absl::InfiniteFuture();
+  // True once the caller gave up; polled before the job reaches a device. May be empty.
+  std::function<bool()> is_cancelled;
+  // Called exactly once, from an executor thread, with OK or the reason it failed.
+  std::function<void(const absl::Status&, const JobResult&)> done;
+};
+
+}  // namespace gemmd
+
+#endif  // GEMMD_SERVER_SCHEDULING_JOB_H_

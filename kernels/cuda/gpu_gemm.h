@@ -73,6 +73,14 @@ struct LaunchGeometry {
   int64_t blocks = 0;       // thread blocks over all launches of the problem
 };
 
+// What the selection's cost model (kernel_select.cc) knows of a variant, from gemm-bench on
+// the H200 (132 SMs; docs/KERNELS.md): its full-machine throughput on a large square
+// problem, and how many of its blocks are resident on one SM.
+struct CostProfile {
+  double tflops = 0;
+  int blocks_per_sm = 1;
+};
+
 // One registered dense kernel variant (Kernel: name, precision, lowest compute
 // capability, which also needs the library built for a matching architecture).
 // Implementations live in the .cu files of each family.
@@ -83,6 +91,7 @@ class GpuGemmKernel : public Kernel {
   virtual DataType operand_type() const = 0;
   // Whether the variant may split K across blocks (then it may need a workspace).
   virtual bool splits_k() const = 0;
+  virtual CostProfile cost_profile() const = 0;
 
   // OK when the variant computes `problem` (precision, data types, shapes, strides);
   // otherwise FAILED_PRECONDITION (the variant does not do this kind of problem) or

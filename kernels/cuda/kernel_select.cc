@@ -13,7 +13,8 @@
 // K slice (split-K shortens it), and the slot rate is the variant's measured full-machine
 // throughput divided by its slots. The latency term charges each wave a fixed cost
 // (pipeline fill, epilogue), which is what makes huge tiles lose on tiny problems. The
-// cheapest estimate wins. Variants missing from the table get a conservative profile.
+// cheapest estimate wins. Each variant's profile is part of its registration
+// (GpuGemmKernel::cost_profile).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -29,38 +30,16 @@
 namespace gemmd::gpu {
 namespace {
 
-struct Profile {
-  std::string_view name;
-  double tflops;      // H200, large square problem, median (gemm-bench 2026-11-30)
-  int blocks_per_sm;  // resident blocks (registers / shared memory limit)
-};
-
-// Full-machine rates measured on the H200 (132 SMs); only their ratios and the
+// The rates are the profiles' (measured on the H200, 132 SMs): only their ratios and the
 // occupancy matter for the choice.
-constexpr Profile kProfiles[] = {
-    {"sgemm_simt_128x128x8", 43.5, 2},
-    {"sgemm_simt_64x64x8_splitk", 34.0, 4},
-    {"sgemm_simt_16x128x16_splitk", 27.0, 4},
-    {"hgemm_wmma_128x128x32_s4", 331.0, 2},
-    {"hgemm_wmma_64x64x32_s4_splitk", 190.0, 4},
-    {"bgemm_wmma_128x128x32_s4", 331.0, 2},
-    {"bgemm_wmma_64x64x32_s4_splitk", 190.0, 4},
-};
 constexpr double kProfiledSms = 132.0;
 constexpr double kWaveLatencyS = 3e-6;
-
-Profile ProfileOf(std::string_view name, Precision precision) {
-  for (const Profile& p : kProfiles) {
-    if (p.name == name) return p;
-  }
-  return Profile{name, precision == Precision::kFp32 ? 20.0 : 150.0, 1};
-}
 
 double EstimateSeconds(const GpuGemmKernel& kernel, const GemmProblem& problem,
                        const DeviceCaps& caps) {
   const LaunchGeometry g = kernel.Geometry(problem);
   if (g.blocks == 0) return 0.0;
-  const Profile prof = ProfileOf(kernel.name(), kernel.precision());
+  const CostProfile prof = kernel.cost_profile();
   const double sms = caps.sm_count > 0 ? caps.sm_count : kProfiledSms;
   const double slots = sms * prof.blocks_per_sm;
   const double slot_rate = prof.tflops * 1e12 / (kProfiledSms * prof.blocks_per_sm);

@@ -11,10 +11,6 @@
 namespace gemmd {
 namespace {
 
-// Room for the response's non-tensor fields when checking the result against the
-// message limit.
-constexpr int64_t kResponseOverheadBytes = 4096;
-
 struct MatrixView {
   int64_t batch = 0;  // 0 = rank 2
   int64_t rows = 0;
@@ -23,10 +19,6 @@ struct MatrixView {
   const void* data = nullptr;
   int64_t bytes = 0;
 };
-
-std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape) {
-  return ShapeText(absl::MakeConstSpan(shape.data(), static_cast<size_t>(shape.size())));
-}
 
 // a*b into *out; false on overflow.
 bool MulOk(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
@@ -92,6 +84,10 @@ int64_t BatchStride(const MatrixView& v, int64_t batch) {
 }
 
 }  // namespace
+
+std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape) {
+  return ShapeText(absl::MakeConstSpan(shape.data(), static_cast<size_t>(shape.size())));
+}
 
 absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& request,
                                                const ValidationLimits& limits) {

@@ -26,6 +26,12 @@ struct ValidationLimits {
   int64_t max_elements = 0;  // per operand, the result included
 };
 
+// Shared by the Matmul and QuantizedMatmul validators. Room for a response's non-tensor
+// fields when checking the result against the message limit:
+inline constexpr int64_t kResponseOverheadBytes = 4096;
+// A client's shape as messages show it (ShapeText of client_text.h).
+std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape);
+
 struct ValidatedMatmul {
   GemmProblem problem;
   GemmOperands operands;  // a, b, c_in point into the request; c_out is left null

@@ -13,12 +13,6 @@
 namespace gemmd {
 namespace {
 
-constexpr int64_t kResponseOverheadBytes = 4096;
-
-std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape) {
-  return ShapeText(absl::MakeConstSpan(shape.data(), static_cast<size_t>(shape.size())));
-}
-
 // What the service accepts as NVFP4 block scales: E4M3 bytes that are neither NaN (0x7F,
 // 0xFF) nor negative. Quantizers write amax / 6 / g, never negative; a sign bit means the
 // bytes are not scales at all (an offset or byte-order mistake on the client), so it is

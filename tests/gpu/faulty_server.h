@@ -56,6 +56,13 @@ struct Served {
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
     return stub->Matmul(&context, SmallRequest(seed), response);
   }
+  // Two calls that succeed, then the one the first GPU fails: its status.
+  grpc::Status CallsUntilTheFault() {
+    gemm::v1::MatmulResponse response;
+    EXPECT_TRUE(Call(1, &response).ok());
+    EXPECT_TRUE(Call(2, &response).ok());
+    return Call(3, &response);
+  }
   void AwaitHealth(const std::string& status) {
     const absl::Time limit = absl::Now() + absl::Seconds(10);
     while (Health(channel.get()) != status && absl::Now() < limit) {

@@ -278,6 +278,15 @@ TEST(KernelRegistryTest, NamesAreUniqueAndFindable) {
   EXPECT_GE(tensor, 2);
 }
 
+// The cost model reads each variant's profile from its registration: none is missing.
+TEST(KernelRegistryTest, EveryVariantHasACostProfile) {
+  for (const GpuGemmKernel* k : KernelRegistry::Global().kernels()) {
+    const CostProfile profile = k->cost_profile();
+    EXPECT_GT(profile.tflops, 0.0) << k->name();
+    EXPECT_GE(profile.blocks_per_sm, 1) << k->name();
+  }
+}
+
 TEST(KernelRegistryTest, ForcingAnUnknownNameIsNotFound) {
   const auto result =
       ForceKernel("no_such_kernel", Square(64, Precision::kFp32, DataType::kFloat32), FakeHopper());

@@ -18,10 +18,8 @@ TEST(GpuServerFaultTest, AFaultedGpuLeavesTheOthersServing) {
   if (gpus == 0) GTEST_SKIP() << "no CUDA device here: GPU test skipped";
   Served s = StartFaulty("all", FaultKind::kLaunchError);
   ASSERT_NE(s.server, nullptr);
+  const grpc::Status faulted = s.CallsUntilTheFault();
   gemm::v1::MatmulResponse response;
-  ASSERT_TRUE(s.Call(1, &response).ok());
-  ASSERT_TRUE(s.Call(2, &response).ok());
-  const grpc::Status faulted = s.Call(3, &response);
   EXPECT_EQ(faulted.error_code(), grpc::StatusCode::INTERNAL) << faulted.error_message();
   EXPECT_EQ(s.server->executor().HealthyDevices(), gpus - 1);
   EXPECT_FALSE(s.FirstDeviceHealthy());

@@ -17,10 +17,8 @@ TEST(GpuServerTrapTest, ATrapOnTheOnlyGpuLeavesNothingServing) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device here: GPU test skipped";
   Served s = StartFaulty("0", FaultKind::kTrap);
   ASSERT_NE(s.server, nullptr);
+  const grpc::Status faulted = s.CallsUntilTheFault();
   gemm::v1::MatmulResponse response;
-  ASSERT_TRUE(s.Call(1, &response).ok());
-  ASSERT_TRUE(s.Call(2, &response).ok());
-  const grpc::Status faulted = s.Call(3, &response);
   EXPECT_EQ(faulted.error_code(), grpc::StatusCode::INTERNAL) << faulted.error_message();
   EXPECT_NE(faulted.error_message().find("unspecified launch failure"), std::string::npos)
       << faulted.error_message();

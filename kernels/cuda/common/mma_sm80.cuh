@@ -1,36 +1,18 @@
 // Warp-level tensor-core building blocks for the hand-written mma.sync kernels
-// (quant_square_*.cu): cp.async with zero-fill, ldmatrix and the mma.sync shapes they use.
+// (quant_square_*.cu): ldmatrix and the mma.sync shapes they use (cp.async:
+// cp_async.cuh).
 // sm_80+ instructions (.cu files only; callers trap below sm_80).
 #ifndef GEMMD_KERNELS_CUDA_COMMON_MMA_SM80_CUH_
 #define GEMMD_KERNELS_CUDA_COMMON_MMA_SM80_CUH_
 
 #include <cstdint>
 
+#include "kernels/cuda/common/cp_async.cuh"
+
 namespace gemmd::gpu::internal {
 
 __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16-byte global->shared copy that bypasses L1; src_bytes < 16 zero-fills the rest
-// (0: nothing is read).
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)),
-               "l"(gmem), "r"(src_bytes)
-               : "memory");
-}
-// 4-byte variant (cp.async.cg only takes 16 bytes).
-__device__ __forceinline__ void CpAsync4(void* smem, const void* gmem, int src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(SmemAddr(smem)),
-               "l"(gmem), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // Four 8x8 b16 matrices (8 rows of 16 bytes each); lane l gives the row address of

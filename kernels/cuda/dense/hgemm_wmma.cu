@@ -40,8 +40,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cuda/common/cp_async.cuh"
 #include "kernels/cuda/common/cuda_status.h"
 #include "kernels/cuda/common/device_util.cuh"
+#include "kernels/cuda/dense/block_tile.cuh"
 #include "kernels/cuda/dense/tiled_gemm.h"
 
 namespace gemmd::gpu::internal {
@@ -91,21 +93,6 @@ struct WmmaTile {
     return pipeline > kEpilogueBytes ? pipeline : kEpilogueBytes;
   }
 };
-
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const int bytes = valid ? 16 : 0;  // 0: nothing is read, the 16 bytes are zero-filled
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
-               "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
 
 // Fragment loads from shared memory. FP16 goes through wmma::load_matrix_sync, which
 // compiles to LDSM (ldmatrix). The header's BF16 loads emit `wmma.load...bf16` without
@@ -158,17 +145,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WmmaGemmKernel(const TileArg
   T* sB = sA + kStages * kStageA;
 
   const int tid = threadIdx.x;
-  const int tiles_m = (args.m + BM - 1) / BM;
-  const int tiles_n = (args.n + BN - 1) / BN;
-  int tile_m, tile_n;
-  SwizzleTile<8>(blockIdx.x, tiles_m, tiles_n, &tile_m, &tile_n);
-  const int m0 = tile_m * BM;
-  const int n0 = tile_n * BN;
-  const int split = blockIdx.y;
-  const int item = blockIdx.z;
-  const int k_begin = split * args.k_per_split;
-  const int k_end = min(args.k, k_begin + args.k_per_split);
-  const int num_k = k_end > k_begin ? (k_end - k_begin + BK - 1) / BK : 0;
+  const BlockTile tile = BlockTileOf<BM, BN, BK>(args);
+  const int m0 = tile.m0, n0 = tile.n0, split = tile.split, item = tile.item;
+  const int k_begin = tile.k_begin, k_end = tile.k_end, num_k = tile.num_k;
   const int M = args.m, N = args.n;
   const T* A = static_cast<const T*>(args.a) + item * args.stride_a;
   const T* B = static_cast<const T*>(args.b) + item * args.stride_b;
@@ -195,7 +174,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WmmaGemmKernel(const TileArg
         src = A + static_cast<int64_t>(gk) * args.lda + gm;
       }
       const bool ok = gm < M && gk < k_end;
-      CpAsync16(dA + r * LDA + q, ok ? src : A, ok);
+      CpAsync16(dA + r * LDA + q, ok ? src : A, ok ? 16 : 0);
     }
 #pragma unroll
     for (int i = 0; i < kPerThreadB; ++i) {
@@ -216,7 +195,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WmmaGemmKernel(const TileArg
         src = B + static_cast<int64_t>(gn) * args.ldb + gk;
       }
       const bool ok = gn < N && gk < k_end;
-      CpAsync16(dB + r * LDB + q, ok ? src : B, ok);
+      CpAsync16(dB + r * LDB + q, ok ? src : B, ok ? 16 : 0);
     }
   };
 
@@ -354,7 +333,7 @@ template <typename T>
 using Wmma64x64x32s4 = WmmaTile<T, 64, 64, 32, 2, 2, 4>;      // 4 warps of 32x32
 
 template <class Cfg>
-TileVariant Wmma(const char* name, DataType operand_type, bool split_k) {
+TileVariant Wmma(const char* name, DataType operand_type, bool split_k, CostProfile profile) {
   TileVariant v;
   v.name = name;
   v.precision = Precision::kFp16Tensor;
@@ -364,23 +343,27 @@ TileVariant Wmma(const char* name, DataType operand_type, bool split_k) {
   v.tile_n = Cfg::BN;
   v.tile_k = Cfg::BK;
   v.split_k = split_k;
+  v.profile = profile;
   v.launch = &LaunchWmma<Cfg>;
   return v;
 }
 
 }  // namespace
 
+// Cost profiles: TFLOP/s and resident blocks per SM (CostProfile), H200, gemm-bench
+// 2026-11-30 (BF16 runs as fast as FP16).
 void AppendWmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels) {
   constexpr DataType kF16 = DataType::kFloat16;
   constexpr DataType kBF16 = DataType::kBFloat16;
+  constexpr CostProfile kLarge{331.0, 2}, kSplitK{190.0, 4};
   kernels->push_back(MakeTiledGemmKernel(
-      Wmma<Wmma128x128x32s4<__half>>("hgemm_wmma_128x128x32_s4", kF16, false)));
+      Wmma<Wmma128x128x32s4<__half>>("hgemm_wmma_128x128x32_s4", kF16, false, kLarge)));
   kernels->push_back(MakeTiledGemmKernel(
-      Wmma<Wmma64x64x32s4<__half>>("hgemm_wmma_64x64x32_s4_splitk", kF16, true)));
-  kernels->push_back(MakeTiledGemmKernel(
-      Wmma<Wmma128x128x32s4<__nv_bfloat16>>("bgemm_wmma_128x128x32_s4", kBF16, false)));
-  kernels->push_back(MakeTiledGemmKernel(
-      Wmma<Wmma64x64x32s4<__nv_bfloat16>>("bgemm_wmma_64x64x32_s4_splitk", kBF16, true)));
+      Wmma<Wmma64x64x32s4<__half>>("hgemm_wmma_64x64x32_s4_splitk", kF16, true, kSplitK)));
+  kernels->push_back(MakeTiledGemmKernel(Wmma<Wmma128x128x32s4<__nv_bfloat16>>(
+      "bgemm_wmma_128x128x32_s4", kBF16, false, kLarge)));
+  kernels->push_back(MakeTiledGemmKernel(Wmma<Wmma64x64x32s4<__nv_bfloat16>>(
+      "bgemm_wmma_64x64x32_s4_splitk", kBF16, true, kSplitK)));
 }
 
 }  // namespace gemmd::gpu::internal

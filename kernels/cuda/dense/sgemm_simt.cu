@@ -30,6 +30,7 @@
 
 #include "kernels/cuda/common/cuda_status.h"
 #include "kernels/cuda/common/device_util.cuh"
+#include "kernels/cuda/dense/block_tile.cuh"
 #include "kernels/cuda/dense/tiled_gemm.h"
 
 namespace gemmd::gpu::internal {
@@ -153,17 +154,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MinBlocks)
   __shared__ __align__(16) float Bs[2][BK][BN + kPad];
 
   const int tid = threadIdx.x;
-  const int tiles_m = (args.m + BM - 1) / BM;
-  const int tiles_n = (args.n + BN - 1) / BN;
-  int tile_m, tile_n;
-  SwizzleTile<8>(blockIdx.x, tiles_m, tiles_n, &tile_m, &tile_n);
-  const int m0 = tile_m * BM;
-  const int n0 = tile_n * BN;
-  const int split = blockIdx.y;
-  const int item = blockIdx.z;
-  const int k_begin = split * args.k_per_split;
-  const int k_end = min(args.k, k_begin + args.k_per_split);
-  const int num_k = k_end > k_begin ? (k_end - k_begin + BK - 1) / BK : 0;
+  const BlockTile tile = BlockTileOf<BM, BN, BK>(args);
+  const int m0 = tile.m0, n0 = tile.n0, split = tile.split, item = tile.item;
+  const int k_begin = tile.k_begin, k_end = tile.k_end, num_k = tile.num_k;
   const int M = args.m, N = args.n;
 
   OperandLoader<BM, BK, NT, kPad, !kTransA> load_a;
@@ -305,7 +298,8 @@ using Simt128x128x8 = SimtTile<128, 128, 8, 2, 4, 2, 2, 2, true>;   // 256 thr, 
 using Simt64x64x8 = SimtTile<64, 64, 8, 2, 2, 1, 2, 4, false>;      // 128 thr, 4x8/thread
 using Simt16x128x16 = SimtTile<16, 128, 16, 1, 4, 1, 1, 4, false>;  // 128 thr, 4x4/thread
 
-TileVariant Simt(const char* name, int bm, int bn, int bk, bool split_k, TileLaunchFn fn) {
+TileVariant Simt(const char* name, int bm, int bn, int bk, bool split_k, CostProfile profile,
+                 TileLaunchFn fn) {
   TileVariant v;
   v.name = name;
   v.precision = Precision::kFp32;
@@ -315,19 +309,22 @@ TileVariant Simt(const char* name, int bm, int bn, int bk, bool split_k, TileLau
   v.tile_n = bn;
   v.tile_k = bk;
   v.split_k = split_k;
+  v.profile = profile;
   v.launch = fn;
   return v;
 }
 
 }  // namespace
 
+// Cost profiles: TFLOP/s and resident blocks per SM (CostProfile), H200, gemm-bench
+// 2026-11-30.
 void AppendSimtKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels) {
-  kernels->push_back(MakeTiledGemmKernel(
-      Simt("sgemm_simt_128x128x8", 128, 128, 8, false, &LaunchSimt<Simt128x128x8>)));
-  kernels->push_back(MakeTiledGemmKernel(
-      Simt("sgemm_simt_64x64x8_splitk", 64, 64, 8, true, &LaunchSimt<Simt64x64x8>)));
-  kernels->push_back(MakeTiledGemmKernel(
-      Simt("sgemm_simt_16x128x16_splitk", 16, 128, 16, true, &LaunchSimt<Simt16x128x16>)));
+  kernels->push_back(MakeTiledGemmKernel(Simt("sgemm_simt_128x128x8", 128, 128, 8, false,
+                                              {43.5, 2}, &LaunchSimt<Simt128x128x8>)));
+  kernels->push_back(MakeTiledGemmKernel(Simt("sgemm_simt_64x64x8_splitk", 64, 64, 8, true,
+                                              {34.0, 4}, &LaunchSimt<Simt64x64x8>)));
+  kernels->push_back(MakeTiledGemmKernel(Simt("sgemm_simt_16x128x16_splitk", 16, 128, 16, true,
+                                              {27.0, 4}, &LaunchSimt<Simt16x128x16>)));
 }
 
 }  // namespace gemmd::gpu::internal

@@ -64,6 +64,7 @@ class TiledGemmKernel final : public GpuGemmKernel {
   int min_compute_capability() const override { return v_.min_compute_capability; }
   DataType operand_type() const override { return v_.operand_type; }
   bool splits_k() const override { return v_.split_k; }
+  CostProfile cost_profile() const override { return v_.profile; }
 
   absl::Status Check(const GemmProblem& p) const override {
     if (p.batch < 0 || p.m < 0 || p.n < 0 || p.k < 0) {
@@ -315,20 +316,6 @@ class TiledGemmKernel final : public GpuGemmKernel {
 
 std::unique_ptr<GpuGemmKernel> MakeTiledGemmKernel(TileVariant variant) {
   return std::make_unique<TiledGemmKernel>(std::move(variant));
-}
-
-absl::Status EnsureDynamicSmem(const void* func, int bytes,
-                               std::atomic<uint64_t>* done_mask) {
-  int device = 0;
-  RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit != 0 && (done_mask->load(std::memory_order_acquire) & bit) != 0) {
-    return absl::OkStatus();
-  }
-  RETURN_IF_CUDA_ERROR(
-      cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  if (bit != 0) done_mask->fetch_or(bit, std::memory_order_release);
-  return absl::OkStatus();
 }
 
 }  // namespace gemmd::gpu::internal

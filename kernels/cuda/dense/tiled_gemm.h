@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "kernels/cuda/common/dynamic_smem.h"
 #include "kernels/cuda/gpu_gemm.h"
 #include "kernels/gemm_problem.h"
 
@@ -70,6 +71,7 @@ struct TileVariant {
   int tile_n = 0;
   int tile_k = 0;
   bool split_k = false;
+  CostProfile profile;
   TileLaunchFn launch = nullptr;
 };
 
@@ -96,9 +98,6 @@ absl::Status LaunchSplitKReduce(const float* partial, int splits, int64_t m, int
                                 int64_t batch, float alpha, float beta, const float* c_in,
                                 int64_t stride_c_in, float* c, int64_t stride_c,
                                 cudaStream_t stream);
-
-// Sets the dynamic shared-memory limit of `func` on the current device once per device.
-absl::Status EnsureDynamicSmem(const void* func, int bytes, std::atomic<uint64_t>* done_mask);
 
 }  // namespace gemmd::gpu::internal
 

@@ -413,7 +413,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
         uint8_t* const stage = ring + st * stage_bytes;
 #pragma unroll
         for (int j = 0; j < kCopiesPerThread; ++j) {
-          CopyAsync16(reinterpret_cast<uint4*>(stage + (warp + kWarps * j) * kStageRowPitch +
+          CpAsync16(reinterpret_cast<uint4*>(stage + (warp + kWarps * j) * kStageRowPitch +
                                                lane * 16),
                       copy_src[j] + offset, inside ? 16 : 0);
         }
@@ -422,7 +422,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
           const unsigned scale_offset = piece_inside ? static_cast<unsigned>(kb) / 16 : 0;
 #pragma unroll
           for (int j = 0; j < kScaleCopiesPerThread; ++j) {
-            CopyAsync4(stage + scale_dst[j], scale_src[j] + scale_offset, piece_inside ? 4 : 0);
+            CpAsync4(stage + scale_dst[j], scale_src[j] + scale_offset, piece_inside ? 4 : 0);
           }
         }
         {
@@ -433,13 +433,13 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
           for (int p = threadIdx.x; p < m * kPiecesPerRow; p += kWarps * 32) {
             const int r = p / kPiecesPerRow, q = p % kPiecesPerRow;
             const bool in = kb + q * 8 < k_end;
-            CopyAsync16(reinterpret_cast<uint4*>(stage + kAOffset + r * kStageARowPitch<kFormat> +
+            CpAsync16(reinterpret_cast<uint4*>(stage + kAOffset + r * kStageARowPitch<kFormat> +
                                                  q * 16),
                         a_hi + int64_t{r} * k + (in ? kb + q * 8 : 0), in ? 16 : 0);
           }
         }
       }
-      CopyAsyncCommit();  // one group per call, empty or not, so wait_group counts stages
+      CpAsyncCommit();  // one group per call, empty or not, so wait_group counts stages
     };
 #pragma unroll
     for (int st = 0; st < kStages - 1; ++st) issue(k_begin + st * block_chunk, st);
@@ -447,7 +447,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
 #pragma unroll
       for (int st = 0; st < kStages; ++st) {
         const int kbs = kb + st * block_chunk;
-        CopyAsyncWait<kStages - 2>();  // this thread's copies of stage st have landed
+        CpAsyncWait<kStages - 2>();  // this thread's copies of stage st have landed
         __syncthreads();  // everyone's have; and everyone is done with stage st - 1
         issue(kbs + (kStages - 1) * block_chunk, (st + kStages - 1) % kStages);
         const int kw = kbs + warp * L::kChunk;
@@ -477,7 +477,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
         }
       }
     }
-    CopyAsyncWait<0>();
+    CpAsyncWait<0>();
     __syncthreads();  // the partial sums below reuse the ring's shared memory
   } else {
     // Register path: each lane loads its own fragment bytes, kRegStages chunks in

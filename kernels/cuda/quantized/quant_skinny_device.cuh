@@ -1,7 +1,7 @@
 // Device helpers shared by the skinny weight-only kernels (quant_skinny.cu, the register
-// and ring paths; quant_skinny_stream.cu, the streaming path for M 9-64): cp.async
-// copies, the exact NVFP4 / E4M3 and INT8 decodes into FP16 fragments, and the m16n8k16
-// MMA. .cu files only.
+// and ring paths; quant_skinny_stream.cu, the streaming path for M 9-64): the exact
+// NVFP4 / E4M3 and INT8 decodes into FP16 fragments, and the m16n8k16 MMA. .cu files
+// only.
 #ifndef GEMMD_KERNELS_CUDA_QUANTIZED_QUANT_SKINNY_DEVICE_CUH_
 #define GEMMD_KERNELS_CUDA_QUANTIZED_QUANT_SKINNY_DEVICE_CUH_
 
@@ -9,45 +9,15 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/common/cp_async.cuh"
+
 namespace gemmd::gpu::skinny {
 
-// 16 bytes global -> shared without passing through registers (cp.async, L2 only), the
-// first `src_bytes` (16 or 0) copied and the rest zero-filled. Before sm_80, a plain
-// load and store.
-__device__ __forceinline__ void CopyAsync16(uint4* smem, const void* gmem, int src_bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
-               "r"(src_bytes));
-#else
-  *smem = src_bytes > 0 ? *static_cast<const uint4*>(gmem) : make_uint4(0, 0, 0, 0);
-#endif
-}
-
-// The same for 4 bytes (cp.async.ca: sizes below 16 go through L1).
-__device__ __forceinline__ void CopyAsync4(void* smem, const void* gmem, int src_bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem),
-               "r"(src_bytes));
-#else
-  *static_cast<uint32_t*>(smem) = src_bytes > 0 ? *static_cast<const uint32_t*>(gmem) : 0u;
-#endif
-}
-
-__device__ __forceinline__ void CopyAsyncCommit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
-// Waits until at most kPending of this thread's committed copy groups are in flight.
-template <int kPending>
-__device__ __forceinline__ void CopyAsyncWait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-#endif
-}
+// cp.async (common/cp_async.cuh) under the names the skinny kernels use.
+using internal::CpAsync16;
+using internal::CpAsync4;
+using internal::CpAsyncCommit;
+using internal::CpAsyncWait;
 
 // Two E4M3 bytes (low 16 bits) -> FP16 pair, exactly.
 __device__ __forceinline__ uint32_t E4m3x2ToHalf2(uint32_t two) {

@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const unsigned offset = in ? static_cast<unsigned>(kb) / (kNvfp4 ? 2 : 1) : 0;
 #pragma unroll
         for (int q = 0; q < kCodeCopies; ++q) {
-          CopyAsync16(reinterpret_cast<uint4*>(stage + code_dst +
+          CpAsync16(reinterpret_cast<uint4*>(stage + code_dst +
                                                q * (kThreads / kCodeGroups) * kCodeRowBytes),
                       code_src[q] + offset, in ? 16 : 0);
         }
@@ -187,18 +187,18 @@ __global__ void __launch_bounds__(kThreads, 1)
         const unsigned offset = in ? static_cast<unsigned>(kb) / 16 : 0;
 #pragma unroll
         for (int q = 0; q < kScaleCopies; ++q) {
-          CopyAsync4(stage + scale_dst + q * (kThreads / kScalePieces) * kScaleRowPitch,
+          CpAsync4(stage + scale_dst + q * (kThreads / kScalePieces) * kScaleRowPitch,
                      scale_src[q] + offset, in ? 4 : 0);
         }
       }
       const bool a_in = kb + a_j * 8 < k_end;
       for (int row = a_row; row < m; row += kThreads / kAGroups) {
-        CopyAsync16(reinterpret_cast<uint4*>(stage + kAOffset + row * kARowBytes +
+        CpAsync16(reinterpret_cast<uint4*>(stage + kAOffset + row * kARowBytes +
                                              16 * ASwizzle(a_j, row)),
                     a + int64_t{row} * k + (a_in ? kb + a_j * 8 : 0), a_in ? 16 : 0);
       }
     }
-    CopyAsyncCommit();  // one group per call, empty or not, so wait_group counts stages
+    CpAsyncCommit();  // one group per call, empty or not, so wait_group counts stages
   };
 
   float acc[2][kMTiles][4];
@@ -327,13 +327,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int s = 0; s < kStages - 1; ++s) issue(k_begin + s * kStageK, s);
   int slot = 0;
   for (int kb = k_begin; kb < k_end; kb += kStageK) {
-    CopyAsyncWait<kStages - 2>();  // this thread's copies of this stage have landed
+    CpAsyncWait<kStages - 2>();  // this thread's copies of this stage have landed
     __syncthreads();  // everyone's have; everyone is done with the last stage
     issue(kb + (kStages - 1) * kStageK, (slot + kStages - 1) % kStages);
     compute(ring + slot * stage_bytes);
     slot = slot == kStages - 1 ? 0 : slot + 1;
   }
-  CopyAsyncWait<0>();
+  CpAsyncWait<0>();
   __syncthreads();  // the epilogue reuses the ring
 
   // The accumulator holds weight rows g, g + 8 of each tile (i / 2) and A rows 2t, 2t + 1

@@ -19,7 +19,7 @@
 #include "kernels/cuda/common/device_util.cuh"
 #include "kernels/cuda/common/mma_sm80.cuh"
 #include "kernels/cuda/quantized/quant_square.h"
-#include "kernels/cuda/dense/tiled_gemm.h"
+#include "kernels/cuda/quantized/square_tiles.cuh"
 
 namespace gemmd::gpu::internal {
 namespace {
@@ -56,9 +56,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 2)
   extern __shared__ __align__(128) unsigned char smem[];
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  int tile_m, tile_n;
-  SwizzleTile<8>(blockIdx.x, (M + BM - 1) / BM, (N + BN - 1) / BN, &tile_m, &tile_n);
-  const int m0 = tile_m * BM, n0 = tile_n * BN;
+  int m0, n0;
+  TileOrigin<BM, BN>(M, N, &m0, &n0);
   const int num_k = (K + BK - 1) / BK;
 
   auto load_stage = [&](int stage, int k0) {
@@ -140,18 +139,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 2)
       const int row = m0 + wm0 + i * 16 + h * 8 + g;
       if (row >= M) continue;
       const float s = sa[row];
-      float* out = C + int64_t(row) * N;
 #pragma unroll
       for (int j = 0; j < FN; ++j) {
         const int col = n0 + wn0 + j * 8 + 2 * t;
-        const float v0 = static_cast<float>(acc[i][j][2 * h]) * (s * sbv[j][0]);
-        const float v1 = static_cast<float>(acc[i][j][2 * h + 1]) * (s * sbv[j][1]);
-        if (pairs && col + 1 < N) {
-          *reinterpret_cast<float2*>(out + col) = make_float2(v0, v1);
-        } else {
-          if (col < N) out[col] = v0;
-          if (col + 1 < N) out[col + 1] = v1;
-        }
+        if (col >= N) continue;
+        StorePair(C, N, row, col, pairs, static_cast<float>(acc[i][j][2 * h]) * (s * sbv[j][0]),
+                  static_cast<float>(acc[i][j][2 * h + 1]) * (s * sbv[j][1]));
       }
     }
   }
@@ -166,17 +159,11 @@ absl::Status LaunchInt8SquareMma(const DeviceQuantizedWeight& a, const DeviceQua
                                  float* c, cudaStream_t stream) {
   using Cfg = Int8Cfg;
   static std::atomic<uint64_t> configured{0};
-  const auto kernel = &Int8SquareKernel<Cfg>;
-  GEMMD_GPU_RETURN_IF_ERROR(
-      EnsureDynamicSmem(reinterpret_cast<const void*>(kernel), Cfg::kSmemBytes, &configured));
-  const int m = static_cast<int>(a.n), n = static_cast<int>(b.n), k = static_cast<int>(a.k);
-  const int64_t tiles = int64_t{(m + Cfg::BM - 1) / Cfg::BM} * ((n + Cfg::BN - 1) / Cfg::BN);
-  if (tiles > 0x7FFFFFFF) return absl::FailedPreconditionError("too many output tiles");
-  kernel<<<static_cast<unsigned>(tiles), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
-      static_cast<const int8_t*>(a.data), static_cast<const float*>(a.scales),
-      static_cast<const int8_t*>(b.data), static_cast<const float*>(b.scales), m, n, k, c);
-  RETURN_IF_CUDA_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  return LaunchOverTiles(&Int8SquareKernel<Cfg>, a.n, b.n, Cfg::BM, Cfg::BN, Cfg::kThreads,
+                         Cfg::kSmemBytes, &configured, stream, static_cast<const int8_t*>(a.data),
+                         static_cast<const float*>(a.scales), static_cast<const int8_t*>(b.data),
+                         static_cast<const float*>(b.scales), static_cast<int>(a.n),
+                         static_cast<int>(b.n), static_cast<int>(a.k), c);
 }
 
 }  // namespace gemmd::gpu::internal

@@ -25,7 +25,7 @@
 #include "kernels/cuda/common/device_util.cuh"
 #include "kernels/cuda/common/mma_sm80.cuh"
 #include "kernels/cuda/quantized/quant_square.h"
-#include "kernels/cuda/dense/tiled_gemm.h"
+#include "kernels/cuda/quantized/square_tiles.cuh"
 #include "kernels/cuda/common/wgmma_sm90a.cuh"
 
 namespace gemmd::gpu::internal {
@@ -45,16 +45,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                     int K, float* __restrict__ C) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
-  // The swizzle pattern is taken from address bits 7-9: atoms must be 1024-aligned.
-  const uint32_t raw = SmemAddr(smem_raw);
-  const uint32_t base = (raw + 1023u) & ~1023u;
-  unsigned char* smem = smem_raw + (base - raw);
-
-  const int tid = threadIdx.x, wg = tid / 128;
-  int tile_m, tile_n;
-  SwizzleTile<8>(blockIdx.x, (M + kBM - 1) / kBM, (N + kBN - 1) / kBN, &tile_m, &tile_n);
-  const int m0 = tile_m * kBM, n0 = tile_n * kBN;
-  const int num_k = (K + kBK - 1) / kBK;
+  const WgmmaBlock block = WgmmaBlockOf<kBM, kBN, kBK>(smem_raw, M, N, K);
+  unsigned char* smem = block.smem;
+  const uint32_t base = block.base;
+  const int m0 = block.m0, n0 = block.n0, num_k = block.num_k, tid = threadIdx.x, wg = tid / 128;
 
   auto load_stage = [&](int slot, int k0) {
     unsigned char* sA = smem + slot * kStageBytes;
@@ -126,15 +120,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int row = h == 0 ? row0 : row1;
       if (row >= M) continue;
       const float s = h == 0 ? s0 : s1;
-      const float v0 = static_cast<float>(acc[4 * j + 2 * h]) * (s * b0);
-      const float v1 = static_cast<float>(acc[4 * j + 2 * h + 1]) * (s * b1);
-      float* out = C + int64_t(row) * N + col;
-      if (pairs) {  // N even: col + 1 < N too, and 8-byte aligned
-        *reinterpret_cast<float2*>(out) = make_float2(v0, v1);
-      } else {
-        out[0] = v0;
-        if (col + 1 < N) out[1] = v1;
-      }
+      StorePair(C, N, row, col, pairs, static_cast<float>(acc[4 * j + 2 * h]) * (s * b0),
+                static_cast<float>(acc[4 * j + 2 * h + 1]) * (s * b1));
     }
   }
 #else
@@ -148,16 +135,11 @@ absl::Status LaunchInt8SquareWgmma(const DeviceQuantizedWeight& a,
                                    const DeviceQuantizedWeight& b, float* c,
                                    cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};
-  GEMMD_GPU_RETURN_IF_ERROR(EnsureDynamicSmem(reinterpret_cast<const void*>(&Int8WgmmaKernel),
-                                              kSmemBytes, &configured));
-  const int m = static_cast<int>(a.n), n = static_cast<int>(b.n), k = static_cast<int>(a.k);
-  const int64_t tiles = int64_t{(m + kBM - 1) / kBM} * ((n + kBN - 1) / kBN);
-  if (tiles > 0x7FFFFFFF) return absl::FailedPreconditionError("too many output tiles");
-  Int8WgmmaKernel<<<static_cast<unsigned>(tiles), kThreads, kSmemBytes, stream>>>(
-      static_cast<const int8_t*>(a.data), static_cast<const float*>(a.scales),
-      static_cast<const int8_t*>(b.data), static_cast<const float*>(b.scales), m, n, k, c);
-  RETURN_IF_CUDA_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  return LaunchOverTiles(&Int8WgmmaKernel, a.n, b.n, kBM, kBN, kThreads, kSmemBytes,
+                         &configured, stream, static_cast<const int8_t*>(a.data),
+                         static_cast<const float*>(a.scales), static_cast<const int8_t*>(b.data),
+                         static_cast<const float*>(b.scales), static_cast<int>(a.n),
+                         static_cast<int>(b.n), static_cast<int>(a.k), c);
 }
 
 }  // namespace gemmd::gpu::internal

@@ -26,7 +26,7 @@
 #include "kernels/cuda/common/mma_sm80.cuh"
 #include "kernels/cuda/quantized/nvfp4_decode.cuh"
 #include "kernels/cuda/quantized/quant_square.h"
-#include "kernels/cuda/dense/tiled_gemm.h"
+#include "kernels/cuda/quantized/square_tiles.cuh"
 
 namespace gemmd::gpu::internal {
 namespace {
@@ -70,9 +70,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   extern __shared__ __align__(128) unsigned char smem[];
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  int tile_m, tile_n;
-  SwizzleTile<8>(blockIdx.x, (M + kBM - 1) / kBM, (N + kBN - 1) / kBN, &tile_m, &tile_n);
-  const int m0 = tile_m * kBM, n0 = tile_n * kBN;
+  int m0, n0;
+  TileOrigin<kBM, kBN>(M, N, &m0, &n0);
   const int num_k = (K + kBK - 1) / kBK;
 
   auto load_stage = [&](int stage, int k0) {
@@ -180,17 +179,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int h = 0; h < 2; ++h) {
       const int row = m0 + wm0 + i * 16 + h * 8 + g;
       if (row >= M) continue;
-      float* out = C + int64_t(row) * N;
 #pragma unroll
       for (int j = 0; j < kFN; ++j) {
         const int col = n0 + wn0 + j * 8 + 2 * t;
-        const float v0 = acc[i][j][2 * h] * out_scale, v1 = acc[i][j][2 * h + 1] * out_scale;
-        if (pairs && col + 1 < N) {
-          *reinterpret_cast<float2*>(out + col) = make_float2(v0, v1);
-        } else {
-          if (col < N) out[col] = v0;
-          if (col + 1 < N) out[col + 1] = v1;
-        }
+        if (col >= N) continue;
+        StorePair(C, N, row, col, pairs, acc[i][j][2 * h] * out_scale,
+                  acc[i][j][2 * h + 1] * out_scale);
       }
     }
   }
@@ -200,23 +194,9 @@ __global__ void __launch_bounds__(kThreads, 2)
 template <bool kFp16A>
 absl::Status LaunchLayout(const DeviceQuantizedWeight& a, const void* a_fp16, int64_t m,
                           const DeviceQuantizedWeight& b, float* c, cudaStream_t stream) {
-  using L = Nvfp4Layout<kFp16A>;
   static std::atomic<uint64_t> configured{0};
-  const auto kernel = &Nvfp4SquareKernel<kFp16A>;
-  GEMMD_GPU_RETURN_IF_ERROR(
-      EnsureDynamicSmem(reinterpret_cast<const void*>(kernel), L::kSmemBytes, &configured));
-  const int mi = static_cast<int>(m), n = static_cast<int>(b.n), k = static_cast<int>(b.k);
-  const int64_t tiles = int64_t{(mi + kBM - 1) / kBM} * ((n + kBN - 1) / kBN);
-  if (tiles > 0x7FFFFFFF) return absl::FailedPreconditionError("too many output tiles");
-  // 2^7 per NVFP4 operand undoes the decode's scaling (exact: powers of two).
-  const float out_scale = kFp16A ? b.tensor_scale * 128.0f
-                                 : a.tensor_scale * b.tensor_scale * 16384.0f;
-  kernel<<<static_cast<unsigned>(tiles), kThreads, L::kSmemBytes, stream>>>(
-      static_cast<const uint8_t*>(a.data), static_cast<const uint8_t*>(a.scales),
-      static_cast<const __half*>(a_fp16), static_cast<const uint8_t*>(b.data),
-      static_cast<const uint8_t*>(b.scales), mi, n, k, out_scale, c);
-  RETURN_IF_CUDA_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  return LaunchNvfp4OverTiles(&Nvfp4SquareKernel<kFp16A>, kBM, kBN, kThreads, Nvfp4Layout<kFp16A>::kSmemBytes,
+                              &configured, kFp16A, a, a_fp16, m, b, c, stream);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@
 #include "kernels/cuda/common/mma_sm80.cuh"
 #include "kernels/cuda/quantized/nvfp4_decode.cuh"
 #include "kernels/cuda/quantized/quant_square.h"
-#include "kernels/cuda/dense/tiled_gemm.h"
+#include "kernels/cuda/quantized/square_tiles.cuh"
 #include "kernels/cuda/common/wgmma_sm90a.cuh"
 
 namespace gemmd::gpu::internal {
@@ -69,15 +69,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kStages = L::kStages;
   constexpr bool kPermute = !kFp16A;  // FP16 A arrives in K order
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw = SmemAddr(smem_raw);
-  const uint32_t base = (raw + 1023u) & ~1023u;
-  unsigned char* smem = smem_raw + (base - raw);
-
-  const int tid = threadIdx.x, wg = tid / 128;
-  int tile_m, tile_n;
-  SwizzleTile<8>(blockIdx.x, (M + kBM - 1) / kBM, (N + kBN - 1) / kBN, &tile_m, &tile_n);
-  const int m0 = tile_m * kBM, n0 = tile_n * kBN;
-  const int num_k = (K + kBK - 1) / kBK;
+  const WgmmaBlock block = WgmmaBlockOf<kBM, kBN, kBK>(smem_raw, M, N, K);
+  unsigned char* smem = block.smem;
+  const uint32_t base = block.base;
+  const int m0 = block.m0, n0 = block.n0, num_k = block.num_k, tid = threadIdx.x, wg = tid / 128;
 
   auto stage_at = [&](int slot) { return L::kStagesAt + slot * L::kStageBytes; };
   auto load_stage = [&](int slot, int k0) {
@@ -176,14 +171,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int h = 0; h < 2; ++h) {
       const int row = row0 + 8 * h;
       if (row >= M) continue;
-      const float v0 = acc[4 * j + 2 * h] * out_scale, v1 = acc[4 * j + 2 * h + 1] * out_scale;
-      float* out = C + int64_t(row) * N + col;
-      if (pairs) {  // N even: col + 1 < N too, and 8-byte aligned
-        *reinterpret_cast<float2*>(out) = make_float2(v0, v1);
-      } else {
-        out[0] = v0;
-        if (col + 1 < N) out[1] = v1;
-      }
+      StorePair(C, N, row, col, pairs, acc[4 * j + 2 * h] * out_scale,
+                acc[4 * j + 2 * h + 1] * out_scale);
     }
   }
 #else
@@ -194,23 +183,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <bool kFp16A>
 absl::Status LaunchLayout(const DeviceQuantizedWeight& a, const void* a_fp16, int64_t m,
                           const DeviceQuantizedWeight& b, float* c, cudaStream_t stream) {
-  using L = Layout<kFp16A>;
   static std::atomic<uint64_t> configured{0};
-  const auto kernel = &Nvfp4WgmmaKernel<kFp16A>;
-  GEMMD_GPU_RETURN_IF_ERROR(
-      EnsureDynamicSmem(reinterpret_cast<const void*>(kernel), L::kSmemBytes, &configured));
-  const int mi = static_cast<int>(m), n = static_cast<int>(b.n), k = static_cast<int>(b.k);
-  const int64_t tiles = int64_t{(mi + kBM - 1) / kBM} * ((n + kBN - 1) / kBN);
-  if (tiles > 0x7FFFFFFF) return absl::FailedPreconditionError("too many output tiles");
-  // 2^7 per NVFP4 operand undoes the decode's scaling (exact: powers of two).
-  const float out_scale = kFp16A ? b.tensor_scale * 128.0f
-                                 : a.tensor_scale * b.tensor_scale * 16384.0f;
-  kernel<<<static_cast<unsigned>(tiles), kThreads, L::kSmemBytes, stream>>>(
-      static_cast<const uint8_t*>(a.data), static_cast<const uint8_t*>(a.scales),
-      static_cast<const __half*>(a_fp16), static_cast<const uint8_t*>(b.data),
-      static_cast<const uint8_t*>(b.scales), mi, n, k, out_scale, c);
-  RETURN_IF_CUDA_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  return LaunchNvfp4OverTiles(&Nvfp4WgmmaKernel<kFp16A>, kBM, kBN, kThreads, Layout<kFp16A>::kSmemBytes,
+                              &configured, kFp16A, a, a_fp16, m, b, c, stream);
 }
 
 }  // namespace

@@ -246,9 +246,6 @@ TEST(ServerProcessTest, TheCliRefusesWhatCannotWorkBeforeSendingIt) {
        "error: --out /nonexistent-dir/c.npy: the directory /nonexistent-dir does not exist"},
       {{"matmul", "--timeout_s=0"}, "error: --timeout_s must be a number of seconds > 0, not 0"},
       {{"matmul", "--timeout_s=-1"}, "error: --timeout_s must be a number of seconds > 0"},
-      {{"health", "--m=5"}, "error: --m does not apply to 'gemm-cli health'; its flags: "},
-      {{"matmul", "--concurrency", "8"},
-       "error: --concurrency does not apply to 'gemm-cli matmul'; its flags: "},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {GEMM_CLI_BINARY};
@@ -268,6 +265,31 @@ TEST(ServerProcessTest, TheCliRefusesWhatCannotWorkBeforeSendingIt) {
   kill(server.pid(), SIGTERM);
   EXPECT_EQ(WEXITSTATUS(server.Wait(absl::Seconds(20))), 0);
   EXPECT_FALSE(absl::StrContains(server.output(), "event=request_failed")) << server.output();
+}
+
+// A flag of another command is an error naming the flag and the command, before any
+// call; `<command> --help` lists that command's flags alone, with no source paths.
+TEST(ServerProcessTest, TheCliScopesFlagsToTheirCommand) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"health", "--m=5"}, "error: --m does not apply to 'gemm-cli health'; its flags: "},
+      {{"matmul", "--concurrency", "8"},
+       "error: --concurrency does not apply to 'gemm-cli matmul'; its flags: "},
+  };
+  for (const auto& [args, message] : refused) {
+    std::vector<std::string> argv = {GEMM_CLI_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Child cli(argv);
+    const int status = cli.Wait(absl::Seconds(30));
+    EXPECT_TRUE(WIFEXITED(status)) << status;
+    EXPECT_EQ(WEXITSTATUS(status), 1) << cli.output();
+    EXPECT_TRUE(absl::StartsWith(cli.output(), message)) << cli.output();
+  }
+  Child help({GEMM_CLI_BINARY, "matmul", "--help"});
+  EXPECT_EQ(WEXITSTATUS(help.Wait(absl::Seconds(30))), 0);
+  EXPECT_TRUE(absl::StartsWith(help.output(), "gemm-cli matmul: ")) << help.output();
+  EXPECT_TRUE(absl::StrContains(help.output(), "--verify")) << help.output();
+  EXPECT_FALSE(absl::StrContains(help.output(), "--concurrency")) << help.output();
+  EXPECT_FALSE(absl::StrContains(help.output(), ".cc")) << help.output();
 }
 
 TEST(ServerProcessTest, VersionSaysWhatItIs) {

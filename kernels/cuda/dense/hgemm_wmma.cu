@@ -14,21 +14,13 @@
 //   * Epilogue through a per-warp shared-memory staging tile: alpha/beta, predicated
 //     edges and coalesced float4 stores of C.
 //
-// What it bought, H200, gemm-bench medians, 2026-11-30 (FP16 in, FP32 out; cuBLAS
-// cublasGemmEx = 719-733 TFLOP/s at 4096^3, 732-746 at 8192^3):
-//   128x256x32, 3 stages, 8 warps (1 block/SM)                    267 / 263 (36% / 35%)
-//   128x128x32, 4 stages, 4 warps (2 blocks/SM: one block's
-//     barrier waits are covered by the other)                     332 / 343 (46% / 47%)
-//   BF16 through the header's load_matrix_sync (generic loads)    228 / 237 (30%)
-//   BF16 through `wmma.load...shared.bf16` (LDSM)                 332 / 322 (44% / 42%)
-// Losers, not shipped: 3 or 5 stages (within 1%), BK=64 (317), 256x128 8 warps (283),
-// 8 warps of 64x32 (197: 144 registers allow one block/SM). ncu at 4096^3: L2 throughput
-// 80%, tensor pipe 54%, 0.5 eligible warps per scheduler: register-hungry warp tiles
-// and L2 bandwidth cap mma.sync here; wgmma + TMA is the next step (docs/KERNELS.md).
-// FP32 inputs are rounded to FP16 by the packer (pack.cu) into the workspace first
-// (295 / 294 TFLOP/s including that pass, 41% / 40%).
-// The 64x64x32 split-K variant serves skinny and small batched problems
-// (1x8192x8192: 91% of cuBLAS; 1024 x 64^3: 104%).
+// The shipped tile is 128x128x32 with 4 stages and 4 warps (2 blocks/SM: one block's
+// barrier waits are covered by the other). What it buys: 46% / 47% of cuBLAS FP16
+// (cublasGemmEx) at 4096^3 / 8192^3 on the H200 (docs/KERNELS.md has the ladder, the
+// variants that lost and the ncu profile). Register-hungry warp tiles and L2 bandwidth
+// cap mma.sync here; wgmma + TMA is the next step.
+// FP32 inputs are rounded to FP16 by the packer (pack.cu) into the workspace first.
+// The 64x64x32 split-K variant serves skinny and small batched problems.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -97,8 +89,8 @@ struct WmmaTile {
 // Fragment loads from shared memory. FP16 goes through wmma::load_matrix_sync, which
 // compiles to LDSM (ldmatrix). The header's BF16 loads emit `wmma.load...bf16` without
 // the .shared state space, i.e. generic loads instead of LDSM; on the H200 that cost
-// a third of the BF16 rate (228 vs 331 TFLOP/s at 4096^3, 2026-11-30). The same PTX
-// instruction with .shared fills the same fragment registers.
+// a third of the BF16 rate (docs/KERNELS.md). The same PTX instruction with .shared
+// fills the same fragment registers.
 template <class Use, class Layout>
 __device__ __forceinline__ void LoadFragment(
     wmma::fragment<Use, 16, 16, 16, __half, Layout>& f, const __half* p, unsigned ldm) {

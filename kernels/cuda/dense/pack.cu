@@ -29,7 +29,7 @@ struct alignas(sizeof(T) * N) VecOf {
 
 // Block (32, 8): x walks the 16-byte output groups of a row, y the rows, z the items;
 // all loops stride, so any size fits the grid limits, and no 64-bit division is needed
-// (one per element made this pass compute-bound: 1.5 TB/s at 8192^2, 2026-11-30).
+// (one per element made this pass compute-bound, docs/KERNELS.md).
 template <typename Src, typename Dst>
 __global__ void __launch_bounds__(256) PackKernel(const Src* __restrict__ src, int64_t rows,
                                                   int64_t cols, int64_t ld_src,

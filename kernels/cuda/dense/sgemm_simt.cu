@@ -11,16 +11,12 @@
 // FMAs per (TM+TN)/4 shared loads, which is what makes this FMA-bound. Blocks are
 // rasterised in groups of 8 tile rows for L2 reuse.
 //
-// What it bought, H200, gemm-bench medians, 2026-11-30 (docs/KERNELS.md has the ladder;
-// cuBLAS SGEMM = 51.4 TFLOP/s at 4096^3 and 8192^3):
-//   128x128x8, 8x8 per thread, both operands staged at step 0     36.3 / 36.8 (71% / 72%)
-//   + loader with pointers and predicates computed once, and split staging (A fetched
-//     at step 0 and stored half-way, B fetched half-way): no spills at the 128-register
-//     cap that keeps two blocks per SM                              43.2 / 43.7 (84% / 85%)
-// Losers, not shipped: __launch_bounds__(256,1) 24.7 (one block/SM), 128x256 with 8x16
-// per thread 33.7, BK=16 equal to BK=8 once spills were gone.
-// The 64x64x8 and 16x128x16 variants serve small and skinny problems with split-K
-// (1x8192x8192: 76% of cuBLAS; 16x8192x8192: 162%; 64x8192x8192: 74%).
+// The 128x128x8 variant (8x8 per thread) computes its loader's pointers and predicates
+// once and splits the staging (A fetched at step 0 and stored half-way, B fetched
+// half-way): no spills at the 128-register cap that keeps two blocks per SM. What it
+// buys: 84% / 85% of cuBLAS SGEMM at 4096^3 / 8192^3 on the H200 (docs/KERNELS.md has
+// the ladder and the variants that lost).
+// The 64x64x8 and 16x128x16 variants serve small and skinny problems with split-K.
 #include <cuda_runtime.h>
 
 #include <atomic>

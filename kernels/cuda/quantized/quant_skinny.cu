@@ -10,7 +10,7 @@
 // and g+8 at K offset t*(values per 16 bytes) of its chunk, and the MMA k-slots it owns
 // are mapped onto exactly those K positions; its A (activation) fragment is read at the
 // same positions. Earlier versions decoded into a shared tile for WMMA: ncu showed the
-// decode/shared traffic, not HBM, setting the pace (0.77x cuBLAS FP16 at 1x8192^2).
+// decode/shared traffic, not HBM, setting the pace (docs/KERNELS.md).
 //
 // Exactness: NVFP4 codes become FP16 bits s<<15 | code<<9, which is e2m1 * 2^-14 exactly
 // (E2M1's subnormal 0.5 lands on FP16's subnormal range); one HMUL2 by the E4M3 block
@@ -158,9 +158,8 @@ constexpr int kStageScalePitch = kStageScaleBytes + 8;
 
 // The stage also holds A's m rows (FP16, at most 8) of the block chunk (rows padded by
 // 16 bytes: a read phase covers rows g, g + 1), so its size depends on m. Stages start
-// on 1 KiB boundaries: at 1x8192^2 NVFP4, 3 stages, one call measured 0.0184-0.0185 ms
-// with stages packed back to back (22 800 bytes apart) against 0.0169 with stages 37 248
-// bytes apart (a multiple of 1 KiB); rounding to 1 KiB measured 0.0164 in the next call.
+// on 1 KiB boundaries, which measured faster than stages packed back to back
+// (docs/KERNELS.md).
 template <QuantFormat kFormat>
 constexpr int kStageARowPitch = kWarps * Layout<kFormat>::kChunk * 2 + 16;
 
@@ -174,9 +173,7 @@ __host__ __device__ constexpr int StageBytes(int m) {
 
 // Which variants stream through the ring: FP16 A of up to 8 rows, aligned operands, a
 // ring depth (kStages) other than kRegisterPath. The others keep the register path,
-// which measured faster for them (16x8192^2 NVFP4 on the H200, same call: 0.0234-0.0240
-// ms against 0.0299-0.0313 through the ring with A staged, 2 or 3 stages; 0.026-0.028
-// with A through L1 in earlier calls).
+// which measured faster for them (docs/KERNELS.md).
 constexpr int kRegisterPath = 0;
 
 template <int kMTiles, bool kSplit, bool kAligned, int kStages>
@@ -370,12 +367,12 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     // row, as in the register path. The copies are laid out for HBM, not for the
     // fragments: each warp copy instruction is 512 contiguous bytes of one row. Loading
     // each lane's fragment bytes straight from HBM (8 rows x 64 bytes per instruction)
-    // capped a bare read of the 8192^2 NVFP4 weight at 2.0-2.5 TB/s on the H200 where
-    // whole-row pieces read at 3.1 TB/s (bench/read_pattern_bench.cu). The bytes in
-    // flight hold no registers, so the depth is free to tune (3 stages measured best).
+    // read the weight more slowly than whole-row pieces do (bench/read_pattern_bench.cu,
+    // docs/KERNELS.md). The bytes in flight hold no registers, so the depth is free to
+    // tune (3 stages: the fastest depth measured, docs/KERNELS.md).
     // The scale bytes travel in the same stage
     // (4-byte copies; loading them into registers per warp left the warps waiting for
-    // them at decode: ncu put 10-30% of the stall samples on their first use).
+    // them at decode, as ncu showed: docs/KERNELS.md).
     constexpr int kRows = kRowTiles * 16;
     constexpr int kCopiesPerThread = kRows * (kStageRowBytes / 16) / (kWarps * 32);
     constexpr int kScaleCopiesPerThread = kRows * (kStageScaleBytes / 4) / (kWarps * 32);
@@ -427,8 +424,8 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
         }
         {
           // A's m rows of the block chunk, 16 bytes per copy. Read through L1 instead,
-          // the first use of A was the top stall of the kernel (ncu, 1x8192^2 NVFP4:
-          // 20% of the samples): those loads queue behind the stage copies.
+          // the first use of A was the top stall of the kernel (ncu, docs/KERNELS.md):
+          // those loads queue behind the stage copies.
           constexpr int kPiecesPerRow = kWarps * L::kChunk / 8;
           for (int p = threadIdx.x; p < m * kPiecesPerRow; p += kWarps * 32) {
             const int r = p / kPiecesPerRow, q = p % kPiecesPerRow;
@@ -657,9 +654,9 @@ absl::Status LaunchVariant(const ActivationPlanes& a, int64_t m,
 
 // M <= 8: the ring when the operands allow it (FP16 A, aligned, `ring_operands`: NVFP4
 // K % 64 with 4-byte aligned scales) and it fits the device, tuning.stages deep
-// (gemm-bench's sweep) or 3 (measured at 1x8192^2 NVFP4 in one run: 2 stages 0.0172 ms,
-// 3 0.0164), shallower where shared memory is smaller (3 stages of 8 A rows take 111
-// KiB: sm_86/89 allow 99); otherwise the register path.
+// (gemm-bench's sweep) or 3 (measured faster than 2, docs/KERNELS.md), shallower where
+// shared memory is smaller (3 stages of 8 A rows take 111 KiB: sm_86/89 allow 99);
+// otherwise the register path.
 template <QuantFormat kFormat, bool kSplit, bool kAligned>
 absl::Status LaunchRing(const ActivationPlanes& a, int64_t m, bool ring_operands,
                         const DeviceQuantizedWeight& b, float* c,

@@ -10,10 +10,10 @@
 // fragment it reads) of one half of a stage's K range. When 128-row blocks are too few to
 // fill the GPU, blocks split K and are launched as a thread-block cluster (up to 4) whose
 // partial sums are added through distributed shared memory: no atomics and no zeroing
-// pass over C. At 16x8192^2 NVFP4 on the H200 it measured 0.0210 ms against the register
-// path's 0.0222 in one call: both are bound by instruction issue (the decode is ~55% of
-// the instructions), not by HBM. With more A rows the saving grows: 0.0266 against
-// 0.0499 ms at 32x8192^2, 0.0405 against 0.1024 at 64x8192^2.
+// pass over C. What it buys over the register path: little at 16 rows, where both are
+// bound by instruction issue (the decode is ~55% of the instructions), not by HBM; more
+// with more A rows (0.0405 against 0.1024 ms at 64x8192^2 NVFP4 on the H200; the
+// measurements are in docs/KERNELS.md).
 //
 // The decodes, the MMA mapping (roles swapped: weight rows on the MMA's M side, A rows on
 // its N side) and the exactness argument are those of quant_skinny.cu.
@@ -40,8 +40,7 @@ using namespace skinny;  // NOLINT: the shared device helpers
 namespace cg = cooperative_groups;
 
 // Warps sharing a row pair's stage, each taking kStageK / kKParts of its K range. 2 (8
-// warps, 149 registers) measured 0.0210-0.0211 ms at 16x8192^2 against 0.0214-0.0219 for
-// 4 (16 warps, 120 registers) in one call on the H200.
+// warps, 149 registers) measured faster than 4 (16 warps, 120 registers), docs/KERNELS.md.
 constexpr int kKParts = 2;
 constexpr int kWarps = 4 * kKParts;
 constexpr int kThreads = kWarps * 32;
@@ -50,10 +49,10 @@ constexpr int kMaxClusterSplits = 4;
 
 // The ring for kMTiles 8-row tiles of A: K values per stage (whole warp chunks for every
 // K part) and depth. NVFP4: 512 values and 3 stages up to 32 A rows (207 KiB at 32); 33-64
-// rows take 256 x 3 (153 KiB; A is most of a stage). On the H200 at 64x8192^2, 256 x 3
-// measured 0.0405-0.0407 ms, 256 x 4 0.0399-0.0402 and 512 x 2 0.0494-0.0497: 3 stages
-// keep it within an A100's 163 KiB. INT8 takes the same code bytes per stage (half the K
-// values, so half the A bytes) and no scales: its per-row scales go to the epilogue.
+// rows take 256 x 3 (153 KiB; A is most of a stage): 256 x 4 measured barely faster and
+// 512 x 2 slower (docs/KERNELS.md), and 3 stages keep it within an A100's 163 KiB. INT8
+// takes the same code bytes per stage (half the K values, so half the A bytes) and no
+// scales: its per-row scales go to the epilogue.
 template <QuantFormat kFormat, int kMTiles>
 struct Ring {
   static constexpr bool kNvfp4 = kFormat == QuantFormat::kNvfp4;

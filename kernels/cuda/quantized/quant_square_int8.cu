@@ -6,10 +6,9 @@
 // blocks per SM), shared rows padded to 80 bytes so the 8 rows of every ldmatrix phase
 // hit distinct banks; int32 accumulation is exact, the per-row scales are applied once
 // in the epilogue. Layout and pipeline follow hgemm_wmma.cu, whose measurements chose
-// them for mma.sync on the H200: 600 TOP/s at 4096^3 there (cuBLAS 1486-1503, 40%,
-// 2026-11-30), which is why compute capability 9.0 runs the wgmma kernel instead
-// (quant_square_int8_sm90a.cu, 983 TOP/s); this one serves sm_80 and builds without
-// sm_90a.
+// them for mma.sync on the H200: 40% of cuBLAS INT8 at 4096^3 there (docs/KERNELS.md),
+// which is why compute capability 9.0 runs the wgmma kernel instead
+// (quant_square_int8_sm90a.cu); this one serves sm_80 and builds without sm_90a.
 #include <cuda_runtime.h>
 
 #include <atomic>

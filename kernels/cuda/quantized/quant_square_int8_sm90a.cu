@@ -1,9 +1,9 @@
 // INT8 x INT8 GEMM with Hopper's warpgroup MMA (wgmma, sm_90a only; quant_square.h).
 //
-// Why: mma.sync s8 (quant_square_int8.cu) tops out near 600 TOP/s on the H200, 40% of
-// cuBLAS (1503 TOP/s at 4096^3, 2026-11-30): every operand passes through ldmatrix and
-// the register file, and the MMAs are issued synchronously. wgmma reads both operands
-// from shared memory itself and runs asynchronously to the warps.
+// Why: mma.sync s8 (quant_square_int8.cu) tops out at 40% of cuBLAS on the H200
+// (docs/KERNELS.md): every operand passes through ldmatrix and the register file, and the
+// MMAs are issued synchronously. wgmma reads both operands from shared memory itself and
+// runs asynchronously to the warps.
 // How: block 128x256x128 with two warpgroups (256 threads), each owning 64 rows x 256
 // columns (m64n256k32, 128 int32 accumulators per thread); operands are copied by all
 // threads with cp.async (zero-filled past the edges) into a 4-stage ring laid out in the
@@ -12,8 +12,7 @@
 // while the copies for k+2 are issued, and a stage is refilled only after the wgmma
 // that read it has retired (wait_group 1). Epilogue as the mma.sync kernel: float(acc)
 // * sa * sb straight from the accumulators.
-// H200, gemm-bench --quantized-square, 2026-11-30 23:31 UTC: 983 TOP/s at 4096^3 (66% of
-// cuBLAS's 1486 in the same run; mma.sync kernel: 600), 1230 at 8192^3 (84%).
+// What it buys: 66% of cuBLAS INT8 at 4096^3 on the H200 (docs/KERNELS.md).
 // Built only for sm_90a (kernels/cuda/CMakeLists.txt); quant_square.cc calls it only on
 // compute capability 9.0.
 #include <cuda_runtime.h>

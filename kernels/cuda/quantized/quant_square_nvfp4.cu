@@ -7,10 +7,10 @@
 // with ldmatrix. Tile, warps and padding as hgemm_wmma.cu's 128x128x32 (4 warps of
 // 64x64, two blocks per SM), with BK = 64 so one barrier covers twice the MMAs. The
 // decode of step k+1 is interleaved with the MMAs of step k (independent instructions
-// for the schedulers), one barrier per step. H200, 4096^3, 2026-11-30: NVFP4 x NVFP4 236
-// TFLOP/s, FP16 x NVFP4 289, i.e. 75% / 92% of hgemm_wmma (TN, 315) in the same run;
-// compute capability 9.0 runs the wgmma kernels instead (quant_square_nvfp4_sm90a.cu),
-// this one serves sm_80 and builds without sm_90a.
+// for the schedulers), one barrier per step. NVFP4 x NVFP4 / FP16 x NVFP4 reach 75% / 92%
+// of hgemm_wmma at 4096^3 on the H200 (docs/KERNELS.md); compute capability 9.0 runs the
+// wgmma kernels instead (quant_square_nvfp4_sm90a.cu), this one serves sm_80 and builds
+// without sm_90a.
 //
 // Decoding (nvfp4_decode.cuh) is exact and table-free, about 2.5 instructions per value;
 // with both operands NVFP4 the values of a 32-bit word are paired (j, j+4) rather than

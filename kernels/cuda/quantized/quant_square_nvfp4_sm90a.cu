@@ -11,11 +11,10 @@
 // descriptors expect. Per step: one barrier, the wgmmas of step k issued, step k+1
 // decoded while they run, then wait until step k-1's wgmmas retired (a decoded buffer is
 // rewritten two steps after the wgmmas that read it were issued).
-// H200, gemm-bench --quantized-square, 2026-11-30 23:31 UTC, 4096^3 / 8192^3: NVFP4 x NVFP4
-// 316 / 325 TFLOP/s, FP16 x NVFP4 368 / 385, against hgemm_wmma_128x128x32_s4 (TN) 315 /
-// 310 and the mma.sync kernels 236 / 245 and 289 / 303. Both operands NVFP4 it is bound
-// by the decode and its shared-memory traffic (each step writes 48 KB of FP16 and
-// wgmma reads 80 KB), not by the tensor cores (INT8 wgmma runs 983 TOP/s).
+// What it buys: NVFP4 x NVFP4 at hgemm_wmma's FP16 rate (316 against 315 TFLOP/s at
+// 4096^3 on the H200; docs/KERNELS.md has the measurements). Both operands NVFP4 it is
+// bound by the decode and its shared-memory traffic (each step writes 48 KB of FP16 and
+// wgmma reads 80 KB), not by the tensor cores (INT8 wgmma runs far faster).
 // Built only for sm_90a (kernels/cuda/CMakeLists.txt); quant_square.cc calls it only on
 // compute capability 9.0.
 #include <cuda_fp16.h>

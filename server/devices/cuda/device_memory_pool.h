@@ -1,7 +1,7 @@
 // Device memory of one GPU for the CUDA backend, under a byte cap
 // (--device_memory_limit_bytes).
 //
-// Each lane (one RunBatch at a time) owns one arena: a single cudaMalloc that holds a
+// Each lane (one Run at a time) owns one arena: a single cudaMalloc that holds a
 // whole batch (operands, result, kernel workspace) and is reused by the lane's next
 // batch, so steady-state serving allocates nothing. An arena grows on demand, in 2 MiB
 // steps and by at least 1.25x, so a slowly rising batch size does not reallocate each

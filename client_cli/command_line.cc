@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "client_cli/commands.h"
 
 namespace gemmd {
 namespace {
@@ -35,10 +36,6 @@ FlagList Concat(std::initializer_list<FlagList> lists) {
   return all;
 }
 
-const absl::CommandLineFlag* Find(absl::string_view name) {
-  return absl::FindCommandLineFlag(name);
-}
-
 bool Applies(const CommandSpec& command, absl::string_view flag) {
   return std::find(std::begin(kCommonFlags), std::end(kCommonFlags), flag) !=
              std::end(kCommonFlags) ||
@@ -55,26 +52,27 @@ std::vector<absl::string_view> AllFlags(const CommandSpec& command) {
 
 const std::vector<CommandSpec>& Commands() {
   static const std::vector<CommandSpec>* commands = new std::vector<CommandSpec>{
-      {"info", "print the server's version, backend, devices, kernels and limits", {"json"}},
-      {"health",
-       "grpc.health.v1 check; prints SERVING (exit 0) or NOT_SERVING (exit 2)",
-       {}},
+      {"info", "print the server's version, backend, devices, kernels and limits", {"json"},
+       &RunInfo},
+      {"health", "grpc.health.v1 check; prints SERVING (exit 0) or NOT_SERVING (exit 2)", {},
+       &RunHealth},
       {"matmul",
        "multiply random (--m --n --k [--batch] [--dtype]) or .npy (--a --b) operands;\n"
        "--out c.npy saves C, --verify checks it against FP64",
-       Concat({kMatmulOperandFlags, {"out", "verify"}})},
+       Concat({kMatmulOperandFlags, {"out", "verify"}}), &RunMatmul},
       {"quantized",
        "C = A * B^T with A [M,K], B [N,K] quantized here (--format int8|nvfp4,\n"
        "--weight_only), sent to QuantizedMatmul; prints bytes saved; --verify prints the\n"
        "kernel error and the format error",
-       Concat({kQuantizedOperandFlags, {"out", "verify"}})},
+       Concat({kQuantizedOperandFlags, {"out", "verify"}}), &RunQuantized},
       {"bench",
        "closed-loop load test of one shape: --concurrency --duration_s --warmup_s\n"
        "[--channels] [--async] [--json]; --local times the in-process CPU backend;\n"
        "--quantized drives QuantizedMatmul (--format, --weight_only) instead",
        Concat({kMatmulOperandFlags, kQuantizedOperandFlags,
                {"quantized", "concurrency", "channels", "duration_s", "warmup_s", "async",
-                "local", "json"}})},
+                "local", "json"}}),
+       &RunBench},
   };
   return *commands;
 }
@@ -103,9 +101,9 @@ CommandLine ReadCommandLine(const std::vector<std::string>& args) {
       line.help = true;
       continue;
     }
-    const absl::CommandLineFlag* flag = Find(name);
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr && absl::StartsWith(name, "no")) {
-      const absl::CommandLineFlag* negated = Find(name.substr(2));
+      const absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(2));
       if (negated != nullptr && negated->IsOfType<bool>()) {
         flag = negated;
         name = name.substr(2);
@@ -152,7 +150,7 @@ std::string HelpText(const CommandSpec* command) {
   std::string text = absl::StrCat("gemm-cli ", command->name, ": ", command->summary,
                                   "\n\nUsage: gemm-cli ", command->name, " [flags]\n\nFlags:\n");
   for (absl::string_view name : AllFlags(*command)) {
-    const absl::CommandLineFlag* flag = Find(name);
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) continue;
     const std::string def = flag->DefaultValue();
     absl::StrAppend(&text, "  --", name, " (default: ", def.empty() ? "\"\"" : def, ")\n      ",

@@ -9,13 +9,15 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "client_cli/cli_options.h"
 
 namespace gemmd {
 
 struct CommandSpec {
   absl::string_view name;
-  absl::string_view summary;                 // a paragraph for --help
-  std::vector<absl::string_view> flags;      // besides kCommonFlags
+  absl::string_view summary;             // a paragraph for --help
+  std::vector<absl::string_view> flags;  // besides kCommonFlags
+  int (*run)(const CliOptions& options);  // commands.h; returns the exit status
 };
 
 // Every command takes these.

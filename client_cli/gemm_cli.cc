@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   usage_config.version_string = VersionString;
   absl::SetFlagsUsageConfig(usage_config);
   // Help is ours, per command (absl's lists every flag of the binary by source file).
-  const gemmd::CommandLine line = gemmd::ReadCommandLine(std::vector<std::string>(argv, argv + argc));
+  const gemmd::CommandLine line =
+      gemmd::ReadCommandLine(std::vector<std::string>(argv, argv + argc));
   if (line.help) {
     std::fputs(gemmd::HelpText(gemmd::FindCommand(line.command)).c_str(), stdout);
     return 0;
@@ -51,16 +52,11 @@ int main(int argc, char** argv) {
   const gemmd::CliOptions o = gemmd::CliOptionsFromFlags();
   if (absl::Status s = gemmd::CheckCommonFlags(o); !s.ok()) return gemmd::ReportError(s);
   try {
-    if (command == "info") return gemmd::RunInfo(o);
-    if (command == "health") return gemmd::RunHealth(o);
-    if (command == "matmul") return gemmd::RunMatmul(o);
-    if (command == "bench") return gemmd::RunBench(o);
-    if (command == "quantized") return gemmd::RunQuantized(o);
+    return spec->run(o);
   } catch (const std::bad_alloc&) {
     // The sizes are checked against this machine's memory first; this is what is left
     // (another process took the memory meanwhile, or an estimate fell short).
     std::fprintf(stderr, "error: out of memory while building or receiving the request\n");
     return 1;
   }
-  return 1;  // FindCommand knows no other
 }

@@ -16,7 +16,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/scheduling/batcher.h"
-#include "server/devices/cpu/cpu_catalogue.h"
 #include "server/devices/cpu/cpu_device.h"
 #include "server/rpc/gemm_service.h"
 #include "server/rpc/host_memory.h"
@@ -94,11 +93,7 @@ absl::StatusOr<Backend> OpenBackend(const ServerConfig& config) {
         "use --backend=cpu or auto");
   }
 #endif
-  Backend cpu;
-  cpu.name = "cpu";
-  cpu.catalogue = std::make_unique<CpuCatalogue>();
-  cpu.devices.push_back(std::make_unique<CpuDevice>(0));
-  return cpu;
+  return OpenCpuBackend();
 }
 
 }  // namespace

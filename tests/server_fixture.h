@@ -25,7 +25,6 @@
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "proto/proto_types.h"
 #include "server/devices/backend.h"
-#include "server/devices/cpu/cpu_catalogue.h"
 #include "server/devices/cpu/cpu_device.h"
 #include "server/devices/device.h"
 #include "server/gemm_server.h"
@@ -145,11 +144,7 @@ inline bool Eventually(const std::function<bool()>& condition,
 class InProcessServerTest : public ::testing::Test {
  protected:
   void Start(ServerConfig config = TestConfig()) {
-    Backend cpu;
-    cpu.name = "cpu";
-    cpu.catalogue = std::make_unique<CpuCatalogue>();
-    cpu.devices.push_back(std::make_unique<CpuDevice>(0));
-    Start(config, std::move(cpu));
+    Start(config, OpenCpuBackend());
   }
   void Start(ServerConfig config, std::unique_ptr<FakeDevice> device) {
     std::vector<std::unique_ptr<Device>> devices;

@@ -849,28 +849,22 @@ absl::Status LaunchSkinnyQuantizedGemm(const void* a, DataType a_type, int64_t m
   // subnormals, where it is a multiple of 2^-24 within 2^-25 of a * 2^e, and lo =
   // fp16(a * 2^e - hi) is then 0 (round to even at 2^-25): the lo plane of BF16 is always
   // zero. FP32 A needs both planes.
-  bool ring = RingOperands(hi, b);
-  switch (path) {
-    case SkinnyPath::kStream:
-      if (a_type == DataType::kFloat32) {
-        return absl::FailedPreconditionError(
-            "the streaming skinny kernel takes FLOAT16 or BFLOAT16 activations");
-      }
-      return LaunchSkinnyStream(hi, planes.row_scale, m, b, c, tuning.k_splits,
-                                /*fill_required=*/false, stream);
-    case SkinnyPath::kRing: {
-      const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
-      if (!facts.ok()) return facts.status();
-      if (absl::Status s = SkinnyRingRuns(hi, a_type, m, b, facts->smem_optin); !s.ok()) return s;
-      break;
+  if (path == SkinnyPath::kStream) {
+    if (a_type == DataType::kFloat32) {
+      return absl::FailedPreconditionError(
+          "the streaming skinny kernel takes FLOAT16 or BFLOAT16 activations");
     }
-    case SkinnyPath::kRegisters:
-      ring = false;
-      break;
-    case SkinnyPath::kAuto:
-    case SkinnyPath::kClassic:
-      break;
+    return LaunchSkinnyStream(hi, planes.row_scale, m, b, c, tuning.k_splits,
+                              /*fill_required=*/false, stream);
   }
+  if (tuning.path == SkinnyPath::kRing) {  // forced: say why it cannot run
+    const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
+    if (!facts.ok()) return facts.status();
+    if (absl::Status s = SkinnyRingRuns(hi, a_type, m, b, facts->smem_optin); !s.ok()) return s;
+  }
+  // kRing and kClassic take the ring where its operands allow (LaunchRing also checks
+  // the variant fits the device); kRegisters never does.
+  const bool ring = path != SkinnyPath::kRegisters && RingOperands(hi, b);
   if (b.format == QuantFormat::kNvfp4) {
     return LaunchForFormat<QuantFormat::kNvfp4>(planes, split, aligned, ring, m, b, c, tuning,
                                                 stream);

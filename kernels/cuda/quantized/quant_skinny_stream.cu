@@ -414,6 +414,24 @@ absl::StatusOr<bool> HasClusterCode(Kernel kernel, int device,
   return has;
 }
 
+// The launch of row_blocks x splits blocks of kThreads, K split over clusters of `splits`
+// along y (no cluster attribute for 1); `cluster` holds the attribute the config points to.
+cudaLaunchConfig_t GridConfig(int64_t row_blocks, int64_t splits, size_t smem,
+                              cudaStream_t stream, cudaLaunchAttribute* cluster) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(splits));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cluster->id = cudaLaunchAttributeClusterDimension;
+  cluster->val.clusterDim.x = 1;
+  cluster->val.clusterDim.y = static_cast<unsigned>(splits);
+  cluster->val.clusterDim.z = 1;
+  config.attrs = cluster;
+  config.numAttrs = splits > 1 ? 1 : 0;
+  return config;
+}
+
 // How the streaming kernel covers a problem on the current device.
 struct StreamPlan {
   int64_t row_blocks = 0;
@@ -465,17 +483,9 @@ absl::StatusOr<StreamPlan> PlanStream(int64_t m, int64_t n, int64_t k, int k_spl
     const bool cacheable = device >= 0 && device < kMaxCachedDevices;
     int clusters = cacheable ? fitting[device][splits].load(std::memory_order_relaxed) : 0;
     if (clusters == 0) {
-      cudaLaunchConfig_t config = {};
-      config.blockDim = dim3(kThreads);
-      config.dynamicSmemBytes = kMaxSmem;
-      cudaLaunchAttribute attribute[1];
-      attribute[0].id = cudaLaunchAttributeClusterDimension;
-      attribute[0].val.clusterDim.x = 1;
-      attribute[0].val.clusterDim.y = static_cast<unsigned>(splits);
-      attribute[0].val.clusterDim.z = 1;
-      config.attrs = attribute;
-      config.numAttrs = 1;
-      config.gridDim = dim3(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(splits));
+      cudaLaunchAttribute cluster;
+      const cudaLaunchConfig_t config =
+          GridConfig(plan.row_blocks, splits, kMaxSmem, /*stream=*/nullptr, &cluster);
       RETURN_IF_CUDA_ERROR(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
       clusters = std::max(clusters, -1);
       if (cacheable) fitting[device][splits].store(clusters == 0 ? -1 : clusters);
@@ -503,18 +513,9 @@ absl::Status Launch(const __half* a, const float* a_row_scale, int64_t m,
   const absl::StatusOr<StreamPlan> plan =
       PlanStream<kFormat, kMTiles>(m, b.n, b.k, k_splits_override, fill_required);
   if (!plan.ok()) return plan.status();
-  cudaLaunchConfig_t config = {};
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = plan->smem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = 1;
-  attribute[0].val.clusterDim.y = static_cast<unsigned>(plan->splits);
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = plan->splits > 1 ? 1 : 0;
-  config.gridDim = dim3(static_cast<unsigned>(plan->row_blocks), static_cast<unsigned>(plan->splits));
+  cudaLaunchAttribute cluster;
+  const cudaLaunchConfig_t config =
+      GridConfig(plan->row_blocks, plan->splits, plan->smem, stream, &cluster);
   RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(
       &config, SkinnyStreamKernel<kFormat, kMTiles>, a, a_row_scale, static_cast<int>(m),
       static_cast<const uint8_t*>(b.data), static_cast<const uint8_t*>(b.scales),

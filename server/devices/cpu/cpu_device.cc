@@ -1,11 +1,13 @@
 #include "server/devices/cpu/cpu_device.h"
 
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "kernels/cpu/cpu_catalogue.h"
 #include "kernels/cpu/cpu_gemm.h"
+#include "server/devices/cpu/cpu_catalogue.h"
 
 namespace gemmd {
 
@@ -37,6 +39,14 @@ absl::Status CpuDevice::Run(const DeviceLaunch& launch, int /*lane*/, LaunchTime
   times->compute = absl::Now() - start;
   times->copy_out = absl::ZeroDuration();
   return status;
+}
+
+Backend OpenCpuBackend() {
+  Backend cpu;
+  cpu.name = "cpu";
+  cpu.catalogue = std::make_unique<CpuCatalogue>();
+  cpu.devices.push_back(std::make_unique<CpuDevice>(0));
+  return cpu;
 }
 
 }  // namespace gemmd

@@ -1,4 +1,4 @@
-// The CPU backend as a Device: runs the kernels of kernels/cpu_catalogue.h (OpenBLAS for
+// The CPU backend as a Device: runs the kernels of kernels/cpu/cpu_catalogue.h (OpenBLAS for
 // FP32, faithful FP16-tensor emulation, the weight-only quantized kernel). Operands
 // already live in host memory, so copies take no time. A launch runs its items one after
 // another straight from the request buffers: packing them would only add copies
@@ -6,6 +6,7 @@
 #ifndef GEMMD_SERVER_DEVICES_CPU_CPU_DEVICE_H_
 #define GEMMD_SERVER_DEVICES_CPU_CPU_DEVICE_H_
 
+#include "server/devices/backend.h"
 #include "server/devices/device.h"
 
 namespace gemmd {
@@ -23,6 +24,9 @@ class CpuDevice : public Device {
  private:
   DeviceDescription description_;
 };
+
+// The CPU backend: one CpuDevice and the CpuCatalogue.
+Backend OpenCpuBackend();
 
 }  // namespace gemmd
 

@@ -41,9 +41,9 @@ TEST(HostMemoryTest, NoCapMeansNoRefusal) {
 
 // A result buffer stays counted while it lives (inside a gRPC slice, say), goes back to
 // the pool when released, and comes back for a result of a similar size.
-TEST(HostMemoryTest, ResultBuffersArePooledAndReused) {
+TEST(HostMemoryTest, HostBuffersArePooledAndReused) {
   auto memory = HostMemory::Create(1 << 20, 1 << 20);
-  absl::StatusOr<std::unique_ptr<ResultBuffer>> first = memory->AcquireResult(4096);
+  absl::StatusOr<std::unique_ptr<HostBuffer>> first = memory->AcquireBuffer(4096);
   ASSERT_TRUE(first.ok());
   EXPECT_EQ((*first)->size(), 4096u);
   std::memset((*first)->data(), 7, 4096);
@@ -55,7 +55,7 @@ TEST(HostMemoryTest, ResultBuffersArePooledAndReused) {
   EXPECT_EQ(memory->pooled_buffers(), 1u);
 
   // 3000 bytes reuse the 4096-byte buffer (within twice its size); 1000 do not.
-  absl::StatusOr<std::unique_ptr<ResultBuffer>> second = memory->AcquireResult(3000);
+  absl::StatusOr<std::unique_ptr<HostBuffer>> second = memory->AcquireBuffer(3000);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ((*second)->data(), address);
   EXPECT_EQ((*second)->size(), 3000u);
@@ -63,7 +63,7 @@ TEST(HostMemoryTest, ResultBuffersArePooledAndReused) {
   EXPECT_EQ(memory->reserved_bytes(), 4096);
   EXPECT_EQ(memory->pooled_bytes(), 0);
   second->reset();
-  absl::StatusOr<std::unique_ptr<ResultBuffer>> small = memory->AcquireResult(1000);
+  absl::StatusOr<std::unique_ptr<HostBuffer>> small = memory->AcquireBuffer(1000);
   ASSERT_TRUE(small.ok());
   EXPECT_NE((*small)->data(), address);
   EXPECT_EQ(memory->pooled_bytes(), 4096);
@@ -74,8 +74,8 @@ TEST(HostMemoryTest, ResultBuffersArePooledAndReused) {
 TEST(HostMemoryTest, PooledBuffersGiveWayToWork) {
   auto memory = HostMemory::Create(10000, 10000);
   {
-    absl::StatusOr<std::unique_ptr<ResultBuffer>> a = memory->AcquireResult(4000);
-    absl::StatusOr<std::unique_ptr<ResultBuffer>> b = memory->AcquireResult(4000);
+    absl::StatusOr<std::unique_ptr<HostBuffer>> a = memory->AcquireBuffer(4000);
+    absl::StatusOr<std::unique_ptr<HostBuffer>> b = memory->AcquireBuffer(4000);
     ASSERT_TRUE(a.ok() && b.ok());
   }
   EXPECT_EQ(memory->pooled_bytes(), 8000);
@@ -84,7 +84,7 @@ TEST(HostMemoryTest, PooledBuffersGiveWayToWork) {
   EXPECT_EQ(memory->pooled_bytes(), 4000);  // the oldest buffer made room
   EXPECT_LE(memory->reserved_bytes() + memory->pooled_bytes(), 10000);
   {
-    absl::StatusOr<std::unique_ptr<ResultBuffer>> c = memory->AcquireResult(4500);
+    absl::StatusOr<std::unique_ptr<HostBuffer>> c = memory->AcquireBuffer(4500);
     ASSERT_TRUE(c.ok()) << c.status();  // the pooled 4000 is too small: a new one
     EXPECT_EQ(memory->pooled_bytes(), 0);
     EXPECT_EQ(memory->reserved_bytes(), 9500);
@@ -97,19 +97,19 @@ TEST(HostMemoryTest, PooledBuffersGiveWayToWork) {
 TEST(HostMemoryTest, PoolLimitsAreKept) {
   auto memory = HostMemory::Create(0, /*max_pooled_bytes=*/5000, /*max_pooled_buffers=*/2);
   for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<std::unique_ptr<ResultBuffer>> a = memory->AcquireResult(1000);
-    absl::StatusOr<std::unique_ptr<ResultBuffer>> b = memory->AcquireResult(1000);
-    absl::StatusOr<std::unique_ptr<ResultBuffer>> c = memory->AcquireResult(1000);
+    absl::StatusOr<std::unique_ptr<HostBuffer>> a = memory->AcquireBuffer(1000);
+    absl::StatusOr<std::unique_ptr<HostBuffer>> b = memory->AcquireBuffer(1000);
+    absl::StatusOr<std::unique_ptr<HostBuffer>> c = memory->AcquireBuffer(1000);
   }
   EXPECT_EQ(memory->pooled_buffers(), 2u);
   EXPECT_EQ(memory->pooled_bytes(), 2000);
-  { absl::StatusOr<std::unique_ptr<ResultBuffer>> big = memory->AcquireResult(6000); }
+  { absl::StatusOr<std::unique_ptr<HostBuffer>> big = memory->AcquireBuffer(6000); }
   EXPECT_EQ(memory->pooled_bytes(), 2000);  // over max_pooled_bytes: freed
 }
 
-TEST(HostMemoryTest, ResultBuffersRefusePastTheCap) {
+TEST(HostMemoryTest, HostBuffersRefusePastTheCap) {
   auto memory = HostMemory::Create(1000, 0);
-  absl::StatusOr<std::unique_ptr<ResultBuffer>> big = memory->AcquireResult(1001);
+  absl::StatusOr<std::unique_ptr<HostBuffer>> big = memory->AcquireBuffer(1001);
   EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(absl::StrContains(big.status().message(), "--max_inflight_bytes=1000"));
   EXPECT_EQ(memory->reserved_bytes(), 0);
@@ -117,10 +117,10 @@ TEST(HostMemoryTest, ResultBuffersRefusePastTheCap) {
 
 // A buffer may outlive every other owner of the HostMemory (gRPC frees slices late).
 TEST(HostMemoryTest, BuffersKeepTheirHostMemoryAlive) {
-  std::unique_ptr<ResultBuffer> survivor;
+  std::unique_ptr<HostBuffer> survivor;
   {
     auto memory = HostMemory::Create(1000, 1000);
-    survivor = *memory->AcquireResult(100);
+    survivor = *memory->AcquireBuffer(100);
   }
   std::memset(survivor->data(), 1, survivor->size());
   survivor.reset();  // returns into a pool nobody else holds: must not crash

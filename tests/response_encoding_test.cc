@@ -27,7 +27,7 @@ std::string Flatten(const grpc::ByteBuffer& buffer) {
 TEST(ResponseEncodingTest, ParsesAsTheMessageAndReleasesTheBuffer) {
   auto memory = HostMemory::Create(0, 1 << 24);
   for (size_t bytes : {size_t{4}, size_t{200}, size_t{3} << 20}) {
-    absl::StatusOr<std::unique_ptr<ResultBuffer>> result = memory->AcquireResult(bytes);
+    absl::StatusOr<std::unique_ptr<HostBuffer>> result = memory->AcquireBuffer(bytes);
     ASSERT_TRUE(result.ok());
     for (size_t i = 0; i < bytes; ++i) (*result)->data()[i] = static_cast<char>(i * 7 + 1);
     const std::string expected((*result)->data(), bytes);

@@ -21,7 +21,7 @@ target_link_libraries(cli_test PRIVATE gemm_cli_lib GTest::gtest_main)
 gtest_discover_tests(cli_test DISCOVERY_TIMEOUT 60)
 
 add_executable(quantized_server_test quantized_server_test.cc)
-target_link_libraries(quantized_server_test PRIVATE gemm_server_lib GTest::gtest_main)
+target_link_libraries(quantized_server_test PRIVATE gemm_server_lib GTest::gmock GTest::gtest_main)
 gtest_discover_tests(quantized_server_test DISCOVERY_TIMEOUT 60)
 
 # The server against hostile clients, overload and shutdown (raw HTTP/2 where a gRPC

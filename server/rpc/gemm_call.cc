@@ -1,7 +1,5 @@
 #include "server/rpc/gemm_call.h"
 
-#include <grpcpp/support/proto_buffer_reader.h>
-
 #include <chrono>
 #include <utility>
 
@@ -109,42 +107,16 @@ void GemmCall::OnReadDone(bool ok) {
 
 absl::Status GemmCall::PrepareAndSubmit() {
   const GemmRequestContext& ctx = env_->request;
-  const int64_t wire_bytes = static_cast<int64_t>(request_bytes_.Length());
-  if (wire_bytes > ctx.limits.max_message_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the request is ", wire_bytes, " bytes; this server accepts at most ",
-        ctx.limits.max_message_bytes, " (--max_message_bytes)"));
-  }
   request_ = std::make_unique<GemmRequest>();
   GemmRequest& r = *request_;
-  // The received bytes and their parsed copy exist together until parsing is done.
-  absl::StatusOr<Reservation> reserved = ctx.memory->Reserve(2 * wire_bytes);
-  if (!reserved.ok()) return reserved.status();
-  r.message_reservation = *std::move(reserved);
-  if (method_ == RpcMethod::kMatmul) {
-    r.message = std::make_unique<gemm::v1::MatmulRequest>();
-  } else {
-    r.message = std::make_unique<gemm::v1::QuantizedMatmulRequest>();
+  if (absl::Status s = PrepareRequest(ctx, method_, &request_bytes_, &r, &label_); !s.ok()) {
+    return s;
   }
-  {
-    grpc::ProtoBufferReader reader(&request_bytes_);
-    if (!r.message->ParseFromZeroCopyStream(&reader)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the request (", wire_bytes, " bytes) is not a valid ", RequestTypeName(method_)));
-    }
-  }
-  request_bytes_.Clear();
-  (void)r.message_reservation.Resize(wire_bytes);  // shrinking always succeeds
-
-  const absl::Status prepared = method_ == RpcMethod::kMatmul
-                                    ? PrepareMatmul(ctx, &r, &label_)
-                                    : PrepareQuantizedMatmul(ctx, &r, &label_);
-  if (!prepared.ok()) return prepared;
   input_bytes_ = r.input_bytes;
   output_bytes_ = r.output_bytes;
 
-  absl::StatusOr<std::unique_ptr<ResultBuffer>> result =
-      ctx.memory->AcquireResult(static_cast<size_t>(r.output_bytes));
+  absl::StatusOr<std::unique_ptr<HostBuffer>> result =
+      ctx.memory->AcquireBuffer(static_cast<size_t>(r.output_bytes));
   if (!result.ok()) return result.status();
   result_ = *std::move(result);
 

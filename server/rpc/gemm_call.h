@@ -100,7 +100,7 @@ class GemmCall final : public grpc::ServerGenericBidiReactor, public CallRegistr
   PrecisionLabel label_ = PrecisionLabel::None();
   int64_t input_bytes_ = 0;   // for the metrics of a call that succeeded
   int64_t output_bytes_ = 0;
-  std::unique_ptr<ResultBuffer> result_;
+  std::unique_ptr<HostBuffer> result_;
 };
 
 // A call to a method this server does not have: UNIMPLEMENTED, naming it (capped).

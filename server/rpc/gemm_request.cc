@@ -6,10 +6,22 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "proto/wire/gemm_wire.h"
 #include "server/rpc/client_text.h"
+#include "server/rpc/payload_placement.h"
 #include "server/rpc/quantized_validation.h"
 
 namespace gemmd {
+namespace {
+
+// The received slices go once no payload points into them.
+void KeepWireOnlyIf(bool needed, GemmRequest* r) {
+  if (needed) return;
+  r->wire.clear();
+  r->wire_reservation = Reservation();
+}
+
+}  // namespace
 
 absl::Status CheckKernelName(const KernelCatalogue& catalogue, RpcMethod method,
                              std::string_view name) {
@@ -36,10 +48,23 @@ absl::Status CheckKernelName(const KernelCatalogue& catalogue, RpcMethod method,
       quantized.empty() ? std::string("none") : absl::StrJoin(quantized, ", ")));
 }
 
-absl::Status PrepareMatmul(const GemmRequestContext& context, GemmRequest* r,
-                           PrecisionLabel* label) {
-  const auto& message = static_cast<const gemm::v1::MatmulRequest&>(*r->message);
-  absl::StatusOr<ValidatedMatmul> v = ValidateMatmul(message, context.limits);
+namespace {
+
+absl::Status PrepareMatmul(const GemmRequestContext& context, const wire::ByteRuns& received,
+                           GemmRequest* r, PrecisionLabel* label) {
+  wire::MatmulRequestWire parsed;
+  if (absl::Status s = wire::ParseMatmulRequest(received, &parsed); !s.ok()) return s;
+  MatmulPayloads payloads;
+  const absl::Time place_start = absl::Now();
+  absl::StatusOr<PlacedPayloads> placed =
+      PlacePayloads(context.memory, {{&parsed.a_data, &payloads.a},
+                                     {&parsed.b_data, &payloads.b},
+                                     {&parsed.c_data, &payloads.c}});
+  if (!placed.ok()) return placed.status();
+  r->payloads = std::move(placed->buffer);
+  KeepWireOnlyIf(placed->uses_wire, r);
+  r->prepare = absl::Now() - place_start;  // the copy off the wire is copy-in
+  absl::StatusOr<ValidatedMatmul> v = ValidateMatmul(parsed.head, payloads, context.limits);
   if (!v.ok()) return v.status();
   *label = PrecisionLabel::Of(v->problem.precision);
   if (absl::Status s = CheckKernelName(*context.catalogue, RpcMethod::kMatmul, v->kernel);
@@ -50,17 +75,32 @@ absl::Status PrepareMatmul(const GemmRequestContext& context, GemmRequest* r,
   if (!kernel.ok()) return kernel.status();
   r->kernel = *kernel;
   r->problem = v->problem;
-  r->operands = v->operands;  // point into the message, which the request owns
+  r->operands = v->operands;  // point at the payloads, which the request owns
   r->output_shape = std::move(v->output_shape);
   r->input_bytes = v->input_bytes;
   r->output_bytes = v->output_bytes;
   return absl::OkStatus();
 }
 
-absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context, GemmRequest* r,
+absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context,
+                                    const wire::ByteRuns& received, GemmRequest* r,
                                     PrecisionLabel* label) {
-  const auto& message = static_cast<const gemm::v1::QuantizedMatmulRequest&>(*r->message);
-  absl::StatusOr<ValidatedQuantized> v = ValidateQuantizedMatmul(message, context.limits);
+  wire::QuantizedMatmulRequestWire parsed;
+  if (absl::Status s = wire::ParseQuantizedMatmulRequest(received, &parsed); !s.ok()) return s;
+  const gemm::v1::QuantizedMatmulRequest& message = parsed.head;
+  wire::QuantizedPayloads payloads;
+  const absl::Time place_start = absl::Now();
+  absl::StatusOr<PlacedPayloads> placed =
+      PlacePayloads(context.memory, {{&parsed.a_data, &payloads.a_data},
+                                     {&parsed.a_scales, &payloads.a_scales},
+                                     {&parsed.a_dense_data, &payloads.a_dense_data},
+                                     {&parsed.b_data, &payloads.b_data},
+                                     {&parsed.b_scales, &payloads.b_scales}});
+  if (!placed.ok()) return placed.status();
+  r->payloads = std::move(placed->buffer);
+  KeepWireOnlyIf(placed->uses_wire, r);
+  r->prepare = absl::Now() - place_start;
+  absl::StatusOr<ValidatedQuantized> v = ValidateQuantizedMatmul(message, payloads, context.limits);
   if (!v.ok()) return v.status();
   *label = PrecisionLabel::Of(v->b_format);
   if (absl::Status s =
@@ -81,7 +121,7 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context, GemmReque
 
   // A backend with quantized kernels takes the packed bytes as they are (unless the
   // request forces a dense kernel); validation has checked every scale byte already.
-  r->packed = PackedOperands(message, *v);
+  r->packed = PackedOperands(message, *v, payloads);
   absl::StatusOr<QuantizedChoice> choice =
       context.catalogue->SelectQuantized(r->packed, v->kernel);
   if (!choice.ok()) return choice.status();
@@ -119,11 +159,37 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context, GemmReque
     r->quantized = &r->packed;
   } else {
     float* b = a + v->m * v->k;
-    if (absl::Status s = DequantizeOperands(message, *v, a, b); !s.ok()) return s;
+    if (absl::Status s = DequantizeOperands(message, *v, payloads, a, b); !s.ok()) return s;
     r->operands = {a, b, nullptr, nullptr};
   }
-  r->prepare = absl::Now() - prepare_start;
+  r->prepare += absl::Now() - prepare_start;
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status PrepareRequest(const GemmRequestContext& context, RpcMethod method,
+                            grpc::ByteBuffer* received, GemmRequest* r, PrecisionLabel* label) {
+  const int64_t wire_bytes = static_cast<int64_t>(received->Length());
+  if (wire_bytes > context.limits.max_message_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the request is ", wire_bytes, " bytes; this server accepts at most ",
+        context.limits.max_message_bytes, " (--max_message_bytes)"));
+  }
+  absl::StatusOr<Reservation> reserved = context.memory->Reserve(wire_bytes);
+  if (!reserved.ok()) return reserved.status();
+  r->wire_reservation = *std::move(reserved);
+  // Dump takes references to gRPC's slices; no byte is copied.
+  if (grpc::Status s = received->Dump(&r->wire); !s.ok()) {
+    return absl::InternalError(absl::StrCat("reading the received request: ", s.error_message()));
+  }
+  received->Clear();
+  wire::ByteRuns runs;
+  for (const grpc::Slice& slice : r->wire) {
+    runs.Append(absl::string_view(reinterpret_cast<const char*>(slice.begin()), slice.size()));
+  }
+  return method == RpcMethod::kMatmul ? PrepareMatmul(context, runs, r, label)
+                                      : PrepareQuantizedMatmul(context, runs, r, label);
 }
 
 }  // namespace gemmd

@@ -1,18 +1,25 @@
 // One accepted Matmul or QuantizedMatmul from admission to answer: the request object.
 // It is the Job the scheduler runs, and it owns everything the job's operands point
-// into (the parsed message, dequantized operands and their memory reservations) until
-// the executor has answered it and lets it go.
+// into (the received slices, the buffer its payloads were copied into, dequantized
+// operands, and their memory reservations) until the executor has answered it and lets
+// it go.
 //
-// Preparing it: validated (every size checked before anything sized by the client is
-// allocated), its kernel chosen once through the backend's catalogue (a forced one
-// checked), its host memory reserved, its operands pointing into the request (or into
-// buffers prepared here, for a QuantizedMatmul dequantized on the host).
+// Preparing it, from the bytes gRPC received: parsed by proto/wire (the tensors' bytes
+// located in the slices, not copied), its payloads placed once (payload_placement.h),
+// validated (every size checked before anything sized by the client is allocated), its
+// kernel chosen once through the backend's catalogue (a forced one checked), its
+// operands pointing at the placed payloads (or at buffers prepared here, for a
+// QuantizedMatmul dequantized on the host).
 //
-// Errors: those of ValidateMatmul / ValidateQuantizedMatmul; FAILED_PRECONDITION for a
-// kernel this server does not have or that cannot run the request; RESOURCE_EXHAUSTED
-// when the memory it needs would pass --max_inflight_bytes. Thread-safe.
+// Errors: INVALID_ARGUMENT for bytes that are not the request message, and those of
+// ValidateMatmul / ValidateQuantizedMatmul; FAILED_PRECONDITION for a kernel this server
+// does not have or that cannot run the request; RESOURCE_EXHAUSTED for a message over
+// --max_message_bytes or memory that would pass --max_inflight_bytes. Thread-safe.
 #ifndef GEMMD_SERVER_RPC_GEMM_REQUEST_H_
 #define GEMMD_SERVER_RPC_GEMM_REQUEST_H_
+
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
 
 #include <cstdint>
 #include <memory>
@@ -39,10 +46,12 @@ struct GemmRequestContext {
 };
 
 struct GemmRequest : Job {
-  // The parsed request (a MatmulRequest or QuantizedMatmulRequest), which the operands
-  // point into, and the memory it holds.
-  std::unique_ptr<google::protobuf::Message> message;
-  Reservation message_reservation;
+  // The request as received (payloads used in place point into it) and the memory it
+  // holds; let go as soon as nothing points into it.
+  std::vector<grpc::Slice> wire;
+  Reservation wire_reservation;
+  // The payloads copied off the wire (null when all are used in place).
+  std::unique_ptr<HostBuffer> payloads;
   // Set while preparing: C's shape, payload bytes in and out, and host work on the
   // operands before queueing (dequantizing), which responses report as copy-in.
   std::vector<int64_t> output_shape;
@@ -57,14 +66,14 @@ struct GemmRequest : Job {
   Reservation scratch_reservation;
 };
 
-// Prepares `request` from its message (a MatmulRequest / QuantizedMatmulRequest). *label
-// is set as soon as the request's precision (or weight format) is known, so a failure
-// after validation still counts under it. operands.c_out is left null: the caller points
-// it at the result buffer.
-absl::Status PrepareMatmul(const GemmRequestContext& context, GemmRequest* request,
-                           PrecisionLabel* label);
-absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context, GemmRequest* request,
-                                    PrecisionLabel* label);
+// Prepares `request` from `received`, the bytes of a MatmulRequest (method kMatmul) or a
+// QuantizedMatmulRequest, which it takes (leaving `received` empty). *label is set as
+// soon as the request's precision (or weight format) is known, so a failure after
+// validation still counts under it. operands.c_out is left null: the caller points it
+// at the result buffer.
+absl::Status PrepareRequest(const GemmRequestContext& context, RpcMethod method,
+                            grpc::ByteBuffer* received, GemmRequest* request,
+                            PrecisionLabel* label);
 
 // FAILED_PRECONDITION for a forced kernel name this server has under neither RPC, or one
 // that belongs to the other RPC (a QuantizedMatmul kernel named in a Matmul); OK for ""

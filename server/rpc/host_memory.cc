@@ -36,18 +36,27 @@ absl::Status Reservation::Resize(int64_t bytes) {
     absl::MutexLock lock(&owner_->mu_);
     status = owner_->Take(bytes - bytes_, &freed);
   }
+  owner_->FreeAll(&freed);
   if (status.ok()) bytes_ = bytes;
   return status;
 }
 
-ResultBuffer::~ResultBuffer() {
-  if (owner_ != nullptr) owner_->Return(std::move(data_), capacity_);
+HostBuffer::~HostBuffer() {
+  if (owner_ != nullptr) owner_->Return(data_, capacity_);
 }
 
 std::shared_ptr<HostMemory> HostMemory::Create(int64_t max_bytes, int64_t max_pooled_bytes,
-                                               size_t max_pooled_buffers) {
+                                               size_t max_pooled_buffers,
+                                               std::shared_ptr<HostAllocator> allocator) {
   return std::shared_ptr<HostMemory>(
-      new HostMemory(max_bytes, max_pooled_bytes, max_pooled_buffers));
+      new HostMemory(max_bytes, max_pooled_bytes, max_pooled_buffers, std::move(allocator)));
+}
+
+HostMemory::~HostMemory() { FreeAll(&idle_); }
+
+void HostMemory::FreeAll(std::vector<Idle>* idle) {
+  for (Idle& buffer : *idle) allocator_->Free(buffer.data, buffer.capacity);
+  idle->clear();
 }
 
 absl::Status HostMemory::Take(int64_t bytes, std::vector<Idle>* freed) {
@@ -81,17 +90,21 @@ void HostMemory::Give(int64_t bytes) {
 
 absl::StatusOr<Reservation> HostMemory::Reserve(int64_t bytes) {
   std::vector<Idle> freed;  // freed after the lock is dropped
+  absl::Status status;
   {
     absl::MutexLock lock(&mu_);
-    if (absl::Status s = Take(bytes, &freed); !s.ok()) return s;
+    status = Take(bytes, &freed);
   }
+  FreeAll(&freed);
+  if (!status.ok()) return status;
   return Reservation(shared_from_this(), bytes);
 }
 
-absl::StatusOr<std::unique_ptr<ResultBuffer>> HostMemory::AcquireResult(size_t bytes) {
+absl::StatusOr<std::unique_ptr<HostBuffer>> HostMemory::AcquireBuffer(size_t bytes) {
   std::vector<Idle> freed;
-  std::unique_ptr<char[]> data;
+  char* data = nullptr;
   size_t capacity = 0;
+  absl::Status status;
   {
     absl::MutexLock lock(&mu_);
     // The smallest idle buffer that holds it without wasting more than its size.
@@ -103,24 +116,32 @@ absl::StatusOr<std::unique_ptr<ResultBuffer>> HostMemory::AcquireResult(size_t b
       }
     }
     if (best < idle_.size()) {
-      data = std::move(idle_[best].data);
+      data = idle_[best].data;
       capacity = idle_[best].capacity;
       idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(best));
       pooled_ -= static_cast<int64_t>(capacity);
       reserved_ += static_cast<int64_t>(capacity);  // idle -> in use: no new memory
     } else {
-      if (absl::Status s = Take(static_cast<int64_t>(bytes), &freed); !s.ok()) return s;
-      capacity = bytes;
+      status = Take(static_cast<int64_t>(std::max<size_t>(bytes, 1)), &freed);
+      capacity = std::max<size_t>(bytes, 1);
     }
   }
-  // Allocated outside the lock; new char[] leaves the bytes uninitialized (the device
-  // writes every one), so no page is touched here.
-  if (data == nullptr) data.reset(new char[std::max<size_t>(capacity, 1)]);
-  return std::unique_ptr<ResultBuffer>(
-      new ResultBuffer(shared_from_this(), std::move(data), capacity, bytes));
+  FreeAll(&freed);
+  if (!status.ok()) return status;
+  // Allocated outside the lock, uninitialized (whoever fills it writes every byte).
+  if (data == nullptr) {
+    data = allocator_->Allocate(capacity);
+    if (data == nullptr) {
+      Give(static_cast<int64_t>(capacity));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the server could not allocate ", capacity, " bytes of host memory",
+                       allocator_->page_locked() ? " (page-locked)" : "", "; retry later"));
+    }
+  }
+  return std::unique_ptr<HostBuffer>(new HostBuffer(shared_from_this(), data, capacity, bytes));
 }
 
-void HostMemory::Return(std::unique_ptr<char[]> data, size_t capacity) {
+void HostMemory::Return(char* data, size_t capacity) {
   const int64_t c = static_cast<int64_t>(capacity);
   {
     absl::MutexLock lock(&mu_);
@@ -129,12 +150,13 @@ void HostMemory::Return(std::unique_ptr<char[]> data, size_t capacity) {
         pooled_ + c <= max_pooled_bytes_ && idle_.size() < max_pooled_buffers_;
     const bool fits_cap = max_bytes_ == 0 || reserved_ + pooled_ + c <= max_bytes_;
     if (fits_pool && fits_cap && data != nullptr) {
-      idle_.push_back({std::move(data), capacity});
+      idle_.push_back({data, capacity});
       pooled_ += c;
       return;
     }
   }
-  data.reset();  // outside the lock: munmap of a large buffer takes a while
+  // Outside the lock: unmapping (or unpinning) a large buffer takes a while.
+  if (data != nullptr) allocator_->Free(data, capacity);
 }
 
 bool HostMemory::Full() const {

@@ -1,16 +1,17 @@
 // The host memory that requests hold, under one cap (--max_inflight_bytes), and the pool
-// of result buffers kept between calls (--message_pool_bytes).
+// of buffers kept between calls (--message_pool_bytes).
 //
 // A request reserves what it holds from the moment its message is read: the received
-// bytes while they are parsed, the parsed operands until its job is answered, and its
-// result until gRPC has finished sending it (the result buffer goes out as a slice that
-// references it, and frees it when gRPC lets go). So a client that never reads its
-// replies pins at most the cap, not one result per call.
+// bytes until its operands are in their buffer, the operand buffer until its job is
+// answered, and its result until gRPC has finished sending it (the result buffer goes
+// out as a slice that references it, and frees it when gRPC lets go). So a client that
+// never reads its replies pins at most the cap, not one result per call.
 //
-// Why a pool: a fresh buffer of a large result comes straight from mmap, so every page
-// faults on first touch; a kept buffer skips that. Pooled buffers count against the same
-// cap: a reservation that needs their room frees them first, so the cap bounds in-flight
-// and pooled bytes together.
+// Why a pool: a fresh buffer of a large operand or result comes straight from mmap, so
+// every page faults on first touch (and page-locked memory, on CUDA, takes milliseconds
+// to allocate); a kept buffer skips that. Pooled buffers count against the same cap: a
+// reservation that needs their room frees them first, so the cap bounds in-flight and
+// pooled bytes together. Buffers come from the backend's HostAllocator.
 //
 // Thread-safe. Reservations and buffers keep the HostMemory alive (it is shared), so a
 // slice gRPC frees after the server has gone is still safe.
@@ -25,6 +26,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/devices/host_allocator.h"
 
 namespace gemmd {
 
@@ -51,43 +53,47 @@ class Reservation {
   int64_t bytes_ = 0;
 };
 
-// A result's bytes: `size()` bytes valid for writing, not zero-filled. Counted against
-// the cap (its capacity) until destroyed; then pooled or freed.
-class ResultBuffer {
+// A request's operands or result: `size()` bytes valid for writing, not zero-filled,
+// 64-byte aligned, page-locked when the allocator's are. Counted against the cap (its
+// capacity) until destroyed; then pooled or freed.
+class HostBuffer {
  public:
-  ResultBuffer(const ResultBuffer&) = delete;
-  ResultBuffer& operator=(const ResultBuffer&) = delete;
-  ~ResultBuffer();
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  ~HostBuffer();
 
-  char* data() { return data_.get(); }
+  char* data() { return data_; }
+  const char* data() const { return data_; }
   size_t size() const { return size_; }
   size_t capacity() const { return capacity_; }
 
  private:
   friend class HostMemory;
-  ResultBuffer(std::shared_ptr<HostMemory> owner, std::unique_ptr<char[]> data,
-               size_t capacity, size_t size)
-      : owner_(std::move(owner)), data_(std::move(data)), capacity_(capacity), size_(size) {}
+  HostBuffer(std::shared_ptr<HostMemory> owner, char* data, size_t capacity, size_t size)
+      : owner_(std::move(owner)), data_(data), capacity_(capacity), size_(size) {}
 
   std::shared_ptr<HostMemory> owner_;
-  std::unique_ptr<char[]> data_;
+  char* data_;
   size_t capacity_ = 0;
   size_t size_ = 0;
 };
 
 class HostMemory : public std::enable_shared_from_this<HostMemory> {
  public:
-  // max_bytes: the cap (0 = none). max_pooled_bytes: most bytes of idle result buffers
-  // kept (0 = none kept); max_pooled_buffers: most buffers kept.
-  static std::shared_ptr<HostMemory> Create(int64_t max_bytes, int64_t max_pooled_bytes,
-                                            size_t max_pooled_buffers = 256);
+  // max_bytes: the cap (0 = none). max_pooled_bytes: most bytes of idle buffers kept (0
+  // = none kept); max_pooled_buffers: most buffers kept. Buffers come from `allocator`.
+  ~HostMemory();
+  static std::shared_ptr<HostMemory> Create(
+      int64_t max_bytes, int64_t max_pooled_bytes, size_t max_pooled_buffers = 256,
+      std::shared_ptr<HostAllocator> allocator = PlainHostAllocator());
 
   // RESOURCE_EXHAUSTED ("server busy: ... --max_inflight_bytes") when `bytes` more would
   // pass the cap even with the pool emptied.
   absl::StatusOr<Reservation> Reserve(int64_t bytes);
-  // A buffer for `bytes` of result: a pooled one when one fits (capacity at most twice
-  // the size), else a new one. Fails like Reserve, for its capacity.
-  absl::StatusOr<std::unique_ptr<ResultBuffer>> AcquireResult(size_t bytes);
+  // A buffer for `bytes` (operands or a result): a pooled one when one fits (capacity at
+  // most twice the size), else a new one. Fails like Reserve, for its capacity, and with
+  // RESOURCE_EXHAUSTED when the allocator has no memory.
+  absl::StatusOr<std::unique_ptr<HostBuffer>> AcquireBuffer(size_t bytes);
 
   // True when the cap leaves no room at all (a new call is then refused before its
   // message is read).
@@ -98,29 +104,34 @@ class HostMemory : public std::enable_shared_from_this<HostMemory> {
   // The most that reservations and idle buffers together have held at once.
   int64_t peak_bytes() const;
   int64_t max_bytes() const { return max_bytes_; }
+  bool page_locked() const { return allocator_->page_locked(); }
 
  private:
   friend class Reservation;
-  friend class ResultBuffer;
+  friend class HostBuffer;
   struct Idle {
-    std::unique_ptr<char[]> data;
+    char* data = nullptr;
     size_t capacity = 0;
   };
 
-  HostMemory(int64_t max_bytes, int64_t max_pooled_bytes, size_t max_pooled_buffers)
+  HostMemory(int64_t max_bytes, int64_t max_pooled_bytes, size_t max_pooled_buffers,
+             std::shared_ptr<HostAllocator> allocator)
       : max_bytes_(max_bytes),
         max_pooled_bytes_(max_pooled_bytes),
-        max_pooled_buffers_(max_pooled_buffers) {}
+        max_pooled_buffers_(max_pooled_buffers),
+        allocator_(std::move(allocator)) {}
+  void FreeAll(std::vector<Idle>* idle);
 
   // Counts `bytes` more, freeing idle buffers (into *freed, dropped outside the lock)
   // when the cap needs their room.
   absl::Status Take(int64_t bytes, std::vector<Idle>* freed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Give(int64_t bytes);
-  void Return(std::unique_ptr<char[]> data, size_t capacity);
+  void Return(char* data, size_t capacity);
 
   const int64_t max_bytes_;
   const int64_t max_pooled_bytes_;
   const size_t max_pooled_buffers_;
+  const std::shared_ptr<HostAllocator> allocator_;
   mutable absl::Mutex mu_;
   int64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t pooled_ ABSL_GUARDED_BY(mu_) = 0;

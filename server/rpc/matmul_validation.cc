@@ -23,8 +23,8 @@ struct MatrixView {
 // a*b into *out; false on overflow.
 bool MulOk(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 
-absl::StatusOr<MatrixView> ParseMatrix(const gemm::v1::Tensor& t, absl::string_view name,
-                                       const ValidationLimits& limits) {
+absl::StatusOr<MatrixView> ParseMatrix(const gemm::v1::Tensor& t, absl::string_view data,
+                                       absl::string_view name, const ValidationLimits& limits) {
   const std::optional<DataType> type = DataTypeFromProto(t.dtype());
   if (t.dtype() == gemm::v1::DATA_TYPE_UNSPECIFIED) {
     return absl::InvalidArgumentError(
@@ -63,8 +63,8 @@ absl::StatusOr<MatrixView> ParseMatrix(const gemm::v1::Tensor& t, absl::string_v
                      " per operand (--max_elements)"));
   }
   const int64_t bytes = elements * static_cast<int64_t>(DataTypeSize(*type));
-  if (static_cast<int64_t>(t.data().size()) != bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ".data has ", t.data().size(),
+  if (static_cast<int64_t>(data.size()) != bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ".data has ", data.size(),
                                                    " bytes; shape ", ShapeString(t.shape()), " ",
                                                    DataTypeName(*type), " needs ", bytes));
   }
@@ -73,7 +73,7 @@ absl::StatusOr<MatrixView> ParseMatrix(const gemm::v1::Tensor& t, absl::string_v
   view.rows = t.shape(rank - 2);
   view.cols = t.shape(rank - 1);
   view.type = *type;
-  view.data = t.data().data();
+  view.data = data.data();
   view.bytes = bytes;
   return view;
 }
@@ -91,11 +91,18 @@ std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape) {
 
 absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& request,
                                                const ValidationLimits& limits) {
+  return ValidateMatmul(request, {request.a().data(), request.b().data(), request.c().data()},
+                        limits);
+}
+
+absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& request,
+                                               const MatmulPayloads& payloads,
+                                               const ValidationLimits& limits) {
   if (!request.has_a()) return absl::InvalidArgumentError("a is missing");
   if (!request.has_b()) return absl::InvalidArgumentError("b is missing");
-  absl::StatusOr<MatrixView> a = ParseMatrix(request.a(), "a", limits);
+  absl::StatusOr<MatrixView> a = ParseMatrix(request.a(), payloads.a, "a", limits);
   if (!a.ok()) return a.status();
-  absl::StatusOr<MatrixView> b = ParseMatrix(request.b(), "b", limits);
+  absl::StatusOr<MatrixView> b = ParseMatrix(request.b(), payloads.b, "b", limits);
   if (!b.ok()) return b.status();
   if (a->type != b->type) {
     return absl::InvalidArgumentError(absl::StrCat("a.dtype ", DataTypeName(a->type),
@@ -188,7 +195,7 @@ absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& re
         absl::StrCat("beta is ", p.beta, " but c is missing; send c [M,N] or set beta to 0"));
   }
   if (request.has_c()) {
-    absl::StatusOr<MatrixView> c = ParseMatrix(request.c(), "c", limits);
+    absl::StatusOr<MatrixView> c = ParseMatrix(request.c(), payloads.c, "c", limits);
     if (!c.ok()) return c.status();
     if (c->type != p.c_type) {
       return absl::InvalidArgumentError(absl::StrCat("c.dtype ", DataTypeName(c->type),

@@ -1,5 +1,5 @@
-// Decodes and validates a MatmulRequest into a GemmProblem whose operands point into the
-// request's bytes (no copy). Every check happens before anything sized by client numbers
+// Decodes and validates a MatmulRequest into a GemmProblem whose operands point at the
+// tensors' bytes (no copy). Every check happens before anything sized by client numbers
 // is allocated; sizes are multiplied in 64 bits with overflow checks.
 //
 // Errors (absl codes, mapped to gRPC once at the edge):
@@ -41,6 +41,16 @@ struct ValidatedMatmul {
   std::string kernel;       // forced kernel name, empty = let the server choose
 };
 
+// The tensors' bytes, apart from the message (proto/wire/gemm_wire.h parses them so).
+struct MatmulPayloads {
+  absl::string_view a, b, c;
+};
+
+// `request`'s tensors' own data fields are ignored: their bytes are `payloads`.
+absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& request,
+                                               const MatmulPayloads& payloads,
+                                               const ValidationLimits& limits);
+// A whole parsed message (its tensors' data fields are the payloads).
 absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& request,
                                                const ValidationLimits& limits);
 

@@ -18,7 +18,7 @@ namespace {
 // bytes are not scales at all (an offset or byte-order mistake on the client), so it is
 // refused rather than decoded into sign-flipped blocks (the kernels themselves decode
 // the sign, as E4M3 defines it).
-absl::Status CheckBlockScales(const std::string& scales, int64_t k) {
+absl::Status CheckBlockScales(absl::string_view scales, int64_t k) {
   const int64_t blocks_per_row = k / kNvfp4BlockSize;
   for (size_t i = 0; i < scales.size(); ++i) {
     const uint8_t byte = static_cast<uint8_t>(scales[i]);
@@ -59,6 +59,7 @@ absl::Status CheckShape(const google::protobuf::RepeatedField<int64_t>& shape,
 }
 
 absl::StatusOr<QuantFormat> CheckQuantized(const gemm::v1::QuantizedTensor& t,
+                                           absl::string_view data, absl::string_view scales,
                                            absl::string_view name,
                                            const ValidationLimits& limits) {
   if (absl::Status s = CheckShape(t.shape(), name, limits); !s.ok()) return s;
@@ -90,22 +91,22 @@ absl::StatusOr<QuantFormat> CheckQuantized(const gemm::v1::QuantizedTensor& t,
                                                      "NVFP4"));
   }
   const char* format_name = QuantFormatName(format);
-  if (static_cast<int64_t>(t.data().size()) != data_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ".data has ", t.data().size(),
+  if (static_cast<int64_t>(data.size()) != data_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ".data has ", data.size(),
                                                    " bytes; ", format_name, " ",
                                                    ShapeString(t.shape()), " needs ",
                                                    data_bytes));
   }
-  if (static_cast<int64_t>(t.scales().size()) != scale_bytes) {
+  if (static_cast<int64_t>(scales.size()) != scale_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        name, ".scales has ", t.scales().size(), " bytes; ", format_name, " ",
+        name, ".scales has ", scales.size(), " bytes; ", format_name, " ",
         ShapeString(t.shape()), " needs ", scale_bytes,
         format == QuantFormat::kInt8 ? " (one float32 per row)" : " (one E4M3 byte per 16 values)"));
   }
   if (format == QuantFormat::kInt8) {
     for (int64_t r = 0; r < rows; ++r) {
       float s;
-      std::memcpy(&s, t.scales().data() + r * 4, 4);
+      std::memcpy(&s, scales.data() + r * 4, 4);
       // amax / 127 is never negative; a negative scale would flip the row's sign.
       if (!std::isfinite(s) || s < 0.0f) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -117,40 +118,52 @@ absl::StatusOr<QuantFormat> CheckQuantized(const gemm::v1::QuantizedTensor& t,
       return absl::InvalidArgumentError(absl::StrCat(
           name, ".tensor_scale is ", t.tensor_scale(), "; NVFP4 needs a finite scale > 0"));
     }
-    if (absl::Status s = CheckBlockScales(t.scales(), k); !s.ok()) {
+    if (absl::Status s = CheckBlockScales(scales, k); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
     }
   }
   return format;
 }
 
-absl::Status Dequantize(const gemm::v1::QuantizedTensor& t, QuantFormat format, float* out) {
-  return DequantizeOperand({format, t.data(), t.scales(), t.tensor_scale()}, t.shape(0),
-                           t.shape(1), out);
+absl::Status Dequantize(const gemm::v1::QuantizedTensor& t, QuantFormat format,
+                        absl::string_view data, absl::string_view scales, float* out) {
+  return DequantizeOperand({format, data, scales, t.tensor_scale()}, t.shape(0), t.shape(1),
+                           out);
 }
 
 }  // namespace
 
+wire::QuantizedPayloads PayloadsOf(const gemm::v1::QuantizedMatmulRequest& request) {
+  return {request.a().data(), request.a().scales(), request.a_dense().data(),
+          request.b().data(), request.b().scales()};
+}
+
 absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
     const gemm::v1::QuantizedMatmulRequest& request, const ValidationLimits& limits) {
+  return ValidateQuantizedMatmul(request, PayloadsOf(request), limits);
+}
+
+absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
+    const gemm::v1::QuantizedMatmulRequest& request, const wire::QuantizedPayloads& p,
+    const ValidationLimits& limits) {
   if (!request.has_b()) return absl::InvalidArgumentError("b is missing");
   ValidatedQuantized v;
-  absl::StatusOr<QuantFormat> b = CheckQuantized(request.b(), "b", limits);
+  absl::StatusOr<QuantFormat> b = CheckQuantized(request.b(), p.b_data, p.b_scales, "b", limits);
   if (!b.ok()) return b.status();
   v.b_format = *b;
   v.n = request.b().shape(0);
   v.k = request.b().shape(1);
-  v.input_bytes = static_cast<int64_t>(request.b().data().size() + request.b().scales().size());
+  v.input_bytes = static_cast<int64_t>(p.b_data.size() + p.b_scales.size());
 
   int64_t a_k = 0;
   switch (request.a_operand_case()) {
     case gemm::v1::QuantizedMatmulRequest::kA: {
-      absl::StatusOr<QuantFormat> a = CheckQuantized(request.a(), "a", limits);
+      absl::StatusOr<QuantFormat> a = CheckQuantized(request.a(), p.a_data, p.a_scales, "a", limits);
       if (!a.ok()) return a.status();
       v.a_format = *a;
       v.m = request.a().shape(0);
       a_k = request.a().shape(1);
-      v.input_bytes += static_cast<int64_t>(request.a().data().size() + request.a().scales().size());
+      v.input_bytes += static_cast<int64_t>(p.a_data.size() + p.a_scales.size());
       break;
     }
     case gemm::v1::QuantizedMatmulRequest::kADense: {
@@ -167,8 +180,8 @@ absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
       v.m = a.shape(0);
       a_k = a.shape(1);
       const int64_t bytes = v.m * a_k * static_cast<int64_t>(DataTypeSize(*type));
-      if (static_cast<int64_t>(a.data().size()) != bytes) {
-        return absl::InvalidArgumentError(absl::StrCat("a_dense.data has ", a.data().size(),
+      if (static_cast<int64_t>(p.a_dense_data.size()) != bytes) {
+        return absl::InvalidArgumentError(absl::StrCat("a_dense.data has ", p.a_dense_data.size(),
                                                        " bytes; shape ", ShapeString(a.shape()),
                                                        " ", DataTypeName(*type), " needs ",
                                                        bytes));
@@ -202,37 +215,37 @@ absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
 }
 
 QuantizedOperands PackedOperands(const gemm::v1::QuantizedMatmulRequest& request,
-                                 const ValidatedQuantized& v) {
-  auto operand = [](const gemm::v1::QuantizedTensor& t, QuantFormat format) {
-    return QuantizedOperand{format, t.data(), t.scales(), t.tensor_scale()};
-  };
+                                 const ValidatedQuantized& v, const wire::QuantizedPayloads& p) {
   QuantizedOperands q;
   q.m = v.m;
   q.n = v.n;
   q.k = v.k;
   if (v.a_format) {
-    q.a = operand(request.a(), *v.a_format);
+    q.a = QuantizedOperand{*v.a_format, p.a_data, p.a_scales, request.a().tensor_scale()};
   } else {
     q.a_dense_type = v.a_dense_type;
-    q.a_dense = request.a_dense().data();
+    q.a_dense = p.a_dense_data;
   }
-  q.b = operand(request.b(), v.b_format);
+  q.b = QuantizedOperand{v.b_format, p.b_data, p.b_scales, request.b().tensor_scale()};
   return q;
 }
 
 absl::Status DequantizeOperands(const gemm::v1::QuantizedMatmulRequest& request,
-                                const ValidatedQuantized& v, float* a_out, float* b_out) {
+                                const ValidatedQuantized& v, const wire::QuantizedPayloads& p,
+                                float* a_out, float* b_out) {
   if (v.a_format) {
-    if (absl::Status s = Dequantize(request.a(), *v.a_format, a_out); !s.ok()) {
+    if (absl::Status s = Dequantize(request.a(), *v.a_format, p.a_data, p.a_scales, a_out);
+        !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("a: ", s.message()));
     }
   } else {
-    const std::string& data = request.a_dense().data();
+    const absl::string_view data = p.a_dense_data;
     for (int64_t i = 0; i < v.m * v.k; ++i) {
       a_out[i] = static_cast<float>(LoadAsDouble(data.data(), v.a_dense_type, i));
     }
   }
-  if (absl::Status s = Dequantize(request.b(), v.b_format, b_out); !s.ok()) {
+  if (absl::Status s = Dequantize(request.b(), v.b_format, p.b_data, p.b_scales, b_out);
+      !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("b: ", s.message()));
   }
   return absl::OkStatus();

@@ -21,6 +21,7 @@
 #include "kernels/quant_formats.h"
 #include "server/rpc/matmul_validation.h"
 #include "kernels/quantized_operands.h"
+#include "proto/wire/gemm_wire.h"
 
 namespace gemmd {
 
@@ -34,18 +35,26 @@ struct ValidatedQuantized {
   int64_t output_bytes = 0;  // C, FP32
 };
 
+// `request`'s data and scales fields are ignored: their bytes are `payloads`
+// (proto/wire/gemm_wire.h parses them so).
+absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
+    const gemm::v1::QuantizedMatmulRequest& request, const wire::QuantizedPayloads& payloads,
+    const ValidationLimits& limits);
+// A whole parsed message (its data and scales fields are the payloads).
 absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
     const gemm::v1::QuantizedMatmulRequest& request, const ValidationLimits& limits);
+wire::QuantizedPayloads PayloadsOf(const gemm::v1::QuantizedMatmulRequest& request);
 
 // Writes A [m, k] and B [n, k] of a validated request as FP32 (a_out: m*k floats, b_out:
 // n*k floats). INVALID_ARGUMENT for a NaN E4M3 scale byte.
 absl::Status DequantizeOperands(const gemm::v1::QuantizedMatmulRequest& request,
-                                const ValidatedQuantized& v, float* a_out, float* b_out);
+                                const ValidatedQuantized& v, const wire::QuantizedPayloads& payloads,
+                                float* a_out, float* b_out);
 
 // The packed operands of a validated request, for a device that decodes them itself
-// (pointing into `request`).
+// (pointing at `payloads`).
 QuantizedOperands PackedOperands(const gemm::v1::QuantizedMatmulRequest& request,
-                                 const ValidatedQuantized& v);
+                                 const ValidatedQuantized& v, const wire::QuantizedPayloads& payloads);
 
 
 }  // namespace gemmd

@@ -1,0 +1,30 @@
+// Where the host buffers that requests' operands and results live in come from: plain
+// memory on the CPU backend; page-locked memory on CUDA, so a GPU's DMA reads operands
+// and writes results in place and no staging copy is needed. The server's HostMemory
+// pools these buffers (allocating page-locked memory is slow) and owns the allocator
+// for as long as any buffer lives. Thread-safe.
+#ifndef GEMMD_SERVER_DEVICES_HOST_ALLOCATOR_H_
+#define GEMMD_SERVER_DEVICES_HOST_ALLOCATOR_H_
+
+#include <cstddef>
+#include <memory>
+
+namespace gemmd {
+
+class HostAllocator {
+ public:
+  virtual ~HostAllocator() = default;
+  // `bytes` (> 0) uninitialized bytes, 64-byte aligned at least; nullptr when the system
+  // has none to give.
+  virtual char* Allocate(size_t bytes) = 0;
+  virtual void Free(char* data, size_t bytes) = 0;
+  // Whether what Allocate returns is page-locked (a device may DMA to and from it).
+  virtual bool page_locked() const = 0;
+};
+
+// operator new[] memory, not page-locked.
+std::shared_ptr<HostAllocator> PlainHostAllocator();
+
+}  // namespace gemmd
+
+#endif  // GEMMD_SERVER_DEVICES_HOST_ALLOCATOR_H_

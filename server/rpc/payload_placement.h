@@ -1,0 +1,36 @@
+// Where a request's tensor payloads go between the wire and the device: each one is
+// either used in place (a view into gRPC's received slices) or copied once into one
+// buffer from the server's HostMemory; that is the only copy of tensor data a request
+// makes on the host before its device reads it.
+//
+// In place needs the payload in one slice, aligned to 16 bytes, and buffers that need
+// not be page-locked (the CPU backend). On CUDA every payload is copied into a pooled
+// page-locked buffer, from which the GPU's DMA reads directly. Thread-safe.
+#ifndef GEMMD_SERVER_RPC_PAYLOAD_PLACEMENT_H_
+#define GEMMD_SERVER_RPC_PAYLOAD_PLACEMENT_H_
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/wire/gemm_wire.h"
+#include "server/rpc/host_memory.h"
+
+namespace gemmd {
+
+struct PlacedPayloads {
+  std::unique_ptr<HostBuffer> buffer;  // null when nothing was copied
+  bool uses_wire = false;              // some payload is used in place
+};
+
+// Places each (runs, view) pair's payload and points *view at it. RESOURCE_EXHAUSTED
+// when the buffer would pass the memory cap.
+absl::StatusOr<PlacedPayloads> PlacePayloads(
+    HostMemory* memory,
+    const std::vector<std::pair<const wire::ByteRuns*, absl::string_view*>>& payloads);
+
+}  // namespace gemmd
+
+#endif  // GEMMD_SERVER_RPC_PAYLOAD_PLACEMENT_H_

@@ -19,6 +19,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libopenblas-dev
   libgtest-dev libgmock-dev
+  clang-14 libclang-rt-14-dev
 )
 
 deps() {

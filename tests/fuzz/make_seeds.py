@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of the wire_fuzz target (tests/fuzz/corpus/wire_fuzz/).
+
+Each seed is one byte (the piece size the target splits the rest into) followed by a
+protobuf message written by hand: MatmulRequests, QuantizedMatmulRequests and a
+MatmulResponse, in canonical and unusual field orders, with unknown fields. Run it again
+after changing the messages; the files are small and kept in the repository.
+"""
+import os
+import struct
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "wire_fuzz")
+
+
+def varint(v):
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def tag(field, wire_type):
+    return varint(field << 3 | wire_type)
+
+
+def ld(field, body):
+    return tag(field, 2) + varint(len(body)) + body
+
+
+def vi(field, v):
+    return tag(field, 0) + varint(v)
+
+
+def f32(field, x):
+    return tag(field, 5) + struct.pack("<f", x)
+
+
+def tensor(shape, dtype, data, packed=True):
+    shape_bytes = ld(1, b"".join(varint(d) for d in shape)) if packed else b"".join(
+        vi(1, d) for d in shape)
+    return shape_bytes + vi(2, dtype) + ld(3, data)
+
+
+def qtensor(shape, fmt, data, scales, tensor_scale=None):
+    body = ld(1, b"".join(varint(d) for d in shape)) + vi(2, fmt) + ld(3, data) + ld(4, scales)
+    if tensor_scale is not None:
+        body += f32(5, tensor_scale)
+    return body
+
+
+def seeds():
+    a = tensor([2, 4], 1, bytes(range(32)))
+    b = tensor([4, 3], 1, bytes(range(48)))
+    yield "matmul_plain", ld(1, a) + ld(2, b)
+    yield "matmul_all_fields", (ld(1, a) + ld(2, b) + ld(3, tensor([2, 3], 1, bytes(24))) +
+                                f32(4, 0.5) + f32(5, 1.0) + vi(6, 1) + vi(7, 0) + vi(8, 2) +
+                                vi(9, 2) + ld(10, b"cpu_sgemm_openblas"))
+    unknown = vi(99, 7) + tag(100, 1) + bytes(8) + f32(101, 2.0) + ld(102, b"xyz")
+    yield "matmul_reordered_unknown", (vi(8, 1) + unknown + ld(2, tensor([4, 3], 1, bytes(48),
+                                                                         packed=False)) +
+                                       ld(1, unknown + tensor([2, 4], 1, bytes(32))))
+    yield "matmul_fp16_batched", ld(1, tensor([2, 2, 4], 2, bytes(32))) + ld(
+        2, tensor([4, 2], 2, bytes(16)))
+    yield "quantized_int8", (ld(1, qtensor([2, 32], 1, bytes(64), struct.pack("<2f", 1, 2))) +
+                             ld(3, qtensor([3, 32], 1, bytes(96), struct.pack("<3f", 1, 2, 3))))
+    yield "quantized_nvfp4_weight_only", (ld(2, tensor([1, 32], 1, bytes(128))) +
+                                          ld(3, qtensor([2, 32], 2, bytes(32), bytes([0x38] * 4),
+                                                        0.5)) + ld(4, b"k"))
+    yield "response", (ld(1, tensor([2, 3], 1, bytes(24))) + ld(2, b"cpu_sgemm_openblas") +
+                       ld(3, b"cpu:0") + ld(4, vi(1, 3) + vi(3, 40) + vi(6, 1)) + vi(5, 1))
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for name, body in seeds():
+        for piece in (0, 6):  # whole-ish pieces (64 bytes) and 7-byte pieces
+            path = os.path.join(OUT, f"{name}_{piece + 1}")
+            with open(path, "wb") as f:
+                f.write(bytes([63 if piece == 0 else piece]) + body)
+
+
+if __name__ == "__main__":
+    main()

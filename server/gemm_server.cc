@@ -129,7 +129,9 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   batching.max_queue_size = config.max_queue_size;
   server->executor_ =
       std::make_unique<Batcher>(devices, batching, server->metrics_.get());
-  server->memory_ = HostMemory::Create(config.max_inflight_bytes, config.message_pool_bytes);
+  server->memory_ = HostMemory::Create(config.max_inflight_bytes, config.message_pool_bytes,
+                                       /*max_pooled_buffers=*/256,
+                                       server->backend_.host_allocator);
 
   ServiceSettings settings;
   settings.version = kGemmdVersion;

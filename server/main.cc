@@ -44,9 +44,9 @@ ABSL_FLAG(int64_t, max_inflight_bytes, int64_t{4} << 30,
           "not read their replies pin at most this), pooled result buffers included. Beyond "
           "it RESOURCE_EXHAUSTED at once. 0 = no cap.");
 ABSL_FLAG(int64_t, message_pool_bytes, int64_t{1} << 30,
-          "Result buffers kept between Matmul and QuantizedMatmul calls for reuse, so big "
-          "results skip fresh allocations and page faults (within --max_inflight_bytes). 0 = "
-          "keep none.");
+          "Operand and result buffers kept between Matmul and QuantizedMatmul calls for "
+          "reuse, so big requests skip fresh allocations and page faults, and on CUDA the "
+          "cost of page-locking (within --max_inflight_bytes). 0 = keep none.");
 ABSL_FLAG(int64_t, grpc_buffer_bytes, 0,
           "Memory gRPC may hold for bytes on their way in (requests still arriving, all "
           "connections together; a gRPC resource quota). Past it gRPC resets streams and "

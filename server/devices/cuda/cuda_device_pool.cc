@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/devices/cuda/cuda_catalogue.h"
+#include "server/devices/cuda/pinned_host_allocator.h"
 
 namespace gemmd {
 namespace {
@@ -103,6 +104,7 @@ absl::StatusOr<Backend> OpenCudaBackend(absl::string_view spec, const CudaDevice
   backend.name = "cuda";
   backend.catalogue = std::make_unique<CudaCatalogue>(*least);
   backend.devices = *std::move(devices);
+  backend.host_allocator = PinnedHostAllocator();
   return backend;
 }
 

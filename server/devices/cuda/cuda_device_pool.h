@@ -26,8 +26,8 @@ int CudaDeviceCount();
 absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenCudaDevices(
     absl::string_view spec, const CudaDeviceOptions& options);
 
-// OpenCudaDevices and the catalogue that chooses kernels for them (CudaCatalogue, for
-// the least capable of the GPUs).
+// OpenCudaDevices, the catalogue that chooses kernels for them (CudaCatalogue, for the
+// least capable of the GPUs), and page-locked request buffers (PinnedHostAllocator).
 absl::StatusOr<Backend> OpenCudaBackend(absl::string_view spec, const CudaDeviceOptions& options);
 
 }  // namespace gemmd

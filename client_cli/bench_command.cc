@@ -18,9 +18,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client_cli/bench_report.h"
+#include "client/gemm_client.h"
 #include "client_cli/commands.h"
 #include "client_cli/matmul_inputs.h"
 #include "client_cli/quantized_inputs.h"
+#include "client_cli/request_args.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "kernels/cpu/cpu_gemm.h"
 
@@ -55,25 +57,41 @@ std::vector<Sample> RunClosedLoop(int concurrency, absl::Time end,
   return all;
 }
 
+// The server's phase times and batch size of a call that succeeded.
+void SetServerTimes(const gemm::v1::Timing& t, Sample* s) {
+  s->queue_us = t.queue_us();
+  s->copy_in_us = t.copy_in_us();
+  s->compute_us = t.compute_us();
+  s->copy_out_us = t.copy_out_us();
+  s->total_us = t.total_us();
+  s->batch_size = t.batch_size();
+}
+
+void SetOutcome(const absl::Status& status, Sample* s) {
+  s->code = static_cast<grpc::StatusCode>(status.code());
+  if (!status.ok()) s->message = std::string(status.message());
+}
+
+// Starts one call of the benchmark's RPC (Matmul or QuantizedMatmul, fixed request)
+// through the client library; C goes to the caller's buffer in `options`.
+using StartCall = std::function<void(GemmClient*, const CallOptions&, MatmulResult*,
+                                     std::function<void(absl::Status)>)>;
+// Makes one blocking call of it.
+using BlockingCall =
+    std::function<absl::Status(GemmClient*, const CallOptions&, MatmulResult*)>;
+
 // Keeps `slots` calls in flight with the callback API until `end`; each completion
 // records its sample and starts the slot's next call.
-// Starts one call of the benchmark's RPC (Matmul or QuantizedMatmul, fixed request).
-using StartCall =
-    std::function<void(gemm::v1::GemmService::Stub*, grpc::ClientContext*,
-                       gemm::v1::MatmulResponse*, std::function<void(grpc::Status)>)>;
-// Makes one blocking call of it.
-using BlockingCall = std::function<grpc::Status(
-    gemm::v1::GemmService::Stub*, grpc::ClientContext*, gemm::v1::MatmulResponse*)>;
-
 class AsyncClosedLoop {
  public:
   AsyncClosedLoop(const std::vector<std::shared_ptr<grpc::Channel>>& channels, StartCall start,
-                  absl::Duration timeout, int slots, absl::Time end)
+                  absl::Duration timeout, int slots, absl::Time end, int64_t out_bytes)
       : start_(std::move(start)),
         timeout_(timeout),
         end_(end),
         slots_(static_cast<size_t>(slots)) {
-    for (const auto& channel : channels) stubs_.push_back(gemm::v1::GemmService::NewStub(channel));
+    for (const auto& channel : channels) clients_.push_back(std::make_unique<GemmClient>(channel));
+    for (Slot& slot : slots_) slot.out.resize(static_cast<size_t>(out_bytes));
   }
 
   std::vector<Sample> Run() {
@@ -86,35 +104,29 @@ class AsyncClosedLoop {
 
  private:
   struct Slot {
-    std::unique_ptr<grpc::ClientContext> context;
-    gemm::v1::MatmulResponse response;
+    std::vector<char> out;  // C, the caller's buffer
+    MatmulResult result;
     absl::Time start;
   };
 
   void Start(size_t i) {
     Slot& slot = slots_[i];
-    slot.context = std::make_unique<grpc::ClientContext>();
-    slot.response.Clear();
+    slot.result = MatmulResult();
     slot.start = absl::Now();
-    slot.context->set_deadline(absl::ToChronoTime(slot.start + timeout_));
-    start_(stubs_[i % stubs_.size()].get(), slot.context.get(), &slot.response,
-           [this, i](grpc::Status status) { Finished(i, status); });
+    CallOptions options;
+    options.timeout = timeout_;
+    options.c_out = absl::MakeSpan(slot.out);
+    start_(clients_[i % clients_.size()].get(), options, &slot.result,
+           [this, i](absl::Status status) { Finished(i, status); });
   }
 
-  void Finished(size_t i, const grpc::Status& status) {
+  void Finished(size_t i, const absl::Status& status) {
     Slot& slot = slots_[i];
     Sample s;
     s.start = slot.start;
     s.end = absl::Now();
-    s.code = status.error_code();
-    if (!status.ok()) s.message = status.error_message();
-    const gemm::v1::Timing& t = slot.response.timing();
-    s.queue_us = t.queue_us();
-    s.copy_in_us = t.copy_in_us();
-    s.compute_us = t.compute_us();
-    s.copy_out_us = t.copy_out_us();
-    s.total_us = t.total_us();
-    s.batch_size = t.batch_size();
+    SetOutcome(status, &s);
+    if (status.ok()) SetServerTimes(slot.result.info().timing(), &s);
     {
       absl::MutexLock lock(&mu_);
       samples_.push_back(std::move(s));
@@ -130,7 +142,7 @@ class AsyncClosedLoop {
   const StartCall start_;
   const absl::Duration timeout_;
   const absl::Time end_;
-  std::vector<std::unique_ptr<gemm::v1::GemmService::Stub>> stubs_;
+  std::vector<std::unique_ptr<GemmClient>> clients_;
   std::vector<Slot> slots_;
   absl::Mutex mu_;
   std::vector<Sample> samples_ ABSL_GUARDED_BY(mu_);
@@ -153,7 +165,7 @@ int RunBench(const CliOptions& o) {
   }
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   if (!o.local) {
-    for (int i = 0; i < o.channels; ++i) channels.push_back(MakeChannel(o.target, i));
+    for (int i = 0; i < o.channels; ++i) channels.push_back(ConnectChannel(o.target, i));
   }
   if (int rc = Preflight(o, o.quantized, o.local ? nullptr : channels.front().get(),
                          o.concurrency - 1);
@@ -196,13 +208,13 @@ int RunBench(const CliOptions& o) {
     report.flops_per_request = 2.0 * static_cast<double>(q.m * q.n) * static_cast<double>(q.k);
     report.sent_bytes_per_request = q.sent_bytes;
     report.received_bytes_per_request = q.m * q.n * 4;
-    blocking = [&q](gemm::v1::GemmService::Stub* stub, grpc::ClientContext* context,
-                    gemm::v1::MatmulResponse* response) {
-      return stub->QuantizedMatmul(context, q.request, response);
+    const QuantizedMatmulArgs args = ArgsOf(q.request);
+    blocking = [args](GemmClient* client, const CallOptions& options, MatmulResult* result) {
+      return client->QuantizedMatmul(args, options, result);
     };
-    start = [&q](gemm::v1::GemmService::Stub* stub, grpc::ClientContext* context,
-                 gemm::v1::MatmulResponse* response, std::function<void(grpc::Status)> done) {
-      stub->async()->QuantizedMatmul(context, &q.request, response, std::move(done));
+    start = [args](GemmClient* client, const CallOptions& options, MatmulResult* result,
+                   std::function<void(absl::Status)> done) {
+      client->QuantizedMatmulAsync(args, options, result, std::move(done));
     };
   } else {
     const GemmProblem& p = matmul->problem;
@@ -213,26 +225,25 @@ int RunBench(const CliOptions& o) {
     report.sent_bytes_per_request = matmul->payload_bytes;
     report.received_bytes_per_request =
         p.batch * p.m * p.n * static_cast<int64_t>(DataTypeSize(p.c_type));
-    const gemm::v1::MatmulRequest& request = matmul->request;
-    blocking = [&request](gemm::v1::GemmService::Stub* stub, grpc::ClientContext* context,
-                          gemm::v1::MatmulResponse* response) {
-      return stub->Matmul(context, request, response);
+    const MatmulArgs args = ArgsOf(matmul->request);
+    blocking = [args](GemmClient* client, const CallOptions& options, MatmulResult* result) {
+      return client->Matmul(args, options, result);
     };
-    start = [&request](gemm::v1::GemmService::Stub* stub, grpc::ClientContext* context,
-                       gemm::v1::MatmulResponse* response, std::function<void(grpc::Status)> done) {
-      stub->async()->Matmul(context, &request, response, std::move(done));
+    start = [args](GemmClient* client, const CallOptions& options, MatmulResult* result,
+                   std::function<void(absl::Status)> done) {
+      client->MatmulAsync(args, options, result, std::move(done));
     };
   }
 
   if (!o.local) {
     // One call first: fail fast (and learn the kernel) before starting the clock.
-    auto stub = gemm::v1::GemmService::NewStub(channels.front());
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(o.timeout_s)));
-    gemm::v1::MatmulResponse response;
-    grpc::Status status = blocking(stub.get(), &context, &response);
+    GemmClient client(channels.front());
+    CallOptions options;
+    options.timeout = absl::Seconds(o.timeout_s);
+    MatmulResult result;
+    const absl::Status status = blocking(&client, options, &result);
     if (!status.ok()) return ReportRpcError(rpc_name, status);
-    report.kernel = response.kernel();
+    report.kernel = result.info().kernel();
   } else {
     report.kernel = absl::StrCat(CpuKernelName(matmul->problem.precision), " (in-process)");
   }
@@ -260,24 +271,20 @@ int RunBench(const CliOptions& o) {
     };
   } else {
     make_worker = [&](int i) -> Worker {
-      std::shared_ptr<gemm::v1::GemmService::Stub> stub =
-          gemm::v1::GemmService::NewStub(channels[static_cast<size_t>(i % o.channels)]);
-      return [&, stub] {
+      auto client =
+          std::make_shared<GemmClient>(channels[static_cast<size_t>(i % o.channels)]);
+      auto out = std::make_shared<std::vector<char>>(static_cast<size_t>(out_bytes));
+      return [&, client, out] {
         Sample s;
-        grpc::ClientContext context;
-        gemm::v1::MatmulResponse response;
+        CallOptions options;
+        options.timeout = absl::Seconds(o.timeout_s);
+        options.c_out = absl::MakeSpan(*out);
+        MatmulResult result;
         s.start = absl::Now();
-        context.set_deadline(absl::ToChronoTime(s.start + absl::Seconds(o.timeout_s)));
-        const grpc::Status status = blocking(stub.get(), &context, &response);
+        const absl::Status status = blocking(client.get(), options, &result);
         s.end = absl::Now();
-        s.code = status.error_code();
-        if (!status.ok()) s.message = status.error_message();
-        s.queue_us = response.timing().queue_us();
-        s.copy_in_us = response.timing().copy_in_us();
-        s.compute_us = response.timing().compute_us();
-        s.copy_out_us = response.timing().copy_out_us();
-        s.total_us = response.timing().total_us();
-        s.batch_size = response.timing().batch_size();
+        SetOutcome(status, &s);
+        if (status.ok()) SetServerTimes(result.info().timing(), &s);
         return s;
       };
     };
@@ -285,7 +292,7 @@ int RunBench(const CliOptions& o) {
   const std::vector<Sample> samples =
       o.async && !o.local
           ? AsyncClosedLoop(channels, start, absl::Seconds(o.timeout_s), o.concurrency,
-                            measure_end)
+                            measure_end, out_bytes)
                 .Run()
           : RunClosedLoop(o.concurrency, measure_end, make_worker);
 

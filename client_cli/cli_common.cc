@@ -15,16 +15,6 @@
 
 namespace gemmd {
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int index) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  // Distinct arguments keep channels from sharing one subchannel (TCP connection).
-  args.SetInt("gemmd.channel_index", index);
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-}
-
 std::string StatusCodeName(grpc::StatusCode code) {
   // gRPC's codes are the canonical ones absl names.
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
@@ -34,6 +24,11 @@ int ReportRpcError(const std::string& what, const grpc::Status& status) {
   std::fprintf(stderr, "error: %s failed: %s: %s\n", what.c_str(),
                StatusCodeName(status.error_code()).c_str(), status.error_message().c_str());
   return 1;
+}
+
+int ReportRpcError(const std::string& what, const absl::Status& status) {
+  return ReportRpcError(what, grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                                           std::string(status.message())));
 }
 
 int ReportError(const absl::Status& status) {

@@ -23,12 +23,9 @@ int RunMatmul(const CliOptions& options);
 int RunQuantized(const CliOptions& options);
 int RunBench(const CliOptions& options);
 
-// A channel to `target` without message size limits (the server enforces its own).
-// Channels with different `index` use separate TCP connections.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int index = 0);
-
 // Prints "error: CODE: message" to stderr and returns 1.
 int ReportRpcError(const std::string& what, const grpc::Status& status);
+int ReportRpcError(const std::string& what, const absl::Status& status);
 // Prints "error: message" to stderr and returns 1.
 int ReportError(const absl::Status& status);
 

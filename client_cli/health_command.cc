@@ -3,13 +3,14 @@
 #include <cstdio>
 
 #include "absl/time/time.h"
+#include "client/gemm_client.h"
 #include "client_cli/commands.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace gemmd {
 
 int RunHealth(const CliOptions& o) {
-  auto stub = grpc::health::v1::Health::NewStub(MakeChannel(o.target));
+  auto stub = grpc::health::v1::Health::NewStub(ConnectChannel(o.target));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(o.timeout_s)));
   grpc::health::v1::HealthCheckResponse response;

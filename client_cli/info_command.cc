@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "client/gemm_client.h"
 #include "client_cli/commands.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -12,7 +13,7 @@
 namespace gemmd {
 
 int RunInfo(const CliOptions& o) {
-  auto stub = gemm::v1::GemmService::NewStub(MakeChannel(o.target));
+  auto stub = gemm::v1::GemmService::NewStub(ConnectChannel(o.target));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(o.timeout_s)));
   gemm::v1::ServerInfo info;

@@ -5,8 +5,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/gemm_client.h"
 #include "client_cli/commands.h"
 #include "client_cli/matmul_inputs.h"
+#include "client_cli/request_args.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "kernels/npy_io.h"
 #include "proto/proto_types.h"
@@ -14,19 +16,20 @@
 namespace gemmd {
 
 int RunMatmul(const CliOptions& o) {
-  std::shared_ptr<grpc::Channel> channel = MakeChannel(o.target);
+  std::shared_ptr<grpc::Channel> channel = ConnectChannel(o.target);
   if (int rc = Preflight(o, /*quantized=*/false, channel.get()); rc != 0) return rc;
   absl::StatusOr<std::unique_ptr<MatmulInputs>> inputs = BuildMatmulInputs(o);
   if (!inputs.ok()) return ReportError(inputs.status());
   const MatmulInputs& in = **inputs;
-  auto stub = gemm::v1::GemmService::NewStub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(o.timeout_s)));
-  gemm::v1::MatmulResponse response;
+  GemmClient client(channel);
+  CallOptions options;
+  options.timeout = absl::Seconds(o.timeout_s);
+  MatmulResult result;
   const absl::Time start = absl::Now();
-  grpc::Status status = stub->Matmul(&context, in.request, &response);
+  const absl::Status status = client.Matmul(ArgsOf(in.request), options, &result);
   const absl::Duration elapsed = absl::Now() - start;
   if (!status.ok()) return ReportRpcError("Matmul", status);
+  const gemm::v1::MatmulResponse& response = result.info();
 
   const gemm::v1::Timing& t = response.timing();
   std::printf("c: shape=[%s] dtype=%s precision=%s\n",
@@ -43,7 +46,7 @@ int RunMatmul(const CliOptions& o) {
   std::printf(
       "client: %.3f ms round trip, %.2f GFLOP/s end to end, %.1f MB sent, %.1f MB received\n",
       seconds * 1e3, in.problem.Flops() / seconds / 1e9, in.payload_bytes / 1e6,
-      response.c().data().size() / 1e6);
+      result.c().size() / 1e6);
 
   if (!o.out_path.empty()) {
     const std::optional<DataType> type = DataTypeFromProto(response.c().dtype());
@@ -55,7 +58,7 @@ int RunMatmul(const CliOptions& o) {
     NpyArray out;
     out.shape.assign(response.c().shape().begin(), response.c().shape().end());
     out.type = *type;
-    out.data = response.c().data();
+    out.data = std::string(result.c());
     if (absl::Status s = WriteNpyFile(o.out_path, out); !s.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
       return 1;
@@ -64,7 +67,7 @@ int RunMatmul(const CliOptions& o) {
   }
 
   if (o.verify) {
-    absl::StatusOr<double> error = VerifyResult(in, response);
+    absl::StatusOr<double> error = VerifyResult(in, response, result.c());
     if (!error.ok()) {
       std::fprintf(stderr, "error: verify: %s\n", std::string(error.status().message()).c_str());
       return 1;

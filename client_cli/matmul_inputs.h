@@ -23,9 +23,10 @@ struct MatmulInputs {
 // INVALID_ARGUMENT for bad flags or .npy files that do not fit together.
 absl::StatusOr<std::unique_ptr<MatmulInputs>> BuildMatmulInputs(const CliOptions& options);
 
-// Relative Frobenius error of the response's C against the FP64 reference of `inputs`.
+// Relative Frobenius error of the response's C (`info` as the server described it, `c`
+// its bytes) against the FP64 reference of `inputs`.
 absl::StatusOr<double> VerifyResult(const MatmulInputs& inputs,
-                                    const gemm::v1::MatmulResponse& response);
+                                    const gemm::v1::MatmulResponse& info, absl::string_view c);
 
 // The documented tolerance (docs/ARCHITECTURE.md, "Numerics") for a problem's precision and dtypes.
 double ToleranceFor(const GemmProblem& problem);

@@ -8,7 +8,9 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "client/gemm_client.h"
 #include "client_cli/commands.h"
+#include "client_cli/request_args.h"
 #include "client_cli/quantized_inputs.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "kernels/npy_io.h"
@@ -17,19 +19,20 @@
 namespace gemmd {
 
 int RunQuantized(const CliOptions& o) {
-  std::shared_ptr<grpc::Channel> channel = MakeChannel(o.target);
+  std::shared_ptr<grpc::Channel> channel = ConnectChannel(o.target);
   if (int rc = Preflight(o, /*quantized=*/true, channel.get()); rc != 0) return rc;
   absl::StatusOr<std::unique_ptr<QuantizedInputs>> built = BuildQuantizedInputs(o);
   if (!built.ok()) return ReportError(built.status());
   const QuantizedInputs& in = **built;
-  auto stub = gemm::v1::GemmService::NewStub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(o.timeout_s)));
-  gemm::v1::MatmulResponse response;
+  GemmClient client(channel);
+  CallOptions options;
+  options.timeout = absl::Seconds(o.timeout_s);
+  MatmulResult result;
   const absl::Time start = absl::Now();
-  const grpc::Status status = stub->QuantizedMatmul(&context, in.request, &response);
+  const absl::Status status = client.QuantizedMatmul(ArgsOf(in.request), options, &result);
   const absl::Duration elapsed = absl::Now() - start;
   if (!status.ok()) return ReportRpcError("QuantizedMatmul", status);
+  const gemm::v1::MatmulResponse& response = result.info();
 
   const int64_t fp32_bytes = (in.m + in.n) * in.k * 4;
   const int64_t b_bytes =
@@ -60,14 +63,14 @@ int RunQuantized(const CliOptions& o) {
     NpyArray c;
     c.shape = {in.m, in.n};
     c.type = DataType::kFloat32;
-    c.data = response.c().data();
+    c.data = std::string(result.c());
     if (absl::Status s = WriteNpyFile(o.out_path, c); !s.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
       return 1;
     }
   }
   if (o.verify) {
-    absl::StatusOr<QuantizedErrors> e = QuantizedResultErrors(in, response.c().data());
+    absl::StatusOr<QuantizedErrors> e = QuantizedResultErrors(in, result.c());
     if (!e.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(e.status().message()).c_str());
       return 1;

@@ -56,7 +56,7 @@ absl::Status Quantize(QuantFormat format, const std::vector<float>& x, int64_t r
 }
 
 double ErrorOf(const std::vector<float>& a, const std::vector<float>& b, const QuantizedInputs& in,
-               const std::string& c) {
+               absl::string_view c) {
   GemmProblem p;
   p.m = in.m;
   p.n = in.n;
@@ -156,7 +156,7 @@ absl::StatusOr<std::unique_ptr<QuantizedInputs>> BuildQuantizedInputs(const CliO
 }
 
 absl::StatusOr<QuantizedErrors> QuantizedResultErrors(const QuantizedInputs& in,
-                                                      const std::string& c) {
+                                                      absl::string_view c) {
   if (static_cast<int64_t>(c.size()) != in.m * in.n * 4) {
     return absl::InvalidArgumentError(absl::StrCat("the result has ", c.size(), " bytes; [",
                                                    in.m, ", ", in.n, "] FLOAT32 needs ",

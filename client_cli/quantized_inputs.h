@@ -37,7 +37,7 @@ struct QuantizedErrors {
 };
 // `c` is the response's FP32 [M, N] bytes. INVALID_ARGUMENT when its size is wrong.
 absl::StatusOr<QuantizedErrors> QuantizedResultErrors(const QuantizedInputs& inputs,
-                                                      const std::string& c);
+                                                      absl::string_view c);
 
 // The kernel error the CLI accepts: the FP32 path on exact dequantized values.
 inline constexpr double kQuantizedKernelTolerance = 1e-5;

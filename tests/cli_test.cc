@@ -89,13 +89,13 @@ TEST(MatmulInputsTest, RandomOperandsMatchFlagsAndVerify) {
   GemmOperands ops = (*in)->operands;
   ops.c_out = c->data();
   ASSERT_TRUE(CpuGemm((*in)->problem, ops).ok());
-  absl::StatusOr<double> error = VerifyResult(**in, response);
+  absl::StatusOr<double> error = VerifyResult(**in, response, *c);
   ASSERT_TRUE(error.ok()) << error.status();
   EXPECT_LE(*error, 1e-6);
   reinterpret_cast<float*>(c->data())[3] += 100.0f;
-  EXPECT_GT(*VerifyResult(**in, response), 1e-2);
+  EXPECT_GT(*VerifyResult(**in, response, *c), 1e-2);
   c->resize(8);
-  EXPECT_EQ(VerifyResult(**in, response).status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(VerifyResult(**in, response, *c).status().code(), absl::StatusCode::kInternal);
 }
 
 TEST(MatmulInputsTest, BadFlagsAreExplained) {

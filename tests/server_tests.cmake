@@ -16,6 +16,10 @@ add_executable(server_integration_test server_integration_test.cc)
 target_link_libraries(server_integration_test PRIVATE gemm_server_lib GTest::gtest_main)
 gtest_discover_tests(server_integration_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 
+add_executable(client_library_test client_library_test.cc)
+target_link_libraries(client_library_test PRIVATE gemm_server_lib gemm_client GTest::gtest_main)
+gtest_discover_tests(client_library_test DISCOVERY_TIMEOUT 60)
+
 add_executable(cli_test cli_test.cc)
 target_link_libraries(cli_test PRIVATE gemm_cli_lib GTest::gtest_main)
 gtest_discover_tests(cli_test DISCOVERY_TIMEOUT 60)

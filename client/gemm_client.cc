@@ -1,0 +1,228 @@
+#include "client/gemm_client.h"
+
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/channel_arguments.h>
+#include <grpcpp/support/slice.h>
+
+#include <atomic>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "proto/proto_types.h"
+#include "proto/wire/gemm_wire.h"
+
+namespace gemmd {
+
+// One call in flight. It lives until both the call has completed and gRPC has let go of
+// every slice that references the caller's operands; only then does `done` run, so the
+// caller may free or reuse its buffers as soon as it is told the call is over.
+class GemmCallState {
+ public:
+  GemmCallState(const CallOptions& options, MatmulResult* result,
+                std::function<void(absl::Status)> done)
+      : c_out_(options.c_out), result_(result), done_(std::move(done)) {
+    context_.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
+  }
+
+  void Start(grpc::GenericStub* stub, const std::string& method,
+             const wire::EncodedMessage& message) {
+    std::vector<grpc::Slice> slices;
+    slices.reserve(message.pieces().size());
+    for (const wire::EncodedMessage::Piece& piece : message.pieces()) {
+      if (!piece.is_payload) {
+        slices.emplace_back(piece.owned);  // tags, lengths and small fields: copied
+        continue;
+      }
+      refs_.fetch_add(1, std::memory_order_relaxed);
+      // gRPC only reads through it; the release callback says when it has finished.
+      slices.emplace_back(const_cast<char*>(piece.payload.data()), piece.payload.size(),
+                          &GemmCallState::ReleasePayload, this);
+    }
+    request_ = grpc::ByteBuffer(slices.data(), slices.size());
+    slices.clear();
+    stub->UnaryCall(&context_, method, grpc::StubOptions(), &request_, &response_,
+                    [this](grpc::Status status) { Completed(status); });
+  }
+
+ private:
+  static void ReleasePayload(void* state) { static_cast<GemmCallState*>(state)->Unref(); }
+
+  void Completed(const grpc::Status& status) {
+    request_.Clear();
+    status_ = status.ok() ? ReadResponse()
+                          : absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                                         status.error_message());
+    response_.Clear();
+    Unref();
+  }
+
+  absl::Status ReadResponse() {
+    std::vector<grpc::Slice> slices;
+    if (!response_.Dump(&slices).ok()) {
+      return absl::InternalError("could not read the server's response");
+    }
+    wire::ByteRuns runs;
+    for (const grpc::Slice& s : slices) {
+      runs.Append(absl::string_view(reinterpret_cast<const char*>(s.begin()), s.size()));
+    }
+    wire::MatmulResponseWire parsed;
+    if (absl::Status s = wire::ParseMatmulResponse(runs, &parsed); !s.ok()) {
+      return absl::InternalError(s.message());
+    }
+    const size_t bytes = parsed.c_data.size();
+    const std::optional<DataType> type = DataTypeFromProto(parsed.head.c().dtype());
+    int64_t elements = 1;
+    for (int64_t d : parsed.head.c().shape()) elements *= d;
+    if (!type || static_cast<size_t>(elements) * DataTypeSize(*type) != bytes) {
+      return absl::InternalError(absl::StrCat(
+          "the response's C has ", bytes, " bytes, which does not match its shape and dtype"));
+    }
+    char* out = nullptr;
+    if (!c_out_.empty()) {
+      if (c_out_.size() < bytes) {
+        return absl::InvalidArgumentError(absl::StrCat("C is ", bytes, " bytes; c_out holds ",
+                                                       c_out_.size()));
+      }
+      out = c_out_.data();
+    } else {
+      result_->owned_.reset(new char[bytes > 0 ? bytes : 1]);  // uninitialized: written below
+      out = result_->owned_.get();
+    }
+    parsed.c_data.CopyTo(out);
+    result_->info_ = std::move(parsed.head);
+    result_->c_ = absl::string_view(out, bytes);
+    return absl::OkStatus();
+  }
+
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    std::function<void(absl::Status)> done = std::move(done_);
+    const absl::Status status = std::move(status_);
+    delete this;
+    done(status);
+  }
+
+  grpc::ClientContext context_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+  const absl::Span<char> c_out_;
+  MatmulResult* const result_;
+  std::function<void(absl::Status)> done_;
+  absl::Status status_;
+  std::atomic<int> refs_{1};  // the call's completion, plus one per payload slice
+};
+
+namespace {
+
+const std::string kMatmulMethod = "/gemm.v1.GemmService/Matmul";
+const std::string kQuantizedMatmulMethod = "/gemm.v1.GemmService/QuantizedMatmul";
+
+void SetTensorHead(const TensorRef& t, gemm::v1::Tensor* out) {
+  for (int64_t d : t.shape) out->add_shape(d);
+  out->set_dtype(t.dtype);
+}
+
+void SetQuantizedHead(const QuantizedTensorRef& t, gemm::v1::QuantizedTensor* out) {
+  for (int64_t d : t.shape) out->add_shape(d);
+  out->set_format(t.format);
+  out->set_tensor_scale(t.tensor_scale);
+}
+
+wire::EncodedMessage EncodeMatmul(const MatmulArgs& args) {
+  gemm::v1::MatmulRequest head;
+  SetTensorHead(args.a, head.mutable_a());
+  SetTensorHead(args.b, head.mutable_b());
+  if (args.c) SetTensorHead(*args.c, head.mutable_c());
+  if (args.alpha) head.set_alpha(*args.alpha);
+  head.set_beta(args.beta);
+  head.set_transpose_a(args.transpose_a);
+  head.set_transpose_b(args.transpose_b);
+  head.set_precision(args.precision);
+  head.set_output_dtype(args.output_dtype);
+  head.set_kernel(args.kernel);
+  return wire::EncodeMatmulRequest(head, args.a.data, args.b.data,
+                                   args.c ? args.c->data : absl::string_view());
+}
+
+wire::EncodedMessage EncodeQuantized(const QuantizedMatmulArgs& args) {
+  gemm::v1::QuantizedMatmulRequest head;
+  wire::QuantizedPayloads payloads;
+  if (args.a) {
+    SetQuantizedHead(*args.a, head.mutable_a());
+    payloads.a_data = args.a->data;
+    payloads.a_scales = args.a->scales;
+  } else if (args.a_dense) {
+    SetTensorHead(*args.a_dense, head.mutable_a_dense());
+    payloads.a_dense_data = args.a_dense->data;
+  }
+  SetQuantizedHead(args.b, head.mutable_b());
+  payloads.b_data = args.b.data;
+  payloads.b_scales = args.b.scales;
+  head.set_kernel(args.kernel);
+  return wire::EncodeQuantizedMatmulRequest(head, payloads);
+}
+
+absl::Status Wait(const std::function<void(std::function<void(absl::Status)>)>& start) {
+  absl::Notification finished;
+  absl::Status status;
+  start([&](absl::Status s) {
+    status = std::move(s);
+    finished.Notify();
+  });
+  finished.WaitForNotification();
+  return status;
+}
+
+}  // namespace
+
+GemmClient::GemmClient(std::shared_ptr<grpc::ChannelInterface> channel)
+    : channel_(channel), stub_(std::move(channel)) {}
+
+void GemmClient::MatmulAsync(const MatmulArgs& args, const CallOptions& options,
+                             MatmulResult* result, std::function<void(absl::Status)> done) {
+  (new GemmCallState(options, result, std::move(done)))
+      ->Start(&stub_, kMatmulMethod, EncodeMatmul(args));
+}
+
+void GemmClient::QuantizedMatmulAsync(const QuantizedMatmulArgs& args, const CallOptions& options,
+                                      MatmulResult* result,
+                                      std::function<void(absl::Status)> done) {
+  if (args.a.has_value() == args.a_dense.has_value()) {
+    done(absl::InvalidArgumentError("QuantizedMatmulArgs needs exactly one of a and a_dense"));
+    return;
+  }
+  (new GemmCallState(options, result, std::move(done)))
+      ->Start(&stub_, kQuantizedMatmulMethod, EncodeQuantized(args));
+}
+
+absl::Status GemmClient::Matmul(const MatmulArgs& args, const CallOptions& options,
+                                MatmulResult* result) {
+  return Wait([&](std::function<void(absl::Status)> done) {
+    MatmulAsync(args, options, result, std::move(done));
+  });
+}
+
+absl::Status GemmClient::QuantizedMatmul(const QuantizedMatmulArgs& args,
+                                         const CallOptions& options, MatmulResult* result) {
+  return Wait([&](std::function<void(absl::Status)> done) {
+    QuantizedMatmulAsync(args, options, result, std::move(done));
+  });
+}
+
+std::shared_ptr<grpc::Channel> ConnectChannel(const std::string& target, int index) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  // Distinct arguments keep channels from sharing one subchannel (TCP connection).
+  args.SetInt("gemmd.channel_index", index);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+
+}  // namespace gemmd

@@ -1,0 +1,131 @@
+// gemmd's C++ client: the documented way for a C++ program to call the service.
+//
+// Operands are sent from the caller's memory as it is: the request goes to gRPC as
+// slices that reference each tensor's bytes, after a small serialized header, so no
+// tensor is copied into a protobuf message or a serialized string. C is received with
+// one copy, into a buffer the caller owns (CallOptions::c_out) or one the result owns.
+// The bytes on the wire are standard protobuf (gemm.v1, proto/gemm/v1/gemm.proto): any
+// gemmd server, and any server of that API, understands them.
+//
+//   auto channel = gemmd::ConnectChannel("127.0.0.1:50051");
+//   gemmd::GemmClient client(channel);
+//   gemmd::MatmulArgs args;
+//   args.a = {{m, k}, gemm::v1::DATA_TYPE_FLOAT32, {a_bytes, m * k * 4}};
+//   args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, {b_bytes, k * n * 4}};
+//   gemmd::MatmulResult result;
+//   absl::Status s = client.Matmul(args, {}, &result);  // result.c(): C's bytes
+//
+// Errors are the server's gRPC status as an absl::Status (same code and message; the
+// codes are listed in docs/ARCHITECTURE.md), or INVALID_ARGUMENT from the client when C
+// does not fit c_out, or INTERNAL when the response is not a MatmulResponse.
+// Thread-safe: one GemmClient may run any number of calls at once.
+#ifndef GEMMD_CLIENT_GEMM_CLIENT_H_
+#define GEMMD_CLIENT_GEMM_CLIENT_H_
+
+#include <grpcpp/channel.h>
+#include <grpcpp/generic/generic_stub.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "gemm/v1/gemm.pb.h"
+
+namespace gemmd {
+
+// A tensor in the caller's memory: row-major little-endian bytes of `shape` x `dtype`.
+// Referenced, not copied: it must stay valid until the call returns (or, for the async
+// calls, until `done` runs).
+struct TensorRef {
+  std::vector<int64_t> shape;
+  gemm::v1::DataType dtype = gemm::v1::DATA_TYPE_FLOAT32;
+  absl::string_view data;
+};
+
+// A quantized tensor [rows, K] in the caller's memory (formats: gemm.proto's QuantFormat).
+struct QuantizedTensorRef {
+  std::vector<int64_t> shape;
+  gemm::v1::QuantFormat format = gemm::v1::QUANT_FORMAT_NVFP4;
+  absl::string_view data;
+  absl::string_view scales;
+  float tensor_scale = 1.0f;  // NVFP4
+};
+
+// C = alpha * op(A) * op(B) + beta * C (gemm.proto's MatmulRequest).
+struct MatmulArgs {
+  TensorRef a, b;
+  std::optional<TensorRef> c;  // needed when beta != 0
+  std::optional<float> alpha;  // unset = 1
+  float beta = 0.0f;
+  bool transpose_a = false;
+  bool transpose_b = false;
+  gemm::v1::Precision precision = gemm::v1::PRECISION_AUTO;
+  gemm::v1::DataType output_dtype = gemm::v1::DATA_TYPE_UNSPECIFIED;
+  std::string kernel;  // force one by name; empty = the server chooses
+};
+
+// C[M,N] = dequant(A) * dequant(B)^T (gemm.proto's QuantizedMatmulRequest): A quantized
+// (`a`) or dense (`a_dense`, weight-only), exactly one of them.
+struct QuantizedMatmulArgs {
+  std::optional<QuantizedTensorRef> a;
+  std::optional<TensorRef> a_dense;
+  QuantizedTensorRef b;
+  std::string kernel;
+};
+
+struct CallOptions {
+  absl::Duration timeout = absl::Seconds(60);
+  // Where C goes (it must hold C); empty = a buffer the result owns.
+  absl::Span<char> c_out;
+};
+
+// A call's answer: everything the server said, and C's bytes.
+class MatmulResult {
+ public:
+  // c's shape and dtype (its data empty), kernel, device, timing, precision.
+  const gemm::v1::MatmulResponse& info() const { return info_; }
+  // C's bytes, in CallOptions::c_out or in a buffer this result owns.
+  absl::string_view c() const { return c_; }
+
+ private:
+  friend class GemmCallState;
+  gemm::v1::MatmulResponse info_;
+  std::unique_ptr<char[]> owned_;
+  absl::string_view c_;
+};
+
+class GemmClient {
+ public:
+  explicit GemmClient(std::shared_ptr<grpc::ChannelInterface> channel);
+
+  // Blocking calls.
+  absl::Status Matmul(const MatmulArgs& args, const CallOptions& options, MatmulResult* result);
+  absl::Status QuantizedMatmul(const QuantizedMatmulArgs& args, const CallOptions& options,
+                               MatmulResult* result);
+
+  // Callback calls: `done` runs once, on a gRPC thread, when the call is over and gRPC
+  // no longer references the operands; `result` is filled by then.
+  void MatmulAsync(const MatmulArgs& args, const CallOptions& options, MatmulResult* result,
+                   std::function<void(absl::Status)> done);
+  void QuantizedMatmulAsync(const QuantizedMatmulArgs& args, const CallOptions& options,
+                            MatmulResult* result, std::function<void(absl::Status)> done);
+
+ private:
+  std::shared_ptr<grpc::ChannelInterface> channel_;
+  grpc::GenericStub stub_;
+};
+
+// A channel to `target` (host:port) with no message size limit on this side (the server
+// enforces its own). Channels with different `index` use separate TCP connections.
+std::shared_ptr<grpc::Channel> ConnectChannel(const std::string& target, int index = 0);
+
+}  // namespace gemmd
+
+#endif  // GEMMD_CLIENT_GEMM_CLIENT_H_

@@ -1,0 +1,149 @@
+// The C++ client library (client/gemm_client.h) against a whole server in-process: the
+// results it hands back against the FP64 reference, into the caller's buffer or its
+// own, QuantizedMatmul, the server's errors passed through with their codes and
+// messages, and the client-side checks.
+#include "client/gemm_client.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "kernels/quant_formats.h"
+#include "kernels/reference_gemm.h"
+#include "tests/server_fixture.h"
+
+namespace gemmd::testing {
+namespace {
+
+class ClientLibraryTest : public InProcessServerTest {
+ protected:
+  void SetUp() override { Start(); }
+};
+
+// FP32 [rows, cols] of N(0, 1) values as bytes.
+std::string RandomFloats(int64_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return RandomBytes(DataType::kFloat32, count, rng);
+}
+
+TEST_F(ClientLibraryTest, MatmulMatchesTheReferenceInEitherBuffer) {
+  const int64_t m = 33, n = 17, k = 300;
+  const std::string a = RandomFloats(k * m, 1), b = RandomFloats(k * n, 2),
+                    c = RandomFloats(m * n, 3);
+  MatmulArgs args;
+  args.a = {{k, m}, gemm::v1::DATA_TYPE_FLOAT32, a};  // stored [K, M]
+  args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, b};
+  args.c = TensorRef{{m, n}, gemm::v1::DATA_TYPE_FLOAT32, c};
+  args.transpose_a = true;
+  args.alpha = 0.5f;
+  args.beta = 2.0f;
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.transpose_a = true;
+  p.alpha = 0.5f;
+  p.beta = 2.0f;
+  const std::vector<double> ref = ReferenceGemm(p, {a.data(), b.data(), c.data(), nullptr});
+
+  GemmClient client(channel_);
+  MatmulResult owned;
+  ASSERT_TRUE(client.Matmul(args, {}, &owned).ok());
+  EXPECT_EQ(owned.c().size(), static_cast<size_t>(m * n * 4));
+  EXPECT_LE(RelativeError(ref.data(), owned.c().data(), DataType::kFloat32, m * n), 1e-6);
+  EXPECT_EQ(owned.info().c().shape_size(), 2);
+  EXPECT_EQ(owned.info().c().shape(0), m);
+  EXPECT_TRUE(owned.info().c().data().empty());
+  EXPECT_EQ(owned.info().kernel(), "cpu_sgemm_openblas");
+  EXPECT_EQ(owned.info().timing().batch_size(), 1u);
+
+  std::vector<char> mine(static_cast<size_t>(m * n * 4) + 8);
+  CallOptions options;
+  options.c_out = absl::MakeSpan(mine);
+  MatmulResult in_place;
+  ASSERT_TRUE(client.Matmul(args, options, &in_place).ok());
+  EXPECT_EQ(in_place.c().data(), mine.data());
+  EXPECT_LE(RelativeError(ref.data(), mine.data(), DataType::kFloat32, m * n), 1e-6);
+
+  // Async: done runs once, with the result filled.
+  MatmulResult async;
+  absl::Notification finished;
+  absl::Status async_status = absl::UnknownError("not run");
+  client.MatmulAsync(args, {}, &async, [&](absl::Status s) {
+    async_status = s;
+    finished.Notify();
+  });
+  finished.WaitForNotification();
+  ASSERT_TRUE(async_status.ok()) << async_status;
+  EXPECT_LE(RelativeError(ref.data(), async.c().data(), DataType::kFloat32, m * n), 1e-6);
+}
+
+TEST_F(ClientLibraryTest, QuantizedMatmulMatchesTheDequantizedReference) {
+  const int64_t m = 3, n = 8, k = 64;
+  std::mt19937_64 rng(4);
+  std::normal_distribution<float> normal;
+  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(n * k));
+  for (float& x : a) x = normal(rng);
+  for (float& x : b) x = normal(rng);
+  absl::StatusOr<Nvfp4Matrix> qb = QuantizeNvfp4(b.data(), n, k);
+  ASSERT_TRUE(qb.ok());
+  std::vector<float> b_dequantized(b.size());
+  ASSERT_TRUE(DequantizeNvfp4(*qb, b_dequantized.data()).ok());
+  QuantizedMatmulArgs args;
+  args.a_dense = TensorRef{{m, k}, gemm::v1::DATA_TYPE_FLOAT32,
+                           absl::string_view(reinterpret_cast<const char*>(a.data()), a.size() * 4)};
+  args.b = {{n, k},
+            gemm::v1::QUANT_FORMAT_NVFP4,
+            absl::string_view(reinterpret_cast<const char*>(qb->packed.data()), qb->packed.size()),
+            absl::string_view(reinterpret_cast<const char*>(qb->block_scales.data()),
+                              qb->block_scales.size()),
+            qb->tensor_scale};
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.transpose_b = true;
+  const std::vector<double> ref = ReferenceGemm(p, {a.data(), b_dequantized.data(), nullptr, nullptr});
+  GemmClient client(channel_);
+  MatmulResult result;
+  const absl::Status s = client.QuantizedMatmul(args, {}, &result);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_LE(RelativeError(ref.data(), result.c().data(), DataType::kFloat32, m * n), 1e-5);
+
+  QuantizedMatmulArgs neither;
+  neither.b = args.b;
+  EXPECT_EQ(client.QuantizedMatmul(neither, {}, &result).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ClientLibraryTest, ServerErrorsAndClientChecksComeBackWithTheirCodes) {
+  const std::string a = RandomFloats(4 * 5, 1), b = RandomFloats(6 * 7, 2);
+  MatmulArgs args;
+  args.a = {{4, 5}, gemm::v1::DATA_TYPE_FLOAT32, a};
+  args.b = {{6, 7}, gemm::v1::DATA_TYPE_FLOAT32, b};
+  GemmClient client(channel_);
+  MatmulResult result;
+  absl::Status s = client.Matmul(args, {}, &result);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "inner dimensions differ: op(a) is [M=4, K=5] (transpose_a=false) but op(b) is "
+            "[K=6, N=7] (transpose_b=false)");
+
+  args.b = {{5, 7}, gemm::v1::DATA_TYPE_FLOAT32, absl::string_view(b).substr(0, 5 * 7 * 4)};
+  std::vector<char> small(16);
+  CallOptions options;
+  options.c_out = absl::MakeSpan(small);
+  s = client.Matmul(args, options, &result);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "C is 112 bytes; c_out holds 16");
+
+  args.kernel = "no_such_kernel";
+  s = client.Matmul(args, {}, &result);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace gemmd::testing

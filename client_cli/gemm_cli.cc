@@ -1,4 +1,6 @@
 // gemm-cli: the client of gemm-server — inspect it, call it, verify it, load-test it.
+#include <malloc.h>
+
 #include <cstdio>
 #include <new>
 #include <string>
@@ -19,6 +21,10 @@ std::string VersionString() { return "gemm-cli 0.1.0 (gemmd client)\n"; }
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As in gemm-server: large responses arrive in fresh allocations whose page faults cost
+  // more than the copy; keep freed memory mapped for reuse.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   const std::string usage = gemmd::HelpText(nullptr);
   absl::SetProgramUsageMessage(usage);
   absl::FlagsUsageConfig usage_config;

@@ -1,13 +1,19 @@
-// Closed-loop load test: `concurrency` workers each send the same request back to back
+// Load test of one request. Closed loop: `concurrency` workers each send it back to back
 // for warmup_s + duration_s; only calls that start after the warm-up and end inside the
 // measured window count. With --local the workers call the in-process CPU backend
 // instead (the ceiling the service is measured against). With --async the calls go
 // through gRPC's callback API: `concurrency` calls stay in flight without a thread each,
 // each completion starting the next call, so the client costs less CPU per request.
+// Open loop (--rate): calls start at the arrival times of a Poisson or evenly spaced
+// process whatever the server does, and each one's latency counts from its intended
+// start, so a server that stalls shows its queueing instead of slowing the arrivals
+// (coordinated omission); an arrival that finds `concurrency` calls in flight is dropped
+// and counted. --server_pid adds the server's CPU time per request over the window.
 #include <grpcpp/client_context.h>
 
 #include <cstdio>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +26,7 @@
 #include "client_cli/bench_report.h"
 #include "client/gemm_client.h"
 #include "client_cli/commands.h"
+#include "client_cli/process_cpu.h"
 #include "client_cli/matmul_inputs.h"
 #include "client_cli/quantized_inputs.h"
 #include "client_cli/request_args.h"
@@ -150,6 +157,132 @@ class AsyncClosedLoop {
   absl::Notification done_;
 };
 
+// Starts calls at the arrival times of a fixed-rate or Poisson process until `end`, on
+// at most `slots` calls in flight; see the file comment.
+class OpenLoop {
+ public:
+  OpenLoop(const std::vector<std::shared_ptr<grpc::Channel>>& channels, StartCall start,
+           absl::Duration timeout, int slots, double rate, bool poisson, uint64_t seed,
+           absl::Time end, int64_t out_bytes)
+      : start_(std::move(start)),
+        timeout_(timeout),
+        rate_(rate),
+        poisson_(poisson),
+        rng_(seed),
+        end_(end),
+        slots_(static_cast<size_t>(slots)) {
+    for (const auto& channel : channels) clients_.push_back(std::make_unique<GemmClient>(channel));
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      slots_[i].out.resize(static_cast<size_t>(out_bytes));
+      free_.push_back(i);
+    }
+  }
+
+  // The samples of the calls made; *dropped_at gets the intended times of arrivals that
+  // found no free slot.
+  std::vector<Sample> Run(std::vector<absl::Time>* dropped_at) {
+    std::exponential_distribution<double> gap(rate_);
+    absl::Time next = absl::Now();
+    size_t sent = 0;
+    while (next < end_) {
+      const absl::Duration wait = next - absl::Now();
+      if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
+      size_t slot = 0;
+      bool have_slot = false;
+      {
+        absl::MutexLock lock(&mu_);
+        if (!free_.empty()) {
+          slot = free_.back();
+          free_.pop_back();
+          have_slot = true;
+        }
+      }
+      if (have_slot) {
+        Start(slot, next, sent++);
+      } else {
+        dropped_at->push_back(next);
+      }
+      next += absl::Seconds(poisson_ ? gap(rng_) : 1.0 / rate_);
+    }
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](OpenLoop* loop) { return loop->free_.size() == loop->slots_.size(); }, this));
+    return std::move(samples_);
+  }
+
+ private:
+  struct Slot {
+    std::vector<char> out;
+    MatmulResult result;
+    absl::Time intended;
+  };
+
+  void Start(size_t i, absl::Time intended, size_t n) {
+    Slot& slot = slots_[i];
+    slot.result = MatmulResult();
+    slot.intended = intended;
+    CallOptions options;
+    options.timeout = timeout_;
+    options.c_out = absl::MakeSpan(slot.out);
+    start_(clients_[n % clients_.size()].get(), options, &slot.result,
+           [this, i](absl::Status status) { Finished(i, status); });
+  }
+
+  void Finished(size_t i, const absl::Status& status) {
+    Slot& slot = slots_[i];
+    Sample s;
+    s.start = slot.intended;
+    s.end = absl::Now();
+    SetOutcome(status, &s);
+    if (status.ok()) SetServerTimes(slot.result.info().timing(), &s);
+    absl::MutexLock lock(&mu_);
+    samples_.push_back(std::move(s));
+    free_.push_back(i);
+  }
+
+  const StartCall start_;
+  const absl::Duration timeout_;
+  const double rate_;
+  const bool poisson_;
+  std::mt19937_64 rng_;
+  const absl::Time end_;
+  std::vector<std::unique_ptr<GemmClient>> clients_;
+  std::vector<Slot> slots_;
+  absl::Mutex mu_;
+  std::vector<size_t> free_ ABSL_GUARDED_BY(mu_);
+  std::vector<Sample> samples_ ABSL_GUARDED_BY(mu_);
+};
+
+// CPU seconds of the server (--server_pid) and of this process over the measured window,
+// read by a thread that wakes at its start and end.
+class WindowCpu {
+ public:
+  WindowCpu(int server_pid, absl::Time start, absl::Time end)
+      : thread_([this, server_pid, start, end] {
+          absl::SleepFor(start - absl::Now());
+          const absl::StatusOr<double> server0 =
+              server_pid > 0 ? ProcessCpuSeconds(server_pid) : absl::StatusOr<double>(0.0);
+          const absl::StatusOr<double> self0 = ProcessCpuSeconds(0);
+          absl::SleepFor(end - absl::Now());
+          const absl::StatusOr<double> server1 =
+              server_pid > 0 ? ProcessCpuSeconds(server_pid) : absl::StatusOr<double>(0.0);
+          const absl::StatusOr<double> self1 = ProcessCpuSeconds(0);
+          if (server0.ok() && server1.ok()) server_s_ = *server1 - *server0;
+          if (self0.ok() && self1.ok()) client_s_ = *self1 - *self0;
+          server_ok_ = server_pid > 0 && server0.ok() && server1.ok();
+        }) {}
+  // Joins; then the seconds are final.
+  void Join() { thread_.join(); }
+  double server_s() const { return server_s_; }
+  double client_s() const { return client_s_; }
+  bool server_ok() const { return server_ok_; }
+
+ private:
+  double server_s_ = 0, client_s_ = 0;
+  bool server_ok_ = false;
+  std::thread thread_;
+};
+
 }  // namespace
 
 int RunBench(const CliOptions& o) {
@@ -157,6 +290,16 @@ int RunBench(const CliOptions& o) {
     std::fprintf(stderr,
                  "error: --concurrency and --channels must be >= 1, --duration_s > 0, "
                  "--warmup_s >= 0\n");
+    return 1;
+  }
+  if (o.rate < 0 || (o.rate > 0 && o.local) || (o.arrivals != "poisson" && o.arrivals != "fixed")) {
+    std::fprintf(stderr,
+                 "error: --rate must be >= 0 and runs against a server (not --local); "
+                 "--arrivals is poisson or fixed\n");
+    return 1;
+  }
+  if (o.server_pid > 0 && !ProcessCpuSeconds(o.server_pid).ok()) {
+    std::fprintf(stderr, "error: --server_pid=%d: no such process on this host\n", o.server_pid);
     return 1;
   }
   if (o.quantized && o.local) {
@@ -191,7 +334,13 @@ int RunBench(const CliOptions& o) {
   }
 
   BenchReport report;
-  report.mode = o.local ? "in-process" : (o.async ? "grpc-async" : "grpc");
+  report.mode = o.local ? "in-process"
+                : o.rate > 0 ? "grpc-open-loop"
+                             : (o.async ? "grpc-async" : "grpc");
+  if (o.rate > 0) {
+    report.target_rate = o.rate;
+    report.arrivals = o.arrivals;
+  }
   report.target = o.local ? "cpu backend (OpenBLAS)" : o.target;
   report.concurrency = o.concurrency;
   report.channels = o.local ? 0 : o.channels;
@@ -289,12 +438,22 @@ int RunBench(const CliOptions& o) {
       };
     };
   }
-  const std::vector<Sample> samples =
-      o.async && !o.local
-          ? AsyncClosedLoop(channels, start, absl::Seconds(o.timeout_s), o.concurrency,
-                            measure_end, out_bytes)
-                .Run()
-          : RunClosedLoop(o.concurrency, measure_end, make_worker);
+  WindowCpu cpu(o.server_pid, measure_start, measure_end);
+  std::vector<absl::Time> dropped_at;
+  std::vector<Sample> samples;
+  if (o.rate > 0) {
+    samples = OpenLoop(channels, start, absl::Seconds(o.timeout_s), o.concurrency, o.rate,
+                       o.arrivals == "poisson", o.seed, measure_end, out_bytes)
+                  .Run(&dropped_at);
+  } else if (o.async && !o.local) {
+    samples = AsyncClosedLoop(channels, start, absl::Seconds(o.timeout_s), o.concurrency,
+                              measure_end, out_bytes)
+                  .Run();
+  } else {
+    samples = RunClosedLoop(o.concurrency, measure_end, make_worker);
+  }
+  cpu.Join();
+  for (absl::Time t : dropped_at) report.dropped += t >= measure_start ? 1 : 0;
 
   std::vector<double> latencies_ms, error_latencies_ms;
   double queue_us = 0, copy_in_us = 0, compute_us = 0, copy_out_us = 0, total_us = 0;
@@ -326,6 +485,8 @@ int RunBench(const CliOptions& o) {
     report.server_copy_out_ms = copy_out_us / 1e3 / ok;
     report.server_total_ms = total_us / 1e3 / ok;
     report.mean_batch_size = batch_sizes / ok;
+    if (cpu.server_ok()) report.server_cpu_us_per_request = cpu.server_s() / ok * 1e6;
+    report.client_cpu_us_per_request = cpu.client_s() / ok * 1e6;
   }
   const std::string text = o.json ? FormatBenchJson(report) : FormatBenchText(report);
   std::fputs(text.c_str(), stdout);

@@ -40,6 +40,7 @@ LatencySummary SummarizeLatencies(std::vector<double> ms) {
   s.p50_ms = rank(50);
   s.p90_ms = rank(90);
   s.p99_ms = rank(99);
+  s.p999_ms = rank(99.9);
   s.max_ms = ms.back();
   double sum = 0;
   for (double v : ms) sum += v;
@@ -59,11 +60,21 @@ std::string FormatBenchText(const BenchReport& r) {
       "       concurrency=%d channels=%d warmup=%.1fs measured=%.1fs\n"
       "requests:   %d ok, %d errors  %.2f req/s\n"
       "throughput: %.2f GFLOP/s   payload %.1f MB/s (sent %.1f, received %.1f)\n"
-      "latency ms: p50=%.3f p90=%.3f p99=%.3f max=%.3f mean=%.3f\n",
+      "latency ms: p50=%.3f p90=%.3f p99=%.3f p99.9=%.3f max=%.3f mean=%.3f\n",
       r.mode, r.target, r.shape, r.dtype, r.precision, r.kernel.empty() ? "-" : r.kernel,
       r.concurrency, r.channels, r.warmup_s, r.duration_s, r.ok, errors, r.RequestsPerSecond(),
       r.Gflops(), r.SentMBps() + r.ReceivedMBps(), r.SentMBps(), r.ReceivedMBps(), r.latency.p50_ms,
-      r.latency.p90_ms, r.latency.p99_ms, r.latency.max_ms, r.latency.mean_ms);
+      r.latency.p90_ms, r.latency.p99_ms, r.latency.p999_ms, r.latency.max_ms, r.latency.mean_ms);
+  if (r.target_rate > 0) {
+    absl::StrAppendFormat(&out,
+                          "open loop:  %s arrivals at %.1f/s, achieved %.1f/s, %d dropped "
+                          "(latency from each intended send time)\n",
+                          r.arrivals, r.target_rate, r.RequestsPerSecond(), r.dropped);
+  }
+  if (r.server_cpu_us_per_request > 0 || r.client_cpu_us_per_request > 0) {
+    absl::StrAppendFormat(&out, "cpu us/request: server=%.1f client=%.1f\n",
+                          r.server_cpu_us_per_request, r.client_cpu_us_per_request);
+  }
   if (r.mode != "in-process") {
     absl::StrAppendFormat(&out,
                           "server ms (mean Timing): queue=%.3f copy_in=%.3f compute=%.3f "
@@ -103,14 +114,19 @@ std::string FormatBenchJson(const BenchReport& r) {
       ",\"payload_mb_per_s\":", Num(r.SentMBps() + r.ReceivedMBps()),
       ",\"sent_mb_per_s\":", Num(r.SentMBps()), ",\"received_mb_per_s\":", Num(r.ReceivedMBps()),
       ",\"latency_ms\":{\"p50\":", Num(r.latency.p50_ms), ",\"p90\":", Num(r.latency.p90_ms),
-      ",\"p99\":", Num(r.latency.p99_ms), ",\"max\":", Num(r.latency.max_ms),
+      ",\"p99\":", Num(r.latency.p99_ms), ",\"p99_9\":", Num(r.latency.p999_ms),
+      ",\"max\":", Num(r.latency.max_ms),
       ",\"mean\":", Num(r.latency.mean_ms), "}",
       ",\"error_latency_ms\":{\"p50\":", Num(r.error_latency.p50_ms),
       ",\"p99\":", Num(r.error_latency.p99_ms), ",\"max\":", Num(r.error_latency.max_ms), "}",
       ",\"server_ms\":{\"queue\":", Num(r.server_queue_ms),
       ",\"copy_in\":", Num(r.server_copy_in_ms), ",\"compute\":", Num(r.server_compute_ms),
       ",\"copy_out\":", Num(r.server_copy_out_ms), ",\"total\":", Num(r.server_total_ms),
-      "},\"mean_batch_size\":", Num(r.mean_batch_size), "}\n");
+      "},\"mean_batch_size\":", Num(r.mean_batch_size),
+      ",\"target_rate\":", Num(r.target_rate), ",\"arrivals\":", JsonString(r.arrivals),
+      ",\"dropped\":", r.dropped,
+      ",\"server_cpu_us_per_request\":", Num(r.server_cpu_us_per_request),
+      ",\"client_cpu_us_per_request\":", Num(r.client_cpu_us_per_request), "}\n");
 }
 
 }  // namespace gemmd

@@ -10,7 +10,7 @@
 namespace gemmd {
 
 struct LatencySummary {
-  double p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0, mean_ms = 0;
+  double p50_ms = 0, p90_ms = 0, p99_ms = 0, p999_ms = 0, max_ms = 0, mean_ms = 0;
 };
 
 // Nearest-rank percentiles of `latencies_ms` (empty -> all zero).
@@ -39,6 +39,14 @@ struct BenchReport {
   double server_queue_ms = 0, server_copy_in_ms = 0, server_compute_ms = 0,
          server_copy_out_ms = 0, server_total_ms = 0;
   double mean_batch_size = 0;  // requests per launch, as responses report it
+  // Open loop (--rate): the arrival rate asked for (0 = closed loop), and arrivals not
+  // sent because --concurrency calls were already in flight.
+  double target_rate = 0;
+  std::string arrivals;
+  int64_t dropped = 0;
+  // CPU seconds per successful request over the measured window (0 = not measured).
+  double server_cpu_us_per_request = 0;
+  double client_cpu_us_per_request = 0;
 
   double RequestsPerSecond() const { return duration_s > 0 ? ok / duration_s : 0; }
   double Gflops() const { return RequestsPerSecond() * flops_per_request / 1e9; }

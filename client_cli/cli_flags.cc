@@ -37,6 +37,16 @@ ABSL_FLAG(bool, async, false,
 ABSL_FLAG(bool, local, false,
           "bench: time the CPU backend in this process (no gRPC): the service's ceiling.");
 ABSL_FLAG(bool, json, false, "info/bench: print JSON.");
+ABSL_FLAG(double, rate, 0,
+          "bench: open loop: start requests at this rate (per second) whatever the server "
+          "does, latency counted from each request's intended send time (no coordinated "
+          "omission); --concurrency caps calls in flight, arrivals past it are dropped and "
+          "counted. 0 = closed loop.");
+ABSL_FLAG(std::string, arrivals, "poisson",
+          "bench --rate: poisson (exponential gaps) or fixed (evenly spaced) arrivals.");
+ABSL_FLAG(int, server_pid, 0,
+          "bench: the server's process id on this host: report its CPU time per request "
+          "(from /proc/PID/stat) over the measured window.");
 ABSL_FLAG(std::string, format, "nvfp4", "quantized: int8 or nvfp4 (NVFP4 needs K % 16 == 0).");
 ABSL_FLAG(bool, quantized, false,
           "bench: drive QuantizedMatmul (operands quantized once, --format, --weight_only) "
@@ -48,6 +58,9 @@ namespace gemmd {
 
 CliOptions CliOptionsFromFlags() {
   CliOptions o;
+  o.rate = absl::GetFlag(FLAGS_rate);
+  o.arrivals = absl::GetFlag(FLAGS_arrivals);
+  o.server_pid = absl::GetFlag(FLAGS_server_pid);
   o.target = absl::GetFlag(FLAGS_target);
   o.timeout_s = absl::GetFlag(FLAGS_timeout_s);
   o.m = absl::GetFlag(FLAGS_m);

@@ -32,6 +32,9 @@ struct CliOptions {
   bool local = false;  // time the in-process CPU backend instead of the server
   bool async = false;  // bench: callback API, no thread per call in flight
   bool quantized = false;  // bench: drive QuantizedMatmul (--format, --weight_only)
+  double rate = 0;         // bench: open loop at this many requests/s (0 = closed loop)
+  std::string arrivals = "poisson";  // bench --rate: poisson | fixed
+  int server_pid = 0;      // bench: report this process's CPU per request (same host)
   bool json = false;
 };
 

@@ -66,12 +66,13 @@ const std::vector<CommandSpec>& Commands() {
        "kernel error and the format error",
        Concat({kQuantizedOperandFlags, {"out", "verify"}}), &RunQuantized},
       {"bench",
-       "closed-loop load test of one shape: --concurrency --duration_s --warmup_s\n"
-       "[--channels] [--async] [--json]; --local times the in-process CPU backend;\n"
-       "--quantized drives QuantizedMatmul (--format, --weight_only) instead",
+       "load test of one shape: closed loop (--concurrency calls in flight) or open\n"
+       "loop (--rate R [--arrivals poisson|fixed]); --duration_s --warmup_s [--channels]\n"
+       "[--async] [--json] [--server_pid PID: the server's CPU per request]; --local\n"
+       "times the in-process CPU backend; --quantized drives QuantizedMatmul instead",
        Concat({kMatmulOperandFlags, kQuantizedOperandFlags,
                {"quantized", "concurrency", "channels", "duration_s", "warmup_s", "async",
-                "local", "json"}}),
+                "local", "json", "rate", "arrivals", "server_pid"}}),
        &RunBench},
   };
   return *commands;

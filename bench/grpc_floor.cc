@@ -1,0 +1,176 @@
+// grpc-floor: the yardstick for what gRPC itself costs. A minimal server of gemmd's API
+// (gemm.v1.GemmService) that answers Matmul with a C of the right size (zeros) without
+// computing anything, reading the request and writing the response the way gemm-server
+// does (gRPC's callback API on raw bytes, tensors located in the received slices, C sent
+// as a slice of a buffer kept for the process). GetServerInfo answers with no limits, so
+// `gemm-cli bench` drives it exactly like gemm-server; a benchmark that runs both says
+// how close the service comes to the transport's own cost for that payload.
+//
+// Usage: grpc-floor [--port 50779]
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gemm/v1/gemm.pb.h"
+#include "proto/proto_types.h"
+#include "proto/wire/gemm_wire.h"
+
+namespace {
+
+// Zeros for C, shared by every response; grown (and the old one kept alive by the
+// slices that still reference it) when a larger C is asked for.
+class Zeros {
+ public:
+  grpc::Slice Take(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes > size_) {
+      size_ = std::max(bytes, 2 * size_);
+      buffers_.push_back(std::make_unique<char[]>(size_));  // zero-filled, kept forever
+    }
+    return grpc::Slice(buffers_.back().get(), bytes, grpc::Slice::STATIC_SLICE);
+  }
+
+ private:
+  std::mutex mu_;
+  size_t size_ = 0;
+  std::vector<std::unique_ptr<char[]>> buffers_;
+};
+
+Zeros zeros;
+
+grpc::ByteBuffer Serialized(const google::protobuf::Message& message) {
+  const std::string bytes = message.SerializeAsString();
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+// One call: read the request, answer at once.
+class FloorCall final : public grpc::ServerGenericBidiReactor {
+ public:
+  explicit FloorCall(grpc::GenericCallbackServerContext* context) : method_(context->method()) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request message"));
+      return;
+    }
+    if (method_ == "/gemm.v1.GemmService/GetServerInfo") {
+      gemm::v1::ServerInfo info;
+      info.set_version("grpc-floor");
+      info.set_backend("none");
+      info.mutable_limits()->set_max_message_bytes(int64_t{1} << 40);
+      info.mutable_limits()->set_max_elements(int64_t{1} << 40);
+      response_ = Serialized(info);
+      StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+      return;
+    }
+    if (method_ != "/gemm.v1.GemmService/Matmul") {
+      Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "grpc-floor answers Matmul only"));
+      return;
+    }
+    std::vector<grpc::Slice> slices;
+    (void)request_.Dump(&slices);
+    gemmd::wire::ByteRuns runs;
+    for (const grpc::Slice& s : slices) {
+      runs.Append(absl::string_view(reinterpret_cast<const char*>(s.begin()), s.size()));
+    }
+    gemmd::wire::MatmulRequestWire parsed;
+    if (absl::Status s = gemmd::wire::ParseMatmulRequest(runs, &parsed); !s.ok()) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message())));
+      return;
+    }
+    const gemm::v1::MatmulRequest& r = parsed.head;
+    const auto& a = r.a().shape();
+    const auto& b = r.b().shape();
+    if (a.size() < 2 || b.size() < 2) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a and b need rank 2 or 3"));
+      return;
+    }
+    const int64_t m = r.transpose_a() ? a[a.size() - 1] : a[a.size() - 2];
+    const int64_t n = r.transpose_b() ? b[b.size() - 2] : b[b.size() - 1];
+    const int64_t batch = std::max<int64_t>(a.size() == 3 ? a[0] : 1, b.size() == 3 ? b[0] : 1);
+    const std::optional<gemmd::DataType> type = gemmd::DataTypeFromProto(r.output_dtype());
+    const size_t element = type ? gemmd::DataTypeSize(*type) : 4;
+    gemm::v1::MatmulResponse head;
+    if (batch > 1 || a.size() == 3 || b.size() == 3) head.mutable_c()->add_shape(batch);
+    head.mutable_c()->add_shape(m);
+    head.mutable_c()->add_shape(n);
+    head.mutable_c()->set_dtype(type ? r.output_dtype() : gemm::v1::DATA_TYPE_FLOAT32);
+    head.set_kernel("none (grpc-floor)");
+    head.set_device("none");
+    const size_t c_bytes = static_cast<size_t>(batch * m * n) * element;
+    grpc::Slice c = zeros.Take(c_bytes);
+    const gemmd::wire::EncodedMessage message = gemmd::wire::EncodeMatmulResponse(
+        head, absl::string_view(reinterpret_cast<const char*>(c.begin()), c.size()));
+    std::vector<grpc::Slice> out;
+    for (const gemmd::wire::EncodedMessage::Piece& piece : message.pieces()) {
+      out.push_back(piece.is_payload ? c : grpc::Slice(piece.owned));
+    }
+    response_ = grpc::ByteBuffer(out.data(), out.size());
+    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  const std::string method_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+};
+
+class FloorService final : public grpc::CallbackGenericService {
+ public:
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* context) override {
+    return new FloorCall(context);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int port = 50779;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
+      port = std::atoi(argv[++i]);
+    } else if (std::strncmp(argv[i], "--port=", 7) == 0) {
+      port = std::atoi(argv[i] + 7);
+    } else {
+      std::fprintf(stderr,
+                   "usage: grpc-floor [--port 50779]\n"
+                   "A gemm.v1 server that answers Matmul with zeros of C's size without "
+                   "computing: what gRPC itself costs for a payload.\n");
+      return 2;
+    }
+  }
+  FloorService service;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials());
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  builder.RegisterCallbackGenericService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) {
+    std::fprintf(stderr, "grpc-floor: cannot listen on 127.0.0.1:%d\n", port);
+    return 1;
+  }
+  std::printf("grpc-floor on 127.0.0.1:%d\n", port);
+  std::fflush(stdout);
+  server->Wait();
+  return 0;
+}

@@ -59,7 +59,24 @@ TEST(BenchReportTest, RatesAndJson) {
   EXPECT_NE(text.find("error latency ms: p50=0.200 p99=0.300 max=0.300"), std::string::npos)
       << text;
   EXPECT_NE(text.find("batch=12.5"), std::string::npos) << text;
-  EXPECT_NE(FormatBenchJson(r).find("\"mean_batch_size\":12.5}"), std::string::npos);
+  EXPECT_NE(FormatBenchJson(r).find("\"mean_batch_size\":12.5,"), std::string::npos);
+  // Open loop and CPU per request, when measured.
+  r.target_rate = 1000;
+  r.arrivals = "poisson";
+  r.dropped = 4;
+  r.server_cpu_us_per_request = 55.5;
+  r.client_cpu_us_per_request = 20;
+  const std::string open_text = FormatBenchText(r);
+  EXPECT_NE(open_text.find("open loop:  poisson arrivals at 1000.0/s, achieved 5.0/s, 4 dropped"),
+            std::string::npos)
+      << open_text;
+  EXPECT_NE(open_text.find("cpu us/request: server=55.5 client=20.0"), std::string::npos)
+      << open_text;
+  const std::string open_json = FormatBenchJson(r);
+  EXPECT_NE(open_json.find("\"target_rate\":1000,\"arrivals\":\"poisson\",\"dropped\":4,"
+                           "\"server_cpu_us_per_request\":55.5,\"client_cpu_us_per_request\":20}"),
+            std::string::npos)
+      << open_json;
 }
 
 TEST(MatmulInputsTest, RandomOperandsMatchFlagsAndVerify) {

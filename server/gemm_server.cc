@@ -68,6 +68,10 @@ absl::Status CheckConfig(const ServerConfig& c) {
     return absl::InvalidArgumentError(
         "--grpc_buffer_bytes must be >= 0 (0 = twice --max_message_bytes, at least 64 MiB)");
   }
+  if (c.cuda_sync != "blocking" && c.cuda_sync != "spin") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cuda_sync=", c.cuda_sync, " is not one of blocking, spin"));
+  }
   if (c.device_memory_limit_bytes < 0) {
     return absl::InvalidArgumentError(
         "--device_memory_limit_bytes must be >= 0 (0 = 90% of free memory)");
@@ -84,6 +88,7 @@ absl::StatusOr<Backend> OpenBackend(const ServerConfig& config) {
   if (config.backend == "cuda" || (config.backend == "auto" && CudaDeviceCount() > 0)) {
     CudaDeviceOptions options;
     options.memory_limit_bytes = config.device_memory_limit_bytes;
+    options.blocking_sync = config.cuda_sync == "blocking";
     return OpenCudaBackend(config.devices, options);
   }
 #else
@@ -210,6 +215,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
       {{"version", kGemmdVersion},
        {"backend", server->backend_.name},
        {"devices", absl::StrJoin(device_names, "; ")},
+       {"cuda_sync", server->backend_.name == "cuda" ? config.cuda_sync : std::string("-")},
        {"grpc", absl::StrCat(config.host, ":", server->port_)},
        {"metrics", server->metrics_port_ >= 0
                        ? absl::StrCat(config.host, ":", server->metrics_port_, "/metrics")

@@ -30,6 +30,10 @@ ABSL_FLAG(std::string, backend, "auto",
           "else cpu (OpenBLAS).");
 ABSL_FLAG(std::string, devices, "all",
           "CUDA backend: GPUs to serve on, 'all' or a comma list of ordinals (e.g. 0,2).");
+ABSL_FLAG(std::string, cuda_sync, "blocking",
+          "How a thread waits for its GPU: blocking (sleeps until the GPU signals; no core "
+          "spent waiting) or spin (answers microseconds sooner, keeps a core busy per waiting "
+          "lane).");
 ABSL_FLAG(int64_t, device_memory_limit_bytes, 0,
           "CUDA backend: device memory each GPU's pool may hold (operands, results, "
           "workspace); 0 = 90% of the GPU's free memory at start.");
@@ -153,6 +157,7 @@ int main(int argc, char** argv) {
   config.shutdown_grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_s));
   config.devices = absl::GetFlag(FLAGS_devices);
   config.device_memory_limit_bytes = absl::GetFlag(FLAGS_device_memory_limit_bytes);
+  config.cuda_sync = absl::GetFlag(FLAGS_cuda_sync);
   config.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   config.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
   config.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);

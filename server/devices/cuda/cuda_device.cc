@@ -101,6 +101,10 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal,
   absl::StatusOr<gpu::ScopedDevice> current = gpu::ScopedDevice::Create(ordinal);
   if (!current.ok()) return current.status();
 
+  // Before anything waits on this device: how its waits behave (the primary context takes
+  // the flags even when already initialized).
+  RETURN_IF_CUDA_ERROR(cudaSetDeviceFlags(options.blocking_sync ? cudaDeviceScheduleBlockingSync
+                                                                : cudaDeviceScheduleSpin));
   std::unique_ptr<CudaDevice> device(new CudaDevice(ordinal, options, *std::move(caps)));
   // Also creates the context, so the free memory is measured with it in place.
   size_t free_bytes = 0;
@@ -117,10 +121,15 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal,
     if (!stream.ok()) return stream.status();
     absl::StatusOr<std::unique_ptr<StagingRing>> staging =
         StagingRing::Create(options.staging_slots, options.staging_chunk_bytes,
-                            device->copier_.get());
+                            device->copier_.get(), options.blocking_sync);
     if (!staging.ok()) return staging.status();
     device->pinned_bytes_ += static_cast<int64_t>((*staging)->pinned_bytes());
     device->lanes_.push_back(Lane{*std::move(stream), *std::move(staging)});
+    Lane& lane = device->lanes_.back();
+    const unsigned flags = options.blocking_sync ? cudaEventBlockingSync : cudaEventDefault;
+    for (cudaEvent_t* event : {&lane.start, &lane.copied, &lane.computed}) {
+      RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(event, flags));
+    }
   }
   return device;
 }
@@ -139,7 +148,12 @@ CudaDevice::~CudaDevice() {
   // them with it current (the destroying thread may have another device current).
   // Failures are ignored: after a fault there is nothing better to do.
   absl::StatusOr<gpu::ScopedDevice> current = gpu::ScopedDevice::Create(ordinal_);
-  for (Lane& lane : lanes_) (void)cudaStreamSynchronize(lane.stream.get());
+  for (Lane& lane : lanes_) {
+    (void)cudaStreamSynchronize(lane.stream.get());
+    for (cudaEvent_t event : {lane.start, lane.copied, lane.computed}) {
+      if (event != nullptr) (void)cudaEventDestroy(event);
+    }
+  }
   lanes_.clear();
   pool_.reset();
 }
@@ -347,12 +361,22 @@ absl::Status CudaDevice::Execute(const ArenaPlan& plan, Lane& lane, int lane_ind
   }
   void* workspace = workspace_bytes > 0 ? arena + plan.workspace_at : nullptr;
 
+  // One wait per launch: the phases are enqueued back to back on the lane's stream and
+  // timed there by events; the host blocks only where copy-out needs the results.
+  const cudaStream_t stream = lane.stream.get();
+  const absl::Time start = absl::Now();
+  // The launch's host buffers must outlive every DMA that reads or writes them: a
+  // launch that fails after enqueueing copies waits for them before it returns.
+  auto drain = [stream](absl::Status status) {
+    (void)cudaStreamSynchronize(stream);
+    return status;
+  };
+  GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaEventRecord(lane.start, stream)));
+
   // Copy-in: a large region in page-locked memory (the server's request buffers) goes by
   // its own DMA, straight from the host buffer; every other region goes through the
   // staging ring, in arena order with the alignment gaps filled, so the ring sends the
   // range as few DMAs as possible.
-  const cudaStream_t stream = lane.stream.get();
-  absl::Time start = absl::Now();
   std::vector<HostToDevice> in;
   in.reserve(plan.in.size() * 2);
   int64_t covered = -1;  // arena bytes up to `covered` are in `in`, or -1 for none
@@ -370,23 +394,18 @@ absl::Status CudaDevice::Execute(const ArenaPlan& plan, Lane& lane, int lane_ind
     covered = region.at + region.bytes;
   }
   GEMMD_FAULT_IF_ERROR(lane.staging->CopyIn(in, stream));
-  // Synchronizing per phase is what makes the phase times real; the other lane keeps
-  // the GPU busy meanwhile.
-  GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaStreamSynchronize(stream)));
-  times->copy_in = absl::Now() - start;
+  GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaEventRecord(lane.copied, stream)));
 
-  start = absl::Now();
   const absl::Status launched = plan.launch(arena, workspace, workspace_bytes, stream);
   if (!launched.ok()) {
     // INTERNAL is a CUDA error; the rest are the kernel's checks of the operands.
-    if (launched.code() == absl::StatusCode::kInternal) return Fault(launched);
-    return launched;
+    if (launched.code() == absl::StatusCode::kInternal) return Fault(drain(launched));
+    return drain(launched);
   }
-  GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaStreamSynchronize(stream)));
-  times->compute = absl::Now() - start;
+  GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaEventRecord(lane.computed, stream)));
 
-  // Copy-out likewise: large page-locked results by their own DMA, the rest staged.
-  start = absl::Now();
+  // Copy-out likewise: large page-locked results by their own DMA, the rest staged (the
+  // ring waits for each slot's DMA, which comes after the kernel in stream order).
   std::vector<DeviceToHost> out;
   out.reserve(plan.out.size());
   bool direct_out = false;
@@ -401,8 +420,18 @@ absl::Status CudaDevice::Execute(const ArenaPlan& plan, Lane& lane, int lane_ind
     out.push_back({arena + region.at, region.host, static_cast<size_t>(region.bytes)});
   }
   GEMMD_FAULT_IF_ERROR(lane.staging->CopyOut(out, stream));
-  if (direct_out) GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaStreamSynchronize(stream)));
-  times->copy_out = absl::Now() - start;
+  if (direct_out || out.empty()) {
+    GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaStreamSynchronize(stream)));
+  }
+
+  float copy_in_ms = 0, compute_ms = 0;
+  GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaEventElapsedTime(&copy_in_ms, lane.start, lane.copied)));
+  GEMMD_FAULT_IF_ERROR(
+      GEMMD_CUDA_STATUS(cudaEventElapsedTime(&compute_ms, lane.copied, lane.computed)));
+  times->copy_in = absl::Microseconds(static_cast<int64_t>(copy_in_ms * 1e3));
+  times->compute = absl::Microseconds(static_cast<int64_t>(compute_ms * 1e3));
+  times->copy_out = std::max(absl::ZeroDuration(),
+                             absl::Now() - start - times->copy_in - times->compute);
   return absl::OkStatus();
 }
 

@@ -46,6 +46,10 @@ struct CudaDeviceOptions {
   int staging_slots = 4;
   // Threads that help the lanes' host copies into and out of staging (HostCopier).
   int copy_threads = 3;
+  // Whether a thread waiting for the GPU sleeps (true) or spins (false, CUDA's default
+  // with few GPUs): spinning answers a few microseconds sooner and keeps a core busy for
+  // every lane waiting (--cuda_sync).
+  bool blocking_sync = true;
 };
 
 class CudaDevice : public Device {
@@ -81,6 +85,9 @@ class CudaDevice : public Device {
   struct Lane {
     gpu::CudaStream stream;
     std::unique_ptr<StagingRing> staging;
+    // Phase boundaries of the lane's current launch, timed on the GPU: the host waits
+    // once per launch, not once per phase.
+    cudaEvent_t start = nullptr, copied = nullptr, computed = nullptr;
   };
   // One launch's use of the arena: what goes in, what comes out, how it launches.
   struct ArenaPlan;

@@ -11,7 +11,8 @@
 namespace gemmd {
 
 absl::StatusOr<std::unique_ptr<StagingRing>> StagingRing::Create(int slots, size_t slot_bytes,
-                                                                 HostCopier* copier) {
+                                                                 HostCopier* copier,
+                                                                 bool blocking_sync) {
   if (slots < 1 || slot_bytes == 0 ||
       slot_bytes > std::numeric_limits<size_t>::max() / static_cast<size_t>(slots)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -27,7 +28,8 @@ absl::StatusOr<std::unique_ptr<StagingRing>> StagingRing::Create(int slots, size
     Slot& slot = ring->slots_[static_cast<size_t>(i)];
     slot.data = ring->pinned_ + static_cast<size_t>(i) * slot_bytes;
     // The events only order and wait; timing would add a timestamp write per record.
-    RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
+    RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(
+        &slot.done, cudaEventDisableTiming | (blocking_sync ? cudaEventBlockingSync : 0)));
   }
   return ring;
 }

@@ -50,9 +50,11 @@ class StagingRing {
   // INTERNAL for CUDA errors (e.g. the pinned allocation fails). Host-side copies into
   // and out of the slots go through `copier` (several threads) when it is not null; it
   // must outlive the ring.
+  // With `blocking_sync`, a wait for a slot sleeps instead of spinning.
   static absl::StatusOr<std::unique_ptr<StagingRing>> Create(int slots = 4,
                                                              size_t slot_bytes = 4 << 20,
-                                                             HostCopier* copier = nullptr);
+                                                             HostCopier* copier = nullptr,
+                                                             bool blocking_sync = true);
   ~StagingRing();
   StagingRing(const StagingRing&) = delete;
   StagingRing& operator=(const StagingRing&) = delete;

@@ -55,12 +55,19 @@ absl::Status Batcher::Submit(std::unique_ptr<Job> job) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Admission(bytes, 0); !s.ok()) return s;
   KeyQueue& queue = queues_[BatchKeyOf(*job)];
+  const bool batchable = IsBatchable(*job);
   queue.jobs.push_back({std::move(job), clock_->Now(), next_seq_++, bytes});
   queue.bytes += bytes;
   ++queued_;
   inflight_bytes_ += bytes;
   PublishQueueDepth();
-  dispatch_cv_.Signal();
+  // Wake the dispatcher only when this job changes what it waits for: a new queue (a new
+  // due time) or one that is now ready. A job joining a queue that is still filling
+  // needs no wake-up: the dispatcher already sleeps until that queue's head is due.
+  const bool ready_now = queue.jobs.size() == 1 || !batchable ||
+                         queue.jobs.size() >= options_.max_batch_size ||
+                         queue.bytes >= max_batch_bytes_;
+  if (ready_now) dispatch_cv_.Signal();
   return absl::OkStatus();
 }
 
@@ -405,8 +412,9 @@ void Batcher::LaneLoop(int device_index, int lane) {
       dispatch_cv_.Signal();
     }
     if (on_none_healthy) on_none_healthy();
-    // Answering is gRPC work (responses are serialized as RPCs finish): hand it to the
-    // completion threads in slices, so the lane goes back to its device at once.
+    // Answering is gRPC work (responses are encoded as RPCs finish). A small batch is
+    // answered here, which saves waking another thread per launch; a large one goes to
+    // the completion threads in slices, so the lane goes back to its device sooner.
     constexpr size_t kJobsPerCompletion = 8;
     auto jobs = std::make_shared<std::vector<std::unique_ptr<Job>>>(std::move(batch.jobs));
     JobResult result;
@@ -415,15 +423,20 @@ void Batcher::LaneLoop(int device_index, int lane) {
     result.compute = times.compute;
     result.copy_out = times.copy_out;
     result.batch_size = static_cast<uint32_t>(jobs->size());
+    auto answer = [jobs, status, result, start](size_t first, size_t last) {
+      for (size_t j = first; j < last; ++j) {
+        JobResult mine = result;
+        mine.queue = start - (*jobs)[j]->accepted;
+        (*jobs)[j]->done(status, mine);
+      }
+    };
+    if (jobs->size() <= kJobsPerCompletion) {
+      answer(0, jobs->size());
+      continue;
+    }
     for (size_t first = 0; first < jobs->size(); first += kJobsPerCompletion) {
       const size_t last = std::min(jobs->size(), first + kJobsPerCompletion);
-      completions_.Schedule([jobs, first, last, status, result, start] {
-        for (size_t j = first; j < last; ++j) {
-          JobResult mine = result;
-          mine.queue = start - (*jobs)[j]->accepted;
-          (*jobs)[j]->done(status, mine);
-        }
-      });
+      completions_.Schedule([answer, first, last] { answer(first, last); });
     }
   }
 }

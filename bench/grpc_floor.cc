@@ -8,6 +8,7 @@
 //
 // Usage: grpc-floor [--port 50779]
 #include <grpcpp/generic/async_generic_service.h>
+#include <malloc.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 #include <grpcpp/support/byte_buffer.h>
@@ -26,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "gemm/v1/gemm.pb.h"
 #include "proto/proto_types.h"
+#include "proto/transport_arguments.h"
 #include "proto/wire/gemm_wire.h"
 
 namespace {
@@ -144,6 +146,9 @@ class FloorService final : public grpc::CallbackGenericService {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As gemm-server: keep freed memory mapped (fresh receive buffers fault on every page).
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   int port = 50779;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
@@ -164,6 +169,7 @@ int main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
   builder.RegisterCallbackGenericService(&service);
+  gemmd::SetTransportArguments(&builder);  // as gemm-server
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
     std::fprintf(stderr, "grpc-floor: cannot listen on 127.0.0.1:%d\n", port);

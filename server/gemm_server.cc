@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "proto/transport_arguments.h"
 #include "server/scheduling/batcher.h"
 #include "server/devices/cpu/cpu_device.h"
 #include "server/rpc/gemm_service.h"
@@ -132,6 +133,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   batching.max_batch_size = config.max_batch_size;
   batching.max_queue_delay = config.max_queue_delay;
   batching.max_queue_size = config.max_queue_size;
+  batching.wait_when_idle = config.wait_when_idle;
   server->executor_ =
       std::make_unique<Batcher>(devices, batching, server->metrics_.get());
   server->memory_ = HostMemory::Create(config.max_inflight_bytes, config.message_pool_bytes,
@@ -149,6 +151,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   server->service_ = std::make_unique<GemmServiceImpl>(
       settings, devices, server->backend_.catalogue.get(), server->executor_.get(),
       server->metrics_.get(), server->memory_);
+  server->executor_->SetArriving(server->service_->arriving());
 
   if (config.metrics_port >= 0) {
     const std::string address = absl::StrCat(config.host, ":", config.metrics_port);
@@ -178,6 +181,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   // gRPC would otherwise let a second server bind the same port (SO_REUSEPORT) and take
   // half the traffic without a word.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  SetTransportArguments(&builder);
   // Matmul and QuantizedMatmul check their size themselves once read (so a refusal is
   // counted and says which flag); gRPC's own check would come no earlier.
   builder.SetMaxReceiveMessageSize(-1);
@@ -225,6 +229,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
        {"max_queue_size", absl::StrCat(config.max_queue_size)},
        {"max_batch_size", absl::StrCat(config.max_batch_size)},
        {"max_queue_delay_us", absl::StrCat(absl::ToInt64Microseconds(config.max_queue_delay))},
+       {"wait_when_idle", config.wait_when_idle ? "true" : "false"},
        {"max_inflight_bytes", absl::StrCat(config.max_inflight_bytes)},
        {"message_pool_bytes", absl::StrCat(config.message_pool_bytes)},
        {"grpc_buffer_bytes", absl::StrCat(server->grpc_buffer_bytes_)}});

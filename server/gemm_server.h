@@ -41,6 +41,9 @@ struct ServerConfig {
   // Batching (docs/ARCHITECTURE.md, server/batcher.h).
   uint32_t max_batch_size = 64;
   absl::Duration max_queue_delay = absl::Microseconds(100);
+  // Hold a lone request for max_queue_delay even when a device is idle and no other
+  // request is arriving (by default it launches at once then).
+  bool wait_when_idle = false;
   // Host memory that requests hold, pooled result buffers included (HostMemory); 0 = no
   // cap.
   int64_t max_inflight_bytes = int64_t{4} << 30;

@@ -40,9 +40,14 @@ ABSL_FLAG(int64_t, device_memory_limit_bytes, 0,
 ABSL_FLAG(uint32_t, max_batch_size, 64,
           "Most requests one launch serves. Requests batch when they share precision, "
           "dtypes, M, N, K, transposes, alpha, beta and kernel. 1 turns batching off.");
+ABSL_FLAG(bool, wait_when_idle, false,
+          "Hold a request for --max_queue_delay_us even when a device is idle and no other "
+          "request is arriving (by default it launches at once then: waiting would only add "
+          "latency).");
 ABSL_FLAG(int64_t, max_queue_delay_us, 100,
           "How long the first request of a batch may wait for company before it launches "
-          "anyway (microseconds; 0 = never wait).");
+          "anyway (microseconds; 0 = never wait). It does not wait when a device is idle and "
+          "no other request is arriving (see --wait_when_idle).");
 ABSL_FLAG(int64_t, max_inflight_bytes, int64_t{4} << 30,
           "Cap on the host memory requests hold: each one's request bytes from the moment it "
           "is read, its operands, and its result until gRPC has sent it (so clients that do "
@@ -160,6 +165,7 @@ int main(int argc, char** argv) {
   config.cuda_sync = absl::GetFlag(FLAGS_cuda_sync);
   config.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   config.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
+  config.wait_when_idle = absl::GetFlag(FLAGS_wait_when_idle);
   config.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
   config.message_pool_bytes = absl::GetFlag(FLAGS_message_pool_bytes);
   config.grpc_buffer_bytes = absl::GetFlag(FLAGS_grpc_buffer_bytes);

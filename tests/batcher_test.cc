@@ -208,6 +208,45 @@ TEST(BatcherTest, CheckRoomAnswersWhatSubmitWould) {
   EXPECT_EQ(batcher.CheckRoom(0).code(), absl::StatusCode::kUnavailable);
 }
 
+// With the service's arriving count: a lone job on an idle device goes at once (the
+// clock stands still, far from max_queue_delay); while another request is on its way,
+// or with wait_when_idle, it waits for company as before.
+TEST(BatcherTest, AnIdleDeviceTakesALoneJobAtOnceUnlessMoreAreArriving) {
+  FakeClock clock;
+  FakeDevice device;
+  std::atomic<int64_t> arriving{0};
+  Batcher batcher({&device}, Opts(4, absl::Seconds(10), 100), nullptr, &clock);
+  batcher.SetArriving(&arriving);
+  Outcome first;
+  ASSERT_TRUE(batcher.Submit(MakeJob(&first, 3)).ok());
+  ASSERT_TRUE(first.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(first.result.batch_size, 1u);
+
+  arriving = 1;  // one more caller is sending its request: keep the window open
+  Outcome second, third;
+  ASSERT_TRUE(batcher.Submit(MakeJob(&second, 3)).ok());
+  absl::SleepFor(absl::Milliseconds(30));
+  EXPECT_EQ(second.calls.load(), 0) << "launched while another request was arriving";
+  ASSERT_TRUE(batcher.Submit(MakeJob(&third, 3)).ok());  // it arrived
+  arriving = 0;
+  batcher.Poke();
+  ASSERT_TRUE(third.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(second.result.batch_size, 2u);  // the two shared a launch
+  EXPECT_EQ(device.batch_sizes(), (std::vector<int>{1, 2}));
+
+  Batcher::Options fixed = Opts(4, absl::Seconds(10), 100);
+  fixed.wait_when_idle = true;
+  FakeDevice other;
+  Batcher waiting({&other}, fixed, nullptr, &clock);
+  waiting.SetArriving(&arriving);
+  Outcome lone;
+  ASSERT_TRUE(waiting.Submit(MakeJob(&lone, 3)).ok());
+  absl::SleepFor(absl::Milliseconds(30));
+  EXPECT_EQ(lone.calls.load(), 0) << "wait_when_idle: the lone job must wait the delay";
+  waiting.Drain();
+  EXPECT_EQ(lone.calls.load(), 1);
+}
+
 TEST(BatcherTest, BatchesFormUpToTheSizeLimitAndTheDelayBoundHolds) {
   FakeClock clock;
   FakeDevice device(/*gated=*/true);

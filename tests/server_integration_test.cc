@@ -232,8 +232,10 @@ TEST_F(ServerTest, GetServerInfoDescribesTheServer) {
 TEST_F(ServerTest, ConcurrentRequestsShareLaunchesAndGetTheirOwnResults) {
   ServerConfig config = TestConfig();
   config.max_batch_size = 16;
-  // Long enough that all 16 calls (sent back to back) arrive before the first launch.
+  // Long enough that all 16 calls (sent back to back) arrive before the first launch,
+  // and held for it even when the device is idle.
   config.max_queue_delay = absl::Milliseconds(500);
+  config.wait_when_idle = true;
   Start(config);
   constexpr int kCalls = 16;
   std::vector<std::unique_ptr<AsyncCall>> calls;

@@ -66,6 +66,10 @@ class GemmServiceImpl final : public GemmTypedService {
   // `deadline` passes; true when all are.
   bool AwaitIdle(absl::Time deadline) { return registry_.AwaitEmpty(deadline); }
 
+  // Calls admitted at their headers whose job is not queued yet (for the batcher: while
+  // none is on its way, an idle device need not wait for company).
+  const std::atomic<int64_t>* arriving() const { return &arriving_; }
+
   // Waits until no GEMM call has been refused for draining in the last `quiet`, or
   // `deadline`; true when quiet.
   bool AwaitQuiet(absl::Duration quiet, absl::Time deadline) {

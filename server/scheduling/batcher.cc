@@ -29,7 +29,8 @@ Batcher::Batcher(std::vector<Device*> devices, Options options, ServerMetrics* m
       DeviceState state;
       state.device = devices[i];
       state.index = static_cast<int>(i);
-      state.free_lanes = std::max(1, devices[i]->lanes());
+      state.lanes = std::max(1, devices[i]->lanes());
+      state.free_lanes = state.lanes;
       state.healthy = devices[i]->healthy();
       if (state.healthy) ++healthy_devices_;
       max_batch_bytes_ = std::min(max_batch_bytes_, devices[i]->max_batch_bytes());
@@ -62,11 +63,12 @@ absl::Status Batcher::Submit(std::unique_ptr<Job> job) {
   inflight_bytes_ += bytes;
   PublishQueueDepth();
   // Wake the dispatcher only when this job changes what it waits for: a new queue (a new
-  // due time) or one that is now ready. A job joining a queue that is still filling
-  // needs no wake-up: the dispatcher already sleeps until that queue's head is due.
+  // due time), one that is now ready, or an idle device with nothing more arriving. A
+  // job joining a queue that is still filling needs no wake-up: the dispatcher already
+  // sleeps until that queue's head is due.
   const bool ready_now = queue.jobs.size() == 1 || !batchable ||
                          queue.jobs.size() >= options_.max_batch_size ||
-                         queue.bytes >= max_batch_bytes_;
+                         queue.bytes >= max_batch_bytes_ || IdleNow();
   if (ready_now) dispatch_cv_.Signal();
   return absl::OkStatus();
 }
@@ -121,6 +123,11 @@ void Batcher::SetOnNoHealthyDevice(std::function<void()> callback) {
   on_no_healthy_device_ = std::move(callback);
 }
 
+void Batcher::SetArriving(const std::atomic<int64_t>* arriving) {
+  absl::MutexLock lock(&mu_);
+  arriving_ = arriving;
+}
+
 void Batcher::Poke() {
   absl::MutexLock lock(&mu_);
   dispatch_cv_.SignalAll();
@@ -169,15 +176,27 @@ absl::Status Batcher::DropReason(const Job& job, absl::Time now) const {
   return absl::OkStatus();
 }
 
+bool Batcher::IdleNow() const {
+  if (options_.wait_when_idle || arriving_ == nullptr ||
+      arriving_->load(std::memory_order_acquire) > 0) {
+    return false;
+  }
+  for (const DeviceState& d : devices_) {
+    if (d.healthy && d.free_lanes == d.lanes) return true;
+  }
+  return false;
+}
+
 const BatchKey* Batcher::ReadyKey(absl::Time now, absl::Time* next_ready) const {
   const BatchKey* best = nullptr;
   uint64_t best_seq = 0;
   *next_ready = absl::InfiniteFuture();
+  const bool idle = IdleNow();
   for (const auto& [key, queue] : queues_) {
     if (queue.jobs.empty()) continue;
     const Queued& head = queue.jobs.front();
     const absl::Time due = head.enqueued + options_.max_queue_delay;
-    const bool ready = draining_ || queue.jobs.size() >= options_.max_batch_size ||
+    const bool ready = draining_ || idle || queue.jobs.size() >= options_.max_batch_size ||
                        queue.bytes >= max_batch_bytes_ || now >= due ||
                        !IsBatchable(*head.job);
     if (!ready) {

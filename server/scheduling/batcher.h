@@ -4,10 +4,12 @@
 //
 // A key's queue becomes a batch when it holds max_batch_size jobs (or the bytes one
 // batch may take on a device), when its oldest job has waited max_queue_delay, or when
-// the batcher drains; the batch then waits until some healthy device has a free lane
-// and goes to the one with the least outstanding work (FLOPs). While every lane is busy,
-// queues keep growing, so batches get bigger exactly when the devices are the
-// bottleneck. max_batch_size = 1 turns batching off (every job is its own launch).
+// the batcher drains; and at once when a device is idle and no other request is on its
+// way (SetArriving; unless wait_when_idle): waiting then only adds latency. The batch
+// then waits until some healthy device has a free lane and goes to the one with the
+// least outstanding work (FLOPs). While every lane is busy, queues keep growing, so
+// batches get bigger exactly when the devices are the bottleneck. max_batch_size = 1
+// turns batching off (every job is its own launch).
 //
 // Admission (Submit): RESOURCE_EXHAUSTED at once when max_queue_size jobs wait, or when
 // one job alone is larger than a device lets a batch be; UNAVAILABLE while draining or
@@ -20,6 +22,7 @@
 #define GEMMD_SERVER_SCHEDULING_BATCHER_H_
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -48,6 +51,9 @@ class Batcher : public JobExecutor {
     size_t max_queue_size = 1024;
     // Threads that answer finished jobs (fill responses, finish RPCs) off the lanes.
     int completion_threads = 4;
+    // Hold a lone job for max_queue_delay even when a device is idle and nothing else
+    // is arriving (the batch window as a fixed delay).
+    bool wait_when_idle = false;
   };
 
   // `devices`, `metrics` (may be null) and `clock` must outlive the batcher.
@@ -61,6 +67,10 @@ class Batcher : public JobExecutor {
 
   // Runs (outside any lock, on a batcher thread) when the last healthy device fails.
   void SetOnNoHealthyDevice(std::function<void()> callback);
+  // The count of requests admitted whose job is not submitted yet (the service's): while
+  // it is 0 and a device is idle, a queued job need not wait for company. Without it,
+  // jobs always wait max_queue_delay. Must outlive the batcher.
+  void SetArriving(const std::atomic<int64_t>* arriving);
   // Re-reads the clock now (tests call it after stepping a fake clock).
   void Poke();
 
@@ -91,6 +101,7 @@ class Batcher : public JobExecutor {
   struct DeviceState {
     Device* device = nullptr;
     int index = 0;
+    int lanes = 0;
     int free_lanes = 0;
     double outstanding_flops = 0;
     bool healthy = true;
@@ -110,6 +121,9 @@ class Batcher : public JobExecutor {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Healthy device with a free lane and the least outstanding work; -1 if none.
   int PickDevice() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a queued job should go now rather than wait for company: some healthy
+  // device has every lane free and no request is on its way.
+  bool IdleNow() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Placed FormBatch(KeyQueue& queue, absl::Time now, std::vector<Dropped>* dropped)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PlaceOn(int device, Placed placed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -133,6 +147,7 @@ class Batcher : public JobExecutor {
   Clock* const clock_;
   int64_t max_batch_bytes_ = 0;  // the smallest any device allows
 
+  const std::atomic<int64_t>* arriving_ ABSL_GUARDED_BY(mu_) = nullptr;
   mutable absl::Mutex mu_;
   absl::CondVar dispatch_cv_;  // work for the dispatcher: jobs, a free lane, a poke
   absl::CondVar lanes_cv_;     // work for the lanes: a placed batch, or the end

@@ -113,6 +113,7 @@ TEST_F(GpuServerTest, ConcurrentMixedRequestsAreBatchedAndCorrect) {
   ServerConfig config;
   config.max_batch_size = 16;
   config.max_queue_delay = absl::Microseconds(500);
+  config.wait_when_idle = true;  // the batch window as a fixed delay: batches must form
   Start(config);
   const std::vector<Shape> shapes = {
       {1, 64, 48, 32, false, false, DataType::kFloat32, gemm::v1::PRECISION_FP32},

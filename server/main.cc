@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "server/blas_thread_wait.h"
 #include "server/gemm_server.h"
 #include "server/observability/log.h"
 #include "server/stop_signals.h"
@@ -105,6 +106,7 @@ void LogFromGrpc(gpr_log_func_args* args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gemmd::LimitBlasThreadWait(argv);  // may run this program again (blas_thread_wait.h)
   // gRPC reads large messages into freshly allocated slices; with glibc's defaults each
   // large block is a new mmap (or trimmed heap) whose every page faults on first touch,
   // which costs more than the copy itself. Keep freed memory mapped for reuse instead

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The transport benchmark of docs/BENCHMARKS.md ("Transport"): in one run, loopback TCP
+# (iperf3, one stream and four), gRPC's own cost (grpc-floor: the API answered without
+# computing) and gemm-server, driven by the same gemm-cli bench, for
+#   - payload rate: one big request per caller (one caller on one connection, and four
+#     callers on four), against TCP's rate with as many streams;
+#   - small requests: the request rate and the server's CPU per request (--server_pid).
+# Then a side-by-side table (bench/transport_summary.py).
+#
+# Usage: bench/transport_bench.sh BIN_DIR [cpu|cuda]
+#   BIN_DIR: a build directory (build/) or one folder holding gemm-server, gemm-cli and
+#   grpc-floor, as device-pack lays them out (and iperf3 when it is not on PATH).
+#   cuda (the H200 host): 4096^3 FP16 in / FP32 out; 8^3 and 128^3 FP16, 128 callers.
+#   cpu (the development machine): A 4096x4096 FP32 with N = 1 (64 MiB a call, transport
+#   bound); 128^3 and 1024^3 FP32 at 1 and 8 callers, with the Python peer as well.
+# Env: DURATION_S (default 5), WARMUP_S (1), OUT_DIR (/tmp/transport_bench).
+set -uo pipefail
+ulimit -n 65536 2>/dev/null || true
+bin=${1:?usage: transport_bench.sh BIN_DIR [cpu|cuda]}
+mode=${2:-cpu}
+here=$(cd "$(dirname "$0")" && pwd)
+duration=${DURATION_S:-5}
+warmup=${WARMUP_S:-1}
+out=${OUT_DIR:-/tmp/transport_bench}
+mkdir -p "$out"
+rm -f "$out"/*.json "$out"/*.log
+exe() {  # NAME: the binary, in a build tree or a flat folder
+  for p in "$bin/$1" "$bin/server/$1" "$bin/client_cli/$1" "$bin/bench/$1"; do
+    [ -x "$p" ] && { echo "$p"; return; }
+  done
+  echo "missing $1 under $bin" >&2; exit 1
+}
+server_bin=$(exe gemm-server) cli=$(exe gemm-cli) floor_bin=$(exe grpc-floor)
+iperf=$(command -v iperf3 || echo "$bin/iperf3")
+py=$(command -v /usr/bin/python3 || command -v python3)
+port=50781
+
+echo "## $(date -u +%Y-%m-%dT%H:%MZ) $mode, $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+[ "$mode" = cuda ] && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
+
+for streams in 1 4; do
+  "$iperf" -s -1 -p 5299 >/dev/null 2>&1 &
+  sleep 0.5
+  "$iperf" -c 127.0.0.1 -p 5299 -t "$duration" -P "$streams" -J >"$out/iperf_$streams.json"
+  wait
+done
+
+pid=
+start() {  # NAME COMMAND...: start a server on $port and wait until it answers
+  local name=$1
+  shift
+  "$@" >"$out/$name.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do
+    "$cli" info --target "127.0.0.1:$port" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "$name did not start:"; cat "$out/$name.log"; return 1
+}
+stop() { kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
+trap stop EXIT
+bench() {  # SERVER CASE ARGS...: one gemm-cli bench run, kept as SERVER__CASE.json
+  local server=$1 name=$2
+  shift 2
+  "$cli" bench --target "127.0.0.1:$port" --duration_s "$duration" --warmup_s "$warmup" \
+    --server_pid "$pid" --json "$@" >"$out/${server}__${name}.json" 2>"$out/${server}__${name}.err" ||
+    { echo "$server $name failed:"; tail -3 "$out/${server}__${name}.err"; }
+}
+
+if [ "$mode" = cuda ]; then
+  big=(--m 4096 --n 4096 --k 4096 --dtype float16 --precision fp16_tensor)
+  small=(--dtype float16 --precision fp16_tensor --concurrency 128 --channels 8 --async)
+  servers=(floor server server_spin)
+else
+  big=(--m 4096 --n 1 --k 4096)
+  small=()
+  servers=(floor server python)
+fi
+for server in "${servers[@]}"; do
+  case $server in
+    floor) start floor "$floor_bin" --port "$port" || exit 1 ;;
+    server) start server "$server_bin" --port "$port" --metrics_port -1 \
+              --backend "$mode" || exit 1 ;;
+    server_spin) start server_spin "$server_bin" --port "$port" --metrics_port -1 \
+              --backend cuda --cuda_sync spin || exit 1 ;;
+    python) start python "$py" "$here/python_peer.py" --port "$port" --workers 8 || exit 1 ;;
+  esac
+  if [ "$server" != server_spin ]; then
+    bench "$server" big_c1 "${big[@]}" --concurrency 1
+    bench "$server" big_c4 "${big[@]}" --concurrency 4 --channels 4 --async
+  fi
+  if [ "$mode" = cuda ]; then
+    bench "$server" small_8 --m 8 --n 8 --k 8 "${small[@]}"
+    bench "$server" small_128 --m 128 --n 128 --k 128 "${small[@]}"
+  else
+    for c in 1 8; do
+      bench "$server" "small_128_c$c" --m 128 --n 128 --k 128 --concurrency "$c"
+      bench "$server" "mid_1024_c$c" --m 1024 --n 1024 --k 1024 --concurrency "$c"
+    done
+  fi
+  stop
+done
+"$py" "$here/transport_summary.py" "$out"

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Side-by-side tables of bench/transport_bench.sh's results (a directory of JSON)."""
+import glob
+import json
+import os
+import sys
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def main():
+    out = sys.argv[1]
+    tcp = {}
+    for streams in (1, 4):
+        j = load(os.path.join(out, f"iperf_{streams}.json"))
+        if j:
+            tcp[streams] = j["end"]["sum_received"]["bits_per_second"] / 8e6  # MB/s
+    runs = {}
+    for path in glob.glob(os.path.join(out, "*__*.json")):
+        server, case = os.path.basename(path)[:-5].split("__")
+        j = load(path)
+        if j:
+            runs.setdefault(case, {})[server] = j
+    for streams, rate in sorted(tcp.items()):
+        print(f"loopback TCP, {streams} stream{'s' if streams > 1 else ''}: {rate:.0f} MB/s")
+    print()
+    print("| case | server | req/s | payload MB/s | % of TCP | p50 ms | p99 ms | server CPU us/req |"
+          " client CPU us/req |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for case in sorted(runs):
+        for server in sorted(runs[case]):
+            j = runs[case][server]
+            streams = 4 if case.endswith("_c4") else 1
+            share = ""
+            if case.startswith("big") and streams in tcp:
+                share = f"{100 * j['payload_mb_per_s'] / tcp[streams]:.0f}%"
+            print(f"| {case} | {server} | {j['requests_per_s']:.1f} | {j['payload_mb_per_s']:.0f} |"
+                  f" {share} | {j['latency_ms']['p50']:.2f} | {j['latency_ms']['p99']:.2f} |"
+                  f" {j.get('server_cpu_us_per_request', 0):.0f} |"
+                  f" {j.get('client_cpu_us_per_request', 0):.0f} |")
+    print()
+    for case in sorted(runs):
+        r = runs[case]
+        base = r.get("python") or r.get("floor")
+        if "server" in r and base:
+            name = "python" if "python" in r else "floor"
+            print(f"{case}: server/{name} = {r['server']['requests_per_s'] / base['requests_per_s']:.2f}x"
+                  + (f", server/floor = {r['server']['requests_per_s'] / r['floor']['requests_per_s']:.2f}x"
+                     if "floor" in r and name != "floor" else ""))
+
+
+if __name__ == "__main__":
+    main()

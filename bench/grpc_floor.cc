@@ -6,7 +6,7 @@
 // `gemm-cli bench` drives it exactly like gemm-server; a benchmark that runs both says
 // how close the service comes to the transport's own cost for that payload.
 //
-// Usage: grpc-floor [--port 50779]
+// Usage: grpc-floor [--port 50779] [--grpc_arg name=value,...]
 #include <grpcpp/generic/async_generic_service.h>
 #include <malloc.h>
 #include <grpcpp/security/server_credentials.h>
@@ -150,18 +150,24 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   int port = 50779;
+  std::string grpc_arg;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
       port = std::atoi(argv[++i]);
-    } else if (std::strncmp(argv[i], "--port=", 7) == 0) {
-      port = std::atoi(argv[i] + 7);
+    } else if (std::strcmp(argv[i], "--grpc_arg") == 0 && i + 1 < argc) {
+      grpc_arg = argv[++i];
     } else {
       std::fprintf(stderr,
-                   "usage: grpc-floor [--port 50779]\n"
+                   "usage: grpc-floor [--port 50779] [--grpc_arg name=value,...]\n"
                    "A gemm.v1 server that answers Matmul with zeros of C's size without "
                    "computing: what gRPC itself costs for a payload.\n");
       return 2;
     }
+  }
+  absl::StatusOr<gemmd::GrpcArgs> extra = gemmd::ParseGrpcArgs(grpc_arg);
+  if (!extra.ok()) {
+    std::fprintf(stderr, "grpc-floor: %s\n", std::string(extra.status().message()).c_str());
+    return 2;
   }
   FloorService service;
   grpc::ServerBuilder builder;
@@ -169,7 +175,7 @@ int main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
   builder.RegisterCallbackGenericService(&service);
-  gemmd::SetTransportArguments(&builder);  // as gemm-server
+  gemmd::SetTransportArguments(&builder, *extra);  // as gemm-server
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
     std::fprintf(stderr, "grpc-floor: cannot listen on 127.0.0.1:%d\n", port);

@@ -38,10 +38,13 @@ port=50781
 echo "## $(date -u +%Y-%m-%dT%H:%MZ) $mode, $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 [ "$mode" = cuda ] && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
 
+# One iperf3 process per stream (iperf3 3.12 runs all its streams on one thread).
 for streams in 1 4; do
-  "$iperf" -s -1 -p 5299 >/dev/null 2>&1 &
+  for s in $(seq "$streams"); do "$iperf" -s -1 -p $((5298 + s)) >/dev/null 2>&1 & done
   sleep 0.5
-  "$iperf" -c 127.0.0.1 -p 5299 -t "$duration" -P "$streams" -J >"$out/iperf_$streams.json"
+  for s in $(seq "$streams"); do
+    "$iperf" -c 127.0.0.1 -p $((5298 + s)) -t "$duration" -J >"$out/iperf_${streams}_$s.json" &
+  done
   wait
 done
 

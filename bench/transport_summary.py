@@ -18,9 +18,10 @@ def main():
     out = sys.argv[1]
     tcp = {}
     for streams in (1, 4):
-        j = load(os.path.join(out, f"iperf_{streams}.json"))
-        if j:
-            tcp[streams] = j["end"]["sum_received"]["bits_per_second"] / 8e6  # MB/s
+        parts = [load(p) for p in glob.glob(os.path.join(out, f"iperf_{streams}_*.json"))]
+        parts = [j for j in parts if j and "end" in j]
+        if len(parts) == streams:
+            tcp[streams] = sum(j["end"]["sum_received"]["bits_per_second"] for j in parts) / 8e6
     runs = {}
     for path in glob.glob(os.path.join(out, "*__*.json")):
         server, case = os.path.basename(path)[:-5].split("__")

@@ -216,14 +216,15 @@ absl::Status GemmClient::QuantizedMatmul(const QuantizedMatmulArgs& args,
   });
 }
 
-std::shared_ptr<grpc::Channel> ConnectChannel(const std::string& target, int index) {
+std::shared_ptr<grpc::Channel> ConnectChannel(const std::string& target, int index,
+                                             const std::vector<std::pair<std::string, int>>& extra) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
   // Distinct arguments keep channels from sharing one subchannel (TCP connection).
   args.SetInt("gemmd.channel_index", index);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  SetTransportArguments(&args);
+  SetTransportArguments(&args, extra);
   return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
 }
 

@@ -123,8 +123,12 @@ class GemmClient {
 };
 
 // A channel to `target` (host:port) with no message size limit on this side (the server
-// enforces its own). Channels with different `index` use separate TCP connections.
-std::shared_ptr<grpc::Channel> ConnectChannel(const std::string& target, int index = 0);
+// enforces its own) and gemmd's transport settings (proto/transport_arguments.h), with
+// `extra` gRPC arguments on top. Channels with different `index` use separate TCP
+// connections.
+std::shared_ptr<grpc::Channel> ConnectChannel(
+    const std::string& target, int index = 0,
+    const std::vector<std::pair<std::string, int>>& extra = {});
 
 }  // namespace gemmd
 

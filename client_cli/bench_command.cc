@@ -27,6 +27,7 @@
 #include "client/gemm_client.h"
 #include "client_cli/commands.h"
 #include "client_cli/process_cpu.h"
+#include "proto/transport_arguments.h"
 #include "client_cli/matmul_inputs.h"
 #include "client_cli/quantized_inputs.h"
 #include "client_cli/request_args.h"
@@ -306,9 +307,13 @@ int RunBench(const CliOptions& o) {
     std::fprintf(stderr, "error: --quantized runs against a server; --local has no quantized path\n");
     return 1;
   }
+  absl::StatusOr<GrpcArgs> grpc_args = ParseGrpcArgs(o.grpc_args);
+  if (!grpc_args.ok()) return ReportError(grpc_args.status());
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   if (!o.local) {
-    for (int i = 0; i < o.channels; ++i) channels.push_back(ConnectChannel(o.target, i));
+    for (int i = 0; i < o.channels; ++i) {
+      channels.push_back(ConnectChannel(o.target, i, *grpc_args));
+    }
   }
   if (int rc = Preflight(o, o.quantized, o.local ? nullptr : channels.front().get(),
                          o.concurrency - 1);

@@ -44,6 +44,9 @@ ABSL_FLAG(double, rate, 0,
           "counted. 0 = closed loop.");
 ABSL_FLAG(std::string, arrivals, "poisson",
           "bench --rate: poisson (exponential gaps) or fixed (evenly spaced) arrivals.");
+ABSL_FLAG(std::string, grpc_arg, "",
+          "bench: extra gRPC channel arguments with integer values, name=value[,...] (e.g. "
+          "grpc.http2.max_frame_size=1048576), to measure transport settings.");
 ABSL_FLAG(int, server_pid, 0,
           "bench: the server's process id on this host: report its CPU time per request "
           "(from /proc/PID/stat) over the measured window.");
@@ -61,6 +64,7 @@ CliOptions CliOptionsFromFlags() {
   o.rate = absl::GetFlag(FLAGS_rate);
   o.arrivals = absl::GetFlag(FLAGS_arrivals);
   o.server_pid = absl::GetFlag(FLAGS_server_pid);
+  o.grpc_args = absl::GetFlag(FLAGS_grpc_arg);
   o.target = absl::GetFlag(FLAGS_target);
   o.timeout_s = absl::GetFlag(FLAGS_timeout_s);
   o.m = absl::GetFlag(FLAGS_m);

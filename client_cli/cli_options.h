@@ -35,6 +35,7 @@ struct CliOptions {
   double rate = 0;         // bench: open loop at this many requests/s (0 = closed loop)
   std::string arrivals = "poisson";  // bench --rate: poisson | fixed
   int server_pid = 0;      // bench: report this process's CPU per request (same host)
+  std::string grpc_args;   // bench: extra gRPC channel arguments, name=value,...
   bool json = false;
 };
 

@@ -72,7 +72,7 @@ const std::vector<CommandSpec>& Commands() {
        "times the in-process CPU backend; --quantized drives QuantizedMatmul instead",
        Concat({kMatmulOperandFlags, kQuantizedOperandFlags,
                {"quantized", "concurrency", "channels", "duration_s", "warmup_s", "async",
-                "local", "json", "rate", "arrivals", "server_pid"}}),
+                "local", "json", "rate", "arrivals", "server_pid", "grpc_arg"}}),
        &RunBench},
   };
   return *commands;

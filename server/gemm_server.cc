@@ -181,7 +181,9 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   // gRPC would otherwise let a second server bind the same port (SO_REUSEPORT) and take
   // half the traffic without a word.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  SetTransportArguments(&builder);
+  absl::StatusOr<GrpcArgs> grpc_args = ParseGrpcArgs(config.grpc_args);
+  if (!grpc_args.ok()) return grpc_args.status();
+  SetTransportArguments(&builder, *grpc_args);
   // Matmul and QuantizedMatmul check their size themselves once read (so a refusal is
   // counted and says which flag); gRPC's own check would come no earlier.
   builder.SetMaxReceiveMessageSize(-1);

@@ -56,6 +56,7 @@ struct ServerConfig {
   std::string devices = "all";            // all | comma list of ordinals
   int64_t device_memory_limit_bytes = 0;  // per GPU; 0 = 90% of its free memory
   std::string cuda_sync = "blocking";     // how threads wait for a GPU: blocking | spin
+  std::string grpc_args;  // extra gRPC arguments, "name=value,..." (--grpc_arg)
 };
 
 inline constexpr char kGemmdVersion[] = "0.1.0";

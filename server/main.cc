@@ -35,6 +35,10 @@ ABSL_FLAG(std::string, cuda_sync, "blocking",
           "How a thread waits for its GPU: blocking (sleeps until the GPU signals; no core "
           "spent waiting) or spin (answers microseconds sooner, keeps a core busy per waiting "
           "lane).");
+ABSL_FLAG(std::string, grpc_arg, "",
+          "Extra gRPC server arguments with integer values, name=value[,name=value] (e.g. "
+          "grpc.http2.max_frame_size=1048576): for measuring transport settings; they "
+          "override the server's own.");
 ABSL_FLAG(int64_t, device_memory_limit_bytes, 0,
           "CUDA backend: device memory each GPU's pool may hold (operands, results, "
           "workspace); 0 = 90% of the GPU's free memory at start.");
@@ -165,6 +169,7 @@ int main(int argc, char** argv) {
   config.devices = absl::GetFlag(FLAGS_devices);
   config.device_memory_limit_bytes = absl::GetFlag(FLAGS_device_memory_limit_bytes);
   config.cuda_sync = absl::GetFlag(FLAGS_cuda_sync);
+  config.grpc_args = absl::GetFlag(FLAGS_grpc_arg);
   config.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   config.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
   config.wait_when_idle = absl::GetFlag(FLAGS_wait_when_idle);

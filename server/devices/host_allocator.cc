@@ -15,7 +15,7 @@ class PlainAllocator final : public HostAllocator {
   void Free(char* data, size_t /*bytes*/) override {
     ::operator delete[](data, std::align_val_t{64});
   }
-  bool page_locked() const override { return false; }
+  bool page_locked(size_t /*bytes*/) const override { return false; }
 };
 
 }  // namespace

@@ -18,8 +18,9 @@ class HostAllocator {
   // has none to give.
   virtual char* Allocate(size_t bytes) = 0;
   virtual void Free(char* data, size_t bytes) = 0;
-  // Whether what Allocate returns is page-locked (a device may DMA to and from it).
-  virtual bool page_locked() const = 0;
+  // Whether a buffer of `bytes` from Allocate is page-locked (a device may DMA to and
+  // from it in place).
+  virtual bool page_locked(size_t bytes) const = 0;
 };
 
 // operator new[] memory, not page-locked.

@@ -57,7 +57,7 @@ absl::Status PrepareMatmul(const GemmRequestContext& context, const wire::ByteRu
   MatmulPayloads payloads;
   const absl::Time place_start = absl::Now();
   absl::StatusOr<PlacedPayloads> placed =
-      PlacePayloads(context.memory, {{&parsed.a_data, &payloads.a},
+      PlacePayloads(context.memory, context.copier, {{&parsed.a_data, &payloads.a},
                                      {&parsed.b_data, &payloads.b},
                                      {&parsed.c_data, &payloads.c}});
   if (!placed.ok()) return placed.status();
@@ -91,7 +91,7 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context,
   wire::QuantizedPayloads payloads;
   const absl::Time place_start = absl::Now();
   absl::StatusOr<PlacedPayloads> placed =
-      PlacePayloads(context.memory, {{&parsed.a_data, &payloads.a_data},
+      PlacePayloads(context.memory, context.copier, {{&parsed.a_data, &payloads.a_data},
                                      {&parsed.a_scales, &payloads.a_scales},
                                      {&parsed.a_dense_data, &payloads.a_dense_data},
                                      {&parsed.b_data, &payloads.b_data},

@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "gemm/v1/gemm.pb.h"
 #include "kernels/quantized_operands.h"
+#include "server/devices/host_copier.h"
 #include "server/rpc/host_memory.h"
 #include "server/scheduling/job.h"
 #include "server/devices/kernel_catalogue.h"
@@ -43,6 +44,7 @@ struct GemmRequestContext {
   ValidationLimits limits;
   const KernelCatalogue* catalogue = nullptr;
   HostMemory* memory = nullptr;
+  HostCopier* copier = nullptr;  // copies large payloads off the wire on several threads
 };
 
 struct GemmRequest : Job {

@@ -20,6 +20,7 @@ GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> 
   environment_.request.limits = settings_.limits;
   environment_.request.catalogue = catalogue_;
   environment_.request.memory = memory_.get();
+  environment_.request.copier = &copier_;
   environment_.executor = executor;
   environment_.metrics = metrics_;
   environment_.registry = &registry_;

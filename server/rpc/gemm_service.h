@@ -96,6 +96,8 @@ class GemmServiceImpl final : public GemmTypedService {
   // At most 20 request_failed lines at once and 10 a second after that.
   LogRateLimiter failure_log_{10, 20};
   std::atomic<int64_t> arriving_{0};
+  // Copies large payloads off the wire (PlacePayloads) with a few helper threads.
+  HostCopier copier_{3};
   GemmCallEnvironment environment_;
   GenericCalls generic_{this};
 };

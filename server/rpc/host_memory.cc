@@ -135,7 +135,8 @@ absl::StatusOr<std::unique_ptr<HostBuffer>> HostMemory::AcquireBuffer(size_t byt
       Give(static_cast<int64_t>(capacity));
       return absl::ResourceExhaustedError(
           absl::StrCat("the server could not allocate ", capacity, " bytes of host memory",
-                       allocator_->page_locked() ? " (page-locked)" : "", "; retry later"));
+                       allocator_->page_locked(capacity) ? " (page-locked)" : "",
+                       "; retry later"));
     }
   }
   return std::unique_ptr<HostBuffer>(new HostBuffer(shared_from_this(), data, capacity, bytes));

@@ -104,7 +104,8 @@ class HostMemory : public std::enable_shared_from_this<HostMemory> {
   // The most that reservations and idle buffers together have held at once.
   int64_t peak_bytes() const;
   int64_t max_bytes() const { return max_bytes_; }
-  bool page_locked() const { return allocator_->page_locked(); }
+  // Whether a buffer of `bytes` is page-locked (HostAllocator::page_locked).
+  bool page_locked(size_t bytes) const { return allocator_->page_locked(bytes); }
 
  private:
   friend class Reservation;

@@ -1,6 +1,7 @@
 #include "server/rpc/payload_placement.h"
 
 #include <cstdint>
+#include <cstring>
 
 namespace gemmd {
 namespace {
@@ -13,7 +14,7 @@ size_t AlignUp(size_t n) { return (n + kBufferAlignment - 1) / kBufferAlignment 
 }  // namespace
 
 absl::StatusOr<PlacedPayloads> PlacePayloads(
-    HostMemory* memory,
+    HostMemory* memory, HostCopier* copier,
     const std::vector<std::pair<const wire::ByteRuns*, absl::string_view*>>& payloads) {
   PlacedPayloads placed;
   std::vector<bool> copy(payloads.size(), false);
@@ -23,7 +24,9 @@ absl::StatusOr<PlacedPayloads> PlacePayloads(
     const std::optional<absl::string_view> whole = runs.Contiguous();
     const bool aligned =
         whole && reinterpret_cast<uintptr_t>(whole->data()) % kInPlaceAlignment == 0;
-    if (runs.empty() || (whole && aligned && !memory->page_locked())) {
+    // A payload the device would read from page-locked memory is copied there; one it
+    // would stage anyway may stay where it arrived.
+    if (runs.empty() || (whole && aligned && !memory->page_locked(runs.size()))) {
       *payloads[i].second = whole.value_or(absl::string_view());
       placed.uses_wire |= !runs.empty();
       continue;
@@ -35,14 +38,24 @@ absl::StatusOr<PlacedPayloads> PlacePayloads(
   absl::StatusOr<std::unique_ptr<HostBuffer>> buffer = memory->AcquireBuffer(bytes);
   if (!buffer.ok()) return buffer.status();
   placed.buffer = *std::move(buffer);
+  std::vector<HostCopier::Task> tasks;
   size_t at = 0;
   for (size_t i = 0; i < payloads.size(); ++i) {
     if (!copy[i]) continue;
     at = AlignUp(at);
     const wire::ByteRuns& runs = *payloads[i].first;
-    runs.CopyTo(placed.buffer->data() + at);
-    *payloads[i].second = absl::string_view(placed.buffer->data() + at, runs.size());
+    char* dst = placed.buffer->data() + at;
+    *payloads[i].second = absl::string_view(dst, runs.size());
+    for (absl::string_view run : runs.runs()) {
+      tasks.push_back({dst, run.data(), run.size()});
+      dst += run.size();
+    }
     at += runs.size();
+  }
+  if (copier != nullptr) {
+    copier->Copy(tasks);  // small totals stay on this thread
+  } else {
+    for (const HostCopier::Task& t : tasks) std::memcpy(t.dst, t.src, t.bytes);
   }
   return placed;
 }

@@ -3,9 +3,10 @@
 // buffer from the server's HostMemory; that is the only copy of tensor data a request
 // makes on the host before its device reads it.
 //
-// In place needs the payload in one slice, aligned to 16 bytes, and buffers that need
-// not be page-locked (the CPU backend). On CUDA every payload is copied into a pooled
-// page-locked buffer, from which the GPU's DMA reads directly. Thread-safe.
+// In place needs the payload in one slice, aligned to 16 bytes, and no page-locked buffer
+// for its size (the CUDA backend's large payloads are copied into a pooled page-locked
+// buffer, from which the GPU's DMA reads directly; smaller ones are staged by the device
+// wherever they are). Thread-safe.
 #ifndef GEMMD_SERVER_RPC_PAYLOAD_PLACEMENT_H_
 #define GEMMD_SERVER_RPC_PAYLOAD_PLACEMENT_H_
 
@@ -16,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "proto/wire/gemm_wire.h"
+#include "server/devices/host_copier.h"
 #include "server/rpc/host_memory.h"
 
 namespace gemmd {
@@ -25,10 +27,11 @@ struct PlacedPayloads {
   bool uses_wire = false;              // some payload is used in place
 };
 
-// Places each (runs, view) pair's payload and points *view at it. RESOURCE_EXHAUSTED
-// when the buffer would pass the memory cap.
+// Places each (runs, view) pair's payload and points *view at it; the copying is spread
+// over `copier`'s threads when it is large (copier may be null: this thread alone).
+// RESOURCE_EXHAUSTED when the buffer would pass the memory cap.
 absl::StatusOr<PlacedPayloads> PlacePayloads(
-    HostMemory* memory,
+    HostMemory* memory, HostCopier* copier,
     const std::vector<std::pair<const wire::ByteRuns*, absl::string_view*>>& payloads);
 
 }  // namespace gemmd

@@ -34,7 +34,7 @@ using cuda_device_internal::kRegionAlignment;
 constexpr char kGapFill[kRegionAlignment] = {};
 // A region at least this large in page-locked memory is moved by its own DMA; smaller
 // ones are gathered through the staging ring, where many share one DMA.
-constexpr int64_t kDirectDmaBytes = 256 << 10;
+constexpr int64_t kDirectDmaBytes = kPageLockedMinBytes;
 
 // Bytes of item j's piece of a region (LayoutOf gives the starts and the total).
 int64_t Span(const std::vector<int64_t>& offsets, int64_t region_bytes, size_t j) {

@@ -8,6 +8,7 @@ namespace {
 class PinnedAllocator final : public HostAllocator {
  public:
   char* Allocate(size_t bytes) override {
+    if (!page_locked(bytes)) return plain_->Allocate(bytes);
     void* data = nullptr;
     if (cudaHostAlloc(&data, bytes, cudaHostAllocPortable) != cudaSuccess) {
       (void)cudaGetLastError();  // out of page-locked memory is not a device fault
@@ -15,10 +16,17 @@ class PinnedAllocator final : public HostAllocator {
     }
     return static_cast<char*>(data);
   }
-  void Free(char* data, size_t /*bytes*/) override {
+  void Free(char* data, size_t bytes) override {
+    if (!page_locked(bytes)) {
+      plain_->Free(data, bytes);
+      return;
+    }
     if (cudaFreeHost(data) != cudaSuccess) (void)cudaGetLastError();
   }
-  bool page_locked() const override { return true; }
+  bool page_locked(size_t bytes) const override { return bytes >= kPageLockedMinBytes; }
+
+ private:
+  const std::shared_ptr<HostAllocator> plain_ = PlainHostAllocator();
 };
 
 }  // namespace

@@ -1,7 +1,10 @@
-// Page-locked host memory for the CUDA backend's request buffers (HostAllocator):
-// operands copied off the wire into it and results written into it are moved by the
-// GPU's DMA directly, with no pass through the staging ring. Portable, so every GPU of
-// the process may DMA to and from it. Thread-safe.
+// Host memory for the CUDA backend's request buffers (HostAllocator): a buffer large
+// enough for its own DMA (kPageLockedMinBytes) is page-locked, so operands copied off
+// the wire into it and results written into it move between host and GPU directly, with
+// no pass through the staging ring; portable, so every GPU of the process may use it.
+// Smaller buffers are plain memory: their regions gather through the staging ring (many
+// share one DMA there), and page-locking costs far more than they would gain.
+// Thread-safe.
 #ifndef GEMMD_SERVER_DEVICES_CUDA_PINNED_HOST_ALLOCATOR_H_
 #define GEMMD_SERVER_DEVICES_CUDA_PINNED_HOST_ALLOCATOR_H_
 
@@ -10,6 +13,8 @@
 #include "server/devices/host_allocator.h"
 
 namespace gemmd {
+
+inline constexpr size_t kPageLockedMinBytes = 256 << 10;
 
 std::shared_ptr<HostAllocator> PinnedHostAllocator();
 

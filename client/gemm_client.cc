@@ -8,6 +8,7 @@
 #include <grpcpp/support/slice.h>
 
 #include <atomic>
+#include <thread>
 #include <cstring>
 #include <utility>
 
@@ -19,6 +20,44 @@
 #include "proto/wire/gemm_wire.h"
 
 namespace gemmd {
+namespace {
+
+// C arrives in many slices (one per HTTP/2 frame); a large one is copied into its buffer
+// by a few threads, since one core's memcpy is slower than the connection delivers.
+constexpr size_t kParallelCopyBytes = size_t{8} << 20;
+constexpr int kCopyThreads = 4;
+
+void CopyRuns(const wire::ByteRuns& runs, char* out) {
+  if (runs.size() < kParallelCopyBytes) {
+    runs.CopyTo(out);
+    return;
+  }
+  // Runs split into kCopyThreads groups of about equal bytes, each copied by one thread.
+  const std::vector<absl::string_view>& all = runs.runs();
+  const size_t share = (runs.size() + kCopyThreads - 1) / kCopyThreads;
+  std::vector<std::thread> threads;
+  size_t first = 0, bytes = 0, at = 0, group_at = 0;
+  auto copy = [&all, out](size_t from, size_t to, size_t offset) {
+    for (size_t i = from; i < to; ++i) {
+      std::memcpy(out + offset, all[i].data(), all[i].size());
+      offset += all[i].size();
+    }
+  };
+  for (size_t i = 0; i < all.size(); ++i) {
+    bytes += all[i].size();
+    at += all[i].size();
+    if (bytes >= share && i + 1 < all.size()) {
+      threads.emplace_back(copy, first, i + 1, group_at);
+      first = i + 1;
+      group_at = at;
+      bytes = 0;
+    }
+  }
+  copy(first, all.size(), group_at);
+  for (std::thread& t : threads) t.join();
+}
+
+}  // namespace
 
 // One call in flight. It lives until both the call has completed and gRPC has let go of
 // every slice that references the caller's operands; only then does `done` run, so the
@@ -95,7 +134,7 @@ class GemmCallState {
       result_->owned_.reset(new char[bytes > 0 ? bytes : 1]);  // uninitialized: written below
       out = result_->owned_.get();
     }
-    parsed.c_data.CopyTo(out);
+    CopyRuns(parsed.c_data, out);
     result_->info_ = std::move(parsed.head);
     result_->c_ = absl::string_view(out, bytes);
     return absl::OkStatus();

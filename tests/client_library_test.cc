@@ -81,6 +81,26 @@ TEST_F(ClientLibraryTest, MatmulMatchesTheReferenceInEitherBuffer) {
   EXPECT_LE(RelativeError(ref.data(), async.c().data(), DataType::kFloat32, m * n), 1e-6);
 }
 
+// A C of 8 MiB and more is copied out of its slices by several threads: every byte must
+// still land in order.
+TEST_F(ClientLibraryTest, ALargeResultArrivesWhole) {
+  const int64_t m = 2048, n = 1100, k = 2;
+  const std::string a = RandomFloats(m * k, 5), b = RandomFloats(k * n, 6);
+  MatmulArgs args;
+  args.a = {{m, k}, gemm::v1::DATA_TYPE_FLOAT32, a};
+  args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, b};
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  const std::vector<double> ref = ReferenceGemm(p, {a.data(), b.data(), nullptr, nullptr});
+  GemmClient client(channel_);
+  MatmulResult result;
+  ASSERT_TRUE(client.Matmul(args, {}, &result).ok());
+  ASSERT_EQ(result.c().size(), static_cast<size_t>(m * n * 4));
+  EXPECT_LE(RelativeError(ref.data(), result.c().data(), DataType::kFloat32, m * n), 1e-6);
+}
+
 TEST_F(ClientLibraryTest, QuantizedMatmulMatchesTheDequantizedReference) {
   const int64_t m = 3, n = 8, k = 64;
   std::mt19937_64 rng(4);

@@ -20,6 +20,7 @@ PACKAGES=(
   libabsl-dev prometheus-cpp-dev libopenblas-dev
   libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev
+  python3-grpcio python3-numpy python3-protobuf iperf3
 )
 
 deps() {

@@ -46,3 +46,13 @@ gtest_discover_tests(server_process_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT
 add_executable(hostile-client hostile_client_main.cc raw_http2_client.cc)
 target_link_libraries(hostile-client PRIVATE gemm_proto gemm_kernels absl::strings absl::time)
 target_include_directories(hostile-client PRIVATE ${PROJECT_SOURCE_DIR})
+
+# A Python grpcio client, as users write one (python3-grpcio, python3-numpy,
+# python3-protobuf and protoc; dev.sh installs them).
+find_program(GEMM_DEBIAN_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(GEMM_DEBIAN_PYTHON)
+  add_test(NAME python_client_test
+           COMMAND ${GEMM_DEBIAN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python_client_test.py
+                   $<TARGET_FILE:gemm-server> ${PROJECT_SOURCE_DIR})
+  set_tests_properties(python_client_test PROPERTIES TIMEOUT 120)
+endif()

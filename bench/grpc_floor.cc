@@ -6,7 +6,11 @@
 // `gemm-cli bench` drives it exactly like gemm-server; a benchmark that runs both says
 // how close the service comes to the transport's own cost for that payload.
 //
-// Usage: grpc-floor [--port 50779] [--grpc_arg name=value,...]
+// --api async serves on gRPC's completion-queue API instead (--threads polling threads),
+// to measure what the callback API itself costs.
+//
+// Usage: grpc-floor [--port 50779] [--grpc_arg name=value,...] [--api callback|async]
+//                   [--threads 8]
 #include <grpcpp/generic/async_generic_service.h>
 #include <malloc.h>
 #include <grpcpp/security/server_credentials.h>
@@ -21,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -59,7 +64,62 @@ grpc::ByteBuffer Serialized(const google::protobuf::Message& message) {
   return grpc::ByteBuffer(&slice, 1);
 }
 
-// One call: read the request, answer at once.
+// The answer to one request of `method`: OK with `response` filled, or the error.
+grpc::Status Answer(const std::string& method, grpc::ByteBuffer* request,
+                    grpc::ByteBuffer* response) {
+  if (method == "/gemm.v1.GemmService/GetServerInfo") {
+    gemm::v1::ServerInfo info;
+    info.set_version("grpc-floor");
+    info.set_backend("none");
+    info.mutable_limits()->set_max_message_bytes(int64_t{1} << 40);
+    info.mutable_limits()->set_max_elements(int64_t{1} << 40);
+    *response = Serialized(info);
+    return grpc::Status::OK;
+  }
+  if (method != "/gemm.v1.GemmService/Matmul") {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "grpc-floor answers Matmul only");
+  }
+  std::vector<grpc::Slice> slices;
+  (void)request->Dump(&slices);
+  gemmd::wire::ByteRuns runs;
+  for (const grpc::Slice& s : slices) {
+    runs.Append(absl::string_view(reinterpret_cast<const char*>(s.begin()), s.size()));
+  }
+  gemmd::wire::MatmulRequestWire parsed;
+  if (absl::Status s = gemmd::wire::ParseMatmulRequest(runs, &parsed); !s.ok()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
+  }
+  const gemm::v1::MatmulRequest& r = parsed.head;
+  const auto& a = r.a().shape();
+  const auto& b = r.b().shape();
+  if (a.size() < 2 || b.size() < 2) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a and b need rank 2 or 3");
+  }
+  const int64_t m = r.transpose_a() ? a[a.size() - 1] : a[a.size() - 2];
+  const int64_t n = r.transpose_b() ? b[b.size() - 2] : b[b.size() - 1];
+  const int64_t batch = std::max<int64_t>(a.size() == 3 ? a[0] : 1, b.size() == 3 ? b[0] : 1);
+  const std::optional<gemmd::DataType> type = gemmd::DataTypeFromProto(r.output_dtype());
+  const size_t element = type ? gemmd::DataTypeSize(*type) : 4;
+  gemm::v1::MatmulResponse head;
+  if (batch > 1 || a.size() == 3 || b.size() == 3) head.mutable_c()->add_shape(batch);
+  head.mutable_c()->add_shape(m);
+  head.mutable_c()->add_shape(n);
+  head.mutable_c()->set_dtype(type ? r.output_dtype() : gemm::v1::DATA_TYPE_FLOAT32);
+  head.set_kernel("none (grpc-floor)");
+  head.set_device("none");
+  const size_t c_bytes = static_cast<size_t>(batch * m * n) * element;
+  grpc::Slice c = zeros.Take(c_bytes);
+  const gemmd::wire::EncodedMessage message = gemmd::wire::EncodeMatmulResponse(
+      head, absl::string_view(reinterpret_cast<const char*>(c.begin()), c.size()));
+  std::vector<grpc::Slice> out;
+  for (const gemmd::wire::EncodedMessage::Piece& piece : message.pieces()) {
+    out.push_back(piece.is_payload ? c : grpc::Slice(piece.owned));
+  }
+  *response = grpc::ByteBuffer(out.data(), out.size());
+  return grpc::Status::OK;
+}
+
+// One call on the callback API (as gemm-server): read the request, answer at once.
 class FloorCall final : public grpc::ServerGenericBidiReactor {
  public:
   explicit FloorCall(grpc::GenericCallbackServerContext* context) : method_(context->method()) {
@@ -71,60 +131,12 @@ class FloorCall final : public grpc::ServerGenericBidiReactor {
       Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request message"));
       return;
     }
-    if (method_ == "/gemm.v1.GemmService/GetServerInfo") {
-      gemm::v1::ServerInfo info;
-      info.set_version("grpc-floor");
-      info.set_backend("none");
-      info.mutable_limits()->set_max_message_bytes(int64_t{1} << 40);
-      info.mutable_limits()->set_max_elements(int64_t{1} << 40);
-      response_ = Serialized(info);
+    const grpc::Status status = Answer(method_, &request_, &response_);
+    if (status.ok()) {
       StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
-      return;
+    } else {
+      Finish(status);
     }
-    if (method_ != "/gemm.v1.GemmService/Matmul") {
-      Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "grpc-floor answers Matmul only"));
-      return;
-    }
-    std::vector<grpc::Slice> slices;
-    (void)request_.Dump(&slices);
-    gemmd::wire::ByteRuns runs;
-    for (const grpc::Slice& s : slices) {
-      runs.Append(absl::string_view(reinterpret_cast<const char*>(s.begin()), s.size()));
-    }
-    gemmd::wire::MatmulRequestWire parsed;
-    if (absl::Status s = gemmd::wire::ParseMatmulRequest(runs, &parsed); !s.ok()) {
-      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message())));
-      return;
-    }
-    const gemm::v1::MatmulRequest& r = parsed.head;
-    const auto& a = r.a().shape();
-    const auto& b = r.b().shape();
-    if (a.size() < 2 || b.size() < 2) {
-      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a and b need rank 2 or 3"));
-      return;
-    }
-    const int64_t m = r.transpose_a() ? a[a.size() - 1] : a[a.size() - 2];
-    const int64_t n = r.transpose_b() ? b[b.size() - 2] : b[b.size() - 1];
-    const int64_t batch = std::max<int64_t>(a.size() == 3 ? a[0] : 1, b.size() == 3 ? b[0] : 1);
-    const std::optional<gemmd::DataType> type = gemmd::DataTypeFromProto(r.output_dtype());
-    const size_t element = type ? gemmd::DataTypeSize(*type) : 4;
-    gemm::v1::MatmulResponse head;
-    if (batch > 1 || a.size() == 3 || b.size() == 3) head.mutable_c()->add_shape(batch);
-    head.mutable_c()->add_shape(m);
-    head.mutable_c()->add_shape(n);
-    head.mutable_c()->set_dtype(type ? r.output_dtype() : gemm::v1::DATA_TYPE_FLOAT32);
-    head.set_kernel("none (grpc-floor)");
-    head.set_device("none");
-    const size_t c_bytes = static_cast<size_t>(batch * m * n) * element;
-    grpc::Slice c = zeros.Take(c_bytes);
-    const gemmd::wire::EncodedMessage message = gemmd::wire::EncodeMatmulResponse(
-        head, absl::string_view(reinterpret_cast<const char*>(c.begin()), c.size()));
-    std::vector<grpc::Slice> out;
-    for (const gemmd::wire::EncodedMessage::Piece& piece : message.pieces()) {
-      out.push_back(piece.is_payload ? c : grpc::Slice(piece.owned));
-    }
-    response_ = grpc::ByteBuffer(out.data(), out.size());
-    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
   }
 
   void OnDone() override { delete this; }
@@ -133,6 +145,55 @@ class FloorCall final : public grpc::ServerGenericBidiReactor {
   const std::string method_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
+};
+
+// One call on the completion-queue API (--api async): the same answer, driven by
+// threads polling their own queues, with no callback executor between.
+class AsyncFloorCall {
+ public:
+  AsyncFloorCall(grpc::AsyncGenericService* service, grpc::ServerCompletionQueue* cq)
+      : service_(service), cq_(cq), stream_(&context_) {
+    service_->RequestCall(&context_, &stream_, cq_, cq_, this);
+  }
+
+  void Proceed(bool ok) {
+    switch (state_) {
+      case State::kRequested:
+        if (!ok) {  // shutting down
+          delete this;
+          return;
+        }
+        new AsyncFloorCall(service_, cq_);  // the next call on this queue
+        state_ = State::kReading;
+        stream_.Read(&request_, this);
+        return;
+      case State::kReading: {
+        state_ = State::kFinishing;
+        const grpc::Status status =
+            ok ? Answer(context_.method(), &request_, &response_)
+               : grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request message");
+        if (status.ok()) {
+          stream_.WriteAndFinish(response_, grpc::WriteOptions(), grpc::Status::OK, this);
+        } else {
+          stream_.Finish(status, this);
+        }
+        return;
+      }
+      case State::kFinishing:
+        delete this;
+        return;
+    }
+  }
+
+ private:
+  enum class State { kRequested, kReading, kFinishing };
+  grpc::AsyncGenericService* const service_;
+  grpc::ServerCompletionQueue* const cq_;
+  grpc::GenericServerContext context_;
+  grpc::GenericServerAsyncReaderWriter stream_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+  State state_ = State::kRequested;
 };
 
 class FloorService final : public grpc::CallbackGenericService {
@@ -150,15 +211,22 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   int port = 50779;
+  int threads = 8;
   std::string grpc_arg;
+  std::string api = "callback";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
       port = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--grpc_arg") == 0 && i + 1 < argc) {
       grpc_arg = argv[++i];
+    } else if (std::strcmp(argv[i], "--api") == 0 && i + 1 < argc) {
+      api = argv[++i];
+    } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      threads = std::max(1, std::atoi(argv[++i]));
     } else {
       std::fprintf(stderr,
-                   "usage: grpc-floor [--port 50779] [--grpc_arg name=value,...]\n"
+                   "usage: grpc-floor [--port 50779] [--grpc_arg name=value,...] "
+                   "[--api callback|async] [--threads 8]\n"
                    "A gemm.v1 server that answers Matmul with zeros of C's size without "
                    "computing: what gRPC itself costs for a payload.\n");
       return 2;
@@ -169,20 +237,42 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "grpc-floor: %s\n", std::string(extra.status().message()).c_str());
     return 2;
   }
+  if (api != "callback" && api != "async") {
+    std::fprintf(stderr, "grpc-floor: --api is callback or async\n");
+    return 2;
+  }
   FloorService service;
+  grpc::AsyncGenericService async_service;
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
-  builder.RegisterCallbackGenericService(&service);
+  if (api == "callback") {
+    builder.RegisterCallbackGenericService(&service);
+  } else {
+    builder.RegisterAsyncGenericService(&async_service);
+    for (int i = 0; i < threads; ++i) queues.push_back(builder.AddCompletionQueue());
+  }
   gemmd::SetTransportArguments(&builder, *extra);  // as gemm-server
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
     std::fprintf(stderr, "grpc-floor: cannot listen on 127.0.0.1:%d\n", port);
     return 1;
   }
-  std::printf("grpc-floor on 127.0.0.1:%d\n", port);
+  std::printf("grpc-floor on 127.0.0.1:%d (%s API)\n", port, api.c_str());
   std::fflush(stdout);
+  std::vector<std::thread> pollers;
+  for (auto& cq : queues) {
+    grpc::ServerCompletionQueue* queue = cq.get();
+    for (int i = 0; i < 64; ++i) new AsyncFloorCall(&async_service, queue);
+    pollers.emplace_back([queue] {
+      void* tag = nullptr;
+      bool ok = false;
+      while (queue->Next(&tag, &ok)) static_cast<AsyncFloorCall*>(tag)->Proceed(ok);
+    });
+  }
   server->Wait();
+  for (auto& t : pollers) t.join();
   return 0;
 }

@@ -35,3 +35,8 @@ for size in 1024 128; do
     done
   done
 done
+
+# The transport side by side: loopback TCP, grpc-floor, gemm-server and the Python peer
+# (payload rate, small requests, CPU per request).
+kill -TERM $server_pid 2>/dev/null; wait $server_pid 2>/dev/null
+"$(dirname "$0")/transport_bench.sh" "$build" cpu

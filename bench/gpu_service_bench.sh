@@ -5,7 +5,8 @@
 # and 64 x 256^3 FP16_TENSOR), one 4096^3 FP16_TENSOR request at a time, and overload
 # (concurrency 512, small queue) with the server's peak RSS.
 # Usage: bench/gpu_service_bench.sh [BIN_DIR]   (BIN_DIR holds gemm-server, gemm-cli,
-# gemm-bench; default .devpack/bin as device-pack lays it out). Prints JSON lines, then a
+# gemm-bench, grpc-floor, iperf3; default .devpack/bin as device-pack lays it out). Ends
+# with the transport benchmark (transport_bench.sh). Prints JSON lines, then a
 # summary table (bench/gpu_service_summary.py).
 set -uo pipefail
 ulimit -n 65536 2>/dev/null || true  # 512 callers, 16 channels: plenty of descriptors
@@ -121,3 +122,6 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
 fi
 
 python3 "$(dirname "$0")/gpu_service_summary.py" "$out"
+
+# The transport side by side (needs grpc-floor and iperf3 in BIN_DIR or on PATH).
+"$(dirname "$0")/transport_bench.sh" "$bin" cuda

@@ -13,6 +13,24 @@
 namespace gemmd {
 namespace {
 
+// OpenBLAS's own thread count when the process started: the most a GEMM may use.
+int AllBlasThreads() {
+  static const int threads = openblas_get_num_threads();
+  return threads;
+}
+
+// OpenBLAS splits even a small GEMM over all its threads; below this many FLOPs per
+// matrix the hand-off and wake-ups cost more than the other cores gain (measured in
+// docs/BENCHMARKS.md, "Transport"), so such a GEMM runs on the calling thread alone.
+constexpr double kParallelFlops = 16e6;
+
+// Sets OpenBLAS's thread count for the next calls when it differs. The count is global;
+// concurrent callers only ever switch it between 1 and AllBlasThreads(), so no thread is
+// ever created and each call runs on either count.
+void UseBlasThreads(int threads) {
+  if (openblas_get_num_threads() != threads) openblas_set_num_threads(threads);
+}
+
 bool IsFloatType(DataType type) {
   return type == DataType::kFloat32 || type == DataType::kFloat16 || type == DataType::kBFloat16;
 }
@@ -105,6 +123,11 @@ absl::Status CpuGemm(const GemmProblem& p, const GemmOperands& operands) {
     return absl::InvalidArgumentError("beta != 0 needs a C input");
   }
 
+  UseBlasThreads(2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) *
+                         static_cast<double>(p.k) <
+                     kParallelFlops
+                 ? 1
+                 : AllBlasThreads());
   const bool tensor = p.precision == Precision::kFp16Tensor;
   // BF16 inputs keep BF16 on the tensor path, which widens exactly, so only FP32 rounds.
   const FloatOperand a(operands.a, p.a_type, p.ElementsA(),
@@ -162,6 +185,6 @@ absl::Status CpuGemm(const GemmProblem& p, const GemmOperands& operands) {
   return absl::OkStatus();
 }
 
-int CpuGemmThreads() { return openblas_get_num_threads(); }
+int CpuGemmThreads() { return AllBlasThreads(); }
 
 }  // namespace gemmd

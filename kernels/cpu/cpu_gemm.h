@@ -34,7 +34,7 @@ absl::Status CpuGemm(const GemmProblem& problem, const GemmOperands& operands);
 // write nothing).
 void WidenToFloat(const void* src, DataType type, int64_t count, float* dst);
 
-// Threads OpenBLAS uses for one call.
+// The most threads OpenBLAS uses for one call (small GEMMs run on the calling thread).
 int CpuGemmThreads();
 
 }  // namespace gemmd

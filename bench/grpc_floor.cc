@@ -107,6 +107,12 @@ grpc::Status Answer(const std::string& method, grpc::ByteBuffer* request,
   head.mutable_c()->set_dtype(type ? r.output_dtype() : gemm::v1::DATA_TYPE_FLOAT32);
   head.set_kernel("none (grpc-floor)");
   head.set_device("none");
+  // No computing, but no trust either: C's size comes from the client.
+  if (m < 1 || n < 1 || batch < 1 || m > (1 << 20) || n > (1 << 20) || batch > (1 << 20) ||
+      batch * m * n > (int64_t{1} << 32)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "C's dimensions must be in [1, 2^20] and its elements at most 2^32");
+  }
   const size_t c_bytes = static_cast<size_t>(batch * m * n) * element;
   grpc::Slice c = zeros.Take(c_bytes);
   const gemmd::wire::EncodedMessage message = gemmd::wire::EncodeMatmulResponse(

@@ -8,6 +8,7 @@ add_executable(server_unit_test
   metrics_test.cc
   host_memory_test.cc
   response_encoding_test.cc
+  payload_placement_test.cc
 )
 target_link_libraries(server_unit_test PRIVATE gemm_server_lib GTest::gtest_main)
 gtest_discover_tests(server_unit_test DISCOVERY_TIMEOUT 60)
@@ -19,6 +20,10 @@ gtest_discover_tests(server_integration_test DISCOVERY_TIMEOUT 60 PROPERTIES TIM
 add_executable(client_library_test client_library_test.cc)
 target_link_libraries(client_library_test PRIVATE gemm_server_lib gemm_client GTest::gtest_main)
 gtest_discover_tests(client_library_test DISCOVERY_TIMEOUT 60)
+
+add_executable(transport_tools_test transport_tools_test.cc)
+target_link_libraries(transport_tools_test PRIVATE gemm_cli_lib GTest::gtest_main)
+gtest_discover_tests(transport_tools_test DISCOVERY_TIMEOUT 60)
 
 add_executable(cli_test cli_test.cc)
 target_link_libraries(cli_test PRIVATE gemm_cli_lib GTest::gtest_main)

@@ -55,7 +55,8 @@ struct GemmRequest : Job {
   // The payloads copied off the wire (null when all are used in place).
   std::unique_ptr<HostBuffer> payloads;
   // Set while preparing: C's shape, payload bytes in and out, and host work on the
-  // operands before queueing (dequantizing), which responses report as copy-in.
+  // operands before queueing (copying payloads off the wire, dequantizing), which
+  // responses report as copy-in.
   std::vector<int64_t> output_shape;
   int64_t input_bytes = 0;
   int64_t output_bytes = 0;  // C

@@ -1,0 +1,118 @@
+// Payload placement: a payload in one aligned slice is used where it arrived (when its
+// size needs no page-locked buffer); anything else is copied once, byte for byte, into
+// one buffer whose memory is reserved; the buffer follows the allocator's page-locking.
+#include "server/rpc/payload_placement.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "server/devices/host_copier.h"
+
+namespace gemmd {
+namespace {
+
+std::string Bytes(size_t n, int seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(i * 13 + seed);
+  return s;
+}
+
+// 64-byte-aligned storage, so a test can place a run at any offset from an alignment.
+struct Aligned {
+  explicit Aligned(const std::string& bytes, size_t offset) : storage(bytes.size() + 128) {
+    char* base = reinterpret_cast<char*>(
+        (reinterpret_cast<uintptr_t>(storage.data()) + 63) / 64 * 64);
+    at = base + offset;
+    std::memcpy(at, bytes.data(), bytes.size());
+    view = absl::string_view(at, bytes.size());
+  }
+  std::vector<char> storage;
+  char* at;
+  absl::string_view view;
+};
+
+// Page-locks buffers from `from` bytes (the CUDA backend's rule, without CUDA).
+class LockingAllocator : public HostAllocator {
+ public:
+  explicit LockingAllocator(size_t from) : from_(from) {}
+  char* Allocate(size_t bytes) override { return plain_->Allocate(bytes); }
+  void Free(char* data, size_t bytes) override { plain_->Free(data, bytes); }
+  bool page_locked(size_t bytes) const override { return bytes >= from_; }
+
+ private:
+  const size_t from_;
+  const std::shared_ptr<HostAllocator> plain_ = PlainHostAllocator();
+};
+
+TEST(PayloadPlacementTest, AnAlignedPayloadInOneSliceIsUsedInPlace) {
+  auto memory = HostMemory::Create(0, 0);
+  const Aligned a(Bytes(4096, 1), 0);
+  const wire::ByteRuns runs(a.view);
+  absl::string_view view;
+  absl::StatusOr<PlacedPayloads> placed = PlacePayloads(memory.get(), nullptr, {{&runs, &view}});
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(placed->buffer, nullptr);
+  EXPECT_TRUE(placed->uses_wire);
+  EXPECT_EQ(view.data(), a.at);  // not copied
+  EXPECT_EQ(memory->reserved_bytes(), 0);
+}
+
+TEST(PayloadPlacementTest, MisalignedOrSplitPayloadsAreCopiedOnceInOrder) {
+  auto memory = HostMemory::Create(0, 0);
+  const std::string whole = Bytes(10000, 2);
+  const Aligned misaligned(whole, 4);  // one slice, 4 bytes past a 16-byte boundary
+  wire::ByteRuns split;                // three slices
+  split.Append(absl::string_view(whole).substr(0, 3));
+  split.Append(absl::string_view(whole).substr(3, 5000));
+  split.Append(absl::string_view(whole).substr(5003));
+  const wire::ByteRuns one(misaligned.view), none;
+  absl::string_view a, b, c;
+  HostCopier copier(2);
+  absl::StatusOr<PlacedPayloads> placed =
+      PlacePayloads(memory.get(), &copier, {{&one, &a}, {&split, &b}, {&none, &c}});
+  ASSERT_TRUE(placed.ok());
+  ASSERT_NE(placed->buffer, nullptr);
+  EXPECT_FALSE(placed->uses_wire);
+  EXPECT_EQ(std::string(a), whole);
+  EXPECT_EQ(std::string(b), whole);
+  EXPECT_TRUE(c.empty());
+  // Both in the one buffer, each on a 64-byte boundary.
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data()) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u);
+  EXPECT_GE(b.data(), placed->buffer->data());
+  EXPECT_LE(b.data() + b.size(), placed->buffer->data() + placed->buffer->size());
+  EXPECT_EQ(memory->reserved_bytes(), static_cast<int64_t>(placed->buffer->capacity()));
+}
+
+TEST(PayloadPlacementTest, APayloadThatWantsPageLockedMemoryIsCopiedThere) {
+  auto memory = HostMemory::Create(0, 0, 256, std::make_shared<LockingAllocator>(1000));
+  const Aligned big(Bytes(4096, 3), 0), small(Bytes(100, 4), 0);
+  const wire::ByteRuns big_runs(big.view), small_runs(small.view);
+  absl::string_view big_view, small_view;
+  absl::StatusOr<PlacedPayloads> placed = PlacePayloads(
+      memory.get(), nullptr, {{&big_runs, &big_view}, {&small_runs, &small_view}});
+  ASSERT_TRUE(placed.ok());
+  EXPECT_NE(big_view.data(), big.at);  // copied: the device DMAs from page-locked memory
+  EXPECT_EQ(std::string(big_view), std::string(big.view));
+  EXPECT_EQ(small_view.data(), small.at);  // staged by the device from where it is
+  EXPECT_TRUE(placed->uses_wire);
+}
+
+TEST(PayloadPlacementTest, TheCapRefusesTheCopy) {
+  auto memory = HostMemory::Create(/*max_bytes=*/1000, 0);
+  const std::string whole = Bytes(2000, 5);
+  wire::ByteRuns split;
+  split.Append(absl::string_view(whole).substr(0, 1000));
+  split.Append(absl::string_view(whole).substr(1000));
+  absl::string_view view;
+  absl::StatusOr<PlacedPayloads> placed = PlacePayloads(memory.get(), nullptr, {{&split, &view}});
+  EXPECT_EQ(placed.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(memory->reserved_bytes(), 0);
+}
+
+}  // namespace
+}  // namespace gemmd

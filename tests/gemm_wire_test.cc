@@ -280,6 +280,12 @@ TEST(GemmWireTest, RefusesMalformedInputNamingTheField) {
   EXPECT_THAT(ParseBytes("\x0b").message(), HasSubstr("group"));
   EXPECT_THAT(ParseBytes(std::string("\x00", 1)).message(), HasSubstr("invalid field tag"));
 
+  // A tag or a length in more than five varint bytes (protobuf reads both as 32 bits).
+  EXPECT_THAT(ParseBytes(std::string("\x8a\x80\x80\x80\x80\x00", 6) + std::string(1, '\0')).message(),
+              HasSubstr("invalid field tag"));
+  EXPECT_THAT(ParseBytes(std::string("\x0a\x80\x80\x80\x80\x80\x00", 7)).message(),
+              HasSubstr("is not a 32-bit size"));
+
   // A shape longer than any operand's.
   std::string long_shape;
   {

@@ -66,10 +66,12 @@ absl::Status WireCursor::ReadVarint(uint64_t* value, absl::string_view what) {
 
 absl::Status WireCursor::ReadTag(Tag* tag) {
   uint64_t raw = 0;
+  const size_t start = position_;
   if (absl::Status s = ReadVarint(&raw, "a field tag"); !s.ok()) return s;
   const uint64_t field = raw >> 3;
   const uint32_t type = static_cast<uint32_t>(raw & 7);
-  if (field == 0 || field > 0x1FFFFFFF || type > 5) {
+  // A tag is a 32-bit varint (at most 5 bytes), as protobuf reads it.
+  if (position_ - start > 5 || field == 0 || field > 0x1FFFFFFF || type > 5) {
     return absl::InvalidArgumentError(absl::StrCat("invalid field tag ", raw, " before byte ",
                                                    position_, " (field ", field, ", wire type ",
                                                    type, ")"));
@@ -94,7 +96,14 @@ absl::Status WireCursor::ReadFixed32(uint32_t* value, absl::string_view what) {
 
 absl::Status WireCursor::ReadLength(size_t* length, absl::string_view what) {
   uint64_t raw = 0;
+  const size_t start = position_;
   if (absl::Status s = ReadVarint(&raw, what); !s.ok()) return s;
+  // A length is a 32-bit varint of at most 2^31 - 1, as protobuf reads it.
+  if (position_ - start > 5 || raw > 0x7FFFFFFF) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " before byte ", position_,
+                                                   " has a length prefix that is not a "
+                                                   "32-bit size"));
+  }
   if (raw > remaining_) {
     return absl::InvalidArgumentError(absl::StrCat(what, " at byte ", position_, " claims ", raw,
                                                    " bytes but only ", remaining_,

@@ -1,6 +1,7 @@
 #include "proto/wire/gemm_wire.h"
 
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,13 +21,109 @@ const char* WireTypeName(WireType type) {
   return "unknown";
 }
 
-// One message's known fields: each singular one may appear once, with its wire type.
+// One message's known fields: each singular one may appear once, with its wire type,
+// and is read by the typed helpers below (errors name the field: prefix + name).
 class Fields {
  public:
   explicit Fields(std::string prefix) : prefix_(std::move(prefix)) {}
 
   std::string Name(absl::string_view field) const { return absl::StrCat(prefix_, field); }
 
+  absl::Status Type(const Tag& tag, absl::string_view name, WireType want) const {
+    if (tag.type == want) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(Name(name), " (field ", tag.field,
+                                                   ") has wire type ", WireTypeName(tag.type),
+                                                   "; expected ", WireTypeName(want)));
+  }
+
+  // Enums and int32 fields take the low 32 bits of the varint, as protobuf does.
+  absl::Status Int32(WireCursor* in, const Tag& tag, absl::string_view name, int32_t* out) {
+    uint64_t v = 0;
+    absl::Status s = Once(tag, name, WireType::kVarint);
+    if (s.ok()) s = in->ReadVarint(&v, Name(name));
+    *out = static_cast<int32_t>(static_cast<uint32_t>(v));
+    return s;
+  }
+
+  absl::Status Bool(WireCursor* in, const Tag& tag, absl::string_view name, bool* out) {
+    uint64_t v = 0;
+    absl::Status s = Once(tag, name, WireType::kVarint);
+    if (s.ok()) s = in->ReadVarint(&v, Name(name));
+    *out = v != 0;
+    return s;
+  }
+
+  absl::Status Float(WireCursor* in, const Tag& tag, absl::string_view name, float* out) {
+    uint32_t bits = 0;
+    absl::Status s = Once(tag, name, WireType::kFixed32);
+    if (s.ok()) s = in->ReadFixed32(&bits, Name(name));
+    std::memcpy(out, &bits, 4);
+    return s;
+  }
+
+  // A length-delimited field's contents as a cursor of their own (a nested message).
+  absl::Status Message(WireCursor* in, const Tag& tag, absl::string_view name,
+                       WireCursor* out) {
+    size_t length = 0;
+    absl::Status s = Once(tag, name, WireType::kLengthDelimited);
+    if (s.ok()) s = in->ReadLength(&length, Name(name));
+    if (s.ok()) s = in->TakeCursor(length, out, Name(name));
+    return s;
+  }
+
+  // A bytes field left where it is (a tensor payload).
+  absl::Status Payload(WireCursor* in, const Tag& tag, absl::string_view name, ByteRuns* out) {
+    size_t length = 0;
+    absl::Status s = Once(tag, name, WireType::kLengthDelimited);
+    if (s.ok()) s = in->ReadLength(&length, Name(name));
+    if (s.ok()) s = in->TakeRuns(length, out, Name(name));
+    return s;
+  }
+
+  // A small string field, copied (names, nested headers).
+  absl::Status String(WireCursor* in, const Tag& tag, absl::string_view name,
+                      std::string* out) {
+    size_t length = 0;
+    absl::Status s = Once(tag, name, WireType::kLengthDelimited);
+    if (s.ok()) s = in->ReadLength(&length, Name(name));
+    if (s.ok()) s = in->TakeString(length, out, Name(name));
+    return s;
+  }
+
+  // `repeated int64 shape`: packed (one length-delimited run of varints) or not (one
+  // varint per occurrence); both may appear, in any mix, as protobuf allows.
+  absl::Status Shape(WireCursor* in, const Tag& tag,
+                     google::protobuf::RepeatedField<int64_t>* shape) const {
+    const std::string name = Name("shape");
+    auto add = [&](uint64_t v) {
+      if (shape->size() >= kMaxShapeEntries) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name, " has more than ", kMaxShapeEntries,
+            " entries; expected [rows, cols] or [batch, rows, cols]"));
+      }
+      shape->Add(static_cast<int64_t>(v));
+      return absl::OkStatus();
+    };
+    uint64_t v = 0;
+    if (tag.type == WireType::kVarint) {
+      if (absl::Status s = in->ReadVarint(&v, name); !s.ok()) return s;
+      return add(v);
+    }
+    if (absl::Status s = Type(tag, "shape", WireType::kLengthDelimited); !s.ok()) return s;
+    size_t length = 0;
+    WireCursor packed;
+    if (absl::Status s = in->ReadLength(&length, name); !s.ok()) return s;
+    if (absl::Status s = in->TakeCursor(length, &packed, name); !s.ok()) return s;
+    while (!packed.AtEnd()) {
+      if (absl::Status s = packed.ReadVarint(&v, name); !s.ok()) return s;
+      if (absl::Status s = add(v); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  bool Seen(uint32_t field) const { return seen_ & (uint64_t{1} << (field & 63)); }
+
+ private:
   // OK when `tag` may be read as singular field `name` of wire type `want`.
   absl::Status Once(const Tag& tag, absl::string_view name, WireType want) {
     if (absl::Status s = Type(tag, name, want); !s.ok()) return s;
@@ -39,342 +136,215 @@ class Fields {
     return absl::OkStatus();
   }
 
-  absl::Status Type(const Tag& tag, absl::string_view name, WireType want) const {
-    if (tag.type == want) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(Name(name), " (field ", tag.field,
-                                                   ") has wire type ", WireTypeName(tag.type),
-                                                   "; expected ", WireTypeName(want)));
-  }
-
-  bool Seen(uint32_t field) const { return seen_ & (uint64_t{1} << (field & 63)); }
-  const std::string& prefix() const { return prefix_; }
-
- private:
   std::string prefix_;  // "a." for a tensor field's parts, "" at the top
   uint64_t seen_ = 0;
 };
 
-absl::Status ReadBool(WireCursor* in, const std::string& what, bool* out) {
-  uint64_t v = 0;
-  if (absl::Status s = in->ReadVarint(&v, what); !s.ok()) return s;
-  *out = v != 0;
-  return absl::OkStatus();
-}
-
-// Enums and int32 fields take the low 32 bits of the varint, as protobuf does.
-absl::Status ReadInt32(WireCursor* in, const std::string& what, int32_t* out) {
-  uint64_t v = 0;
-  if (absl::Status s = in->ReadVarint(&v, what); !s.ok()) return s;
-  *out = static_cast<int32_t>(static_cast<uint32_t>(v));
-  return absl::OkStatus();
-}
-
-absl::Status ReadFloat(WireCursor* in, const std::string& what, float* out) {
-  uint32_t bits = 0;
-  if (absl::Status s = in->ReadFixed32(&bits, what); !s.ok()) return s;
-  std::memcpy(out, &bits, 4);
-  return absl::OkStatus();
-}
-
-// A length-delimited field's contents as a cursor of their own.
-absl::Status Nested(WireCursor* in, const std::string& what, WireCursor* out) {
-  size_t length = 0;
-  if (absl::Status s = in->ReadLength(&length, what); !s.ok()) return s;
-  return in->TakeCursor(length, out, what);
-}
-
-absl::Status Payload(WireCursor* in, const std::string& what, ByteRuns* out) {
-  size_t length = 0;
-  if (absl::Status s = in->ReadLength(&length, what); !s.ok()) return s;
-  return in->TakeRuns(length, out, what);
-}
-
-absl::Status SmallString(WireCursor* in, const std::string& what, std::string* out) {
-  size_t length = 0;
-  if (absl::Status s = in->ReadLength(&length, what); !s.ok()) return s;
-  return in->TakeString(length, out, what);
-}
-
-// `repeated int64 shape`: packed (one length-delimited run of varints) or not (one
-// varint per occurrence); both may appear, in any mix, as protobuf allows.
-absl::Status ReadShape(WireCursor* in, const Tag& tag, const Fields& fields,
-                       google::protobuf::RepeatedField<int64_t>* shape) {
-  const std::string name = fields.Name("shape");
-  auto add = [&](uint64_t v) {
-    if (shape->size() >= kMaxShapeEntries) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, " has more than ", kMaxShapeEntries,
-          " entries; expected [rows, cols] or [batch, rows, cols]"));
-    }
-    shape->Add(static_cast<int64_t>(v));
-    return absl::OkStatus();
-  };
-  if (tag.type == WireType::kVarint) {
-    uint64_t v = 0;
-    if (absl::Status s = in->ReadVarint(&v, name); !s.ok()) return s;
-    return add(v);
-  }
-  if (absl::Status s = fields.Type(tag, "shape", WireType::kLengthDelimited); !s.ok()) return s;
-  WireCursor packed;
-  if (absl::Status s = Nested(in, name, &packed); !s.ok()) return s;
-  while (!packed.AtEnd()) {
-    uint64_t v = 0;
-    if (absl::Status s = packed.ReadVarint(&v, name); !s.ok()) return s;
-    if (absl::Status s = add(v); !s.ok()) return s;
+// Reads a message's fields in order. `known(tag, &cursor)` reads a field whose number it
+// knows and returns its status, or nullopt for one it does not (skipped, as protobuf
+// keeps unknown fields).
+template <typename Known>
+absl::Status ForEachField(WireCursor in, absl::string_view where, Known known) {
+  while (!in.AtEnd()) {
+    Tag tag;
+    if (absl::Status s = in.ReadTag(&tag); !s.ok()) return s;
+    const std::optional<absl::Status> read = known(tag, &in);
+    const absl::Status s = read ? *read : in.SkipValue(tag.type, tag.field, where);
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }
+
+using FieldResult = std::optional<absl::Status>;
 
 // gemm.v1.Tensor: shape = 1, dtype = 2, data = 3.
 absl::Status ParseTensor(WireCursor in, const std::string& name, gemm::v1::Tensor* head,
                          ByteRuns* data) {
-  Fields fields(name + ".");
-  while (!in.AtEnd()) {
-    Tag tag;
-    if (absl::Status s = in.ReadTag(&tag); !s.ok()) return s;
-    absl::Status s;
+  Fields f(name + ".");
+  return ForEachField(in, name, [&](const Tag& tag, WireCursor* c) -> FieldResult {
     switch (tag.field) {
       case 1:
-        s = ReadShape(&in, tag, fields, head->mutable_shape());
-        break;
+        return f.Shape(c, tag, head->mutable_shape());
       case 2: {
         int32_t dtype = 0;
-        s = fields.Once(tag, "dtype", WireType::kVarint);
-        if (s.ok()) s = ReadInt32(&in, fields.Name("dtype"), &dtype);
+        const absl::Status s = f.Int32(c, tag, "dtype", &dtype);
         head->set_dtype(static_cast<gemm::v1::DataType>(dtype));
-        break;
+        return s;
       }
       case 3:
-        s = fields.Once(tag, "data", WireType::kLengthDelimited);
-        if (s.ok()) s = Payload(&in, fields.Name("data"), data);
-        break;
-      default:
-        s = in.SkipValue(tag.type, tag.field, name);
+        return f.Payload(c, tag, "data", data);
     }
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
+    return std::nullopt;
+  });
 }
 
 // gemm.v1.QuantizedTensor: shape = 1, format = 2, data = 3, scales = 4, tensor_scale = 5.
 absl::Status ParseQuantizedTensor(WireCursor in, const std::string& name,
                                   gemm::v1::QuantizedTensor* head, ByteRuns* data,
                                   ByteRuns* scales) {
-  Fields fields(name + ".");
-  while (!in.AtEnd()) {
-    Tag tag;
-    if (absl::Status s = in.ReadTag(&tag); !s.ok()) return s;
-    absl::Status s;
+  Fields f(name + ".");
+  return ForEachField(in, name, [&](const Tag& tag, WireCursor* c) -> FieldResult {
     switch (tag.field) {
       case 1:
-        s = ReadShape(&in, tag, fields, head->mutable_shape());
-        break;
+        return f.Shape(c, tag, head->mutable_shape());
       case 2: {
         int32_t format = 0;
-        s = fields.Once(tag, "format", WireType::kVarint);
-        if (s.ok()) s = ReadInt32(&in, fields.Name("format"), &format);
+        const absl::Status s = f.Int32(c, tag, "format", &format);
         head->set_format(static_cast<gemm::v1::QuantFormat>(format));
-        break;
+        return s;
       }
       case 3:
-        s = fields.Once(tag, "data", WireType::kLengthDelimited);
-        if (s.ok()) s = Payload(&in, fields.Name("data"), data);
-        break;
+        return f.Payload(c, tag, "data", data);
       case 4:
-        s = fields.Once(tag, "scales", WireType::kLengthDelimited);
-        if (s.ok()) s = Payload(&in, fields.Name("scales"), scales);
-        break;
+        return f.Payload(c, tag, "scales", scales);
       case 5: {
         float scale = 0;
-        s = fields.Once(tag, "tensor_scale", WireType::kFixed32);
-        if (s.ok()) s = ReadFloat(&in, fields.Name("tensor_scale"), &scale);
+        const absl::Status s = f.Float(c, tag, "tensor_scale", &scale);
         head->set_tensor_scale(scale);
-        break;
+        return s;
       }
-      default:
-        s = in.SkipValue(tag.type, tag.field, name);
     }
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
+    return std::nullopt;
+  });
 }
 
-absl::Status Invalid(absl::string_view type, const absl::Status& s) {
+// A nested Tensor field of `f`'s message.
+absl::Status TensorField(Fields& f, WireCursor* c, const Tag& tag, const std::string& name,
+                         gemm::v1::Tensor* head, ByteRuns* data) {
+  WireCursor nested;
+  absl::Status s = f.Message(c, tag, name, &nested);
+  return s.ok() ? ParseTensor(nested, name, head, data) : s;
+}
+
+absl::Status QuantizedTensorField(Fields& f, WireCursor* c, const Tag& tag,
+                                  const std::string& name, gemm::v1::QuantizedTensor* head,
+                                  ByteRuns* data, ByteRuns* scales) {
+  WireCursor nested;
+  absl::Status s = f.Message(c, tag, name, &nested);
+  return s.ok() ? ParseQuantizedTensor(nested, name, head, data, scales) : s;
+}
+
+absl::Status Invalid(absl::string_view what, absl::string_view type, const absl::Status& s) {
+  if (s.ok()) return s;
   return absl::InvalidArgumentError(
-      absl::StrCat("the request is not a valid ", type, ": ", s.message()));
+      absl::StrCat("the ", what, " is not a valid ", type, ": ", s.message()));
 }
 
 }  // namespace
 
 absl::Status ParseMatmulRequest(const ByteRuns& bytes, MatmulRequestWire* out) {
-  WireCursor in(bytes);
-  Fields fields("");
+  Fields f("");
   gemm::v1::MatmulRequest& head = out->head;
-  while (!in.AtEnd()) {
-    Tag tag;
-    absl::Status s = in.ReadTag(&tag);
-    if (s.ok()) {
-      switch (tag.field) {
-        case 1:
-        case 2:
-        case 3: {
-          const char* name = tag.field == 1 ? "a" : tag.field == 2 ? "b" : "c";
-          gemm::v1::Tensor* tensor = tag.field == 1   ? head.mutable_a()
-                                     : tag.field == 2 ? head.mutable_b()
-                                                      : head.mutable_c();
-          ByteRuns* data = tag.field == 1   ? &out->a_data
-                           : tag.field == 2 ? &out->b_data
-                                            : &out->c_data;
-          WireCursor nested;
-          s = fields.Once(tag, name, WireType::kLengthDelimited);
-          if (s.ok()) s = Nested(&in, name, &nested);
-          if (s.ok()) s = ParseTensor(nested, name, tensor, data);
-          break;
-        }
-        case 4:
-        case 5: {
-          const char* name = tag.field == 4 ? "alpha" : "beta";
-          float value = 0;
-          s = fields.Once(tag, name, WireType::kFixed32);
-          if (s.ok()) s = ReadFloat(&in, name, &value);
-          tag.field == 4 ? head.set_alpha(value) : head.set_beta(value);
-          break;
-        }
-        case 6:
-        case 7: {
-          const char* name = tag.field == 6 ? "transpose_a" : "transpose_b";
-          bool value = false;
-          s = fields.Once(tag, name, WireType::kVarint);
-          if (s.ok()) s = ReadBool(&in, name, &value);
-          tag.field == 6 ? head.set_transpose_a(value) : head.set_transpose_b(value);
-          break;
-        }
-        case 8:
-        case 9: {
-          const char* name = tag.field == 8 ? "precision" : "output_dtype";
-          int32_t value = 0;
-          s = fields.Once(tag, name, WireType::kVarint);
-          if (s.ok()) s = ReadInt32(&in, name, &value);
-          if (tag.field == 8) {
-            head.set_precision(static_cast<gemm::v1::Precision>(value));
-          } else {
-            head.set_output_dtype(static_cast<gemm::v1::DataType>(value));
+  const absl::Status s = ForEachField(
+      WireCursor(bytes), "gemm.v1.MatmulRequest",
+      [&](const Tag& tag, WireCursor* c) -> FieldResult {
+        absl::Status s;
+        switch (tag.field) {
+          case 1:
+            return TensorField(f, c, tag, "a", head.mutable_a(), &out->a_data);
+          case 2:
+            return TensorField(f, c, tag, "b", head.mutable_b(), &out->b_data);
+          case 3:
+            return TensorField(f, c, tag, "c", head.mutable_c(), &out->c_data);
+          case 4:
+          case 5: {
+            float value = 0;
+            s = f.Float(c, tag, tag.field == 4 ? "alpha" : "beta", &value);
+            tag.field == 4 ? head.set_alpha(value) : head.set_beta(value);
+            return s;
           }
-          break;
+          case 6:
+          case 7: {
+            bool value = false;
+            s = f.Bool(c, tag, tag.field == 6 ? "transpose_a" : "transpose_b", &value);
+            tag.field == 6 ? head.set_transpose_a(value) : head.set_transpose_b(value);
+            return s;
+          }
+          case 8: {
+            int32_t precision = 0;
+            s = f.Int32(c, tag, "precision", &precision);
+            head.set_precision(static_cast<gemm::v1::Precision>(precision));
+            return s;
+          }
+          case 9: {
+            int32_t dtype = 0;
+            s = f.Int32(c, tag, "output_dtype", &dtype);
+            head.set_output_dtype(static_cast<gemm::v1::DataType>(dtype));
+            return s;
+          }
+          case 10:
+            return f.String(c, tag, "kernel", head.mutable_kernel());
         }
-        case 10:
-          s = fields.Once(tag, "kernel", WireType::kLengthDelimited);
-          if (s.ok()) s = SmallString(&in, "kernel", head.mutable_kernel());
-          break;
-        default:
-          s = in.SkipValue(tag.type, tag.field, "gemm.v1.MatmulRequest");
-      }
-    }
-    if (!s.ok()) return Invalid("gemm.v1.MatmulRequest", s);
-  }
-  return absl::OkStatus();
+        return std::nullopt;
+      });
+  return Invalid("request", "gemm.v1.MatmulRequest", s);
 }
 
 absl::Status ParseQuantizedMatmulRequest(const ByteRuns& bytes, QuantizedMatmulRequestWire* out) {
-  WireCursor in(bytes);
-  Fields fields("");
+  Fields f("");
   gemm::v1::QuantizedMatmulRequest& head = out->head;
-  while (!in.AtEnd()) {
-    Tag tag;
-    absl::Status s = in.ReadTag(&tag);
-    if (s.ok()) {
-      switch (tag.field) {
-        case 1:
-        case 3: {
-          const char* name = tag.field == 1 ? "a" : "b";
-          WireCursor nested;
-          s = fields.Once(tag, name, WireType::kLengthDelimited);
-          if (s.ok()) s = Nested(&in, name, &nested);
-          if (s.ok()) {
-            s = tag.field == 1 ? ParseQuantizedTensor(nested, name, head.mutable_a(),
-                                                      &out->a_data, &out->a_scales)
-                               : ParseQuantizedTensor(nested, name, head.mutable_b(),
-                                                      &out->b_data, &out->b_scales);
-          }
-          break;
+  const absl::Status s = ForEachField(
+      WireCursor(bytes), "gemm.v1.QuantizedMatmulRequest",
+      [&](const Tag& tag, WireCursor* c) -> FieldResult {
+        absl::Status s;
+        switch (tag.field) {
+          case 1:
+            s = QuantizedTensorField(f, c, tag, "a", head.mutable_a(), &out->a_data,
+                                     &out->a_scales);
+            break;
+          case 2:
+            s = TensorField(f, c, tag, "a_dense", head.mutable_a_dense(), &out->a_dense_data);
+            break;
+          case 3:
+            return QuantizedTensorField(f, c, tag, "b", head.mutable_b(), &out->b_data,
+                                        &out->b_scales);
+          case 4:
+            return f.String(c, tag, "kernel", head.mutable_kernel());
+          default:
+            return std::nullopt;
         }
-        case 2: {
-          WireCursor nested;
-          s = fields.Once(tag, "a_dense", WireType::kLengthDelimited);
-          if (s.ok()) s = Nested(&in, "a_dense", &nested);
-          if (s.ok()) s = ParseTensor(nested, "a_dense", head.mutable_a_dense(), &out->a_dense_data);
-          break;
+        // a and a_dense are one oneof: protobuf would keep the later one silently.
+        if (s.ok() && f.Seen(1) && f.Seen(2)) {
+          s = absl::InvalidArgumentError(
+              "a and a_dense are both set; they are one choice (oneof a_operand), send one");
         }
-        case 4:
-          s = fields.Once(tag, "kernel", WireType::kLengthDelimited);
-          if (s.ok()) s = SmallString(&in, "kernel", head.mutable_kernel());
-          break;
-        default:
-          s = in.SkipValue(tag.type, tag.field, "gemm.v1.QuantizedMatmulRequest");
-      }
-      // a and a_dense are one oneof: protobuf would keep the later one silently.
-      if (s.ok() && fields.Seen(1) && fields.Seen(2)) {
-        s = absl::InvalidArgumentError(
-            "a and a_dense are both set; they are one choice (oneof a_operand), send one");
-      }
-    }
-    if (!s.ok()) return Invalid("gemm.v1.QuantizedMatmulRequest", s);
-  }
-  return absl::OkStatus();
+        return s;
+      });
+  return Invalid("request", "gemm.v1.QuantizedMatmulRequest", s);
 }
 
 absl::Status ParseMatmulResponse(const ByteRuns& bytes, MatmulResponseWire* out) {
-  WireCursor in(bytes);
-  Fields fields("");
+  Fields f("");
   gemm::v1::MatmulResponse& head = out->head;
-  while (!in.AtEnd()) {
-    Tag tag;
-    absl::Status s = in.ReadTag(&tag);
-    if (s.ok()) {
-      switch (tag.field) {
-        case 1: {
-          WireCursor nested;
-          s = fields.Once(tag, "c", WireType::kLengthDelimited);
-          if (s.ok()) s = Nested(&in, "c", &nested);
-          if (s.ok()) s = ParseTensor(nested, "c", head.mutable_c(), &out->c_data);
-          break;
-        }
-        case 2:
-        case 3: {
-          const char* name = tag.field == 2 ? "kernel" : "device";
-          s = fields.Once(tag, name, WireType::kLengthDelimited);
-          if (s.ok()) {
-            s = SmallString(&in, name,
-                            tag.field == 2 ? head.mutable_kernel() : head.mutable_device());
+  const absl::Status s = ForEachField(
+      WireCursor(bytes), "gemm.v1.MatmulResponse",
+      [&](const Tag& tag, WireCursor* c) -> FieldResult {
+        absl::Status s;
+        switch (tag.field) {
+          case 1:
+            return TensorField(f, c, tag, "c", head.mutable_c(), &out->c_data);
+          case 2:
+            return f.String(c, tag, "kernel", head.mutable_kernel());
+          case 3:
+            return f.String(c, tag, "device", head.mutable_device());
+          case 4: {
+            std::string timing;
+            s = f.String(c, tag, "timing", &timing);
+            if (s.ok() && !head.mutable_timing()->ParseFromString(timing)) {
+              s = absl::InvalidArgumentError("timing is not a valid gemm.v1.Timing");
+            }
+            return s;
           }
-          break;
-        }
-        case 4: {
-          std::string timing;
-          s = fields.Once(tag, "timing", WireType::kLengthDelimited);
-          if (s.ok()) s = SmallString(&in, "timing", &timing);
-          if (s.ok() && !head.mutable_timing()->ParseFromString(timing)) {
-            s = absl::InvalidArgumentError("timing is not a valid gemm.v1.Timing");
+          case 5: {
+            int32_t precision = 0;
+            s = f.Int32(c, tag, "precision", &precision);
+            head.set_precision(static_cast<gemm::v1::Precision>(precision));
+            return s;
           }
-          break;
         }
-        case 5: {
-          int32_t precision = 0;
-          s = fields.Once(tag, "precision", WireType::kVarint);
-          if (s.ok()) s = ReadInt32(&in, "precision", &precision);
-          head.set_precision(static_cast<gemm::v1::Precision>(precision));
-          break;
-        }
-        default:
-          s = in.SkipValue(tag.type, tag.field, "gemm.v1.MatmulResponse");
-      }
-    }
-    if (!s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the response is not a valid gemm.v1.MatmulResponse: ", s.message()));
-    }
-  }
-  return absl::OkStatus();
+        return std::nullopt;
+      });
+  return Invalid("response", "gemm.v1.MatmulResponse", s);
 }
 
 void EncodedMessage::AddOwned(absl::string_view bytes) {

@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -88,74 +89,100 @@ using StartCall = std::function<void(GemmClient*, const CallOptions&, MatmulResu
 using BlockingCall =
     std::function<absl::Status(GemmClient*, const CallOptions&, MatmulResult*)>;
 
-// Keeps `slots` calls in flight with the callback API until `end`; each completion
-// records its sample and starts the slot's next call.
-class AsyncClosedLoop {
+// Calls in flight through the client library's callback API, one per slot, each slot
+// with its own C buffer. A finished call's sample goes to `finished(slot, sample)`, on a
+// gRPC thread; its latency counts from the time Start was given.
+class CallSlots {
  public:
-  AsyncClosedLoop(const std::vector<std::shared_ptr<grpc::Channel>>& channels, StartCall start,
-                  absl::Duration timeout, int slots, absl::Time end, int64_t out_bytes)
+  using Finished = std::function<void(size_t slot, Sample sample)>;
+
+  CallSlots(const std::vector<std::shared_ptr<grpc::Channel>>& channels, StartCall start,
+            absl::Duration timeout, int slots, int64_t out_bytes, Finished finished)
       : start_(std::move(start)),
         timeout_(timeout),
-        end_(end),
+        finished_(std::move(finished)),
         slots_(static_cast<size_t>(slots)) {
     for (const auto& channel : channels) clients_.push_back(std::make_unique<GemmClient>(channel));
     for (Slot& slot : slots_) slot.out.resize(static_cast<size_t>(out_bytes));
   }
 
-  std::vector<Sample> Run() {
-    active_ = static_cast<int>(slots_.size());
-    for (size_t i = 0; i < slots_.size(); ++i) Start(i);
-    done_.WaitForNotification();
-    absl::MutexLock lock(&mu_);
-    return std::move(samples_);
+  size_t size() const { return slots_.size(); }
+
+  // Starts slot `i`'s call on connection `n` (round-robin); `from` is when it counts from
+  // (now, or an intended send time).
+  void Start(size_t i, absl::Time from, size_t n) {
+    Slot& slot = slots_[i];
+    slot.result = MatmulResult();
+    slot.from = from;
+    CallOptions options;
+    options.timeout = timeout_;
+    options.c_out = absl::MakeSpan(slot.out);
+    start_(clients_[n % clients_.size()].get(), options, &slot.result,
+           [this, i](absl::Status status) {
+             Slot& done = slots_[i];
+             Sample s;
+             s.start = done.from;
+             s.end = absl::Now();
+             SetOutcome(status, &s);
+             if (status.ok()) SetServerTimes(done.result.info().timing(), &s);
+             finished_(i, std::move(s));
+           });
   }
 
  private:
   struct Slot {
     std::vector<char> out;  // C, the caller's buffer
     MatmulResult result;
-    absl::Time start;
+    absl::Time from;
   };
+  const StartCall start_;
+  const absl::Duration timeout_;
+  const Finished finished_;
+  std::vector<std::unique_ptr<GemmClient>> clients_;
+  std::vector<Slot> slots_;
+};
 
-  void Start(size_t i) {
-    Slot& slot = slots_[i];
-    slot.result = MatmulResult();
-    slot.start = absl::Now();
-    CallOptions options;
-    options.timeout = timeout_;
-    options.c_out = absl::MakeSpan(slot.out);
-    start_(clients_[i % clients_.size()].get(), options, &slot.result,
-           [this, i](absl::Status status) { Finished(i, status); });
+// Keeps `slots` calls in flight until `end`; each completion records its sample and
+// starts the slot's next call.
+class AsyncClosedLoop {
+ public:
+  AsyncClosedLoop(const std::vector<std::shared_ptr<grpc::Channel>>& channels, StartCall start,
+                  absl::Duration timeout, int slots, absl::Time end, int64_t out_bytes)
+      : end_(end),
+        calls_(channels, std::move(start), timeout, slots, out_bytes,
+               [this](size_t i, Sample s) { Finished(i, std::move(s)); }) {}
+
+  std::vector<Sample> Run() {
+    {
+      absl::MutexLock lock(&mu_);
+      active_ = static_cast<int>(calls_.size());
+    }
+    for (size_t i = 0; i < calls_.size(); ++i) calls_.Start(i, absl::Now(), i);
+    done_.WaitForNotification();
+    absl::MutexLock lock(&mu_);
+    return std::move(samples_);
   }
 
-  void Finished(size_t i, const absl::Status& status) {
-    Slot& slot = slots_[i];
-    Sample s;
-    s.start = slot.start;
-    s.end = absl::Now();
-    SetOutcome(status, &s);
-    if (status.ok()) SetServerTimes(slot.result.info().timing(), &s);
+ private:
+  void Finished(size_t i, Sample s) {
     {
       absl::MutexLock lock(&mu_);
       samples_.push_back(std::move(s));
     }
     if (absl::Now() < end_) {
-      Start(i);
+      calls_.Start(i, absl::Now(), i);
       return;
     }
     absl::MutexLock lock(&mu_);
     if (--active_ == 0) done_.Notify();
   }
 
-  const StartCall start_;
-  const absl::Duration timeout_;
   const absl::Time end_;
-  std::vector<std::unique_ptr<GemmClient>> clients_;
-  std::vector<Slot> slots_;
   absl::Mutex mu_;
   std::vector<Sample> samples_ ABSL_GUARDED_BY(mu_);
   int active_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Notification done_;
+  CallSlots calls_;  // last: its callbacks use the members above
 };
 
 // Starts calls at the arrival times of a fixed-rate or Poisson process until `end`, on
@@ -165,18 +192,14 @@ class OpenLoop {
   OpenLoop(const std::vector<std::shared_ptr<grpc::Channel>>& channels, StartCall start,
            absl::Duration timeout, int slots, double rate, bool poisson, uint64_t seed,
            absl::Time end, int64_t out_bytes)
-      : start_(std::move(start)),
-        timeout_(timeout),
-        rate_(rate),
+      : rate_(rate),
         poisson_(poisson),
         rng_(seed),
         end_(end),
-        slots_(static_cast<size_t>(slots)) {
-    for (const auto& channel : channels) clients_.push_back(std::make_unique<GemmClient>(channel));
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      slots_[i].out.resize(static_cast<size_t>(out_bytes));
-      free_.push_back(i);
-    }
+        calls_(channels, std::move(start), timeout, slots, out_bytes,
+               [this](size_t i, Sample s) { Finished(i, std::move(s)); }) {
+    absl::MutexLock lock(&mu_);
+    for (size_t i = 0; i < calls_.size(); ++i) free_.push_back(i);
   }
 
   // The samples of the calls made; *dropped_at gets the intended times of arrivals that
@@ -188,18 +211,16 @@ class OpenLoop {
     while (next < end_) {
       const absl::Duration wait = next - absl::Now();
       if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
-      size_t slot = 0;
-      bool have_slot = false;
+      std::optional<size_t> slot;
       {
         absl::MutexLock lock(&mu_);
         if (!free_.empty()) {
           slot = free_.back();
           free_.pop_back();
-          have_slot = true;
         }
       }
-      if (have_slot) {
-        Start(slot, next, sent++);
+      if (slot) {
+        calls_.Start(*slot, next, sent++);
       } else {
         dropped_at->push_back(next);
       }
@@ -207,51 +228,28 @@ class OpenLoop {
     }
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
-        +[](OpenLoop* loop) { return loop->free_.size() == loop->slots_.size(); }, this));
+        +[](OpenLoop* loop) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop->mu_) {
+          return loop->free_.size() == loop->calls_.size();
+        },
+        this));
     return std::move(samples_);
   }
 
  private:
-  struct Slot {
-    std::vector<char> out;
-    MatmulResult result;
-    absl::Time intended;
-  };
-
-  void Start(size_t i, absl::Time intended, size_t n) {
-    Slot& slot = slots_[i];
-    slot.result = MatmulResult();
-    slot.intended = intended;
-    CallOptions options;
-    options.timeout = timeout_;
-    options.c_out = absl::MakeSpan(slot.out);
-    start_(clients_[n % clients_.size()].get(), options, &slot.result,
-           [this, i](absl::Status status) { Finished(i, status); });
-  }
-
-  void Finished(size_t i, const absl::Status& status) {
-    Slot& slot = slots_[i];
-    Sample s;
-    s.start = slot.intended;
-    s.end = absl::Now();
-    SetOutcome(status, &s);
-    if (status.ok()) SetServerTimes(slot.result.info().timing(), &s);
+  void Finished(size_t i, Sample s) {
     absl::MutexLock lock(&mu_);
     samples_.push_back(std::move(s));
     free_.push_back(i);
   }
 
-  const StartCall start_;
-  const absl::Duration timeout_;
   const double rate_;
   const bool poisson_;
   std::mt19937_64 rng_;
   const absl::Time end_;
-  std::vector<std::unique_ptr<GemmClient>> clients_;
-  std::vector<Slot> slots_;
   absl::Mutex mu_;
   std::vector<size_t> free_ ABSL_GUARDED_BY(mu_);
   std::vector<Sample> samples_ ABSL_GUARDED_BY(mu_);
+  CallSlots calls_;  // last: its callbacks use the members above
 };
 
 // CPU seconds of the server (--server_pid) and of this process over the measured window,

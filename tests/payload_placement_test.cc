@@ -102,6 +102,39 @@ TEST(PayloadPlacementTest, APayloadThatWantsPageLockedMemoryIsCopiedThere) {
   EXPECT_TRUE(placed->uses_wire);
 }
 
+// For a device that gathers pieces (CUDA), a split payload stays in its pieces (no host
+// copy at all; the view keeps its size, for validation), unless its size wants a
+// page-locked buffer.
+TEST(PayloadPlacementTest, PiecesStayPiecesForADeviceThatGathersThem) {
+  auto memory = HostMemory::Create(0, 0, 256, std::make_shared<LockingAllocator>(8000));
+  const std::string small = Bytes(3000, 6), big = Bytes(9000, 7);
+  wire::ByteRuns small_runs, big_runs;
+  small_runs.Append(absl::string_view(small).substr(0, 1000));
+  small_runs.Append(absl::string_view(small).substr(1000));
+  big_runs.Append(absl::string_view(big).substr(0, 5));
+  big_runs.Append(absl::string_view(big).substr(5));
+  absl::string_view small_view, big_view;
+  std::vector<absl::string_view> small_pieces, big_pieces;
+  absl::StatusOr<PlacedPayloads> placed =
+      PlacePayloads(memory.get(), nullptr,
+                    {{&small_runs, &small_view, &small_pieces}, {&big_runs, &big_view, &big_pieces}},
+                    /*pieces_ok=*/true);
+  ASSERT_TRUE(placed.ok());
+  EXPECT_TRUE(placed->uses_wire);
+  ASSERT_EQ(small_pieces.size(), 2u);
+  EXPECT_EQ(small_pieces[0].data(), small.data());
+  EXPECT_EQ(small_view.size(), 3000u);
+  EXPECT_EQ(small_view.data(), nullptr);
+  EXPECT_TRUE(big_pieces.empty());  // page-locked size: copied for its own DMA
+  EXPECT_EQ(std::string(big_view), big);
+  // Without pieces_ok the same split payload is copied.
+  std::vector<absl::string_view> unused;
+  placed = PlacePayloads(memory.get(), nullptr, {{&small_runs, &small_view, &unused}});
+  ASSERT_TRUE(placed.ok());
+  EXPECT_TRUE(unused.empty());
+  EXPECT_EQ(std::string(small_view), small);
+}
+
 TEST(PayloadPlacementTest, TheCapRefusesTheCopy) {
   auto memory = HostMemory::Create(/*max_bytes=*/1000, 0);
   const std::string whole = Bytes(2000, 5);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/kernel.h"
@@ -30,10 +31,19 @@ struct DeviceDescription {
   int threads = 0;
 };
 
+// Operands still in the pieces they arrived in (a received message's slices), for a
+// device that gathers them itself (Device::gathers_pieces): an operand whose pointer in
+// GemmOperands is null is these pieces, back to back.
+struct HostPieces {
+  std::vector<absl::string_view> a, b, c_in;
+};
+
 // One request's part of a launch.
 struct LaunchItem {
   GemmProblem problem;  // its own (a dense launch packs the items' batch items in order)
   GemmOperands host;    // host memory, valid until the launch returns; C goes to c_out
+  // Operands left in pieces (null: none); only for a device that gathers_pieces().
+  const HostPieces* pieces = nullptr;
   // Packed QuantizedMatmul operands (then the launch has this one item, `problem` is the
   // FP32 equivalent and host.a/b are unused).
   const QuantizedOperands* quantized = nullptr;
@@ -95,6 +105,10 @@ class Device {
   // Operand and result bytes (OperandBytes) one launch may have on the device; the
   // scheduler never forms a larger launch and refuses a single request that is larger.
   virtual int64_t max_batch_bytes() const { return std::numeric_limits<int64_t>::max(); }
+
+  // Whether Run takes dense operands as HostPieces (the CUDA device's staging gathers
+  // them, so they need not be made contiguous on the host first).
+  virtual bool gathers_pieces() const { return false; }
 
   // Runs `launch` on lane `lane`: stages the items' host operands, launches the kernel,
   // copies each item's C to its c_out. All items share the outcome. A CUDA fault also

@@ -57,9 +57,11 @@ absl::Status PrepareMatmul(const GemmRequestContext& context, const wire::ByteRu
   MatmulPayloads payloads;
   const absl::Time place_start = absl::Now();
   absl::StatusOr<PlacedPayloads> placed =
-      PlacePayloads(context.memory, context.copier, {{&parsed.a_data, &payloads.a},
-                                     {&parsed.b_data, &payloads.b},
-                                     {&parsed.c_data, &payloads.c}});
+      PlacePayloads(context.memory, context.copier,
+                    {{&parsed.a_data, &payloads.a, &r->pieces.a},
+                     {&parsed.b_data, &payloads.b, &r->pieces.b},
+                     {&parsed.c_data, &payloads.c, &r->pieces.c_in}},
+                    context.device_gathers_pieces);
   if (!placed.ok()) return placed.status();
   r->payloads = std::move(placed->buffer);
   KeepWireOnlyIf(placed->uses_wire, r);

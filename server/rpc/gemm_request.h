@@ -45,6 +45,9 @@ struct GemmRequestContext {
   const KernelCatalogue* catalogue = nullptr;
   HostMemory* memory = nullptr;
   HostCopier* copier = nullptr;  // copies large payloads off the wire on several threads
+  // The devices stage Matmul operands from the received pieces themselves
+  // (Device::gathers_pieces), so those need not be made contiguous first.
+  bool device_gathers_pieces = false;
 };
 
 struct GemmRequest : Job {

@@ -21,6 +21,10 @@ GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> 
   environment_.request.catalogue = catalogue_;
   environment_.request.memory = memory_.get();
   environment_.request.copier = &copier_;
+  environment_.request.device_gathers_pieces = !devices_.empty();
+  for (const Device* device : devices_) {
+    environment_.request.device_gathers_pieces &= device->gathers_pieces();
+  }
   environment_.executor = executor;
   environment_.metrics = metrics_;
   environment_.registry = &registry_;

@@ -13,22 +13,29 @@ size_t AlignUp(size_t n) { return (n + kBufferAlignment - 1) / kBufferAlignment 
 
 }  // namespace
 
-absl::StatusOr<PlacedPayloads> PlacePayloads(
-    HostMemory* memory, HostCopier* copier,
-    const std::vector<std::pair<const wire::ByteRuns*, absl::string_view*>>& payloads) {
+absl::StatusOr<PlacedPayloads> PlacePayloads(HostMemory* memory, HostCopier* copier,
+                                             const std::vector<PayloadSlot>& payloads,
+                                             bool pieces_ok) {
   PlacedPayloads placed;
   std::vector<bool> copy(payloads.size(), false);
   size_t bytes = 0;
   for (size_t i = 0; i < payloads.size(); ++i) {
-    const wire::ByteRuns& runs = *payloads[i].first;
+    const wire::ByteRuns& runs = *payloads[i].runs;
     const std::optional<absl::string_view> whole = runs.Contiguous();
     const bool aligned =
         whole && reinterpret_cast<uintptr_t>(whole->data()) % kInPlaceAlignment == 0;
     // A payload the device would read from page-locked memory is copied there; one it
-    // would stage anyway may stay where it arrived.
-    if (runs.empty() || (whole && aligned && !memory->page_locked(runs.size()))) {
-      *payloads[i].second = whole.value_or(absl::string_view());
+    // would stage anyway may stay where it arrived, whole or in pieces.
+    const bool staged = !memory->page_locked(runs.size());
+    if (runs.empty() || (whole && aligned && staged)) {
+      *payloads[i].view = whole.value_or(absl::string_view());
       placed.uses_wire |= !runs.empty();
+      continue;
+    }
+    if (pieces_ok && staged && payloads[i].pieces != nullptr) {
+      *payloads[i].pieces = runs.runs();
+      *payloads[i].view = absl::string_view(nullptr, runs.size());
+      placed.uses_wire = true;
       continue;
     }
     copy[i] = true;
@@ -43,9 +50,9 @@ absl::StatusOr<PlacedPayloads> PlacePayloads(
   for (size_t i = 0; i < payloads.size(); ++i) {
     if (!copy[i]) continue;
     at = AlignUp(at);
-    const wire::ByteRuns& runs = *payloads[i].first;
+    const wire::ByteRuns& runs = *payloads[i].runs;
     char* dst = placed.buffer->data() + at;
-    *payloads[i].second = absl::string_view(dst, runs.size());
+    *payloads[i].view = absl::string_view(dst, runs.size());
     for (absl::string_view run : runs.runs()) {
       tasks.push_back({dst, run.data(), run.size()});
       dst += run.size();

@@ -1,7 +1,8 @@
 // Where a request's tensor payloads go between the wire and the device: each one is
-// either used in place (a view into gRPC's received slices) or copied once into one
-// buffer from the server's HostMemory; that is the only copy of tensor data a request
-// makes on the host before its device reads it.
+// either used in place (a view into gRPC's received slices), left in those slices as
+// pieces for a device that gathers them itself (the CUDA device's staging ring), or
+// copied once into one buffer from the server's HostMemory; that is the only copy of
+// tensor data a request makes on the host before its device reads it.
 //
 // In place needs the payload in one slice, aligned to 16 bytes, and no page-locked buffer
 // for its size (the CUDA backend's large payloads are copied into a pooled page-locked
@@ -27,12 +28,22 @@ struct PlacedPayloads {
   bool uses_wire = false;              // some payload is used in place
 };
 
-// Places each (runs, view) pair's payload and points *view at it; the copying is spread
-// over `copier`'s threads when it is large (copier may be null: this thread alone).
-// RESOURCE_EXHAUSTED when the buffer would pass the memory cap.
-absl::StatusOr<PlacedPayloads> PlacePayloads(
-    HostMemory* memory, HostCopier* copier,
-    const std::vector<std::pair<const wire::ByteRuns*, absl::string_view*>>& payloads);
+struct PayloadSlot {
+  const wire::ByteRuns* runs = nullptr;  // where it arrived
+  absl::string_view* view = nullptr;     // where it is placed
+  // Where it may be left in pieces (null: it must be contiguous). Then *view has its
+  // size and no data.
+  std::vector<absl::string_view>* pieces = nullptr;
+};
+
+// Places each slot's payload and points its view at it; the copying is spread over
+// `copier`'s threads when it is large (copier may be null: this thread alone). A payload
+// that arrived in several pieces is left so when its slot allows it, `pieces_ok` and it
+// needs no page-locked buffer. RESOURCE_EXHAUSTED when the buffer would pass the memory
+// cap.
+absl::StatusOr<PlacedPayloads> PlacePayloads(HostMemory* memory, HostCopier* copier,
+                                             const std::vector<PayloadSlot>& payloads,
+                                             bool pieces_ok = false);
 
 }  // namespace gemmd
 

@@ -59,7 +59,9 @@ DeviceLaunch LaunchOf(const Batch& batch) {
   launch.problem = batch.problem;
   launch.items.reserve(batch.jobs.size());
   for (const std::unique_ptr<Job>& job : batch.jobs) {
-    launch.items.push_back({job->problem, job->operands, job->quantized,
+    const HostPieces& p = job->pieces;
+    const bool pieces = !p.a.empty() || !p.b.empty() || !p.c_in.empty();
+    launch.items.push_back({job->problem, job->operands, pieces ? &p : nullptr, job->quantized,
                             job->is_cancelled ? &job->is_cancelled : nullptr});
   }
   return launch;

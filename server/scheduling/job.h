@@ -14,6 +14,7 @@
 #include "kernels/gemm_problem.h"
 #include "kernels/kernel.h"
 #include "kernels/quantized_operands.h"
+#include "server/devices/device.h"
 
 namespace gemmd {
 
@@ -30,8 +31,10 @@ struct Job {
   virtual ~Job() = default;
 
   GemmProblem problem;
-  // Host memory valid until `done` runs; c_out receives C.
+  // Host memory valid until `done` runs; c_out receives C. An operand whose pointer is
+  // null is in `pieces` (only for devices that gather pieces).
   GemmOperands operands;
+  HostPieces pieces;
   // Chosen once, at admission, from the backend's catalogue; never null once queued.
   const Kernel* kernel = nullptr;
   // Set for a QuantizedMatmul that runs on a quantized kernel: the packed operands

@@ -44,12 +44,15 @@ int64_t Span(const std::vector<int64_t>& offsets, int64_t region_bytes, size_t j
 // Every host buffer the launch reads or writes is there: a null one would crash the
 // staging memcpy instead of failing the launch.
 absl::Status CheckHostBuffers(const DeviceLaunch& launch) {
+  static const HostPieces kNone;
   for (size_t j = 0; j < launch.items.size(); ++j) {
     const GemmProblem& p = launch.items[j].problem;
     const GemmOperands& host = launch.items[j].host;
-    const bool missing = (p.ElementsA() > 0 && host.a == nullptr) ||
-                         (p.ElementsB() > 0 && host.b == nullptr) ||
-                         (p.beta != 0.0f && p.ElementsCIn() > 0 && host.c_in == nullptr) ||
+    const HostPieces& pieces = launch.items[j].pieces ? *launch.items[j].pieces : kNone;
+    const bool missing = (p.ElementsA() > 0 && host.a == nullptr && pieces.a.empty()) ||
+                         (p.ElementsB() > 0 && host.b == nullptr && pieces.b.empty()) ||
+                         (p.beta != 0.0f && p.ElementsCIn() > 0 && host.c_in == nullptr &&
+                          pieces.c_in.empty()) ||
                          (p.ElementsC() > 0 && host.c_out == nullptr);
     if (missing) {
       return absl::InvalidArgumentError(
@@ -233,18 +236,33 @@ absl::StatusOr<CudaDevice::ArenaPlan> CudaDevice::PlanDense(
 
   ArenaPlan plan;
   const std::vector<LaunchItem>& items = launch.items;
+  // An operand at `host`, or (host null) in `pieces` back to back.
+  auto add_in = [&plan](const void* host, const std::vector<absl::string_view>* pieces,
+                        int64_t at, int64_t bytes) {
+    if (host != nullptr || pieces == nullptr) {
+      plan.in.push_back({host, at, bytes});
+      return;
+    }
+    for (absl::string_view piece : *pieces) {
+      const int64_t n = std::min<int64_t>(bytes, static_cast<int64_t>(piece.size()));
+      if (n <= 0) break;
+      plan.in.push_back({piece.data(), at, n});
+      at += n;
+      bytes -= n;
+    }
+  };
   for (size_t j = 0; j < items.size(); ++j) {
-    plan.in.push_back({items[j].host.a, a_at + layout.a_offset[j],
-                       Span(layout.a_offset, layout.a_bytes, j)});
+    add_in(items[j].host.a, items[j].pieces ? &items[j].pieces->a : nullptr,
+           a_at + layout.a_offset[j], Span(layout.a_offset, layout.a_bytes, j));
   }
   for (size_t j = 0; j < items.size(); ++j) {
-    plan.in.push_back({items[j].host.b, b_at + layout.b_offset[j],
-                       Span(layout.b_offset, layout.b_bytes, j)});
+    add_in(items[j].host.b, items[j].pieces ? &items[j].pieces->b : nullptr,
+           b_at + layout.b_offset[j], Span(layout.b_offset, layout.b_bytes, j));
   }
   if (reads_c) {
     for (size_t j = 0; j < items.size(); ++j) {
-      plan.in.push_back({items[j].host.c_in, c_in_at + layout.c_in_offset[j],
-                         Span(layout.c_in_offset, layout.c_in_bytes, j)});
+      add_in(items[j].host.c_in, items[j].pieces ? &items[j].pieces->c_in : nullptr,
+             c_in_at + layout.c_in_offset[j], Span(layout.c_in_offset, layout.c_in_bytes, j));
     }
   }
   // The C region is contiguous across items, so it leaves in as few DMAs as the slots

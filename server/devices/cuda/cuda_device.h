@@ -78,6 +78,9 @@ class CudaDevice : public Device {
   // kernel that is not a CUDA one).
   absl::Status Run(const DeviceLaunch& launch, int lane, LaunchTimes* times) override;
 
+  // Dense operands may come as the pieces they arrived in: the staging ring gathers them.
+  bool gathers_pieces() const override { return true; }
+
   bool healthy() const override { return healthy_.load(std::memory_order_acquire); }
   DeviceMemoryUsage memory() const override;
 

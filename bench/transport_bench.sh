@@ -7,7 +7,7 @@
 #   - small requests: the request rate and the server's CPU per request (--server_pid).
 # Then a side-by-side table (bench/transport_summary.py). On CUDA the small requests also
 # run against grpc-floor on gRPC's completion-queue API (floor_async) and gemm-server with
-# --cuda_sync=spin.
+# --cuda_sync=blocking.
 #
 # Usage: bench/transport_bench.sh BIN_DIR [cpu|cuda]
 #   BIN_DIR: a build directory (build/) or one folder holding gemm-server, gemm-cli and
@@ -75,7 +75,7 @@ bench() {  # SERVER CASE ARGS...: one gemm-cli bench run, kept as SERVER__CASE.j
 if [ "$mode" = cuda ]; then
   big=(--m 4096 --n 4096 --k 4096 --dtype float16 --precision fp16_tensor)
   small=(--dtype float16 --precision fp16_tensor --concurrency 128 --channels 8 --async)
-  servers=(floor floor_async server server_spin)
+  servers=(floor floor_async server server_blocking)
 else
   big=(--m 4096 --n 1 --k 4096)
   small=()
@@ -87,8 +87,8 @@ for server in "${servers[@]}"; do
     floor_async) start floor_async "$floor_bin" --port "$port" --api async --threads 8 || exit 1 ;;
     server) start server "$server_bin" --port "$port" --metrics_port -1 \
               --backend "$mode" || exit 1 ;;
-    server_spin) start server_spin "$server_bin" --port "$port" --metrics_port -1 \
-              --backend cuda --cuda_sync spin || exit 1 ;;
+    server_blocking) start server_blocking "$server_bin" --port "$port" --metrics_port -1 \
+              --backend cuda --cuda_sync blocking || exit 1 ;;
     python) start python "$py" "$here/python_peer.py" --port "$port" --workers 8 || exit 1 ;;
   esac
   if [ "$server" = floor ] || [ "$server" = server ] || [ "$server" = python ]; then

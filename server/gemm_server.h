@@ -55,7 +55,7 @@ struct ServerConfig {
   // CUDA backend.
   std::string devices = "all";            // all | comma list of ordinals
   int64_t device_memory_limit_bytes = 0;  // per GPU; 0 = 90% of its free memory
-  std::string cuda_sync = "blocking";     // how threads wait for a GPU: blocking | spin
+  std::string cuda_sync = "spin";         // how threads wait for a GPU: spin | blocking
   std::string grpc_args;  // extra gRPC arguments, "name=value,..." (--grpc_arg)
 };
 

@@ -47,9 +47,10 @@ struct CudaDeviceOptions {
   // Threads that help the lanes' host copies into and out of staging (HostCopier).
   int copy_threads = 3;
   // Whether a thread waiting for the GPU sleeps (true) or spins (false, CUDA's default
-  // with few GPUs): spinning answers a few microseconds sooner and keeps a core busy for
-  // every lane waiting (--cuda_sync).
-  bool blocking_sync = true;
+  // with few GPUs; --cuda_sync). Spinning keeps a core busy per waiting lane but answers
+  // sooner, and for small requests costs no more CPU per request than the sleep and
+  // wake-up (docs/BENCHMARKS.md, "Transport").
+  bool blocking_sync = false;
 };
 
 class CudaDevice : public Device {

@@ -54,7 +54,7 @@ class StagingRing {
   static absl::StatusOr<std::unique_ptr<StagingRing>> Create(int slots = 4,
                                                              size_t slot_bytes = 4 << 20,
                                                              HostCopier* copier = nullptr,
-                                                             bool blocking_sync = true);
+                                                             bool blocking_sync = false);
   ~StagingRing();
   StagingRing(const StagingRing&) = delete;
   StagingRing& operator=(const StagingRing&) = delete;

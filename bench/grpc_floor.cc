@@ -100,13 +100,14 @@ grpc::Status Answer(const std::string& method, grpc::ByteBuffer* request,
   const int64_t batch = std::max<int64_t>(a.size() == 3 ? a[0] : 1, b.size() == 3 ? b[0] : 1);
   const std::optional<gemmd::DataType> type = gemmd::DataTypeFromProto(r.output_dtype());
   const size_t element = type ? gemmd::DataTypeSize(*type) : 4;
-  gemm::v1::MatmulResponse head;
-  if (batch > 1 || a.size() == 3 || b.size() == 3) head.mutable_c()->add_shape(batch);
-  head.mutable_c()->add_shape(m);
-  head.mutable_c()->add_shape(n);
-  head.mutable_c()->set_dtype(type ? r.output_dtype() : gemm::v1::DATA_TYPE_FLOAT32);
-  head.set_kernel("none (grpc-floor)");
-  head.set_device("none");
+  gemm::v1::Tensor c_head;
+  if (batch > 1 || a.size() == 3 || b.size() == 3) c_head.add_shape(batch);
+  c_head.add_shape(m);
+  c_head.add_shape(n);
+  c_head.set_dtype(type ? r.output_dtype() : gemm::v1::DATA_TYPE_FLOAT32);
+  gemm::v1::MatmulResponse rest;
+  rest.set_kernel("none (grpc-floor)");
+  rest.set_device("none");
   // No computing, but no trust either: C's size comes from the client.
   if (m < 1 || n < 1 || batch < 1 || m > (1 << 20) || n > (1 << 20) || batch > (1 << 20) ||
       batch * m * n > (int64_t{1} << 32)) {
@@ -116,7 +117,7 @@ grpc::Status Answer(const std::string& method, grpc::ByteBuffer* request,
   const size_t c_bytes = static_cast<size_t>(batch * m * n) * element;
   grpc::Slice c = zeros.Take(c_bytes);
   const gemmd::wire::EncodedMessage message = gemmd::wire::EncodeMatmulResponse(
-      head, absl::string_view(reinterpret_cast<const char*>(c.begin()), c.size()));
+      c_head, absl::string_view(reinterpret_cast<const char*>(c.begin()), c.size()), rest);
   std::vector<grpc::Slice> out;
   for (const gemmd::wire::EncodedMessage::Piece& piece : message.pieces()) {
     out.push_back(piece.is_payload ? c : grpc::Slice(piece.owned));

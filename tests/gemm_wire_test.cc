@@ -208,7 +208,9 @@ TEST(GemmWireTest, EncodersWriteWhatTheGeneratedParserReads) {
   response.mutable_timing()->set_compute_us(7);
   response.set_precision(gemm::v1::PRECISION_FP32);
   const std::string c = Bytes(24, 8);
-  const EncodedMessage r_encoded = EncodeMatmulResponse(response, c);
+  gemm::v1::MatmulResponse rest = response;
+  rest.clear_c();
+  const EncodedMessage r_encoded = EncodeMatmulResponse(response.c(), c, rest);
   const std::string r_bytes = r_encoded.Flatten();
   MatmulResponseWire r_wire;
   ASSERT_TRUE(ParseMatmulResponse(Split(r_bytes, {2, 9}), &r_wire).ok());

@@ -442,13 +442,11 @@ EncodedMessage EncodeQuantizedMatmulRequest(const gemm::v1::QuantizedMatmulReque
   return out;
 }
 
-EncodedMessage EncodeMatmulResponse(const gemm::v1::MatmulResponse& head,
-                                    absl::string_view c_data) {
+EncodedMessage EncodeMatmulResponse(const gemm::v1::Tensor& c_head, absl::string_view c_data,
+                                    const gemm::v1::MatmulResponse& rest) {
   EncodedMessage out;
   AddMessageWithPayloads(&out, gemm::v1::MatmulResponse::kCFieldNumber,
-                         head.c().SerializeAsString(), {{kTensorData, c_data}});
-  gemm::v1::MatmulResponse rest = head;
-  rest.clear_c();
+                         c_head.SerializeAsString(), {{kTensorData, c_data}});
   out.AddOwned(rest.SerializeAsString());
   return out;
 }

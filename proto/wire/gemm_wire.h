@@ -86,9 +86,10 @@ struct QuantizedPayloads {
 EncodedMessage EncodeQuantizedMatmulRequest(const gemm::v1::QuantizedMatmulRequest& head,
                                             const QuantizedPayloads& payloads);
 
-// `head.c` must carry no data.
-EncodedMessage EncodeMatmulResponse(const gemm::v1::MatmulResponse& head,
-                                    absl::string_view c_data);
+// C's shape and dtype (`c_head`, no data), its bytes, and every other field (`rest`, its
+// c unset): the server holds them apart, so nothing is copied to join them.
+EncodedMessage EncodeMatmulResponse(const gemm::v1::Tensor& c_head, absl::string_view c_data,
+                                    const gemm::v1::MatmulResponse& rest);
 
 }  // namespace gemmd::wire
 

@@ -16,10 +16,8 @@ void FreeResult(void* result) { delete static_cast<HostBuffer*>(result); }
 grpc::ByteBuffer EncodeMatmulResponse(const gemm::v1::Tensor& c_head,
                                       std::unique_ptr<HostBuffer> result,
                                       const gemm::v1::MatmulResponse& rest) {
-  gemm::v1::MatmulResponse head = rest;
-  *head.mutable_c() = c_head;
   const wire::EncodedMessage message = wire::EncodeMatmulResponse(
-      head, absl::string_view(result->data(), result->size()));
+      c_head, absl::string_view(result->data(), result->size()), rest);
   std::vector<grpc::Slice> slices;
   slices.reserve(message.pieces().size());
   HostBuffer* owned = result.release();

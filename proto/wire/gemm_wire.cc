@@ -224,6 +224,19 @@ absl::Status QuantizedTensorField(Fields& f, WireCursor* c, const Tag& tag,
   return s.ok() ? ParseQuantizedTensor(nested, name, head, data, scales) : s;
 }
 
+// A small nested message (a handle, an option), copied and parsed by protobuf.
+template <typename Message>
+absl::Status SmallMessage(Fields& f, WireCursor* c, const Tag& tag, absl::string_view name,
+                          Message* out) {
+  std::string bytes;
+  absl::Status s = f.String(c, tag, name, &bytes);
+  if (s.ok() && !out->ParseFromString(bytes)) {
+    s = absl::InvalidArgumentError(
+        absl::StrCat(f.Name(name), " is not a valid ", out->GetTypeName()));
+  }
+  return s;
+}
+
 absl::Status Invalid(absl::string_view what, absl::string_view type, const absl::Status& s) {
   if (s.ok()) return s;
   return absl::InvalidArgumentError(
@@ -274,6 +287,14 @@ absl::Status ParseMatmulRequest(const ByteRuns& bytes, MatmulRequestWire* out) {
           }
           case 10:
             return f.String(c, tag, "kernel", head.mutable_kernel());
+          case 11:
+            return SmallMessage(f, c, tag, "a_ref", head.mutable_a_ref());
+          case 12:
+            return SmallMessage(f, c, tag, "b_ref", head.mutable_b_ref());
+          case 13:
+            return SmallMessage(f, c, tag, "c_ref", head.mutable_c_ref());
+          case 14:
+            return SmallMessage(f, c, tag, "keep_c", head.mutable_keep_c());
         }
         return std::nullopt;
       });
@@ -300,6 +321,12 @@ absl::Status ParseQuantizedMatmulRequest(const ByteRuns& bytes, QuantizedMatmulR
                                         &out->b_scales);
           case 4:
             return f.String(c, tag, "kernel", head.mutable_kernel());
+          case 5:
+            return SmallMessage(f, c, tag, "a_ref", head.mutable_a_ref());
+          case 6:
+            return SmallMessage(f, c, tag, "b_ref", head.mutable_b_ref());
+          case 7:
+            return SmallMessage(f, c, tag, "keep_c", head.mutable_keep_c());
           default:
             return std::nullopt;
         }
@@ -341,6 +368,8 @@ absl::Status ParseMatmulResponse(const ByteRuns& bytes, MatmulResponseWire* out)
             head.set_precision(static_cast<gemm::v1::Precision>(precision));
             return s;
           }
+          case 6:
+            return SmallMessage(f, c, tag, "c_ref", head.mutable_c_ref());
         }
         return std::nullopt;
       });
@@ -406,10 +435,14 @@ constexpr uint32_t kQuantizedScales = gemm::v1::QuantizedTensor::kScalesFieldNum
 EncodedMessage EncodeMatmulRequest(const gemm::v1::MatmulRequest& head, absl::string_view a_data,
                                    absl::string_view b_data, absl::string_view c_data) {
   EncodedMessage out;
-  AddMessageWithPayloads(&out, gemm::v1::MatmulRequest::kAFieldNumber,
-                         head.a().SerializeAsString(), {{kTensorData, a_data}});
-  AddMessageWithPayloads(&out, gemm::v1::MatmulRequest::kBFieldNumber,
-                         head.b().SerializeAsString(), {{kTensorData, b_data}});
+  if (head.has_a()) {
+    AddMessageWithPayloads(&out, gemm::v1::MatmulRequest::kAFieldNumber,
+                           head.a().SerializeAsString(), {{kTensorData, a_data}});
+  }
+  if (head.has_b()) {
+    AddMessageWithPayloads(&out, gemm::v1::MatmulRequest::kBFieldNumber,
+                           head.b().SerializeAsString(), {{kTensorData, b_data}});
+  }
   if (head.has_c()) {
     AddMessageWithPayloads(&out, gemm::v1::MatmulRequest::kCFieldNumber,
                            head.c().SerializeAsString(), {{kTensorData, c_data}});
@@ -433,11 +466,15 @@ EncodedMessage EncodeQuantizedMatmulRequest(const gemm::v1::QuantizedMatmulReque
     AddMessageWithPayloads(&out, gemm::v1::QuantizedMatmulRequest::kADenseFieldNumber,
                            head.a_dense().SerializeAsString(), {{kTensorData, p.a_dense_data}});
   }
-  AddMessageWithPayloads(&out, gemm::v1::QuantizedMatmulRequest::kBFieldNumber,
-                         head.b().SerializeAsString(),
-                         {{kQuantizedData, p.b_data}, {kQuantizedScales, p.b_scales}});
-  gemm::v1::QuantizedMatmulRequest rest;
-  rest.set_kernel(head.kernel());
+  if (head.has_b()) {
+    AddMessageWithPayloads(&out, gemm::v1::QuantizedMatmulRequest::kBFieldNumber,
+                           head.b().SerializeAsString(),
+                           {{kQuantizedData, p.b_data}, {kQuantizedScales, p.b_scales}});
+  }
+  gemm::v1::QuantizedMatmulRequest rest = head;
+  rest.clear_a();
+  rest.clear_a_dense();
+  rest.clear_b();
   out.AddOwned(rest.SerializeAsString());
   return out;
 }

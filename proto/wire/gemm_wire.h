@@ -73,15 +73,15 @@ class EncodedMessage {
   size_t size_ = 0;
 };
 
-// `head`'s tensors must carry no data: the payloads are given apart (c only when
-// head.has_c()).
+// `head`'s tensors must carry no data: the payloads are given apart, each used only when
+// its tensor is set in `head` (an operand sent by reference, a_ref, has none).
 EncodedMessage EncodeMatmulRequest(const gemm::v1::MatmulRequest& head, absl::string_view a_data,
                                    absl::string_view b_data, absl::string_view c_data);
 
 struct QuantizedPayloads {
   absl::string_view a_data, a_scales;  // when head.has_a()
   absl::string_view a_dense_data;      // when head.has_a_dense()
-  absl::string_view b_data, b_scales;
+  absl::string_view b_data, b_scales;  // when head.has_b()
 };
 EncodedMessage EncodeQuantizedMatmulRequest(const gemm::v1::QuantizedMatmulRequest& head,
                                             const QuantizedPayloads& payloads);

@@ -116,6 +116,15 @@ class GemmCallState {
       return absl::InternalError(s.message());
     }
     const size_t bytes = parsed.c_data.size();
+    if (!parsed.head.c_ref().handle().empty()) {
+      // C stayed on the server (keep_c): the response describes it and carries no bytes.
+      if (bytes != 0) {
+        return absl::InternalError("the response has both C's handle and C's bytes");
+      }
+      result_->info_ = std::move(parsed.head);
+      result_->c_ = absl::string_view();
+      return absl::OkStatus();
+    }
     const std::optional<DataType> type = DataTypeFromProto(parsed.head.c().dtype());
     int64_t elements = 1;
     for (int64_t d : parsed.head.c().shape()) elements *= d;
@@ -174,11 +183,31 @@ void SetQuantizedHead(const QuantizedTensorRef& t, gemm::v1::QuantizedTensor* ou
   out->set_tensor_scale(t.tensor_scale);
 }
 
+void SetKeep(const std::optional<KeepResult>& keep, gemm::v1::ResidentResult* out) {
+  out->set_ttl_s(keep->ttl_s);
+  out->set_label(keep->label);
+}
+
+// An operand goes by handle or inline, never both: the encoder sends a tensor's bytes
+// only when its head is set.
 wire::EncodedMessage EncodeMatmul(const MatmulArgs& args) {
   gemm::v1::MatmulRequest head;
-  SetTensorHead(args.a, head.mutable_a());
-  SetTensorHead(args.b, head.mutable_b());
-  if (args.c) SetTensorHead(*args.c, head.mutable_c());
+  if (!args.a_ref.empty()) {
+    head.mutable_a_ref()->set_handle(args.a_ref);
+  } else {
+    SetTensorHead(args.a, head.mutable_a());
+  }
+  if (!args.b_ref.empty()) {
+    head.mutable_b_ref()->set_handle(args.b_ref);
+  } else {
+    SetTensorHead(args.b, head.mutable_b());
+  }
+  if (!args.c_ref.empty()) {
+    head.mutable_c_ref()->set_handle(args.c_ref);
+  } else if (args.c) {
+    SetTensorHead(*args.c, head.mutable_c());
+  }
+  if (args.keep_c) SetKeep(args.keep_c, head.mutable_keep_c());
   if (args.alpha) head.set_alpha(*args.alpha);
   head.set_beta(args.beta);
   head.set_transpose_a(args.transpose_a);
@@ -193,7 +222,9 @@ wire::EncodedMessage EncodeMatmul(const MatmulArgs& args) {
 wire::EncodedMessage EncodeQuantized(const QuantizedMatmulArgs& args) {
   gemm::v1::QuantizedMatmulRequest head;
   wire::QuantizedPayloads payloads;
-  if (args.a) {
+  if (!args.a_ref.empty()) {
+    head.mutable_a_ref()->set_handle(args.a_ref);
+  } else if (args.a) {
     SetQuantizedHead(*args.a, head.mutable_a());
     payloads.a_data = args.a->data;
     payloads.a_scales = args.a->scales;
@@ -201,10 +232,15 @@ wire::EncodedMessage EncodeQuantized(const QuantizedMatmulArgs& args) {
     SetTensorHead(*args.a_dense, head.mutable_a_dense());
     payloads.a_dense_data = args.a_dense->data;
   }
-  SetQuantizedHead(args.b, head.mutable_b());
-  payloads.b_data = args.b.data;
-  payloads.b_scales = args.b.scales;
+  if (!args.b_ref.empty()) {
+    head.mutable_b_ref()->set_handle(args.b_ref);
+  } else {
+    SetQuantizedHead(args.b, head.mutable_b());
+    payloads.b_data = args.b.data;
+    payloads.b_scales = args.b.scales;
+  }
   head.set_kernel(args.kernel);
+  if (args.keep_c) SetKeep(args.keep_c, head.mutable_keep_c());
   return wire::EncodeQuantizedMatmulRequest(head, payloads);
 }
 
@@ -233,8 +269,9 @@ void GemmClient::MatmulAsync(const MatmulArgs& args, const CallOptions& options,
 void GemmClient::QuantizedMatmulAsync(const QuantizedMatmulArgs& args, const CallOptions& options,
                                       MatmulResult* result,
                                       std::function<void(absl::Status)> done) {
-  if (args.a.has_value() == args.a_dense.has_value()) {
-    done(absl::InvalidArgumentError("QuantizedMatmulArgs needs exactly one of a and a_dense"));
+  if (int{args.a.has_value()} + int{args.a_dense.has_value()} + int{!args.a_ref.empty()} != 1) {
+    done(absl::InvalidArgumentError(
+        "QuantizedMatmulArgs needs exactly one of a, a_dense and a_ref"));
     return;
   }
   (new GemmCallState(options, result, std::move(done)))

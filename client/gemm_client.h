@@ -58,10 +58,21 @@ struct QuantizedTensorRef {
   float tensor_scale = 1.0f;  // NVFP4
 };
 
+// Keep C on the server as a resident tensor (MatmulArgs::keep_c): the result then has
+// C's handle in info().c_ref() and its shape and dtype in info().c(), but no C bytes.
+struct KeepResult {
+  uint32_t ttl_s = 0;  // 0 = until deleted
+  std::string label;
+};
+
 // C = alpha * op(A) * op(B) + beta * C (gemm.proto's MatmulRequest).
 struct MatmulArgs {
   TensorRef a, b;
   std::optional<TensorRef> c;  // needed when beta != 0
+  // Operands by handle (resident tensors, tensor_store_client.h): a non-empty ref is
+  // sent instead of its inline tensor, which is then ignored and not sent.
+  std::string a_ref, b_ref, c_ref;
+  std::optional<KeepResult> keep_c;
   std::optional<float> alpha;  // unset = 1
   float beta = 0.0f;
   bool transpose_a = false;
@@ -72,12 +83,16 @@ struct MatmulArgs {
 };
 
 // C[M,N] = dequant(A) * dequant(B)^T (gemm.proto's QuantizedMatmulRequest): A quantized
-// (`a`) or dense (`a_dense`, weight-only), exactly one of them.
+// (`a`), dense (`a_dense`, weight-only) or resident (`a_ref`, either kind), exactly one
+// of them; B inline (`b`) or resident (`b_ref`, a quantized tensor; `b` then ignored).
 struct QuantizedMatmulArgs {
   std::optional<QuantizedTensorRef> a;
   std::optional<TensorRef> a_dense;
+  std::string a_ref;
   QuantizedTensorRef b;
+  std::string b_ref;
   std::string kernel;
+  std::optional<KeepResult> keep_c;
 };
 
 struct CallOptions {
@@ -91,7 +106,8 @@ class MatmulResult {
  public:
   // c's shape and dtype (its data empty), kernel, device, timing, precision.
   const gemm::v1::MatmulResponse& info() const { return info_; }
-  // C's bytes, in CallOptions::c_out or in a buffer this result owns.
+  // C's bytes, in CallOptions::c_out or in a buffer this result owns; empty when C was
+  // kept on the server (keep_c: its handle is info().c_ref().handle()).
   absl::string_view c() const { return c_; }
 
  private:

@@ -21,6 +21,13 @@ add_executable(client_library_test client_library_test.cc)
 target_link_libraries(client_library_test PRIVATE gemm_server_lib gemm_client GTest::gtest_main)
 gtest_discover_tests(client_library_test DISCOVERY_TIMEOUT 60)
 
+# Resident tensors through the client library (tensor_store_client.h, the refs of
+# gemm_client.h) against a whole server in-process.
+add_executable(tensor_store_client_test tensor_store_client_test.cc)
+target_link_libraries(tensor_store_client_test PRIVATE gemm_server_lib gemm_client
+  GTest::gtest_main)
+gtest_discover_tests(tensor_store_client_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+
 add_executable(transport_tools_test transport_tools_test.cc)
 target_link_libraries(transport_tools_test PRIVATE gemm_cli_lib GTest::gtest_main)
 gtest_discover_tests(transport_tools_test DISCOVERY_TIMEOUT 60)

@@ -1,0 +1,113 @@
+// The client of gemmd's resident tensors (gemm.proto: PutTensor, GetTensor, DeleteTensor,
+// ListTensors): a tensor uploaded once and then named by its handle in MatmulArgs::a_ref /
+// b_ref / c_ref (gemm_client.h) instead of being sent with every request.
+//
+//   gemmd::TensorStoreClient store("127.0.0.1:50051");
+//   absl::StatusOr<std::string> handle =
+//       store.PutTensor(gemmd::TensorRef{{k, n}, gemm::v1::DATA_TYPE_FLOAT32, b_bytes});
+//   args.b_ref = *handle;                 // then GemmClient::Matmul(args, ...)
+//   store.DeleteTensor(*handle);
+//
+// Uploads send the caller's bytes as they are (slices referencing its memory, in chunks
+// of at most 4 MiB), and large ones go over several connections at once: one HTTP/2
+// connection tops out near 1 GB/s. A parallel upload opens the tensor with parts=N, then
+// sends part i (rows [i*R/N, (i+1)*R/N), data and scales alike) on connection i, each in
+// its own stream on its own thread; the server makes the tensor usable once every part
+// has arrived, and drops it when one fails.
+//
+// Errors are the server's gRPC status as an absl::Status (same code and message), or
+// INVALID_ARGUMENT from the client for a tensor whose bytes do not match its shape.
+// Thread-safe: one client may run any number of calls at once.
+#ifndef GEMMD_CLIENT_TENSOR_STORE_CLIENT_H_
+#define GEMMD_CLIENT_TENSOR_STORE_CLIENT_H_
+
+#include <grpcpp/channel.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/gemm_client.h"
+#include "gemm/v1/gemm.pb.h"
+
+namespace gemmd {
+
+// Uploads at least this large go over 4 connections when PutOptions::connections is 0.
+inline constexpr int64_t kParallelUploadBytes = int64_t{64} << 20;
+inline constexpr int kDefaultUploadConnections = 4;
+
+struct PutOptions {
+  uint32_t ttl_s = 0;  // the server drops the tensor this long after the upload; 0 = never
+  std::string label;   // shown by ListTensors (the server takes up to 256 bytes)
+  // Part uploads in parallel, each on its own connection: 0 = 1 for tensors under
+  // kParallelUploadBytes (data + scales), else kDefaultUploadConnections. Capped at the
+  // tensor's rows.
+  int connections = 0;
+  // Data + scales per TensorChunk (the server's Limits.max_tensor_chunk_bytes, at most).
+  int64_t chunk_bytes = int64_t{4} << 20;
+  absl::Duration timeout = absl::Seconds(60);  // each stream's deadline
+};
+
+// How many parts an upload of `bytes` (data + scales) in `rows` rows goes in, for
+// PutOptions::connections = `requested` (see there).
+int UploadConnections(int64_t bytes, int64_t rows, int requested);
+
+// A tensor read back from the server (GetTensor).
+struct StoredTensor {
+  // shape; dtype (dense) or format and tensor_scale (quantized); label; ttl_s.
+  gemm::v1::TensorHeader header;
+  std::string data;
+  std::string scales;  // quantized tensors only
+};
+
+class TensorStoreClient {
+ public:
+  // The channel for part upload `index` (0 .. connections-1); channels for different
+  // indexes should be different connections (ConnectChannel(target, index) are).
+  using ConnectFn = std::function<std::shared_ptr<grpc::ChannelInterface>(int index)>;
+
+  // Every call goes over `channel`, and a parallel upload's parts over connect(i) (over
+  // `channel` too when `connect` is empty: parallel streams, one connection).
+  explicit TensorStoreClient(std::shared_ptr<grpc::ChannelInterface> channel,
+                             ConnectFn connect = {});
+  // ConnectChannel(target) for the calls, ConnectChannel(target, 1 + i) for part i.
+  explicit TensorStoreClient(const std::string& target);
+
+  // Uploads a dense tensor ([rows, cols] or [batch, rows, cols] of tensor.dtype) or a
+  // quantized one ([rows, K]; data and scales as in gemm.proto's QuantizedTensor) and
+  // returns its handle. The tensor's memory is only read, and only during the call.
+  absl::StatusOr<std::string> PutTensor(const TensorRef& tensor, const PutOptions& options = {});
+  absl::StatusOr<std::string> PutTensor(const QuantizedTensorRef& tensor,
+                                        const PutOptions& options = {});
+
+  // Downloads a tensor: its header, data and scales.
+  absl::StatusOr<StoredTensor> GetTensor(const std::string& handle,
+                                         absl::Duration timeout = absl::Seconds(60));
+  absl::Status DeleteTensor(const std::string& handle,
+                            absl::Duration timeout = absl::Seconds(60));
+  absl::StatusOr<gemm::v1::ListTensorsResponse> ListTensors(
+      absl::Duration timeout = absl::Seconds(60));
+
+ private:
+  absl::StatusOr<std::string> Put(gemm::v1::TensorHeader header, absl::string_view data,
+                                  absl::string_view scales, const PutOptions& options);
+  std::shared_ptr<grpc::ChannelInterface> PartChannel(int index);
+
+  const std::shared_ptr<grpc::ChannelInterface> channel_;
+  const ConnectFn connect_;
+  absl::Mutex mu_;
+  // Channels of part uploads, made on first use and kept: later uploads reuse the
+  // connections.
+  std::vector<std::shared_ptr<grpc::ChannelInterface>> part_channels_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gemmd
+
+#endif  // GEMMD_CLIENT_TENSOR_STORE_CLIENT_H_

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 
@@ -226,6 +227,39 @@ absl::Status DequantizeNvfp4(const uint8_t* packed, const uint8_t* block_scales,
         dst[2 * i + 1] = kE2m1Signed[bytes[i] >> 4] * scale * tensor_scale;
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckScaleBytes(QuantFormat format, const void* scales, int64_t bytes, int64_t k,
+                             int64_t first) {
+  const auto* p = static_cast<const uint8_t*>(scales);
+  if (format == QuantFormat::kInt8) {
+    for (int64_t i = 0; i + 4 <= bytes; i += 4) {
+      float s;
+      std::memcpy(&s, p + i, 4);
+      // amax / 127 is never negative; a negative scale would flip the row's sign.
+      if (!std::isfinite(s) || s < 0.0f) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "scales[", first + i / 4, "] is ", s, "; INT8 scales must be finite and >= 0"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  const int64_t blocks_per_row = k / kNvfp4BlockSize;
+  for (int64_t i = 0; i < bytes; ++i) {
+    const uint8_t byte = p[i];
+    if (byte < 0x7F) continue;
+    const int64_t row = (first + i) / blocks_per_row;
+    const int64_t block = (first + i) % blocks_per_row;
+    if (byte == 0x7F || byte == 0xFF) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("NVFP4 block scale [", row, ", ", block, "] is 0x", absl::Hex(byte),
+                       ", a NaN in E4M3 (0x7F and 0xFF are not scales)"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "NVFP4 block scale [", row, ", ", block, "] is 0x", absl::Hex(byte),
+        ", which has the sign bit set; block scales are unsigned (0x00-0x7E)"));
   }
   return absl::OkStatus();
 }

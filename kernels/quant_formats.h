@@ -30,6 +30,15 @@ const char* QuantFormatName(QuantFormat format);  // "INT8", "NVFP4"
 
 inline constexpr int64_t kNvfp4BlockSize = 16;  // elements per E4M3 scale, along K
 inline constexpr float kE4m3Max = 448.0f;
+
+// Whether `scales` are scales the service accepts: INT8 row scales (little-endian FP32,
+// whole floats) finite and >= 0; NVFP4 block scales E4M3 bytes that are neither NaN
+// (0x7F, 0xFF) nor negative (quantizers never write a sign; one means the bytes are not
+// scales). `first` is the index of the first scale in the tensor (a row for INT8, a
+// byte for NVFP4, with `k` the tensor's K), so messages name the scale's place:
+// "scales[3] is nan; ..." (INT8) or "NVFP4 block scale [row, block] is 0x7f, ...".
+absl::Status CheckScaleBytes(QuantFormat format, const void* scales, int64_t bytes, int64_t k,
+                             int64_t first);
 inline constexpr float kE2m1Max = 6.0f;
 
 struct Int8Matrix {

@@ -12,6 +12,8 @@
 #include <climits>
 #include <exception>
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -23,6 +25,7 @@
 #include "server/observability/log.h"
 #include "server/observability/metrics.h"
 #include "server/port_probe.h"
+#include "server/store/tensor_store.h"
 #ifdef GEMM_HAVE_CUDA
 #include "server/devices/cuda/cuda_device_pool.h"
 #endif
@@ -73,6 +76,10 @@ absl::Status CheckConfig(const ServerConfig& c) {
     return absl::InvalidArgumentError(
         absl::StrCat("--cuda_sync=", c.cuda_sync, " is not one of blocking, spin"));
   }
+  if (c.tensor_store_bytes < -1) {
+    return absl::InvalidArgumentError(
+        "--tensor_store_bytes must be -1 (a share of memory), 0 (no store) or a byte count");
+  }
   if (c.device_memory_limit_bytes < 0) {
     return absl::InvalidArgumentError(
         "--device_memory_limit_bytes must be >= 0 (0 = 90% of free memory)");
@@ -90,6 +97,7 @@ absl::StatusOr<Backend> OpenBackend(const ServerConfig& config) {
     CudaDeviceOptions options;
     options.memory_limit_bytes = config.device_memory_limit_bytes;
     options.blocking_sync = config.cuda_sync == "blocking";
+    options.resident_bytes = std::max<int64_t>(0, config.tensor_store_bytes);
     return OpenCudaBackend(config.devices, options);
   }
 #else
@@ -100,6 +108,19 @@ absl::StatusOr<Backend> OpenBackend(const ServerConfig& config) {
   }
 #endif
   return OpenCpuBackend();
+}
+
+// --tensor_store_bytes=-1: 40% of the GPUs' memory, or a quarter of the host's.
+int64_t DefaultTensorStoreBytes(const std::vector<Device*>& devices) {
+  int64_t gpu_bytes = 0;
+  for (const Device* d : devices) {
+    if (d->description().kind == "cuda") gpu_bytes += d->description().memory_bytes;
+  }
+  if (gpu_bytes > 0) return gpu_bytes / 10 * 4;
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size / 4
+                                    : int64_t{1} << 30;
 }
 
 }  // namespace
@@ -129,11 +150,31 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   std::vector<int> device_labels;
   for (const Device* d : devices) device_labels.push_back(d->description().index);
   server->metrics_ = std::make_unique<ServerMetrics>(device_labels);
+  const int64_t store_bytes = config.tensor_store_bytes >= 0 ? config.tensor_store_bytes
+                                                            : DefaultTensorStoreBytes(devices);
+  if (store_bytes > 0) {
+    TensorStoreOptions store;
+    store.cap_bytes = store_bytes;
+    server->store_ = std::make_unique<TensorStore>(store, devices, server->metrics_.get());
+  }
   Batcher::Options batching;
   batching.max_batch_size = config.max_batch_size;
   batching.max_queue_delay = config.max_queue_delay;
   batching.max_queue_size = config.max_queue_size;
   batching.wait_when_idle = config.wait_when_idle;
+  // A stack of jobs against one resident B runs on the backend's kernel for its M.
+  const KernelCatalogue* catalogue = server->backend_.catalogue.get();
+  batching.stack_kernel = [catalogue](const Job& /*first*/, const GemmProblem& problem,
+                                      const QuantizedOperands* quantized)
+      -> absl::StatusOr<const Kernel*> {
+    if (quantized == nullptr) return catalogue->Select(problem, "");
+    absl::StatusOr<QuantizedChoice> choice = catalogue->SelectQuantized(*quantized, "");
+    if (!choice.ok()) return choice.status();
+    if (choice->kernel == nullptr || choice->dense_a) {
+      return absl::FailedPreconditionError("no quantized kernel for the stack");
+    }
+    return choice->kernel;
+  };
   server->executor_ =
       std::make_unique<Batcher>(devices, batching, server->metrics_.get());
   server->memory_ = HostMemory::Create(config.max_inflight_bytes, config.message_pool_bytes,
@@ -150,7 +191,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   settings.max_inflight_bytes = config.max_inflight_bytes;
   server->service_ = std::make_unique<GemmServiceImpl>(
       settings, devices, server->backend_.catalogue.get(), server->executor_.get(),
-      server->metrics_.get(), server->memory_);
+      server->metrics_.get(), server->memory_, server->store_.get());
   server->executor_->SetArriving(server->service_->arriving());
 
   if (config.metrics_port >= 0) {
@@ -234,7 +275,9 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
        {"wait_when_idle", config.wait_when_idle ? "true" : "false"},
        {"max_inflight_bytes", absl::StrCat(config.max_inflight_bytes)},
        {"message_pool_bytes", absl::StrCat(config.message_pool_bytes)},
-       {"grpc_buffer_bytes", absl::StrCat(server->grpc_buffer_bytes_)}});
+       {"grpc_buffer_bytes", absl::StrCat(server->grpc_buffer_bytes_)},
+       {"tensor_store_bytes", absl::StrCat(store_bytes)},
+       {"instance", server->store_ != nullptr ? server->store_->instance() : "-"}});
   return server;
 }
 

@@ -26,6 +26,7 @@ namespace gemmd {
 
 class Batcher;
 class GemmServiceImpl;
+class TensorStore;
 class HostMemory;
 class ServerMetrics;
 
@@ -57,6 +58,9 @@ struct ServerConfig {
   int64_t device_memory_limit_bytes = 0;  // per GPU; 0 = 90% of its free memory
   std::string cuda_sync = "spin";         // how threads wait for a GPU: spin | blocking
   std::string grpc_args;  // extra gRPC arguments, "name=value,..." (--grpc_arg)
+  // Resident tensors' cap (--tensor_store_bytes): -1 = a share of the devices' memory
+  // (DefaultTensorStoreBytes), 0 = no store.
+  int64_t tensor_store_bytes = -1;
 };
 
 inline constexpr char kGemmdVersion[] = "0.1.0";
@@ -82,6 +86,8 @@ class GemmServer {
   Batcher& executor() { return *executor_; }
 
   HostMemory& memory() { return *memory_; }
+  // Null when the server keeps no resident tensors.
+  TensorStore* store() { return store_.get(); }
 
   // Waits until every GEMM call taken so far is done and counted (its outcome is known a
   // moment after its client has it); false when `deadline` passed first.
@@ -102,6 +108,8 @@ class GemmServer {
   int metrics_port_ = -1;
   int64_t grpc_buffer_bytes_ = 0;
   std::unique_ptr<ServerMetrics> metrics_;
+  // Outlives the executor: queued jobs hold pins on its tensors.
+  std::unique_ptr<TensorStore> store_;
   std::unique_ptr<Batcher> executor_;
   // Shared with the result buffers gRPC still holds.
   std::shared_ptr<HostMemory> memory_;

@@ -42,6 +42,11 @@ ABSL_FLAG(std::string, grpc_arg, "",
 ABSL_FLAG(int64_t, device_memory_limit_bytes, 0,
           "CUDA backend: device memory each GPU's pool may hold (operands, results, "
           "workspace); 0 = 90% of the GPU's free memory at start.");
+ABSL_FLAG(int64_t, tensor_store_bytes, -1,
+          "Cap on resident tensors (PutTensor, and results kept with keep_c), all devices "
+          "together: device memory on the CUDA backend, host memory on the CPU backend. "
+          "-1 = 40% of the GPUs' memory (CUDA) or 25% of physical memory (CPU); 0 = no store. "
+          "An explicit value on CUDA is also left out of the default device pool.");
 ABSL_FLAG(uint32_t, max_batch_size, 64,
           "Most requests one launch serves. Requests batch when they share precision, "
           "dtypes, M, N, K, transposes, alpha, beta and kernel. 1 turns batching off.");
@@ -168,6 +173,7 @@ int main(int argc, char** argv) {
   config.shutdown_grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_s));
   config.devices = absl::GetFlag(FLAGS_devices);
   config.device_memory_limit_bytes = absl::GetFlag(FLAGS_device_memory_limit_bytes);
+  config.tensor_store_bytes = absl::GetFlag(FLAGS_tensor_store_bytes);
   config.cuda_sync = absl::GetFlag(FLAGS_cuda_sync);
   config.grpc_args = absl::GetFlag(FLAGS_grpc_arg);
   config.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);

@@ -376,6 +376,24 @@ absl::Status ParseMatmulResponse(const ByteRuns& bytes, MatmulResponseWire* out)
   return Invalid("response", "gemm.v1.MatmulResponse", s);
 }
 
+absl::Status ParseTensorChunk(const ByteRuns& bytes, TensorChunkWire* out) {
+  Fields f("");
+  const absl::Status s = ForEachField(
+      WireCursor(bytes), "gemm.v1.TensorChunk", [&](const Tag& tag, WireCursor* c) -> FieldResult {
+        switch (tag.field) {
+          case 1:
+            out->has_header = true;
+            return SmallMessage(f, c, tag, "header", &out->header);
+          case 2:
+            return f.Payload(c, tag, "data", &out->data);
+          case 3:
+            return f.Payload(c, tag, "scales", &out->scales);
+        }
+        return std::nullopt;
+      });
+  return Invalid("chunk", "gemm.v1.TensorChunk", s);
+}
+
 void EncodedMessage::AddOwned(absl::string_view bytes) {
   if (bytes.empty()) return;
   if (pieces_.empty() || pieces_.back().is_payload) pieces_.emplace_back();

@@ -52,6 +52,15 @@ struct MatmulResponseWire {
 };
 absl::Status ParseMatmulResponse(const ByteRuns& bytes, MatmulResponseWire* out);
 
+// A TensorChunk (PutTensor): its header, when present, parsed whole (it is small);
+// data and scales left where they are.
+struct TensorChunkWire {
+  bool has_header = false;
+  gemm::v1::TensorHeader header;
+  ByteRuns data, scales;
+};
+absl::Status ParseTensorChunk(const ByteRuns& bytes, TensorChunkWire* out);
+
 // An encoded message as pieces in order: bytes it owns (tags, lengths, small fields) and
 // payloads it only references (which must outlive the pieces' use).
 class EncodedMessage {

@@ -1,5 +1,10 @@
 #include "server/devices/device.h"
 
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
 namespace gemmd {
 namespace {
 
@@ -36,6 +41,31 @@ LaunchLayout LayoutOf(const std::vector<LaunchItem>& items) {
     layout.c_bytes += s.c;
   }
   return layout;
+}
+
+absl::StatusOr<void*> Device::AllocateResident(int64_t bytes) {
+  constexpr int64_t kAlign = 256;
+  if (bytes <= 0 || bytes > (int64_t{1} << 50)) {
+    return absl::InvalidArgumentError(absl::StrCat("resident allocation of ", bytes, " bytes"));
+  }
+  void* memory = std::aligned_alloc(kAlign, static_cast<size_t>((bytes + kAlign - 1) / kAlign * kAlign));
+  if (memory == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("host memory for a ", bytes, "-byte resident tensor is not available"));
+  }
+  return memory;
+}
+
+void Device::FreeResident(void* memory) { std::free(memory); }
+
+absl::Status Device::WriteResident(void* resident, const void* host, size_t bytes) {
+  std::memcpy(resident, host, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status Device::ReadResident(void* host, const void* resident, size_t bytes) {
+  std::memcpy(host, resident, bytes);
+  return absl::OkStatus();
 }
 
 }  // namespace gemmd

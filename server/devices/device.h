@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "kernels/gemm_problem.h"
@@ -38,6 +39,20 @@ struct HostPieces {
   std::vector<absl::string_view> a, b, c_in;
 };
 
+// Operands of one request that are resident tensors already in the device's memory (the
+// tensor store's device memory on a GPU); null: the operand is in host memory (or pieces)
+// as GemmOperands / QuantizedOperands say. c_out set: C goes there instead of to the
+// host (a result kept resident). On a device whose resident memory is host memory
+// (resident_in_host_memory), resident operands are plain host operands instead.
+struct DeviceOperands {
+  const void* a = nullptr;  // dense A, or a QuantizedMatmul's A (codes, or dense rows)
+  const void* a_scales = nullptr;
+  const void* b = nullptr;  // dense B, or quantized B's codes
+  const void* b_scales = nullptr;
+  const void* c_in = nullptr;
+  void* c_out = nullptr;
+};
+
 // One request's part of a launch.
 struct LaunchItem {
   GemmProblem problem;  // its own (a dense launch packs the items' batch items in order)
@@ -50,15 +65,23 @@ struct LaunchItem {
   // Whether the item's caller has given up (may be null): the scheduler drops such items
   // before the launch; a device that runs long may skip their work.
   const std::function<bool()>* cancelled = nullptr;
+  // Operands in device memory (null: none).
+  const DeviceOperands* resident = nullptr;
 };
 
 // What a device runs: one launch of `kernel` (from this device's backend catalogue).
 struct DeviceLaunch {
   const Kernel* kernel = nullptr;
   // The items' batch items back to back with dense strides, or the single item's own
-  // problem (its strides) when it runs alone.
+  // problem (its strides) when it runs alone. Stacked: one GEMM whose A rows are the
+  // items' A rows in order and whose B is the items' shared B (the first item's), so
+  // C's rows split back to the items in the same order.
   GemmProblem problem;
   std::vector<LaunchItem> items;
+  bool stacked = false;
+  // A stacked QuantizedMatmul: the launch's operands (m = all the items' rows; its A is
+  // the items' dense A rows, which the device gathers; B is the shared weight).
+  const QuantizedOperands* stacked_quantized = nullptr;
 };
 
 // How long each phase of one launch took.
@@ -117,6 +140,18 @@ class Device {
 
   virtual bool healthy() const = 0;
   virtual DeviceMemoryUsage memory() const { return {}; }
+
+  // Resident tensors (the tensor store): memory that stays on this device between
+  // launches. Host memory unless a backend says otherwise (a GPU: its device memory).
+  // AllocateResident gives `bytes` (256-byte aligned, contents undefined) or
+  // RESOURCE_EXHAUSTED; Write/Read copy between host memory and resident memory. All
+  // thread-safe, from any thread.
+  virtual absl::StatusOr<void*> AllocateResident(int64_t bytes);
+  virtual void FreeResident(void* memory);
+  virtual absl::Status WriteResident(void* resident, const void* host, size_t bytes);
+  virtual absl::Status ReadResident(void* host, const void* resident, size_t bytes);
+  // Whether resident memory is host memory (then a launch reads it like any host operand).
+  virtual bool resident_in_host_memory() const { return true; }
 };
 
 }  // namespace gemmd

@@ -29,6 +29,14 @@ const char* RpcMethodName(RpcMethod method) {
       return "QuantizedMatmul";
     case RpcMethod::kGetServerInfo:
       return "GetServerInfo";
+    case RpcMethod::kPutTensor:
+      return "PutTensor";
+    case RpcMethod::kGetTensor:
+      return "GetTensor";
+    case RpcMethod::kDeleteTensor:
+      return "DeleteTensor";
+    case RpcMethod::kListTensors:
+      return "ListTensors";
   }
   return "unknown";
 }
@@ -58,10 +66,9 @@ bool PrecisionLabel::AppliesTo(RpcMethod method) const {
       return index_ < kNumPrecisions;
     case RpcMethod::kQuantizedMatmul:
       return index_ >= kNumPrecisions;
-    case RpcMethod::kGetServerInfo:
+    default:
       return false;
   }
-  return false;
 }
 
 ServerMetrics::ServerMetrics(int num_devices) : ServerMetrics(Positions(num_devices)) {}
@@ -93,8 +100,7 @@ ServerMetrics::ServerMetrics(const std::vector<int>& device_labels)
   for (int m = 0; m < kNumRpcMethods; ++m) {
     for (int p = 0; p < kNumPhases; ++p) {
       // Only the GEMM methods have device phases; others export their total alone.
-      if (m == static_cast<int>(RpcMethod::kGetServerInfo) &&
-          p != static_cast<int>(Phase::kTotal)) {
+      if (!IsGemmMethod(static_cast<RpcMethod>(m)) && p != static_cast<int>(Phase::kTotal)) {
         continue;
       }
       durations_[m][p] = &durations.Add(
@@ -145,8 +151,33 @@ ServerMetrics::ServerMetrics(const std::vector<int>& device_labels)
                      .Help("Memory a device holds: pool = device memory of the pool, limit = "
                            "the pool's cap, pinned = page-locked host staging buffers")
                      .Register(*registry_);
+  auto& store = prometheus::BuildGauge()
+                    .Name("gemm_tensor_store_bytes")
+                    .Help("Memory of resident tensors on a device (uploads in progress and "
+                          "deleted tensors still used by a job included)")
+                    .Register(*registry_);
+  auto& tensors = prometheus::BuildGauge()
+                      .Name("gemm_tensor_store_tensors")
+                      .Help("Resident tensors on a device")
+                      .Register(*registry_);
+  tensors_expired_ = &prometheus::BuildCounter()
+                          .Name("gemm_tensor_store_expired_total")
+                          .Help("Resident tensors removed because their TTL passed")
+                          .Register(*registry_)
+                          .Add({});
+  upload_bytes_ = &prometheus::BuildCounter()
+                       .Name("gemm_tensor_upload_bytes_total")
+                       .Help("Tensor bytes stored by PutTensor")
+                       .Register(*registry_)
+                       .Add({});
+  upload_seconds_ = &prometheus::BuildHistogram()
+                         .Name("gemm_tensor_upload_duration_seconds")
+                         .Help("Time of one successful PutTensor stream, first chunk to last")
+                         .Register(*registry_)
+                         .Add({}, DurationBuckets());
   for (int d = 0; d < num_devices; ++d) {
     const std::string device = absl::StrCat(device_labels[d]);
+    store_.push_back({&store.Add({{"device", device}}), &tensors.Add({{"device", device}})});
     std::array<prometheus::Counter*, kNumPrecisions> per_precision{};
     for (int p = 0; p < kNumPrecisions; ++p) {
       per_precision[p] =
@@ -197,6 +228,21 @@ void ServerMetrics::SetDeviceMemory(int device, int64_t pool_bytes, int64_t limi
   memory_[device][0]->Set(static_cast<double>(pool_bytes));
   memory_[device][1]->Set(static_cast<double>(limit_bytes));
   memory_[device][2]->Set(static_cast<double>(pinned_bytes));
+}
+
+void ServerMetrics::SetTensorStoreBytes(int device, int64_t bytes) {
+  if (device < 0 || device >= static_cast<int>(store_.size())) return;
+  store_[device][0]->Set(static_cast<double>(bytes));
+}
+
+void ServerMetrics::SetTensorStoreTensors(int device, int64_t tensors) {
+  if (device < 0 || device >= static_cast<int>(store_.size())) return;
+  store_[device][1]->Set(static_cast<double>(tensors));
+}
+
+void ServerMetrics::ObserveUpload(int64_t bytes, absl::Duration duration) {
+  upload_bytes_->Increment(static_cast<double>(bytes));
+  upload_seconds_->Observe(absl::ToDoubleSeconds(duration));
 }
 
 }  // namespace gemmd

@@ -15,6 +15,12 @@
 //                                                    held, limit = its cap, pinned =
 //                                                    page-locked host staging)
 // gemm_device_healthy{device}                        gauge (1/0)
+// gemm_tensor_store_bytes{device}                    gauge (resident tensors' memory,
+//                                                    uploads in progress included)
+// gemm_tensor_store_tensors{device}                  gauge (resident tensors)
+// gemm_tensor_store_expired_total                    counter (removed by their TTL)
+// gemm_tensor_upload_bytes_total                     counter (PutTensor bytes stored)
+// gemm_tensor_upload_duration_seconds                histogram (one PutTensor stream)
 #ifndef GEMMD_SERVER_OBSERVABILITY_METRICS_H_
 #define GEMMD_SERVER_OBSERVABILITY_METRICS_H_
 
@@ -37,8 +43,20 @@
 
 namespace gemmd {
 
-enum class RpcMethod { kMatmul, kQuantizedMatmul, kGetServerInfo };
-inline constexpr int kNumRpcMethods = 3;
+enum class RpcMethod {
+  kMatmul,
+  kQuantizedMatmul,
+  kGetServerInfo,
+  kPutTensor,
+  kGetTensor,
+  kDeleteTensor,
+  kListTensors,
+};
+inline constexpr int kNumRpcMethods = 7;
+// The GEMM methods (they have device phases and a precision label).
+inline bool IsGemmMethod(RpcMethod m) {
+  return m == RpcMethod::kMatmul || m == RpcMethod::kQuantizedMatmul;
+}
 const char* RpcMethodName(RpcMethod method);
 
 // The `precision` label of gemm_requests_total: a Matmul's precision (FP32,
@@ -57,7 +75,7 @@ class PrecisionLabel {
   int index() const { return index_; }
   const char* name() const;
   // Whether requests of `method` carry this label: Matmul a precision, QuantizedMatmul a
-  // format, each of them NONE too; GetServerInfo NONE alone.
+  // format, each of them NONE too; the other methods NONE alone.
   bool AppliesTo(RpcMethod method) const;
 
  private:
@@ -95,6 +113,11 @@ class ServerMetrics {
   void SetDeviceMemory(int device, int64_t pool_bytes, int64_t limit_bytes, int64_t pinned_bytes);
   void AddBytesReceived(int64_t bytes) { bytes_received_->Increment(static_cast<double>(bytes)); }
   void AddBytesSent(int64_t bytes) { bytes_sent_->Increment(static_cast<double>(bytes)); }
+  // The tensor store of one device.
+  void SetTensorStoreBytes(int device, int64_t bytes);
+  void SetTensorStoreTensors(int device, int64_t tensors);
+  void AddTensorsExpired(int64_t count) { tensors_expired_->Increment(static_cast<double>(count)); }
+  void ObserveUpload(int64_t bytes, absl::Duration duration);
 
  private:
   static constexpr int kNumCodes = 17;
@@ -114,6 +137,10 @@ class ServerMetrics {
   std::vector<prometheus::Counter*> busy_seconds_;
   std::vector<prometheus::Gauge*> healthy_;
   std::vector<std::array<prometheus::Gauge*, 3>> memory_;  // [device][pool, limit, pinned]
+  std::vector<std::array<prometheus::Gauge*, 2>> store_;   // [device][bytes, tensors]
+  prometheus::Counter* tensors_expired_;
+  prometheus::Counter* upload_bytes_;
+  prometheus::Histogram* upload_seconds_;
 };
 
 }  // namespace gemmd

@@ -120,7 +120,7 @@ absl::Status GemmCall::PrepareAndSubmit() {
   if (!result.ok()) return result.status();
   result_ = *std::move(result);
 
-  r.operands.c_out = result_->data();
+  if (r.kept_c == nullptr) r.operands.c_out = result_->data();
   r.accepted = absl::Now();  // queue time starts once the operands are ready
   r.deadline = DeadlineOf(*context_);
   grpc::GenericCallbackServerContext* context = context_;
@@ -157,6 +157,11 @@ void GemmCall::JobDone(const GemmRequest& r, const absl::Status& status,
     m->ObservePhase(method_, Phase::kCopyIn, r.prepare + result.copy_in);
     m->ObservePhase(method_, Phase::kCompute, result.compute);
     m->ObservePhase(method_, Phase::kCopyOut, result.copy_out);
+    if (r.kept_c != nullptr) {
+      // C stays: the response names it instead of carrying it.
+      absl::StatusOr<std::string> handle = env_->request.store->Commit(r.kept_c);
+      rest.mutable_c_ref()->set_handle(handle.ok() ? *handle : "");
+    }
     response_bytes_ = EncodeMatmulResponse(c_head, std::move(result_), rest);
   }
   // The request itself (message, operands) goes when the executor lets go of it, right

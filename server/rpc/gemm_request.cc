@@ -21,6 +21,68 @@ void KeepWireOnlyIf(bool needed, GemmRequest* r) {
   r->wire_reservation = Reservation();
 }
 
+// The device reads resident operands where they are: a backend whose resident memory is
+// host memory takes them as host operands (as validated); otherwise they move to
+// Job::resident. Jobs against one resident B may share launches (shared_b), on the
+// device that holds the tensors.
+absl::Status PinToDevice(GemmRequest* r) {
+  absl::StatusOr<int> device = r->refs.Device();
+  if (!device.ok()) return device.status();
+  r->device = *device;
+  if (r->refs.b != nullptr) r->shared_b = r->refs.b->memory;
+  return absl::OkStatus();
+}
+
+absl::Status PlaceResident(const GemmRequestContext& context, GemmRequest* r) {
+  if (absl::Status s = PinToDevice(r); !s.ok()) return s;
+  if (context.resident_in_host_memory) return absl::OkStatus();
+  if (r->refs.a != nullptr) std::swap(r->resident.a, r->operands.a);
+  if (r->refs.b != nullptr) std::swap(r->resident.b, r->operands.b);
+  if (r->refs.c != nullptr) std::swap(r->resident.c_in, r->operands.c_in);
+  return absl::OkStatus();
+}
+
+// The packed operands of a QuantizedMatmul that are resident, for a device that reads
+// them in its own memory.
+void PlaceResidentQuantized(const GemmRequestContext& context, GemmRequest* r) {
+  if (context.resident_in_host_memory) return;
+  const QuantizedOperands& q = r->packed;
+  if (r->refs.a != nullptr) {
+    r->resident.a = q.a ? q.a->data.data() : q.a_dense.data();
+    if (q.a) r->resident.a_scales = q.a->scales.data();
+  }
+  if (r->refs.b != nullptr) {
+    r->resident.b = q.b.data.data();
+    r->resident.b_scales = q.b.scales.data();
+  }
+}
+
+// C written into a new resident tensor instead of the response (keep_c).
+absl::Status KeepResult(const GemmRequestContext& context, const gemm::v1::ResidentResult& keep,
+                        DataType c_type, GemmRequest* r) {
+  if (context.store == nullptr) {
+    return absl::FailedPreconditionError(
+        "keep_c is set but this server keeps no resident tensors (--tensor_store_bytes=0)");
+  }
+  TensorSpec spec;
+  spec.shape = r->output_shape;
+  spec.dtype = c_type;
+  absl::StatusOr<std::shared_ptr<StoredTensor>> kept = context.store->Allocate(
+      spec, r->device, absl::Seconds(keep.ttl_s()), keep.label());
+  if (!kept.ok()) {
+    return absl::Status(kept.status().code(), absl::StrCat("keep_c: ", kept.status().message()));
+  }
+  r->kept_c = *std::move(kept);
+  r->device = r->kept_c->device_index;
+  if (context.resident_in_host_memory) {
+    r->operands.c_out = r->kept_c->memory;
+  } else {
+    r->resident.c_out = r->kept_c->memory;
+  }
+  r->output_bytes = 0;  // nothing goes back in the response
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckKernelName(const KernelCatalogue& catalogue, RpcMethod method,
@@ -54,6 +116,11 @@ absl::Status PrepareMatmul(const GemmRequestContext& context, const wire::ByteRu
                            GemmRequest* r, PrecisionLabel* label) {
   wire::MatmulRequestWire parsed;
   if (absl::Status s = wire::ParseMatmulRequest(received, &parsed); !s.ok()) return s;
+  MatmulResidency residency;
+  if (absl::Status s = ResolveMatmulRefs(context.store, &parsed.head, &r->refs, &residency);
+      !s.ok()) {
+    return s;
+  }
   MatmulPayloads payloads;
   const absl::Time place_start = absl::Now();
   absl::StatusOr<PlacedPayloads> placed =
@@ -66,7 +133,11 @@ absl::Status PrepareMatmul(const GemmRequestContext& context, const wire::ByteRu
   r->payloads = std::move(placed->buffer);
   KeepWireOnlyIf(placed->uses_wire, r);
   r->prepare = absl::Now() - place_start;  // the copy off the wire is copy-in
-  absl::StatusOr<ValidatedMatmul> v = ValidateMatmul(parsed.head, payloads, context.limits);
+  if (r->refs.a != nullptr) payloads.a = DataOf(*r->refs.a);
+  if (r->refs.b != nullptr) payloads.b = DataOf(*r->refs.b);
+  if (r->refs.c != nullptr) payloads.c = DataOf(*r->refs.c);
+  absl::StatusOr<ValidatedMatmul> v =
+      ValidateMatmul(parsed.head, payloads, context.limits, residency);
   if (!v.ok()) return v.status();
   *label = PrecisionLabel::Of(v->problem.precision);
   if (absl::Status s = CheckKernelName(*context.catalogue, RpcMethod::kMatmul, v->kernel);
@@ -76,11 +147,16 @@ absl::Status PrepareMatmul(const GemmRequestContext& context, const wire::ByteRu
   absl::StatusOr<const Kernel*> kernel = context.catalogue->Select(v->problem, v->kernel);
   if (!kernel.ok()) return kernel.status();
   r->kernel = *kernel;
+  r->kernel_forced = !v->kernel.empty();
   r->problem = v->problem;
   r->operands = v->operands;  // point at the payloads, which the request owns
   r->output_shape = std::move(v->output_shape);
-  r->input_bytes = v->input_bytes;
+  r->input_bytes = v->input_bytes - r->refs.Bytes();
   r->output_bytes = v->output_bytes;
+  if (absl::Status s = PlaceResident(context, r); !s.ok()) return s;
+  if (parsed.head.has_keep_c()) {
+    return KeepResult(context, parsed.head.keep_c(), r->problem.c_type, r);
+  }
   return absl::OkStatus();
 }
 
@@ -89,6 +165,9 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context,
                                     PrecisionLabel* label) {
   wire::QuantizedMatmulRequestWire parsed;
   if (absl::Status s = wire::ParseQuantizedMatmulRequest(received, &parsed); !s.ok()) return s;
+  if (absl::Status s = ResolveQuantizedRefs(context.store, &parsed.head, &r->refs); !s.ok()) {
+    return s;
+  }
   const gemm::v1::QuantizedMatmulRequest& message = parsed.head;
   wire::QuantizedPayloads payloads;
   const absl::Time place_start = absl::Now();
@@ -102,7 +181,17 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context,
   r->payloads = std::move(placed->buffer);
   KeepWireOnlyIf(placed->uses_wire, r);
   r->prepare = absl::Now() - place_start;
-  absl::StatusOr<ValidatedQuantized> v = ValidateQuantizedMatmul(message, payloads, context.limits);
+  const bool a_quantized_ref = r->refs.a != nullptr && r->refs.a->spec.quantized;
+  if (r->refs.a != nullptr) {
+    (a_quantized_ref ? payloads.a_data : payloads.a_dense_data) = DataOf(*r->refs.a);
+    if (a_quantized_ref) payloads.a_scales = ScalesOf(*r->refs.a);
+  }
+  if (r->refs.b != nullptr) {
+    payloads.b_data = DataOf(*r->refs.b);
+    payloads.b_scales = ScalesOf(*r->refs.b);
+  }
+  absl::StatusOr<ValidatedQuantized> v = ValidateQuantizedMatmul(
+      message, payloads, context.limits, {a_quantized_ref, r->refs.b != nullptr});
   if (!v.ok()) return v.status();
   *label = PrecisionLabel::Of(v->b_format);
   if (absl::Status s =
@@ -118,8 +207,15 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context,
   r->problem.transpose_b = true;
   r->problem.precision = Precision::kFp32;
   r->output_shape = {v->m, v->n};
-  r->input_bytes = v->input_bytes;
+  r->input_bytes = v->input_bytes - r->refs.Bytes();
   r->output_bytes = v->output_bytes;
+  r->kernel_forced = !v->kernel.empty();
+  if (absl::Status s = PinToDevice(r); !s.ok()) return s;
+  if (message.has_keep_c()) {
+    if (absl::Status s = KeepResult(context, message.keep_c(), DataType::kFloat32, r); !s.ok()) {
+      return s;
+    }
+  }
 
   // A backend with quantized kernels takes the packed bytes as they are (unless the
   // request forces a dense kernel); validation has checked every scale byte already.
@@ -131,7 +227,19 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context,
   if (choice->kernel != nullptr && !dequantize_a) {
     r->kernel = choice->kernel;
     r->quantized = &r->packed;
+    PlaceResidentQuantized(context, r);
     return absl::OkStatus();
+  }
+  // The host path reads the operands on the host: a tensor in device memory cannot go.
+  const bool host_reads_resident = choice->kernel == nullptr
+                                       ? r->refs.a != nullptr || r->refs.b != nullptr
+                                       : r->refs.a != nullptr;  // A dequantized on the host
+  if (!context.resident_in_host_memory && host_reads_resident) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no quantized kernel here takes these operands on the device (",
+        choice->kernel == nullptr ? "they would be dequantized on the host"
+                                  : "A would be dequantized on the host",
+        "), and resident tensors in device memory are not read on the host; send them inline"));
   }
   // Otherwise dequantize on the host: A alone for a kernel that reads A dense (at most
   // 64 rows), or both operands to FP32 for the FP32 GEMM, whose kernel must exist before
@@ -159,10 +267,11 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context,
                                           static_cast<size_t>(v->m * v->k) * sizeof(float));
     r->kernel = choice->kernel;
     r->quantized = &r->packed;
+    PlaceResidentQuantized(context, r);
   } else {
     float* b = a + v->m * v->k;
     if (absl::Status s = DequantizeOperands(message, *v, payloads, a, b); !s.ok()) return s;
-    r->operands = {a, b, nullptr, nullptr};
+    r->operands = {a, b, nullptr, r->operands.c_out};  // c_out: a kept C, or set later
   }
   r->prepare += absl::Now() - prepare_start;
   return absl::OkStatus();

@@ -35,6 +35,8 @@
 #include "server/scheduling/job.h"
 #include "server/devices/kernel_catalogue.h"
 #include "server/rpc/matmul_validation.h"
+#include "server/rpc/tensor_refs.h"
+#include "server/store/tensor_store.h"
 #include "server/observability/metrics.h"
 
 namespace gemmd {
@@ -48,6 +50,10 @@ struct GemmRequestContext {
   // The devices stage Matmul operands from the received pieces themselves
   // (Device::gathers_pieces), so those need not be made contiguous first.
   bool device_gathers_pieces = false;
+  // Resident tensors (null: this server keeps none), and whether their memory is host
+  // memory (Device::resident_in_host_memory).
+  TensorStore* store = nullptr;
+  bool resident_in_host_memory = true;
 };
 
 struct GemmRequest : Job {
@@ -70,13 +76,17 @@ struct GemmRequest : Job {
   // dense) and their memory.
   std::unique_ptr<float[]> scratch;
   Reservation scratch_reservation;
+  // Resident operands, pinned until the request goes; and the tensor C is written into
+  // when the request keeps C resident (committed to the store once the job succeeded).
+  TensorRefs refs;
+  std::shared_ptr<StoredTensor> kept_c;
 };
 
 // Prepares `request` from `received`, the bytes of a MatmulRequest (method kMatmul) or a
 // QuantizedMatmulRequest, which it takes (leaving `received` empty). *label is set as
 // soon as the request's precision (or weight format) is known, so a failure after
 // validation still counts under it. operands.c_out is left null: the caller points it
-// at the result buffer.
+// at the result buffer; unless C is kept resident (kept_c), which C goes to instead.
 absl::Status PrepareRequest(const GemmRequestContext& context, RpcMethod method,
                             grpc::ByteBuffer* received, GemmRequest* request,
                             PrecisionLabel* label);

@@ -6,17 +6,22 @@
 #include "absl/time/clock.h"
 #include "proto/proto_types.h"
 #include "server/observability/log.h"
+#include "server/rpc/grpc_status.h"
+#include "server/rpc/tensor_download_call.h"
+#include "server/rpc/tensor_upload_call.h"
 
 namespace gemmd {
 
 GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> devices,
                                  const KernelCatalogue* catalogue, JobExecutor* executor,
-                                 ServerMetrics* metrics, std::shared_ptr<HostMemory> memory)
+                                 ServerMetrics* metrics, std::shared_ptr<HostMemory> memory,
+                                 TensorStore* store)
     : settings_(std::move(settings)),
       devices_(std::move(devices)),
       catalogue_(catalogue),
       metrics_(metrics),
-      memory_(std::move(memory)) {
+      memory_(std::move(memory)),
+      store_(store) {
   environment_.request.limits = settings_.limits;
   environment_.request.catalogue = catalogue_;
   environment_.request.memory = memory_.get();
@@ -24,7 +29,9 @@ GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> 
   environment_.request.device_gathers_pieces = !devices_.empty();
   for (const Device* device : devices_) {
     environment_.request.device_gathers_pieces &= device->gathers_pieces();
+    environment_.request.resident_in_host_memory &= device->resident_in_host_memory();
   }
+  environment_.request.store = store_;
   environment_.executor = executor;
   environment_.metrics = metrics_;
   environment_.registry = &registry_;
@@ -48,6 +55,10 @@ grpc::ServerGenericBidiReactor* GemmServiceImpl::GenericCalls::CreateReactor(
   }
   if (method == kQuantizedMatmul) {
     return new GemmCall(&service_->environment_, context, RpcMethod::kQuantizedMatmul);
+  }
+  static const std::string kPutTensor = "/gemm.v1.GemmService/PutTensor";
+  if (method == kPutTensor) {
+    return new TensorUploadCall(service_->store_, service_->metrics_, context);
   }
   return UnimplementedCall(context);
 }
@@ -87,8 +98,74 @@ grpc::ServerUnaryReactor* GemmServiceImpl::GetServerInfo(
   limits->set_max_queue_delay_us(absl::ToInt64Microseconds(settings_.max_queue_delay));
   limits->set_max_queue_size(settings_.max_queue_size);
   limits->set_max_inflight_bytes(settings_.max_inflight_bytes);
+  limits->set_tensor_store_bytes(store_ != nullptr ? store_->cap_bytes() : 0);
+  limits->set_max_tensor_chunk_bytes(kMaxTensorChunkBytes);
+  if (store_ != nullptr) response->set_instance(store_->instance());
   metrics_->RecordRequest(RpcMethod::kGetServerInfo, PrecisionLabel::None(), absl::StatusCode::kOk);
   metrics_->ObservePhase(RpcMethod::kGetServerInfo, Phase::kTotal, absl::Now() - accepted);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+namespace {
+
+absl::Status NoStore() {
+  return absl::FailedPreconditionError(
+      "this server keeps no resident tensors (--tensor_store_bytes=0)");
+}
+
+int64_t UnixMillis(absl::Time t) {
+  return t == absl::InfiniteFuture() ? 0 : absl::ToUnixMillis(t);
+}
+
+}  // namespace
+
+grpc::ServerWriteReactor<gemm::v1::TensorChunk>* GemmServiceImpl::GetTensor(
+    grpc::CallbackServerContext* /*context*/, const gemm::v1::TensorHandle* request) {
+  absl::StatusOr<TensorPin> pin =
+      store_ != nullptr ? store_->Acquire(request->handle()) : absl::StatusOr<TensorPin>(NoStore());
+  if (!pin.ok()) return new TensorDownloadCall(nullptr, pin.status(), metrics_);
+  return new TensorDownloadCall(*std::move(pin), absl::OkStatus(), metrics_);
+}
+
+grpc::ServerUnaryReactor* GemmServiceImpl::DeleteTensor(
+    grpc::CallbackServerContext* context, const gemm::v1::TensorHandle* request,
+    gemm::v1::DeleteTensorResponse* /*response*/) {
+  const absl::Time accepted = absl::Now();
+  const absl::Status status = store_ != nullptr ? store_->Delete(request->handle()) : NoStore();
+  metrics_->RecordRequest(RpcMethod::kDeleteTensor, PrecisionLabel::None(), status.code());
+  metrics_->ObservePhase(RpcMethod::kDeleteTensor, Phase::kTotal, absl::Now() - accepted);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GemmServiceImpl::ListTensors(
+    grpc::CallbackServerContext* context, const gemm::v1::ListTensorsRequest* /*request*/,
+    gemm::v1::ListTensorsResponse* response) {
+  const absl::Time accepted = absl::Now();
+  if (store_ != nullptr) {
+    for (const TensorListing& t : store_->List()) {
+      gemm::v1::TensorInfo* info = response->add_tensors();
+      info->mutable_handle()->set_handle(t.handle);
+      const gemm::v1::TensorHeader header = HeaderOf(t.spec, t.expires, t.label, accepted);
+      *info->mutable_shape() = header.shape();
+      info->set_dtype(header.dtype());
+      info->set_format(header.format());
+      info->set_tensor_scale(header.tensor_scale());
+      info->set_bytes(t.bytes);
+      info->set_device(t.device);
+      info->set_created_unix_ms(UnixMillis(t.created));
+      info->set_expires_unix_ms(UnixMillis(t.expires));
+      info->set_label(t.label);
+      info->set_complete(t.complete);
+    }
+    response->set_store_bytes(store_->used_bytes());
+    response->set_store_cap_bytes(store_->cap_bytes());
+  }
+  metrics_->RecordRequest(RpcMethod::kListTensors, PrecisionLabel::None(), absl::StatusCode::kOk);
+  metrics_->ObservePhase(RpcMethod::kListTensors, Phase::kTotal, absl::Now() - accepted);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -23,6 +23,7 @@
 #include "server/observability/log.h"
 #include "server/rpc/matmul_validation.h"
 #include "server/observability/metrics.h"
+#include "server/store/tensor_store.h"
 
 namespace gemmd {
 
@@ -36,19 +37,23 @@ struct ServiceSettings {
   int64_t max_inflight_bytes = 0;
 };
 
-// GetServerInfo served by the generated code; Matmul and QuantizedMatmul are left to the
-// generic service below (marked generic, so gRPC does not read their requests first).
-using GemmTypedService = gemm::v1::GemmService::WithGenericMethod_Matmul<
-    gemm::v1::GemmService::WithGenericMethod_QuantizedMatmul<
-        gemm::v1::GemmService::WithCallbackMethod_GetServerInfo<gemm::v1::GemmService::Service>>>;
+// GetServerInfo and the small tensor-store calls served by the generated code; Matmul,
+// QuantizedMatmul and PutTensor are left to the generic service below (marked generic,
+// so gRPC does not parse their messages: their tensors are read from the received bytes).
+using GemmService = gemm::v1::GemmService;
+using GemmTypedService = GemmService::WithGenericMethod_Matmul<
+    GemmService::WithGenericMethod_QuantizedMatmul<GemmService::WithGenericMethod_PutTensor<
+        GemmService::WithCallbackMethod_GetTensor<GemmService::WithCallbackMethod_DeleteTensor<
+            GemmService::WithCallbackMethod_ListTensors<
+                GemmService::WithCallbackMethod_GetServerInfo<GemmService::Service>>>>>>>;
 
 class GemmServiceImpl final : public GemmTypedService {
  public:
-  // `devices`, `catalogue`, `executor` and `metrics` must outlive the service; `memory` is shared with
-  // the result buffers in flight.
+  // `devices`, `catalogue`, `executor`, `metrics` and `store` (null: no resident tensors)
+  // must outlive the service; `memory` is shared with the result buffers in flight.
   GemmServiceImpl(ServiceSettings settings, std::vector<Device*> devices,
                   const KernelCatalogue* catalogue, JobExecutor* executor, ServerMetrics* metrics,
-                  std::shared_ptr<HostMemory> memory);
+                  std::shared_ptr<HostMemory> memory, TensorStore* store = nullptr);
   ~GemmServiceImpl() override;
 
   // Register with ServerBuilder::RegisterCallbackGenericService.
@@ -57,6 +62,16 @@ class GemmServiceImpl final : public GemmTypedService {
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
                                           const gemm::v1::GetServerInfoRequest* request,
                                           gemm::v1::ServerInfo* response) override;
+
+  // Resident tensors (PutTensor is a generic call: tensor_upload_call.h).
+  grpc::ServerWriteReactor<gemm::v1::TensorChunk>* GetTensor(
+      grpc::CallbackServerContext* context, const gemm::v1::TensorHandle* request) override;
+  grpc::ServerUnaryReactor* DeleteTensor(grpc::CallbackServerContext* context,
+                                         const gemm::v1::TensorHandle* request,
+                                         gemm::v1::DeleteTensorResponse* response) override;
+  grpc::ServerUnaryReactor* ListTensors(grpc::CallbackServerContext* context,
+                                        const gemm::v1::ListTensorsRequest* request,
+                                        gemm::v1::ListTensorsResponse* response) override;
 
   // From now on new GEMM calls get UNAVAILABLE at once, and so do those still receiving
   // their request; those whose request arrived complete.
@@ -92,6 +107,7 @@ class GemmServiceImpl final : public GemmTypedService {
   const KernelCatalogue* const catalogue_;
   ServerMetrics* const metrics_;
   const std::shared_ptr<HostMemory> memory_;
+  TensorStore* const store_;
   CallRegistry registry_;
   // At most 20 request_failed lines at once and 10 a second after that.
   LogRateLimiter failure_log_{10, 20};

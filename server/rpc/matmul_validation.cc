@@ -24,7 +24,8 @@ struct MatrixView {
 bool MulOk(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 
 absl::StatusOr<MatrixView> ParseMatrix(const gemm::v1::Tensor& t, absl::string_view data,
-                                       absl::string_view name, const ValidationLimits& limits) {
+                                       absl::string_view name, const ValidationLimits& limits,
+                                       bool resident) {
   const std::optional<DataType> type = DataTypeFromProto(t.dtype());
   if (t.dtype() == gemm::v1::DATA_TYPE_UNSPECIFIED) {
     return absl::InvalidArgumentError(
@@ -55,7 +56,8 @@ absl::StatusOr<MatrixView> ParseMatrix(const gemm::v1::Tensor& t, absl::string_v
     }
     overflow = overflow || !MulOk(elements, dim, &elements);
   }
-  if (overflow || elements > limits.max_elements) {
+  // A resident operand is bounded by the tensor store's cap instead.
+  if (overflow || (!resident && elements > limits.max_elements)) {
     return absl::ResourceExhaustedError(
         absl::StrCat(name, ".shape ", ShapeString(t.shape()), " has ",
                      overflow ? std::string("more than 2^63") : absl::StrCat(elements),
@@ -92,17 +94,20 @@ std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape) {
 absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& request,
                                                const ValidationLimits& limits) {
   return ValidateMatmul(request, {request.a().data(), request.b().data(), request.c().data()},
-                        limits);
+                        limits, {});
 }
 
 absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& request,
                                                const MatmulPayloads& payloads,
-                                               const ValidationLimits& limits) {
-  if (!request.has_a()) return absl::InvalidArgumentError("a is missing");
-  if (!request.has_b()) return absl::InvalidArgumentError("b is missing");
-  absl::StatusOr<MatrixView> a = ParseMatrix(request.a(), payloads.a, "a", limits);
+                                               const ValidationLimits& limits,
+                                               MatmulResidency residency) {
+  if (!request.has_a()) return absl::InvalidArgumentError("a is missing (set a or a_ref)");
+  if (!request.has_b()) return absl::InvalidArgumentError("b is missing (set b or b_ref)");
+  absl::StatusOr<MatrixView> a = ParseMatrix(request.a(), payloads.a,
+                                             residency.a ? "a_ref" : "a", limits, residency.a);
   if (!a.ok()) return a.status();
-  absl::StatusOr<MatrixView> b = ParseMatrix(request.b(), payloads.b, "b", limits);
+  absl::StatusOr<MatrixView> b = ParseMatrix(request.b(), payloads.b,
+                                             residency.b ? "b_ref" : "b", limits, residency.b);
   if (!b.ok()) return b.status();
   if (a->type != b->type) {
     return absl::InvalidArgumentError(absl::StrCat("a.dtype ", DataTypeName(a->type),
@@ -175,7 +180,7 @@ absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& re
         " elements this server accepts per operand (--max_elements)"));
   }
   v.output_bytes = out_elements * static_cast<int64_t>(DataTypeSize(p.c_type));
-  if (v.output_bytes > limits.max_message_bytes - kResponseOverheadBytes) {
+  if (!residency.keep_c && v.output_bytes > limits.max_message_bytes - kResponseOverheadBytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the result C would be ", v.output_bytes, " bytes; a response may carry at most ",
         limits.max_message_bytes - kResponseOverheadBytes,
@@ -195,7 +200,8 @@ absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& re
         absl::StrCat("beta is ", p.beta, " but c is missing; send c [M,N] or set beta to 0"));
   }
   if (request.has_c()) {
-    absl::StatusOr<MatrixView> c = ParseMatrix(request.c(), payloads.c, "c", limits);
+    absl::StatusOr<MatrixView> c =
+        ParseMatrix(request.c(), payloads.c, residency.c ? "c_ref" : "c", limits, residency.c);
     if (!c.ok()) return c.status();
     if (c->type != p.c_type) {
       return absl::InvalidArgumentError(absl::StrCat("c.dtype ", DataTypeName(c->type),

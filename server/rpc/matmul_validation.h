@@ -46,10 +46,18 @@ struct MatmulPayloads {
   absl::string_view a, b, c;
 };
 
+// Which operands are resident tensors (exempt from max_elements: the tensor store's cap
+// bounds them), and whether C stays resident (then it need not fit a response).
+struct MatmulResidency {
+  bool a = false, b = false, c = false;
+  bool keep_c = false;
+};
+
 // `request`'s tensors' own data fields are ignored: their bytes are `payloads`.
 absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& request,
                                                const MatmulPayloads& payloads,
-                                               const ValidationLimits& limits);
+                                               const ValidationLimits& limits,
+                                               MatmulResidency residency = {});
 // A whole parsed message (its tensors' data fields are the payloads).
 absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& request,
                                                const ValidationLimits& limits);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -12,30 +13,6 @@
 
 namespace gemmd {
 namespace {
-
-// What the service accepts as NVFP4 block scales: E4M3 bytes that are neither NaN (0x7F,
-// 0xFF) nor negative. Quantizers write amax / 6 / g, never negative; a sign bit means the
-// bytes are not scales at all (an offset or byte-order mistake on the client), so it is
-// refused rather than decoded into sign-flipped blocks (the kernels themselves decode
-// the sign, as E4M3 defines it).
-absl::Status CheckBlockScales(absl::string_view scales, int64_t k) {
-  const int64_t blocks_per_row = k / kNvfp4BlockSize;
-  for (size_t i = 0; i < scales.size(); ++i) {
-    const uint8_t byte = static_cast<uint8_t>(scales[i]);
-    if (byte < 0x7F) continue;
-    const int64_t row = static_cast<int64_t>(i) / blocks_per_row;
-    const int64_t block = static_cast<int64_t>(i) % blocks_per_row;
-    if (byte == 0x7F || byte == 0xFF) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("NVFP4 block scale [", row, ", ", block, "] is 0x", absl::Hex(byte),
-                       ", a NaN in E4M3 (0x7F and 0xFF are not scales)"));
-    }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "NVFP4 block scale [", row, ", ", block, "] is 0x", absl::Hex(byte),
-        ", which has the sign bit set; block scales are unsigned (0x00-0x7E)"));
-  }
-  return absl::OkStatus();
-}
 
 // [rows, K] with both dims >= 1 and rows*K within max_elements.
 absl::Status CheckShape(const google::protobuf::RepeatedField<int64_t>& shape,
@@ -61,7 +38,7 @@ absl::Status CheckShape(const google::protobuf::RepeatedField<int64_t>& shape,
 absl::StatusOr<QuantFormat> CheckQuantized(const gemm::v1::QuantizedTensor& t,
                                            absl::string_view data, absl::string_view scales,
                                            absl::string_view name,
-                                           const ValidationLimits& limits) {
+                                           const ValidationLimits& limits, bool check_scales) {
   if (absl::Status s = CheckShape(t.shape(), name, limits); !s.ok()) return s;
   const int64_t rows = t.shape(0), k = t.shape(1);
   QuantFormat format;
@@ -103,24 +80,19 @@ absl::StatusOr<QuantFormat> CheckQuantized(const gemm::v1::QuantizedTensor& t,
         ShapeString(t.shape()), " needs ", scale_bytes,
         format == QuantFormat::kInt8 ? " (one float32 per row)" : " (one E4M3 byte per 16 values)"));
   }
-  if (format == QuantFormat::kInt8) {
-    for (int64_t r = 0; r < rows; ++r) {
-      float s;
-      std::memcpy(&s, scales.data() + r * 4, 4);
-      // amax / 127 is never negative; a negative scale would flip the row's sign.
-      if (!std::isfinite(s) || s < 0.0f) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            name, ".scales[", r, "] is ", s, "; INT8 scales must be finite and >= 0"));
-      }
-    }
-  } else {
-    if (!std::isfinite(t.tensor_scale()) || !(t.tensor_scale() > 0.0f)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ".tensor_scale is ", t.tensor_scale(), "; NVFP4 needs a finite scale > 0"));
-    }
-    if (absl::Status s = CheckBlockScales(scales, k); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
-    }
+  if (format == QuantFormat::kNvfp4 &&
+      (!std::isfinite(t.tensor_scale()) || !(t.tensor_scale() > 0.0f))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ".tensor_scale is ", t.tensor_scale(), "; NVFP4 needs a finite scale > 0"));
+  }
+  // Scales of a resident tensor were checked when it was uploaded (and may be in device
+  // memory).
+  if (!check_scales) return format;
+  if (absl::Status s = CheckScaleBytes(format, scales.data(),
+                                       static_cast<int64_t>(scales.size()), k, 0);
+      !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, format == QuantFormat::kInt8 ? "." : ": ", s.message()));
   }
   return format;
 }
@@ -145,10 +117,15 @@ absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
 
 absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
     const gemm::v1::QuantizedMatmulRequest& request, const wire::QuantizedPayloads& p,
-    const ValidationLimits& limits) {
-  if (!request.has_b()) return absl::InvalidArgumentError("b is missing");
+    const ValidationLimits& limits, ResidentOperands resident) {
+  if (!request.has_b()) return absl::InvalidArgumentError("b is missing (set b or b_ref)");
+  // A resident operand is bounded by the tensor store's cap instead of max_elements.
+  ValidationLimits unbounded = limits;
+  unbounded.max_elements = std::numeric_limits<int64_t>::max();
   ValidatedQuantized v;
-  absl::StatusOr<QuantFormat> b = CheckQuantized(request.b(), p.b_data, p.b_scales, "b", limits);
+  absl::StatusOr<QuantFormat> b =
+      CheckQuantized(request.b(), p.b_data, p.b_scales, resident.b ? "b_ref" : "b",
+                     resident.b ? unbounded : limits, !resident.b);
   if (!b.ok()) return b.status();
   v.b_format = *b;
   v.n = request.b().shape(0);
@@ -158,7 +135,9 @@ absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
   int64_t a_k = 0;
   switch (request.a_operand_case()) {
     case gemm::v1::QuantizedMatmulRequest::kA: {
-      absl::StatusOr<QuantFormat> a = CheckQuantized(request.a(), p.a_data, p.a_scales, "a", limits);
+      absl::StatusOr<QuantFormat> a =
+          CheckQuantized(request.a(), p.a_data, p.a_scales, resident.a ? "a_ref" : "a",
+                         resident.a ? unbounded : limits, !resident.a);
       if (!a.ok()) return a.status();
       v.a_format = *a;
       v.m = request.a().shape(0);
@@ -168,7 +147,11 @@ absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
     }
     case gemm::v1::QuantizedMatmulRequest::kADense: {
       const gemm::v1::Tensor& a = request.a_dense();
-      if (absl::Status s = CheckShape(a.shape(), "a_dense", limits); !s.ok()) return s;
+      if (absl::Status s = CheckShape(a.shape(), resident.a ? "a_ref" : "a_dense",
+                                      resident.a ? unbounded : limits);
+          !s.ok()) {
+        return s;
+      }
       const std::optional<DataType> type = DataTypeFromProto(a.dtype());
       if (!type || (*type != DataType::kFloat32 && *type != DataType::kFloat16 &&
                     *type != DataType::kBFloat16)) {
@@ -191,7 +174,7 @@ absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
     }
     default:
       return absl::InvalidArgumentError(
-          "a is missing: set a (quantized) or a_dense (FLOAT32/FLOAT16/BFLOAT16)");
+          "a is missing: set a (quantized), a_dense (FLOAT32/FLOAT16/BFLOAT16) or a_ref");
   }
   if (a_k != v.k) {
     return absl::InvalidArgumentError(absl::StrCat("K mismatch: A is [", v.m, ", ", a_k,

@@ -35,11 +35,17 @@ struct ValidatedQuantized {
   int64_t output_bytes = 0;  // C, FP32
 };
 
+// Operands that are resident tensors: their scales were checked at upload and are not
+// read again (they may be in device memory).
+struct ResidentOperands {
+  bool a = false, b = false;
+};
+
 // `request`'s data and scales fields are ignored: their bytes are `payloads`
 // (proto/wire/gemm_wire.h parses them so).
 absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
     const gemm::v1::QuantizedMatmulRequest& request, const wire::QuantizedPayloads& payloads,
-    const ValidationLimits& limits);
+    const ValidationLimits& limits, ResidentOperands resident = {});
 // A whole parsed message (its data and scales fields are the payloads).
 absl::StatusOr<ValidatedQuantized> ValidateQuantizedMatmul(
     const gemm::v1::QuantizedMatmulRequest& request, const ValidationLimits& limits);

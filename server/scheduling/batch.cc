@@ -19,13 +19,38 @@ BatchKey BatchKeyOf(const Job& job) {
   key.transpose_b = p.transpose_b;
   std::memcpy(&key.alpha_bits, &p.alpha, sizeof(float));
   std::memcpy(&key.beta_bits, &p.beta, sizeof(float));
+  key.shared_b = job.shared_b;
+  key.quantized = job.quantized != nullptr;
+  key.device = job.device;
+  if (IsStackable(job)) {
+    key.stacked = true;
+    key.m = 0;
+    if (!job.kernel_forced) key.kernel = nullptr;  // chosen for each stack
+  }
+  if (job.quantized != nullptr) {
+    // The packed operands decide: format and the dense A's type, N and K.
+    key.n = job.quantized->n;
+    key.k = job.quantized->k;
+    key.b_type = static_cast<DataType>(static_cast<int>(job.quantized->b.format));
+    key.a_type = job.quantized->a_dense_type;
+  }
   return key;
 }
 
 int64_t JobBytes(const Job& job) {
-  if (job.quantized == nullptr) return OperandBytes(job.problem);
+  // A resident B is read where it is: it takes no host memory and no launch memory.
+  if (job.quantized == nullptr) {
+    const GemmProblem& p = job.problem;
+    int64_t bytes = OperandBytes(p);
+    if (job.shared_b != nullptr) {
+      bytes -= p.ElementsB() * static_cast<int64_t>(DataTypeSize(p.b_type));
+    }
+    return bytes;
+  }
   const QuantizedOperands& q = *job.quantized;
-  int64_t bytes = static_cast<int64_t>(q.b.data.size() + q.b.scales.size()) +
+  int64_t bytes = (job.shared_b != nullptr
+                       ? 0
+                       : static_cast<int64_t>(q.b.data.size() + q.b.scales.size())) +
                   q.m * q.n * static_cast<int64_t>(sizeof(float));
   bytes += q.a.has_value() ? static_cast<int64_t>(q.a->data.size() + q.a->scales.size())
                            : static_cast<int64_t>(q.a_dense.size());
@@ -39,8 +64,55 @@ bool IsBatchable(const GemmProblem& p) {
          (p.beta == 0.0f || p.StrideCIn() == p.m * p.n);
 }
 
+namespace {
+
+// Dense batch items of A, C and C_in (when read), whatever B's stride.
+bool DenseAC(const GemmProblem& p) {
+  return p.batch == 1 ||
+         (p.StrideA() == p.m * p.k && p.StrideC() == p.m * p.n &&
+          (p.beta == 0.0f || p.StrideCIn() == p.m * p.n));
+}
+
+}  // namespace
+
 bool IsBatchable(const Job& job) {
-  return job.quantized == nullptr && IsBatchable(job.problem);
+  if (IsStackable(job)) return true;
+  if (job.quantized != nullptr) return false;
+  if (job.shared_b != nullptr) {
+    const GemmProblem& p = job.problem;
+    return DenseAC(p) && (p.batch == 1 || p.StrideB() == 0);
+  }
+  return IsBatchable(job.problem);
+}
+
+bool IsStackable(const Job& job) {
+  if (job.shared_b == nullptr) return false;
+  if (job.quantized != nullptr) return !job.quantized->a.has_value();
+  const GemmProblem& p = job.problem;
+  return !p.transpose_a && DenseAC(p) && (p.batch == 1 || p.StrideB() == 0);
+}
+
+int64_t StackedRows(const Job& job) {
+  return job.quantized != nullptr ? job.quantized->m : job.problem.batch * job.problem.m;
+}
+
+GemmProblem StackedProblem(const std::vector<std::unique_ptr<Job>>& jobs) {
+  GemmProblem stacked = jobs.front()->problem;
+  stacked.batch = 1;
+  stacked.m = 0;
+  for (const std::unique_ptr<Job>& job : jobs) stacked.m += StackedRows(*job);
+  stacked.batch_stride_a = stacked.batch_stride_b = -1;
+  stacked.batch_stride_c_in = stacked.batch_stride_c = -1;
+  return stacked;
+}
+
+std::unique_ptr<QuantizedOperands> StackedQuantized(
+    const std::vector<std::unique_ptr<Job>>& jobs) {
+  auto q = std::make_unique<QuantizedOperands>(*jobs.front()->quantized);
+  q->m = 0;
+  for (const std::unique_ptr<Job>& job : jobs) q->m += job->quantized->m;
+  q->a_dense = absl::string_view();
+  return q;
 }
 
 GemmProblem PackedProblem(const std::vector<std::unique_ptr<Job>>& jobs) {
@@ -50,19 +122,27 @@ GemmProblem PackedProblem(const std::vector<std::unique_ptr<Job>>& jobs) {
   for (const std::unique_ptr<Job>& job : jobs) packed.batch += job->problem.batch;
   packed.batch_stride_a = packed.batch_stride_b = -1;
   packed.batch_stride_c_in = packed.batch_stride_c = -1;
+  // Jobs against one resident B read that one matrix, which every batch item shares.
+  if (jobs.front()->shared_b != nullptr) packed.batch_stride_b = 0;
   return packed;
 }
 
 DeviceLaunch LaunchOf(const Batch& batch) {
   DeviceLaunch launch;
-  launch.kernel = batch.jobs.front()->kernel;
+  launch.kernel = batch.kernel != nullptr ? batch.kernel : batch.jobs.front()->kernel;
   launch.problem = batch.problem;
+  launch.stacked = batch.stacked;
+  launch.stacked_quantized = batch.stacked_quantized.get();
   launch.items.reserve(batch.jobs.size());
   for (const std::unique_ptr<Job>& job : batch.jobs) {
     const HostPieces& p = job->pieces;
     const bool pieces = !p.a.empty() || !p.b.empty() || !p.c_in.empty();
+    const DeviceOperands& r = job->resident;
+    const bool resident = r.a != nullptr || r.b != nullptr || r.c_in != nullptr ||
+                          r.c_out != nullptr;
     launch.items.push_back({job->problem, job->operands, pieces ? &p : nullptr, job->quantized,
-                            job->is_cancelled ? &job->is_cancelled : nullptr});
+                            job->is_cancelled ? &job->is_cancelled : nullptr,
+                            resident ? &r : nullptr});
   }
   return launch;
 }

@@ -31,18 +31,25 @@ struct BatchKey {
   bool transpose_b = false;
   uint32_t alpha_bits = 0;
   uint32_t beta_bits = 0;
+  // Jobs against one resident B: the same B, and (stacked jobs) any M.
+  const void* shared_b = nullptr;
+  bool stacked = false;  // m is then 0, and kernel is null unless forced
+  bool quantized = false;
+  int device = -1;  // the device the jobs must run on, -1 for any
 
   bool operator==(const BatchKey& o) const {
     return kernel == o.kernel && precision == o.precision && a_type == o.a_type &&
            b_type == o.b_type && c_type == o.c_type && m == o.m && n == o.n && k == o.k &&
            transpose_a == o.transpose_a && transpose_b == o.transpose_b &&
-           alpha_bits == o.alpha_bits && beta_bits == o.beta_bits;
+           alpha_bits == o.alpha_bits && beta_bits == o.beta_bits && shared_b == o.shared_b &&
+           stacked == o.stacked && quantized == o.quantized && device == o.device;
   }
   template <typename H>
   friend H AbslHashValue(H h, const BatchKey& key) {
     return H::combine(std::move(h), key.kernel, key.precision, key.a_type, key.b_type,
                       key.c_type, key.m, key.n, key.k, key.transpose_a, key.transpose_b,
-                      key.alpha_bits, key.beta_bits);
+                      key.alpha_bits, key.beta_bits, key.shared_b, key.stacked, key.quantized,
+                      key.device);
   }
 };
 
@@ -56,18 +63,38 @@ int64_t JobBytes(const Job& job);
 // Whether a job may share a launch with others: its batch items are densely packed.
 // A job that broadcasts an operand (batch stride 0) runs alone, with its own strides.
 bool IsBatchable(const GemmProblem& problem);
-// The same for a job; quantized jobs (packed operands) always run alone.
+// The same for a job: quantized jobs (packed operands) run alone unless stackable; a job
+// against a resident B shares launches with others against that B (B broadcast).
 bool IsBatchable(const Job& job);
+
+// Whether a job can be stacked with others against its resident B: its A rows (all its
+// batch items' rows, B being one matrix) go after the other jobs' in one GEMM, and its C
+// rows come back in the same place. Dense A not transposed; for a QuantizedMatmul, a
+// dense A (weight-only).
+bool IsStackable(const Job& job);
+// The rows a stackable job adds to a stacked launch.
+int64_t StackedRows(const Job& job);
 
 struct Batch {
   // The launch: the jobs' batch items concatenated in job order (batch = their sum,
-  // dense strides), or the single job's own problem when it is not batchable.
+  // dense strides), or the single job's own problem when it is not batchable; stacked:
+  // one GEMM of all the jobs' A rows against their shared B.
   GemmProblem problem;
   std::vector<std::unique_ptr<Job>> jobs;
+  // The kernel of the launch: the jobs' own, or for a stack the one chosen for it.
+  const Kernel* kernel = nullptr;
+  bool stacked = false;
+  // A stacked QuantizedMatmul's launch operands (StackedQuantized).
+  std::unique_ptr<QuantizedOperands> stacked_quantized;
 };
 
 // The launch problem for `jobs` (non-empty, one key; several only when all batchable).
 GemmProblem PackedProblem(const std::vector<std::unique_ptr<Job>>& jobs);
+// The launch problem and (QuantizedMatmul) operands for stacking `jobs` (one key, all
+// stackable): m is the sum of their rows; the quantized A is empty (the device gathers
+// the jobs' rows) and B is the first job's.
+GemmProblem StackedProblem(const std::vector<std::unique_ptr<Job>>& jobs);
+std::unique_ptr<QuantizedOperands> StackedQuantized(const std::vector<std::unique_ptr<Job>>& jobs);
 
 // The device's view of a batch: its kernel, problem and each job's operands.
 DeviceLaunch LaunchOf(const Batch& batch);

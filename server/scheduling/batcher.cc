@@ -209,25 +209,29 @@ const BatchKey* Batcher::ReadyKey(absl::Time now, absl::Time* next_ready) const 
   return best;
 }
 
-int Batcher::PickDevice() const {
+int Batcher::PickDevice(int required) const {
   int best = -1;
   for (const DeviceState& d : devices_) {
-    if (!d.healthy || d.free_lanes <= 0) continue;
+    if (!d.healthy || d.free_lanes <= 0 || (required >= 0 && d.index != required)) continue;
     if (best < 0 || d.outstanding_flops < devices_[best].outstanding_flops) best = d.index;
   }
   return best;
 }
 
-Batcher::Placed Batcher::FormBatch(KeyQueue& queue, absl::Time now,
+Batcher::Placed Batcher::FormBatch(const BatchKey& key, KeyQueue& queue, absl::Time now,
                                    std::vector<Dropped>* dropped) {
-  Placed placed;
-  while (!queue.jobs.empty() && placed.batch.jobs.size() < options_.max_batch_size) {
+  std::vector<Queued> taken;
+  int64_t bytes = 0, rows = 0;
+  const bool quantized_stack = key.stacked && key.quantized;
+  while (!queue.jobs.empty() && taken.size() < options_.max_batch_size) {
     Queued& head = queue.jobs.front();
     const bool batchable = IsBatchable(*head.job);
     // A non-batchable job runs alone; the byte cap holds except for a lone job, which
     // Submit already checked.
-    if (!placed.batch.jobs.empty() &&
-        (!batchable || placed.bytes + head.bytes > max_batch_bytes_)) {
+    if (!taken.empty() &&
+        (!batchable || bytes + head.bytes > max_batch_bytes_ ||
+         (quantized_stack &&
+          rows + StackedRows(*head.job) > options_.max_stacked_quantized_rows))) {
       break;
     }
     Queued q = std::move(head);
@@ -240,14 +244,51 @@ Batcher::Placed Batcher::FormBatch(KeyQueue& queue, absl::Time now,
       dropped->push_back({std::move(q.job), std::move(reason)});
       continue;
     }
-    placed.bytes += q.bytes;
+    bytes += q.bytes;
+    if (key.stacked) rows += StackedRows(*q.job);
+    const bool alone = !batchable;
+    taken.push_back(std::move(q));
+    if (alone) break;
+  }
+  Placed placed;
+  if (taken.empty()) return placed;
+  // A stack of several jobs runs on the kernel chosen for its M (unless the jobs named
+  // theirs); without one it shrinks to its first job and the others wait for the next.
+  Batch& batch = placed.batch;
+  if (key.stacked && taken.size() > 1) {
+    std::vector<std::unique_ptr<Job>> probe;
+    for (Queued& q : taken) probe.push_back(std::move(q.job));
+    GemmProblem problem = StackedProblem(probe);
+    std::unique_ptr<QuantizedOperands> stacked_q =
+        key.quantized ? StackedQuantized(probe) : nullptr;
+    absl::StatusOr<const Kernel*> kernel = probe.front()->kernel;
+    if (!probe.front()->kernel_forced) {
+      kernel = options_.stack_kernel
+                   ? options_.stack_kernel(*probe.front(), problem, stacked_q.get())
+                   : absl::StatusOr<const Kernel*>(absl::UnimplementedError("no stack kernel"));
+    }
+    for (size_t i = 0; i < taken.size(); ++i) taken[i].job = std::move(probe[i]);
+    if (kernel.ok() && *kernel != nullptr) {
+      batch.stacked = true;
+      batch.kernel = *kernel;
+      batch.problem = problem;
+      batch.stacked_quantized = std::move(stacked_q);
+    } else {
+      for (size_t i = taken.size(); i-- > 1;) {
+        queue.bytes += taken[i].bytes;
+        ++queued_;
+        bytes -= taken[i].bytes;
+        queue.jobs.push_front(std::move(taken[i]));
+      }
+      taken.resize(1);
+    }
+  }
+  for (Queued& q : taken) {
     placed.flops += q.job->problem.Flops();
-    placed.batch.jobs.push_back(std::move(q.job));
-    if (!batchable) break;
+    batch.jobs.push_back(std::move(q.job));
   }
-  if (!placed.batch.jobs.empty()) {
-    placed.batch.problem = PackedProblem(placed.batch.jobs);
-  }
+  placed.bytes = bytes;
+  if (!batch.stacked) batch.problem = PackedProblem(batch.jobs);
   return placed;
 }
 
@@ -304,21 +345,44 @@ void Batcher::DispatchLoop() {
     }
     const absl::Time now = clock_->Now();
     absl::Time next_ready = absl::InfiniteFuture();
-    const int device = PickDevice();
+    const int any_device = PickDevice();
     bool placed_something = false;
-    if (device >= 0 && !orphans_.empty()) {
+    if (!orphans_.empty() && orphans_.front().batch.jobs.front()->device >= 0) {
+      // Its jobs' resident tensors are on the device that faulted: nowhere else to run.
       Placed placed = std::move(orphans_.front());
       orphans_.pop_front();
-      PlaceOn(device, std::move(placed));
+      Release(placed.bytes);
+      for (std::unique_ptr<Job>& job : placed.batch.jobs) {
+        dropped.push_back({std::move(job), absl::UnavailableError(
+                                               "the device holding this request's resident "
+                                               "tensors faulted; they are lost")});
+      }
       placed_something = true;
-    } else if (const BatchKey* key = ReadyKey(now, &next_ready);
-               key != nullptr && device >= 0) {
-      auto it = queues_.find(*key);
-      Placed placed = FormBatch(it->second, now, &dropped);
-      if (it->second.jobs.empty()) queues_.erase(it);
-      PublishQueueDepth();
-      if (!placed.batch.jobs.empty()) PlaceOn(device, std::move(placed));
-      placed_something = true;  // or dropped jobs: look again either way
+    } else if (any_device >= 0 && !orphans_.empty()) {
+      Placed placed = std::move(orphans_.front());
+      orphans_.pop_front();
+      PlaceOn(any_device, std::move(placed));
+      placed_something = true;
+    } else if (const BatchKey* key = ReadyKey(now, &next_ready); key != nullptr) {
+      const bool lost = key->device >= 0 && !devices_[key->device].healthy;
+      const int device = key->device >= 0 ? PickDevice(key->device) : any_device;
+      if (lost || device >= 0) {
+        auto it = queues_.find(*key);
+        Placed placed = FormBatch(*key, it->second, now, &dropped);
+        if (it->second.jobs.empty()) queues_.erase(it);
+        PublishQueueDepth();
+        if (lost) {
+          Release(placed.bytes);
+          for (std::unique_ptr<Job>& job : placed.batch.jobs) {
+            dropped.push_back({std::move(job),
+                               absl::UnavailableError("the device holding this request's "
+                                                      "resident tensors faulted")});
+          }
+        } else if (!placed.batch.jobs.empty()) {
+          PlaceOn(device, std::move(placed));
+        }
+        placed_something = true;  // or dropped jobs: look again either way
+      }
     }
     if (!dropped.empty()) {
       mu_.Unlock();
@@ -391,7 +455,14 @@ void Batcher::LaneLoop(int device_index, int lane) {
         }
       }
       batch.jobs = std::move(keep);
-      if (!dropped.empty() && !batch.jobs.empty()) batch.problem = PackedProblem(batch.jobs);
+      if (!dropped.empty() && !batch.jobs.empty()) {
+        if (batch.stacked) {
+          batch.problem = StackedProblem(batch.jobs);
+          if (batch.stacked_quantized) batch.stacked_quantized = StackedQuantized(batch.jobs);
+        } else {
+          batch.problem = PackedProblem(batch.jobs);
+        }
+      }
     }
     Answer(std::move(dropped));
 

@@ -32,6 +32,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/scheduling/batch.h"
@@ -54,6 +55,15 @@ class Batcher : public JobExecutor {
     // Hold a lone job for max_queue_delay even when a device is idle and nothing else
     // is arriving (the batch window as a fixed delay).
     bool wait_when_idle = false;
+    // Stacks of QuantizedMatmuls against one resident weight hold at most this many A
+    // rows (the skinny kernels' range).
+    int64_t max_stacked_quantized_rows = 64;
+    // The kernel for a stack of jobs against one resident B (`problem`, and for
+    // QuantizedMatmul `quantized`): the backend's choice for the stack's M. Unset, or an
+    // error: such jobs run one by one.
+    std::function<absl::StatusOr<const Kernel*>(const Job& first, const GemmProblem& problem,
+                                                const QuantizedOperands* quantized)>
+        stack_kernel;
   };
 
   // `devices`, `metrics` (may be null) and `clock` must outlive the batcher.
@@ -119,13 +129,14 @@ class Batcher : public JobExecutor {
   // *next_ready to when the earliest not-yet-ready queue becomes ready.
   const BatchKey* ReadyKey(absl::Time now, absl::Time* next_ready) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Healthy device with a free lane and the least outstanding work; -1 if none.
-  int PickDevice() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Healthy device with a free lane and the least outstanding work (`required`, when
+  // >= 0, or none); -1 if none.
+  int PickDevice(int required = -1) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a queued job should go now rather than wait for company: some healthy
   // device has every lane free and no request is on its way.
   bool IdleNow() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Placed FormBatch(KeyQueue& queue, absl::Time now, std::vector<Dropped>* dropped)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Placed FormBatch(const BatchKey& key, KeyQueue& queue, absl::Time now,
+                   std::vector<Dropped>* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PlaceOn(int device, Placed placed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why a job must not run now (expired, cancelled), or OK.
   absl::Status DropReason(const Job& job, absl::Time now) const;

@@ -41,6 +41,17 @@ struct Job {
   // (operands.a/b are then unused; `problem` is the FP32 equivalent, which sizes
   // admission and placement). Such jobs always run alone.
   const QuantizedOperands* quantized = nullptr;
+  // Operands that are resident tensors in device memory (server/store); null ones come
+  // from `operands` / `pieces` / `quantized`. On a backend whose resident memory is host
+  // memory they are plain host operands instead, and this stays empty.
+  DeviceOperands resident;
+  // A resident B (its memory, wherever it is), or null: jobs against the same resident B
+  // share launches however their M differ (stacked: their A rows one after another).
+  const void* shared_b = nullptr;
+  // The device the job must run on (where its resident tensors are), or -1 for any.
+  int device = -1;
+  // Whether the request named its kernel (then a stacked launch keeps it).
+  bool kernel_forced = false;
   absl::Time accepted;  // when it was queued (validated, operands prepared)
   absl::Time deadline = absl::InfiniteFuture();
   // True once the caller gave up; polled before the job reaches a device. May be empty.

@@ -49,11 +49,16 @@ absl::Status CheckHostBuffers(const DeviceLaunch& launch) {
     const GemmProblem& p = launch.items[j].problem;
     const GemmOperands& host = launch.items[j].host;
     const HostPieces& pieces = launch.items[j].pieces ? *launch.items[j].pieces : kNone;
-    const bool missing = (p.ElementsA() > 0 && host.a == nullptr && pieces.a.empty()) ||
-                         (p.ElementsB() > 0 && host.b == nullptr && pieces.b.empty()) ||
-                         (p.beta != 0.0f && p.ElementsCIn() > 0 && host.c_in == nullptr &&
-                          pieces.c_in.empty()) ||
-                         (p.ElementsC() > 0 && host.c_out == nullptr);
+    static const DeviceOperands kNotResident;
+    const DeviceOperands& r = launch.items[j].resident ? *launch.items[j].resident : kNotResident;
+    // A stacked launch reads B once, the first item's.
+    const bool needs_b = !launch.stacked || j == 0;
+    const bool missing =
+        (p.ElementsA() > 0 && host.a == nullptr && pieces.a.empty() && r.a == nullptr) ||
+        (needs_b && p.ElementsB() > 0 && host.b == nullptr && pieces.b.empty() && r.b == nullptr) ||
+        (p.beta != 0.0f && p.ElementsCIn() > 0 && host.c_in == nullptr && pieces.c_in.empty() &&
+         r.c_in == nullptr) ||
+        (p.ElementsC() > 0 && host.c_out == nullptr && r.c_out == nullptr);
     if (missing) {
       return absl::InvalidArgumentError(
           absl::StrCat("item ", j, " of the launch is missing a host operand buffer"));
@@ -62,19 +67,35 @@ absl::Status CheckHostBuffers(const DeviceLaunch& launch) {
   return absl::OkStatus();
 }
 
+// The resident B every item of the launch reads (the device memory of one tensor), or
+// null when B comes from the host.
+const void* SharedResidentB(const DeviceLaunch& launch) {
+  const void* b = nullptr;
+  for (const LaunchItem& item : launch.items) {
+    const void* mine = item.resident != nullptr ? item.resident->b : nullptr;
+    if (mine == nullptr || (b != nullptr && mine != b)) return nullptr;
+    b = mine;
+    if (launch.stacked) break;
+  }
+  return b;
+}
+
 }  // namespace
 
 // Regions are arena offsets until the arena is acquired.
 struct CudaDevice::ArenaPlan {
+  // `host` is device memory (a resident tensor) when `device`: copied on the device.
   struct In {
     const void* host;
     int64_t at;
     int64_t bytes;
+    bool device = false;
   };
   struct Out {
     int64_t at;
     void* host;
     int64_t bytes;
+    bool device = false;
   };
   std::vector<In> in;  // in arena order
   std::vector<Out> out;
@@ -113,9 +134,12 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal,
   size_t free_bytes = 0;
   size_t total_bytes = 0;
   RETURN_IF_CUDA_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
-  const int64_t cap = options.memory_limit_bytes > 0
-                          ? options.memory_limit_bytes
-                          : static_cast<int64_t>(static_cast<double>(free_bytes) * 0.9);
+  const int64_t cap =
+      options.memory_limit_bytes > 0
+          ? options.memory_limit_bytes
+          : std::max<int64_t>(int64_t{256} << 20,
+                              static_cast<int64_t>(static_cast<double>(free_bytes) * 0.9) -
+                                  options.resident_bytes);
   device->pool_ = std::make_unique<DeviceMemoryPool>(cap, options.lanes);
   device->copier_ = std::make_unique<HostCopier>(std::max(0, options.copy_threads));
   device->lanes_.reserve(static_cast<size_t>(options.lanes));
@@ -219,9 +243,14 @@ absl::StatusOr<CudaDevice::ArenaPlan> CudaDevice::PlanDense(
   const GemmProblem fp32 = Fp32Output(problem);
   const int64_t c_in_elements = reads_c ? problem.ElementsCIn() : 0;
   const int64_t c_elements = problem.ElementsC();
+  // B read where it is resident, or once for a stacked launch (the items share it).
+  const void* shared_b = SharedResidentB(launch);
+  const int64_t b_region = shared_b != nullptr ? 0
+                           : launch.stacked    ? Span(layout.b_offset, layout.b_bytes, 0)
+                                               : layout.b_bytes;
   const int64_t a_at = 0;
   const int64_t b_at = AlignUp(a_at + layout.a_bytes);
-  const int64_t c_in_at = AlignUp(b_at + layout.b_bytes);
+  const int64_t c_in_at = AlignUp(b_at + b_region);
   // +16 bytes after each conversion target: LaunchConvert writes whole 16-byte groups.
   const int64_t c_at = AlignUp(c_in_at + layout.c_in_bytes);
   int64_t end = AlignUp(c_at + layout.c_bytes + 16);
@@ -236,9 +265,17 @@ absl::StatusOr<CudaDevice::ArenaPlan> CudaDevice::PlanDense(
 
   ArenaPlan plan;
   const std::vector<LaunchItem>& items = launch.items;
-  // An operand at `host`, or (host null) in `pieces` back to back.
-  auto add_in = [&plan](const void* host, const std::vector<absl::string_view>* pieces,
-                        int64_t at, int64_t bytes) {
+  static const DeviceOperands kNotResident;
+  auto resident = [&items](size_t j) -> const DeviceOperands& {
+    return items[j].resident != nullptr ? *items[j].resident : kNotResident;
+  };
+  // An operand resident on the device, at `host`, or (host null) in `pieces` back to back.
+  auto add_in = [&plan](const void* on_device, const void* host,
+                        const std::vector<absl::string_view>* pieces, int64_t at, int64_t bytes) {
+    if (on_device != nullptr) {
+      plan.in.push_back({on_device, at, bytes, true});
+      return;
+    }
     if (host != nullptr || pieces == nullptr) {
       plan.in.push_back({host, at, bytes});
       return;
@@ -252,32 +289,40 @@ absl::StatusOr<CudaDevice::ArenaPlan> CudaDevice::PlanDense(
     }
   };
   for (size_t j = 0; j < items.size(); ++j) {
-    add_in(items[j].host.a, items[j].pieces ? &items[j].pieces->a : nullptr,
+    add_in(resident(j).a, items[j].host.a, items[j].pieces ? &items[j].pieces->a : nullptr,
            a_at + layout.a_offset[j], Span(layout.a_offset, layout.a_bytes, j));
   }
-  for (size_t j = 0; j < items.size(); ++j) {
-    add_in(items[j].host.b, items[j].pieces ? &items[j].pieces->b : nullptr,
-           b_at + layout.b_offset[j], Span(layout.b_offset, layout.b_bytes, j));
+  if (shared_b == nullptr) {
+    for (size_t j = 0; j < (launch.stacked ? 1 : items.size()); ++j) {
+      add_in(resident(j).b, items[j].host.b, items[j].pieces ? &items[j].pieces->b : nullptr,
+             b_at + layout.b_offset[j], Span(layout.b_offset, layout.b_bytes, j));
+    }
   }
   if (reads_c) {
     for (size_t j = 0; j < items.size(); ++j) {
-      add_in(items[j].host.c_in, items[j].pieces ? &items[j].pieces->c_in : nullptr,
-             c_in_at + layout.c_in_offset[j], Span(layout.c_in_offset, layout.c_in_bytes, j));
+      add_in(resident(j).c_in, items[j].host.c_in,
+             items[j].pieces ? &items[j].pieces->c_in : nullptr, c_in_at + layout.c_in_offset[j],
+             Span(layout.c_in_offset, layout.c_in_bytes, j));
     }
   }
   // The C region is contiguous across items, so it leaves in as few DMAs as the slots
-  // allow and is scattered to each item's own buffer on the host.
+  // allow and is scattered to each item's own buffer on the host (or, for a result kept
+  // resident, copied on the device).
   for (size_t j = 0; j < items.size(); ++j) {
-    plan.out.push_back({c_at + layout.c_offset[j], items[j].host.c_out,
-                        Span(layout.c_offset, layout.c_bytes, j)});
+    const int64_t bytes = Span(layout.c_offset, layout.c_bytes, j);
+    if (resident(j).c_out != nullptr) {
+      plan.out.push_back({c_at + layout.c_offset[j], resident(j).c_out, bytes, true});
+    } else {
+      plan.out.push_back({c_at + layout.c_offset[j], items[j].host.c_out, bytes});
+    }
   }
   plan.workspace_at = end;
   // The one-argument WorkspaceBytes assumes 16-byte-aligned operands, which the region
   // starts are; the exact count below can only differ if that assumption broke.
   plan.workspace_bytes = kernel.WorkspaceBytes(fp32);
   auto operands = [=](char* arena) {
-    return GemmOperands{arena + a_at, arena + b_at, reads_c ? arena + c_in32_at : nullptr,
-                        arena + c32_at};
+    return GemmOperands{arena + a_at, shared_b != nullptr ? shared_b : arena + b_at,
+                        reads_c ? arena + c_in32_at : nullptr, arena + c32_at};
   };
   plan.exact_workspace = [&kernel, fp32, operands](char* arena) {
     return kernel.WorkspaceBytes(fp32, operands(arena));
@@ -305,48 +350,99 @@ absl::StatusOr<CudaDevice::ArenaPlan> CudaDevice::PlanDense(
 
 absl::StatusOr<CudaDevice::ArenaPlan> CudaDevice::PlanQuantized(
     const DeviceLaunch& launch, const gpu::QuantizedGemmKernel& kernel) const {
-  const LaunchItem& item = launch.items.front();
-  if (launch.items.size() != 1 || item.quantized == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kernel ", std::string(kernel.name()), " runs one QuantizedMatmul at a time"));
+  const std::vector<LaunchItem>& items = launch.items;
+  const bool stacked = launch.stacked_quantized != nullptr;
+  if ((!stacked && items.size() != 1) || items.front().quantized == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel ", std::string(kernel.name()),
+        " runs one QuantizedMatmul at a time, or a stack of them against one weight"));
   }
-  const QuantizedOperands& q = *item.quantized;
-  if (item.host.c_out == nullptr) {
-    return absl::InvalidArgumentError("quantized launch without a result buffer");
+  // The launch's operands: the one item's, or the stack's (m = every item's rows).
+  const QuantizedOperands& q = stacked ? *launch.stacked_quantized : *items.front().quantized;
+  static const DeviceOperands kNotResident;
+  auto resident = [&items](size_t j) -> const DeviceOperands& {
+    return items[j].resident != nullptr ? *items[j].resident : kNotResident;
+  };
+  for (size_t j = 0; j < items.size(); ++j) {
+    if (items[j].host.c_out == nullptr && resident(j).c_out == nullptr) {
+      return absl::InvalidArgumentError("quantized launch without a result buffer");
+    }
   }
   // A as the kernel reads it: packed codes and scales, or dense rows (a quantized A is
-  // dequantized at admission for such a kernel).
+  // dequantized at admission for such a kernel). A stack's A is dense: the items' rows.
   const bool packed_a = kernel.reads_packed_a();
-  if (packed_a != q.a.has_value()) {
+  if (packed_a != q.a.has_value() || (stacked && packed_a)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "kernel ", std::string(kernel.name()), packed_a ? " reads a quantized A" : " reads a dense A"));
   }
-  const absl::string_view a_bytes = packed_a ? q.a->data : q.a_dense;
+  // Resident operands are read where they are (cudaMalloc'd, so aligned as the kernels
+  // need); the rest is staged into the arena: A | A scales | B codes | B scales | C.
+  const DeviceOperands& first = resident(0);
+  const bool b_resident = first.b != nullptr;
+  const bool a_resident = !stacked && first.a != nullptr;
+  const bool c_resident = !stacked && first.c_out != nullptr;
+  int64_t a_bytes = 0;
+  for (const LaunchItem& item : items) {
+    const QuantizedOperands& mine = *item.quantized;
+    a_bytes += static_cast<int64_t>(packed_a ? mine.a->data.size() : mine.a_dense.size());
+  }
   const absl::string_view a_scales = packed_a ? q.a->scales : absl::string_view();
-
-  // Arena: A | A scales | B codes | B scales | C | workspace, 256-byte aligned regions.
   const int64_t a_at = 0;
-  const int64_t a_scales_at = AlignUp(a_at + static_cast<int64_t>(a_bytes.size()));
-  const int64_t b_at = AlignUp(a_scales_at + static_cast<int64_t>(a_scales.size()));
-  const int64_t b_scales_at = AlignUp(b_at + static_cast<int64_t>(q.b.data.size()));
-  const int64_t c_at = AlignUp(b_scales_at + static_cast<int64_t>(q.b.scales.size()));
+  const int64_t a_scales_at = AlignUp(a_at + (a_resident ? 0 : a_bytes));
+  const int64_t b_at =
+      AlignUp(a_scales_at + (a_resident ? 0 : static_cast<int64_t>(a_scales.size())));
+  const int64_t b_scales_at =
+      AlignUp(b_at + (b_resident ? 0 : static_cast<int64_t>(q.b.data.size())));
+  const int64_t c_at =
+      AlignUp(b_scales_at + (b_resident ? 0 : static_cast<int64_t>(q.b.scales.size())));
   const int64_t c_bytes = q.m * q.n * static_cast<int64_t>(sizeof(float));
   ArenaPlan plan;
-  plan.in.push_back({a_bytes.data(), a_at, static_cast<int64_t>(a_bytes.size())});
-  if (packed_a) {
-    plan.in.push_back({a_scales.data(), a_scales_at, static_cast<int64_t>(a_scales.size())});
+  if (!a_resident) {
+    int64_t at = a_at;
+    for (const LaunchItem& item : items) {
+      const QuantizedOperands& mine = *item.quantized;
+      const absl::string_view rows = packed_a ? mine.a->data : mine.a_dense;
+      plan.in.push_back({rows.data(), at, static_cast<int64_t>(rows.size())});
+      at += static_cast<int64_t>(rows.size());
+    }
+    if (packed_a) {
+      plan.in.push_back({a_scales.data(), a_scales_at, static_cast<int64_t>(a_scales.size())});
+    }
   }
-  plan.in.push_back({q.b.data.data(), b_at, static_cast<int64_t>(q.b.data.size())});
-  plan.in.push_back({q.b.scales.data(), b_scales_at, static_cast<int64_t>(q.b.scales.size())});
-  plan.out.push_back({c_at, item.host.c_out, c_bytes});
-  plan.workspace_at = AlignUp(c_at + c_bytes);
+  if (!b_resident) {
+    plan.in.push_back({q.b.data.data(), b_at, static_cast<int64_t>(q.b.data.size())});
+    plan.in.push_back({q.b.scales.data(), b_scales_at, static_cast<int64_t>(q.b.scales.size())});
+  }
+  // Each item's rows of C, in order (one item: all of C).
+  int64_t c_offset = 0;
+  for (size_t j = 0; j < items.size(); ++j) {
+    const int64_t bytes = items[j].quantized->m * q.n * static_cast<int64_t>(sizeof(float));
+    if (!c_resident) {
+      if (resident(j).c_out != nullptr) {
+        plan.out.push_back({c_at + c_offset, resident(j).c_out, bytes, true});
+      } else {
+        plan.out.push_back({c_at + c_offset, items[j].host.c_out, bytes});
+      }
+    }
+    c_offset += bytes;
+  }
+  plan.workspace_at = AlignUp(c_at + (c_resident ? 0 : c_bytes));
   plan.workspace_bytes = kernel.WorkspaceBytes(q);
   const QuantizedOperands* operands = &q;
-  plan.launch = [&kernel, operands, a_at, a_scales_at, b_at, b_scales_at, c_at](
+  const void* a_dev = a_resident ? first.a : nullptr;
+  const void* a_scales_dev = a_resident ? first.a_scales : nullptr;
+  const void* b_dev = b_resident ? first.b : nullptr;
+  const void* b_scales_dev = b_resident ? first.b_scales : nullptr;
+  void* c_dev = c_resident ? first.c_out : nullptr;
+  plan.launch = [&kernel, operands, a_at, a_scales_at, b_at, b_scales_at, c_at, a_dev,
+                 a_scales_dev, b_dev, b_scales_dev, c_dev](
                     char* arena, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-    const gpu::QuantizedDeviceOperands d{arena + a_at, arena + a_scales_at, arena + b_at,
-                                         arena + b_scales_at,
-                                         reinterpret_cast<float*>(arena + c_at)};
+    const gpu::QuantizedDeviceOperands d{
+        a_dev != nullptr ? a_dev : arena + a_at,
+        a_dev != nullptr ? a_scales_dev : arena + a_scales_at,
+        b_dev != nullptr ? b_dev : arena + b_at,
+        b_dev != nullptr ? b_scales_dev : arena + b_scales_at,
+        reinterpret_cast<float*>(c_dev != nullptr ? c_dev : arena + c_at)};
     return kernel.Launch(*operands, d, workspace, workspace_bytes, stream);
   };
   return plan;
@@ -399,6 +495,13 @@ absl::Status CudaDevice::Execute(const ArenaPlan& plan, Lane& lane, int lane_ind
   in.reserve(plan.in.size() * 2);
   int64_t covered = -1;  // arena bytes up to `covered` are in `in`, or -1 for none
   for (const ArenaPlan::In& region : plan.in) {
+    if (region.device) {
+      GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(
+          cudaMemcpyAsync(arena + region.at, region.host, static_cast<size_t>(region.bytes),
+                          cudaMemcpyDeviceToDevice, stream)));
+      covered = -1;  // no gap fill across it: the staged bytes land after this copy
+      continue;
+    }
     if (region.bytes >= kDirectDmaBytes && IsPageLocked(region.host)) {
       GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(
           cudaMemcpyAsync(arena + region.at, region.host, static_cast<size_t>(region.bytes),
@@ -428,6 +531,13 @@ absl::Status CudaDevice::Execute(const ArenaPlan& plan, Lane& lane, int lane_ind
   out.reserve(plan.out.size());
   bool direct_out = false;
   for (const ArenaPlan::Out& region : plan.out) {
+    if (region.device) {
+      GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(
+          cudaMemcpyAsync(region.host, arena + region.at, static_cast<size_t>(region.bytes),
+                          cudaMemcpyDeviceToDevice, stream)));
+      direct_out = true;
+      continue;
+    }
     if (region.bytes >= kDirectDmaBytes && IsPageLocked(region.host)) {
       GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(
           cudaMemcpyAsync(region.host, arena + region.at, static_cast<size_t>(region.bytes),
@@ -450,6 +560,47 @@ absl::Status CudaDevice::Execute(const ArenaPlan& plan, Lane& lane, int lane_ind
   times->compute = absl::Microseconds(static_cast<int64_t>(compute_ms * 1e3));
   times->copy_out = std::max(absl::ZeroDuration(),
                              absl::Now() - start - times->copy_in - times->compute);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> CudaDevice::AllocateResident(int64_t bytes) {
+  absl::StatusOr<gpu::ScopedDevice> current = gpu::ScopedDevice::Create(ordinal_);
+  if (!current.ok()) return current.status();
+  void* memory = nullptr;
+  const cudaError_t error = cudaMalloc(&memory, static_cast<size_t>(bytes));
+  if (error == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // not sticky: clear it
+    return absl::ResourceExhaustedError(
+        absl::StrCat(description_.name, " has no ", bytes, " bytes of device memory free"));
+  }
+  if (error != cudaSuccess) return Fault(GEMMD_CUDA_STATUS(error));
+  return memory;
+}
+
+void CudaDevice::FreeResident(void* memory) {
+  absl::StatusOr<gpu::ScopedDevice> current = gpu::ScopedDevice::Create(ordinal_);
+  (void)cudaFree(memory);
+}
+
+absl::Status CudaDevice::WriteResident(void* resident, const void* host, size_t bytes) {
+  absl::StatusOr<gpu::ScopedDevice> current = gpu::ScopedDevice::Create(ordinal_);
+  if (!current.ok()) return current.status();
+  if (!healthy()) return absl::UnavailableError(absl::StrCat(description_.name, " is unhealthy"));
+  GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaMemcpyAsync(resident, host, bytes,
+                                                         cudaMemcpyHostToDevice,
+                                                         cudaStreamPerThread)));
+  GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaStreamSynchronize(cudaStreamPerThread)));
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::ReadResident(void* host, const void* resident, size_t bytes) {
+  absl::StatusOr<gpu::ScopedDevice> current = gpu::ScopedDevice::Create(ordinal_);
+  if (!current.ok()) return current.status();
+  if (!healthy()) return absl::UnavailableError(absl::StrCat(description_.name, " is unhealthy"));
+  GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaMemcpyAsync(host, resident, bytes,
+                                                         cudaMemcpyDeviceToHost,
+                                                         cudaStreamPerThread)));
+  GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaStreamSynchronize(cudaStreamPerThread)));
   return absl::OkStatus();
 }
 

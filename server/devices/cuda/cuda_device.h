@@ -51,6 +51,9 @@ struct CudaDeviceOptions {
   // sooner, and for small requests costs no more CPU per request than the sleep and
   // wake-up (docs/BENCHMARKS.md, "Transport").
   bool blocking_sync = false;
+  // Device memory the tensor store may take (--tensor_store_bytes): a default pool cap
+  // (memory_limit_bytes 0) leaves it out.
+  int64_t resident_bytes = 0;
 };
 
 class CudaDevice : public Device {
@@ -84,6 +87,15 @@ class CudaDevice : public Device {
 
   bool healthy() const override { return healthy_.load(std::memory_order_acquire); }
   DeviceMemoryUsage memory() const override;
+
+  // Resident tensors in this GPU's memory (cudaMalloc, outside the pool: the pool's cap
+  // leaves room for the store's, CudaDeviceOptions::resident_bytes). Copies go through
+  // the calling thread's default stream, so they never wait for a lane's launches.
+  absl::StatusOr<void*> AllocateResident(int64_t bytes) override;
+  void FreeResident(void* memory) override;
+  absl::Status WriteResident(void* resident, const void* host, size_t bytes) override;
+  absl::Status ReadResident(void* host, const void* resident, size_t bytes) override;
+  bool resident_in_host_memory() const override { return false; }
 
  private:
   struct Lane {

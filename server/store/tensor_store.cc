@@ -1,0 +1,488 @@
+#include "server/store/tensor_store.h"
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "server/observability/log.h"
+
+namespace gemmd {
+namespace {
+
+constexpr absl::string_view kHandlePrefix = "t1-";
+
+// `bytes` random bytes in hex, from the kernel's generator (never a seeded PRNG: a handle
+// is a capability, guessing one must be as hard as guessing 128 random bits).
+std::string RandomHex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  size_t got = 0;
+  while (got < bytes) {
+    const ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  return absl::BytesToHexString(raw);
+}
+
+// The instance part of a handle, or "" when it is not one of ours in form.
+absl::string_view InstanceOf(absl::string_view handle) {
+  if (!absl::ConsumePrefix(&handle, kHandlePrefix)) return "";
+  const size_t dash = handle.find('-');
+  return dash == absl::string_view::npos ? "" : handle.substr(0, dash);
+}
+
+// At most this much of a client's handle goes into a message.
+std::string Shown(absl::string_view handle) {
+  std::string shown(handle.substr(0, 80));
+  for (char& c : shown) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return handle.size() > 80 ? shown + "..." : shown;
+}
+
+}  // namespace
+
+// Bytes taken from the cap, per device; shared with the tensors' deleters, which give
+// bytes back when the last pin of a tensor goes (possibly after the store itself).
+struct TensorStore::Accounts {
+  absl::Mutex mu;
+  int64_t used ABSL_GUARDED_BY(mu) = 0;
+  std::vector<int64_t> per_device ABSL_GUARDED_BY(mu);
+
+  // Takes `bytes` of `cap` for `device`, or RESOURCE_EXHAUSTED with what was asked and free.
+  absl::Status Take(int64_t bytes, int64_t cap, int device) {
+    absl::MutexLock lock(&mu);
+    if (bytes > cap - used) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the tensor store is full: this tensor needs ", bytes, " bytes and ",
+          std::max<int64_t>(0, cap - used), " of ", cap,
+          " are free (--tensor_store_bytes); delete tensors or let them expire"));
+    }
+    used += bytes;
+    per_device[device] += bytes;
+    return absl::OkStatus();
+  }
+  void Give(int64_t bytes, int device) {
+    absl::MutexLock lock(&mu);
+    used -= bytes;
+    per_device[device] -= bytes;
+  }
+  int64_t Used() {
+    absl::MutexLock lock(&mu);
+    return used;
+  }
+  int64_t UsedOn(int device) {
+    absl::MutexLock lock(&mu);
+    return per_device[device];
+  }
+};
+
+TensorStore::TensorStore(TensorStoreOptions options, std::vector<Device*> devices,
+                         ServerMetrics* metrics, Clock* clock)
+    : options_(options),
+      devices_(std::move(devices)),
+      metrics_(metrics),
+      clock_(clock),
+      instance_(RandomHex(8)),
+      accounts_(std::make_shared<Accounts>()) {
+  {
+    absl::MutexLock lock(&accounts_->mu);
+    accounts_->per_device.assign(devices_.size(), 0);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    tensors_per_device_.assign(devices_.size(), 0);
+    for (size_t d = 0; d < devices_.size(); ++d) Publish(static_cast<int>(d));
+  }
+  sweeper_ = std::thread([this] { SweepLoop(); });
+}
+
+TensorStore::~TensorStore() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    stop_cv_.SignalAll();
+  }
+  sweeper_.join();
+}
+
+int64_t TensorStore::used_bytes() const { return accounts_->Used(); }
+
+void TensorStore::Publish(int device_index) {
+  if (metrics_ == nullptr) return;
+  metrics_->SetTensorStoreBytes(device_index, accounts_->UsedOn(device_index));
+  metrics_->SetTensorStoreTensors(device_index, tensors_per_device_[device_index]);
+}
+
+absl::Status TensorStore::CheckTtl(absl::Duration ttl) const {
+  if (ttl < absl::ZeroDuration() || ttl > options_.max_ttl) {
+    return absl::InvalidArgumentError(absl::StrCat("ttl_s ", absl::ToInt64Seconds(ttl),
+                                                   " is out of range; expected 0 (no expiry) to ",
+                                                   absl::ToInt64Seconds(options_.max_ttl)));
+  }
+  return absl::OkStatus();
+}
+
+int TensorStore::PickDevice() const {
+  // The healthy device with the fewest resident bytes (tensors spread over GPUs).
+  int best = -1;
+  int64_t best_bytes = 0;
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    if (!devices_[d]->healthy()) continue;
+    const int64_t used = accounts_->UsedOn(static_cast<int>(d));
+    if (best < 0 || used < best_bytes) {
+      best = static_cast<int>(d);
+      best_bytes = used;
+    }
+  }
+  return best;
+}
+
+std::string TensorStore::NewHandle() const {
+  return absl::StrCat(kHandlePrefix, instance_, "-", RandomHex(16));
+}
+
+absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSpec& spec,
+                                                                  int device_index,
+                                                                  absl::Duration ttl,
+                                                                  std::string label) {
+  if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
+  if (absl::Status s = CheckTtl(ttl); !s.ok()) return s;
+  if (label.size() > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("header.label has ", label.size(), " bytes; at most 256 are kept"));
+  }
+  if (device_index < 0 || device_index >= static_cast<int>(devices_.size())) {
+    return absl::UnavailableError("no healthy device to keep the tensor on");
+  }
+  const int64_t bytes = StoredBytes(spec);
+  // The cap first, then the memory: nothing is allocated for a tensor that cannot stay.
+  if (absl::Status s = accounts_->Take(bytes, options_.cap_bytes, device_index); !s.ok()) {
+    return s;
+  }
+  Device* device = devices_[device_index];
+  absl::StatusOr<void*> memory = device->AllocateResident(bytes);
+  if (!memory.ok()) {
+    accounts_->Give(bytes, device_index);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "no memory for a ", bytes, "-byte tensor on ", device->description().name, ": ",
+        memory.status().message()));
+  }
+  std::shared_ptr<Accounts> accounts = accounts_;
+  ServerMetrics* metrics = metrics_;
+  auto free_tensor = [accounts, metrics](StoredTensor* t) {
+    t->device->FreeResident(t->memory);
+    accounts->Give(t->bytes, t->device_index);
+    if (metrics != nullptr) {
+      metrics->SetTensorStoreBytes(t->device_index, accounts->UsedOn(t->device_index));
+    }
+    delete t;
+  };
+  std::shared_ptr<StoredTensor> tensor(new StoredTensor(), free_tensor);
+  tensor->handle = NewHandle();
+  tensor->spec = spec;
+  tensor->device_index = device_index;
+  tensor->device = device;
+  tensor->memory = *memory;
+  tensor->bytes = bytes;
+  tensor->created = clock_->Now();
+  if (ttl > absl::ZeroDuration()) tensor->expires = tensor->created + ttl;
+  tensor->label = std::move(label);
+  return tensor;
+}
+
+absl::StatusOr<std::unique_ptr<TensorStore::Upload>> TensorStore::Begin(const TensorSpec& spec,
+                                                                        absl::Duration ttl,
+                                                                        std::string label) {
+  absl::StatusOr<std::shared_ptr<StoredTensor>> tensor =
+      Create(spec, PickDevice(), ttl, std::move(label));
+  if (!tensor.ok()) return tensor.status();
+  std::unique_ptr<Upload> upload(new Upload());
+  upload->store_ = this;
+  upload->tensor_ = *std::move(tensor);
+  upload->data_bytes_ = DataBytes(spec);
+  upload->scales_bytes_ = ScaleBytes(spec);
+  upload->checker_ = ScaleChecker(spec, 0);
+  return upload;
+}
+
+absl::StatusOr<std::string> TensorStore::OpenParts(const TensorSpec& spec, absl::Duration ttl,
+                                                   std::string label, int parts) {
+  if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
+  if (parts < 2 || parts > Rows(spec) || parts > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "header.parts is ", parts, "; expected 2 to min(1024, rows = ", Rows(spec), ")"));
+  }
+  absl::StatusOr<std::shared_ptr<StoredTensor>> tensor =
+      Create(spec, PickDevice(), ttl, std::move(label));
+  if (!tensor.ok()) return tensor.status();
+  // Until every part is in, the tensor lives for the upload timeout (then its own TTL).
+  (*tensor)->expires = (*tensor)->created + options_.part_upload_timeout;
+  Entry entry;
+  entry.tensor = *tensor;
+  entry.complete = false;
+  entry.parts.assign(static_cast<size_t>(parts), 0);
+  entry.ttl = ttl;
+  const std::string handle = entry.tensor->handle;
+  absl::MutexLock lock(&mu_);
+  ++tensors_per_device_[entry.tensor->device_index];
+  Publish(entry.tensor->device_index);
+  tensors_.emplace(handle, std::move(entry));
+  return handle;
+}
+
+absl::StatusOr<std::unique_ptr<TensorStore::Upload>> TensorStore::BeginPart(
+    absl::string_view handle, int part) {
+  absl::MutexLock lock(&mu_);
+  auto it = tensors_.find(handle);
+  if (it == tensors_.end()) return NotFound(handle);
+  Entry& entry = it->second;
+  if (entry.complete) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("tensor ", Shown(handle), " is complete; parts go to an open tensor only"));
+  }
+  const int parts = static_cast<int>(entry.parts.size());
+  if (part < 0 || part >= parts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("header.part is ", part, "; tensor ", Shown(handle), " has parts 0 to ",
+                     parts - 1));
+  }
+  if (entry.parts[part] != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "part ", part, " of tensor ", Shown(handle), " is already ",
+        entry.parts[part] == 1 ? "being uploaded" : "uploaded"));
+  }
+  entry.parts[part] = 1;
+  const TensorSpec& spec = entry.tensor->spec;
+  const int64_t rows = Rows(spec);
+  const int64_t first = rows * part / parts;
+  const int64_t last = rows * (part + 1) / parts;
+  std::unique_ptr<Upload> upload(new Upload());
+  upload->store_ = this;
+  upload->tensor_ = entry.tensor;
+  upload->part_ = part;
+  upload->data_begin_ = first * RowDataBytes(spec);
+  upload->data_bytes_ = (last - first) * RowDataBytes(spec);
+  upload->scales_begin_ = first * RowScaleBytes(spec);
+  upload->scales_bytes_ = (last - first) * RowScaleBytes(spec);
+  upload->checker_ = ScaleChecker(spec, upload->scales_begin_);
+  return upload;
+}
+
+absl::Status TensorStore::Upload::Append(absl::string_view data, absl::string_view scales) {
+  const int64_t d = static_cast<int64_t>(data.size());
+  const int64_t s = static_cast<int64_t>(scales.size());
+  if (d > data_bytes_ - data_done_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data runs past the tensor's end: ", data_done_ + d, " bytes sent; ",
+        part_ < 0 ? absl::StrCat(SpecText(tensor_->spec), " has ")
+                  : absl::StrCat("part ", part_, " has "),
+        data_bytes_));
+  }
+  if (s > scales_bytes_ - scales_done_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scales run past the tensor's end: ", scales_done_ + s, " bytes sent; ",
+        part_ < 0 ? absl::StrCat(SpecText(tensor_->spec), " has ")
+                  : absl::StrCat("part ", part_, " has "),
+        scales_bytes_));
+  }
+  if (s > 0) {
+    if (absl::Status bad = checker_.Check(scales); !bad.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("scales: ", bad.message()));
+    }
+  }
+  char* memory = static_cast<char*>(tensor_->memory);
+  if (d > 0) {
+    if (absl::Status e = tensor_->device->WriteResident(memory + data_begin_ + data_done_,
+                                                        data.data(), data.size());
+        !e.ok()) {
+      return absl::InternalError(absl::StrCat("storing data: ", e.message()));
+    }
+    data_done_ += d;
+  }
+  if (s > 0) {
+    if (absl::Status e = tensor_->device->WriteResident(
+            memory + ScalesOffset(tensor_->spec) + scales_begin_ + scales_done_, scales.data(),
+            scales.size());
+        !e.ok()) {
+      return absl::InternalError(absl::StrCat("storing scales: ", e.message()));
+    }
+    scales_done_ += s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> TensorStore::Upload::Finish() {
+  if (data_done_ != data_bytes_ || scales_done_ != scales_bytes_) {
+    std::string what = part_ < 0 ? SpecText(tensor_->spec) : absl::StrCat("part ", part_);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the stream ended after ", data_done_, " data bytes",
+        scales_bytes_ > 0 ? absl::StrCat(" and ", scales_done_, " scale bytes") : "", "; ",
+        what, " needs ", data_bytes_,
+        scales_bytes_ > 0 ? absl::StrCat(" and ", scales_bytes_, " scale bytes") : ""));
+  }
+  finished_ = true;
+  if (part_ >= 0) {
+    store_->PartFinished(*tensor_, part_, true);
+    return tensor_->handle;
+  }
+  return store_->Commit(tensor_);
+}
+
+TensorStore::Upload::~Upload() {
+  if (!finished_ && part_ >= 0 && tensor_ != nullptr) store_->PartFinished(*tensor_, part_, false);
+}
+
+void TensorStore::PartFinished(const StoredTensor& tensor, int part, bool ok) {
+  absl::MutexLock lock(&mu_);
+  auto it = tensors_.find(tensor.handle);
+  if (it == tensors_.end() || it->second.tensor.get() != &tensor) return;  // already gone
+  Entry& entry = it->second;
+  if (!ok) {
+    Log(LogLevel::kWarning, "tensor_upload_aborted",
+        {{"handle", tensor.handle}, {"part", absl::StrCat(part)}});
+    const int device = entry.tensor->device_index;
+    --tensors_per_device_[device];
+    tensors_.erase(it);
+    Publish(device);
+    return;
+  }
+  entry.parts[part] = 2;
+  if (++entry.parts_done < static_cast<int>(entry.parts.size())) return;
+  entry.complete = true;
+  entry.tensor->expires = entry.ttl > absl::ZeroDuration() ? clock_->Now() + entry.ttl
+                                                           : absl::InfiniteFuture();
+  Log(LogLevel::kInfo, "tensor_put",
+      {{"handle", tensor.handle}, {"tensor", SpecText(tensor.spec)},
+       {"bytes", absl::StrCat(tensor.bytes)}, {"device", tensor.device->description().name},
+       {"parts", absl::StrCat(entry.parts.size())}, {"label", tensor.label}});
+}
+
+absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Allocate(const TensorSpec& spec,
+                                                                    int device_index,
+                                                                    absl::Duration ttl,
+                                                                    std::string label) {
+  return Create(spec, device_index >= 0 ? device_index : PickDevice(), ttl, std::move(label));
+}
+
+absl::StatusOr<std::string> TensorStore::Commit(std::shared_ptr<StoredTensor> tensor) {
+  Entry entry;
+  entry.tensor = std::move(tensor);
+  const StoredTensor& t = *entry.tensor;
+  // A TTL counts from when the tensor is complete.
+  if (t.expires != absl::InfiniteFuture()) {
+    entry.tensor->expires = clock_->Now() + (t.expires - t.created);
+  }
+  Log(LogLevel::kInfo, "tensor_put",
+      {{"handle", t.handle}, {"tensor", SpecText(t.spec)}, {"bytes", absl::StrCat(t.bytes)},
+       {"device", t.device->description().name}, {"label", t.label}});
+  const std::string handle = t.handle;
+  absl::MutexLock lock(&mu_);
+  ++tensors_per_device_[t.device_index];
+  Publish(t.device_index);
+  tensors_.emplace(handle, std::move(entry));
+  return handle;
+}
+
+absl::Status TensorStore::NotFound(absl::string_view handle) const {
+  const absl::string_view instance = InstanceOf(handle);
+  if (!instance.empty() && instance != instance_) {
+    return absl::NotFoundError(absl::StrCat("tensor ", Shown(handle),
+                                            " was issued by server instance ", Shown(instance),
+                                            "; this is instance ", instance_,
+                                            " (resident tensors live on the replica that "
+                                            "stored them)"));
+  }
+  return absl::NotFoundError(absl::StrCat("no tensor ", Shown(handle),
+                                          " on this server (never stored, deleted, or "
+                                          "expired)"));
+}
+
+absl::StatusOr<TensorPin> TensorStore::Acquire(absl::string_view handle) {
+  absl::MutexLock lock(&mu_);
+  auto it = tensors_.find(handle);
+  if (it == tensors_.end() || it->second.tensor->expires <= clock_->Now()) {
+    return NotFound(handle);
+  }
+  const Entry& entry = it->second;
+  if (!entry.complete) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("tensor ", Shown(handle), " is still uploading: ", entry.parts_done, " of ",
+                     entry.parts.size(), " parts arrived"));
+  }
+  return TensorPin(entry.tensor);
+}
+
+absl::Status TensorStore::Delete(absl::string_view handle) {
+  std::shared_ptr<StoredTensor> tensor;  // released after the lock
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = tensors_.find(handle);
+    if (it == tensors_.end()) return NotFound(handle);
+    tensor = std::move(it->second.tensor);
+    tensors_.erase(it);
+    --tensors_per_device_[tensor->device_index];
+    Publish(tensor->device_index);
+  }
+  Log(LogLevel::kInfo, "tensor_deleted",
+      {{"handle", tensor->handle}, {"bytes", absl::StrCat(tensor->bytes)},
+       {"in_use", absl::StrCat(tensor.use_count() - 1)}});
+  return absl::OkStatus();
+}
+
+std::vector<TensorListing> TensorStore::List() {
+  std::vector<TensorListing> out;
+  absl::MutexLock lock(&mu_);
+  out.reserve(tensors_.size());
+  for (const auto& [handle, entry] : tensors_) {
+    const StoredTensor& t = *entry.tensor;
+    out.push_back({handle, t.spec, t.bytes, t.device->description().name, t.created, t.expires,
+                   t.label, entry.complete});
+  }
+  std::sort(out.begin(), out.end(), [](const TensorListing& a, const TensorListing& b) {
+    return a.created < b.created || (a.created == b.created && a.handle < b.handle);
+  });
+  return out;
+}
+
+void TensorStore::Sweep() {
+  std::vector<std::shared_ptr<StoredTensor>> gone;  // released after the lock
+  int64_t expired = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    for (auto it = tensors_.begin(); it != tensors_.end();) {
+      auto next = std::next(it);
+      if (it->second.tensor->expires <= now) {
+        const StoredTensor& t = *it->second.tensor;
+        const bool complete = it->second.complete;
+        Log(LogLevel::kInfo, complete ? "tensor_expired" : "tensor_upload_timed_out",
+            {{"handle", t.handle}, {"bytes", absl::StrCat(t.bytes)}, {"label", t.label}});
+        if (complete) ++expired;
+        --tensors_per_device_[t.device_index];
+        Publish(t.device_index);
+        gone.push_back(std::move(it->second.tensor));
+        tensors_.erase(it);
+      }
+      it = next;
+    }
+  }
+  if (metrics_ != nullptr && expired > 0) metrics_->AddTensorsExpired(expired);
+}
+
+void TensorStore::SweepLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    stop_cv_.WaitWithTimeout(&mu_, options_.sweep_interval);
+    if (stopping_) break;
+    mu_.Unlock();
+    Sweep();
+    mu_.Lock();
+  }
+}
+
+}  // namespace gemmd

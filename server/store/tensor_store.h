@@ -1,0 +1,190 @@
+// The tensor store: resident tensors of one server process, uploaded once (PutTensor)
+// and used by handle in any number of GEMMs (docs/ARCHITECTURE.md, "Resident tensors").
+//
+// A tensor lives on one device, in that device's resident memory (Device::
+// AllocateResident: device memory on a GPU, host memory on the CPU backend), packed as
+// uploaded for a quantized one. Its bytes count against one cap (--tensor_store_bytes)
+// from the moment an upload is admitted until its memory is freed, and the cap is checked
+// before that memory is taken.
+//
+// Lifetime: a tensor is a shared StoredTensor. The store's map holds one reference; every
+// job that uses it holds a TensorPin. Delete and TTL expiry take it out of the map (new
+// lookups answer NOT_FOUND at once) and its memory is freed when the last pin goes, so a
+// queued or running job never loses its operand. An upload that is not finished
+// (disconnect, bad chunk) is never in the map and its memory goes with the Upload.
+//
+// Handles: "t1-" + the instance (64 random bits) + "-" + 128 random bits, in hex; a
+// handle of another instance is NOT_FOUND saying so.
+//
+// Parallel upload: OpenParts makes an incomplete tensor that parts upload into, each on
+// its own stream (BeginPart); it becomes usable when every part has finished. A part
+// that fails takes the whole tensor out; one left unfinished for `part_upload_timeout`
+// does too. Thread-safe.
+#ifndef GEMMD_SERVER_STORE_TENSOR_STORE_H_
+#define GEMMD_SERVER_STORE_TENSOR_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "kernels/gemm_problem.h"
+#include "kernels/quant_formats.h"
+#include "server/devices/device.h"
+#include "server/observability/clock.h"
+#include "server/observability/metrics.h"
+#include "server/store/tensor_spec.h"
+
+namespace gemmd {
+
+struct StoredTensor {
+  std::string handle;
+  TensorSpec spec;
+  int device_index = 0;
+  Device* device = nullptr;
+  // In the device's resident memory: data, then scales (quantized) at an aligned offset.
+  void* memory = nullptr;
+  int64_t bytes = 0;  // the allocation, counted against the cap
+  const char* data() const { return static_cast<const char*>(memory); }
+  const char* scales() const { return data() + ScalesOffset(spec); }
+  absl::Time created;
+  absl::Time expires = absl::InfiniteFuture();
+  std::string label;
+};
+using TensorPin = std::shared_ptr<const StoredTensor>;
+
+struct TensorStoreOptions {
+  int64_t cap_bytes = 0;  // 0: nothing can be stored
+  // How often expired tensors and abandoned part uploads are looked for.
+  absl::Duration sweep_interval = absl::Seconds(1);
+  absl::Duration part_upload_timeout = absl::Minutes(10);
+  absl::Duration max_ttl = absl::Hours(24 * 365);
+};
+
+// A listing entry.
+struct TensorListing {
+  std::string handle;
+  TensorSpec spec;
+  int64_t bytes = 0;
+  std::string device;
+  absl::Time created;
+  absl::Time expires = absl::InfiniteFuture();
+  std::string label;
+  bool complete = true;
+};
+
+class TensorStore {
+ public:
+  // `devices` (where tensors may go) and `metrics` (may be null) outlive the store.
+  TensorStore(TensorStoreOptions options, std::vector<Device*> devices, ServerMetrics* metrics,
+              Clock* clock = Clock::Real());
+  ~TensorStore();
+  TensorStore(const TensorStore&) = delete;
+  TensorStore& operator=(const TensorStore&) = delete;
+
+  const std::string& instance() const { return instance_; }
+  int64_t cap_bytes() const { return options_.cap_bytes; }
+  int64_t used_bytes() const;
+
+  // One stream's writes into a tensor: the whole tensor, or one part of it. Data and
+  // scales each arrive in order; Finish checks that every byte came.
+  class Upload {
+   public:
+    ~Upload();  // unfinished: the tensor (all of it, for a part) is dropped
+    // INVALID_ARGUMENT for bytes beyond what the tensor (or part) holds, or scale bytes
+    // that are not valid scales; INTERNAL when the device cannot take them.
+    absl::Status Append(absl::string_view data, absl::string_view scales);
+    // The handle, once every byte arrived (INVALID_ARGUMENT saying how many are missing).
+    absl::StatusOr<std::string> Finish();
+    int64_t bytes_written() const { return data_done_ + scales_done_; }
+
+   private:
+    friend class TensorStore;
+    Upload() = default;
+    TensorStore* store_ = nullptr;
+    std::shared_ptr<StoredTensor> tensor_;
+    int part_ = -1;  // -1: the whole tensor
+    int64_t data_begin_ = 0, data_bytes_ = 0, data_done_ = 0;
+    int64_t scales_begin_ = 0, scales_bytes_ = 0, scales_done_ = 0;
+    ScaleChecker checker_;
+    bool finished_ = false;
+  };
+
+  // A new tensor, uploaded by one stream. INVALID_ARGUMENT for a bad spec, ttl or label;
+  // RESOURCE_EXHAUSTED (bytes asked and free) when it does not fit the cap or the
+  // device's memory. `ttl` zero: no expiry.
+  absl::StatusOr<std::unique_ptr<Upload>> Begin(const TensorSpec& spec, absl::Duration ttl,
+                                                std::string label);
+  // A new tensor uploaded in `parts` parts (2 <= parts <= its rows): its handle. Errors
+  // as Begin.
+  absl::StatusOr<std::string> OpenParts(const TensorSpec& spec, absl::Duration ttl,
+                                        std::string label, int parts);
+  // Part `part` of an open tensor: NOT_FOUND for an unknown handle, INVALID_ARGUMENT for
+  // a part out of range, FAILED_PRECONDITION for one already started or a complete tensor.
+  absl::StatusOr<std::unique_ptr<Upload>> BeginPart(absl::string_view handle, int part);
+
+  // A complete tensor for a job to use, pinned. NOT_FOUND (unknown, expired, deleted,
+  // another instance's); FAILED_PRECONDITION while parts are still uploading.
+  absl::StatusOr<TensorPin> Acquire(absl::string_view handle);
+  // Takes a tensor out (complete or not); its memory goes when its last pin does.
+  absl::Status Delete(absl::string_view handle);
+  std::vector<TensorListing> List();
+
+  // Room for a result kept resident: a tensor of `spec` on `device_index` (-1: the
+  // store's choice), taken from the cap. It joins the store by Commit once the job has
+  // written it; dropped before, it leaves nothing behind.
+  absl::StatusOr<std::shared_ptr<StoredTensor>> Allocate(const TensorSpec& spec,
+                                                         int device_index, absl::Duration ttl,
+                                                         std::string label);
+  absl::StatusOr<std::string> Commit(std::shared_ptr<StoredTensor> tensor);
+
+  // Takes expired tensors and abandoned part uploads out now (the sweeper calls it).
+  void Sweep();
+
+ private:
+  struct Entry {
+    std::shared_ptr<StoredTensor> tensor;
+    bool complete = true;
+    std::vector<uint8_t> parts;  // per part: 0 waiting, 1 uploading, 2 done
+    int parts_done = 0;
+    absl::Duration ttl;  // a part upload's TTL, counted once it is complete
+  };
+  struct Accounts;  // bytes per device, shared with the tensors' deleters
+
+  absl::Status CheckTtl(absl::Duration ttl) const;
+  absl::StatusOr<std::shared_ptr<StoredTensor>> Create(const TensorSpec& spec, int device_index,
+                                                       absl::Duration ttl, std::string label);
+  std::string NewHandle() const;
+  // NOT_FOUND naming the handle (and the instance that issued it, if not this one).
+  absl::Status NotFound(absl::string_view handle) const;
+  void PartFinished(const StoredTensor& tensor, int part, bool ok);
+  void Publish(int device_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int PickDevice() const;
+  void SweepLoop();
+
+  const TensorStoreOptions options_;
+  const std::vector<Device*> devices_;
+  ServerMetrics* const metrics_;
+  Clock* const clock_;
+  const std::string instance_;
+  std::shared_ptr<Accounts> accounts_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Entry> tensors_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> tensors_per_device_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar stop_cv_;
+  std::thread sweeper_;
+};
+
+}  // namespace gemmd
+
+#endif  // GEMMD_SERVER_STORE_TENSOR_STORE_H_

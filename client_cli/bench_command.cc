@@ -26,12 +26,14 @@
 #include "absl/time/time.h"
 #include "client_cli/bench_report.h"
 #include "client/gemm_client.h"
+#include "client/tensor_store_client.h"
 #include "client_cli/commands.h"
 #include "client_cli/process_cpu.h"
 #include "proto/transport_arguments.h"
 #include "client_cli/matmul_inputs.h"
 #include "client_cli/quantized_inputs.h"
 #include "client_cli/request_args.h"
+#include "client_cli/resident_operands.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "kernels/cpu/cpu_gemm.h"
 
@@ -318,22 +320,75 @@ int RunBench(const CliOptions& o) {
       rc != 0) {
     return rc;
   }
+  if (o.resident_b && (o.local || HandleOf(o.b_path))) {
+    std::fprintf(stderr,
+                 "error: --resident_b uploads B to the server: not with --local, nor with a "
+                 "B that is resident already (--b @HANDLE)\n");
+    return 1;
+  }
+  // Resident tensors: operands named @HANDLE, and B with --resident_b.
+  std::unique_ptr<TensorStoreClient> store;
+  std::unique_ptr<ServerResidentLookup> resident;
+  if (!o.local) {
+    const std::string target = o.target;
+    const GrpcArgs extra = *grpc_args;
+    store = std::make_unique<TensorStoreClient>(
+        channels.front(), [target, extra, n = o.channels](int index) {
+          return ConnectChannel(target, n + index, extra);
+        });
+    resident = std::make_unique<ServerResidentLookup>(store.get(), absl::Seconds(o.timeout_s));
+  }
   // Matmul (MatmulInputs) or QuantizedMatmul (QuantizedInputs, --quantized).
   std::unique_ptr<MatmulInputs> matmul;
   std::unique_ptr<QuantizedInputs> quantized;
   absl::Status built = absl::OkStatus();
   if (o.quantized) {
-    absl::StatusOr<std::unique_ptr<QuantizedInputs>> q = BuildQuantizedInputs(o);
+    absl::StatusOr<std::unique_ptr<QuantizedInputs>> q = BuildQuantizedInputs(o, resident.get());
     if (q.ok()) quantized = *std::move(q);
     built = q.status();
   } else {
-    absl::StatusOr<std::unique_ptr<MatmulInputs>> m = BuildMatmulInputs(o);
+    absl::StatusOr<std::unique_ptr<MatmulInputs>> m = BuildMatmulInputs(o, resident.get());
     if (m.ok()) matmul = *std::move(m);
     built = m.status();
   }
   if (!built.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(built.message()).c_str());
     return 1;
+  }
+  // --resident_b: B goes up once, and is deleted however the bench ends.
+  std::string b_handle;
+  int64_t b_bytes = 0;
+  double b_upload_s = 0;
+  struct DeleteAtExit {
+    TensorStoreClient* store;
+    const std::string* handle;
+    absl::Duration timeout;
+    ~DeleteAtExit() {
+      if (handle->empty()) return;
+      if (absl::Status s = store->DeleteTensor(*handle, timeout); !s.ok()) {
+        std::fprintf(stderr, "warning: deleting the resident B failed: %s\n",
+                     s.ToString().c_str());
+      }
+    }
+  } delete_b{store.get(), &b_handle, absl::Seconds(o.timeout_s)};
+  if (o.resident_b) {
+    PutOptions put;
+    put.label = "gemm-cli bench B";
+    put.timeout = absl::Seconds(o.timeout_s);
+    const absl::Time start = absl::Now();
+    absl::StatusOr<std::string> handle;
+    if (o.quantized) {
+      const QuantizedMatmulArgs args = ArgsOf(quantized->request);
+      b_bytes = static_cast<int64_t>(args.b.data.size() + args.b.scales.size());
+      handle = store->PutTensor(args.b, put);
+    } else {
+      const MatmulArgs args = ArgsOf(matmul->request);
+      b_bytes = static_cast<int64_t>(args.b.data.size());
+      handle = store->PutTensor(args.b, put);
+    }
+    b_upload_s = absl::ToDoubleSeconds(absl::Now() - start);
+    if (!handle.ok()) return ReportRpcError("PutTensor (B)", handle.status());
+    b_handle = *handle;
   }
 
   BenchReport report;
@@ -349,6 +404,9 @@ int RunBench(const CliOptions& o) {
   report.channels = o.local ? 0 : o.channels;
   report.warmup_s = o.warmup_s;
   report.duration_s = o.duration_s;
+  report.resident_b = !b_handle.empty();
+  report.resident_b_bytes = b_bytes;
+  report.resident_b_upload_s = b_upload_s;
   const char* rpc_name = o.quantized ? "QuantizedMatmul" : "Matmul";
   BlockingCall blocking;
   StartCall start;
@@ -358,9 +416,10 @@ int RunBench(const CliOptions& o) {
     report.dtype = absl::StrCat(QuantFormatName(q.format), q.weight_only ? " weight-only" : "");
     report.precision = "QUANTIZED";
     report.flops_per_request = 2.0 * static_cast<double>(q.m * q.n) * static_cast<double>(q.k);
-    report.sent_bytes_per_request = q.sent_bytes;
+    report.sent_bytes_per_request = q.sent_bytes - (b_handle.empty() ? 0 : b_bytes);
     report.received_bytes_per_request = q.m * q.n * 4;
-    const QuantizedMatmulArgs args = ArgsOf(q.request);
+    QuantizedMatmulArgs args = ArgsOf(q.request);
+    args.b_ref = b_handle.empty() ? args.b_ref : b_handle;  // B inline is then not sent
     blocking = [args](GemmClient* client, const CallOptions& options, MatmulResult* result) {
       return client->QuantizedMatmul(args, options, result);
     };
@@ -374,10 +433,11 @@ int RunBench(const CliOptions& o) {
     report.dtype = DataTypeName(p.a_type);
     report.precision = PrecisionName(p.precision);
     report.flops_per_request = p.Flops();
-    report.sent_bytes_per_request = matmul->payload_bytes;
+    report.sent_bytes_per_request = matmul->payload_bytes - (b_handle.empty() ? 0 : b_bytes);
     report.received_bytes_per_request =
         p.batch * p.m * p.n * static_cast<int64_t>(DataTypeSize(p.c_type));
-    const MatmulArgs args = ArgsOf(matmul->request);
+    MatmulArgs args = ArgsOf(matmul->request);
+    args.b_ref = b_handle.empty() ? args.b_ref : b_handle;  // B inline is then not sent
     blocking = [args](GemmClient* client, const CallOptions& options, MatmulResult* result) {
       return client->Matmul(args, options, result);
     };

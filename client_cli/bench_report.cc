@@ -65,6 +65,15 @@ std::string FormatBenchText(const BenchReport& r) {
       r.concurrency, r.channels, r.warmup_s, r.duration_s, r.ok, errors, r.RequestsPerSecond(),
       r.Gflops(), r.SentMBps() + r.ReceivedMBps(), r.SentMBps(), r.ReceivedMBps(), r.latency.p50_ms,
       r.latency.p90_ms, r.latency.p99_ms, r.latency.p999_ms, r.latency.max_ms, r.latency.mean_ms);
+  if (r.resident_b) {
+    absl::StrAppendFormat(&out,
+                          "resident:   B by handle, uploaded once: %d bytes in %.3f s "
+                          "(%.2f GB/s); requests send A alone\n",
+                          r.resident_b_bytes, r.resident_b_upload_s,
+                          r.resident_b_upload_s > 0
+                              ? r.resident_b_bytes / r.resident_b_upload_s / 1e9
+                              : 0.0);
+  }
   if (r.target_rate > 0) {
     absl::StrAppendFormat(&out,
                           "open loop:  %s arrivals at %.1f/s, achieved %.1f/s, %d dropped "
@@ -106,6 +115,9 @@ std::string FormatBenchJson(const BenchReport& r) {
       "{\"mode\":", JsonString(r.mode), ",\"target\":", JsonString(r.target),
       ",\"shape\":", JsonString(r.shape), ",\"dtype\":", JsonString(r.dtype),
       ",\"precision\":", JsonString(r.precision), ",\"kernel\":", JsonString(r.kernel),
+      ",\"resident_b\":", r.resident_b ? "true" : "false",
+      ",\"resident_b_bytes\":", r.resident_b_bytes,
+      ",\"resident_b_upload_s\":", Num(r.resident_b_upload_s),
       ",\"concurrency\":", r.concurrency, ",\"channels\":", r.channels,
       ",\"warmup_s\":", Num(r.warmup_s), ",\"duration_s\":", Num(r.duration_s), ",\"ok\":", r.ok,
       ",\"errors\":{", absl::StrJoin(errors, ","), "}",

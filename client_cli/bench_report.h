@@ -23,6 +23,11 @@ struct BenchReport {
   std::string dtype;
   std::string precision;
   std::string kernel;  // as the server reported it
+  // --resident_b: B uploaded once (these bytes, in these seconds) and sent by handle,
+  // so sent_bytes_per_request counts A alone.
+  bool resident_b = false;
+  int64_t resident_b_bytes = 0;
+  double resident_b_upload_s = 0;
   int concurrency = 0;
   int channels = 0;
   double duration_s = 0;  // measured window

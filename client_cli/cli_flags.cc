@@ -13,8 +13,14 @@ ABSL_FLAG(int64_t, n, 512, "Columns of op(B) and C (random operands).");
 ABSL_FLAG(int64_t, k, 512, "Inner dimension (random operands).");
 ABSL_FLAG(int64_t, batch, 0, "Batch items ([batch, rows, cols] operands); 0 = plain matrices.");
 ABSL_FLAG(std::string, dtype, "float32", "Random operands' dtype: float32, float16, bfloat16.");
-ABSL_FLAG(std::string, a, "", "A from a .npy file (float32/float16, C order); needs --b.");
-ABSL_FLAG(std::string, b, "", "B from a .npy file; needs --a.");
+ABSL_FLAG(std::string, a, "",
+          "A from a .npy file (float32/float16, C order), or @HANDLE: a resident tensor "
+          "(gemm-cli put), sent by reference. A file needs --b; with a handle the other "
+          "operand may be random (its shape from the handle's and --m/--n).");
+ABSL_FLAG(std::string, b, "", "B from a .npy file (needs --a), or @HANDLE (see --a).");
+ABSL_FLAG(std::string, c, "",
+          "matmul: the C input of beta * C (--beta != 0) from a .npy file or @HANDLE, "
+          "instead of random values.");
 ABSL_FLAG(std::string, out, "", "matmul: write C to this .npy file.");
 ABSL_FLAG(std::string, precision, "auto",
           "auto | fp32 | fp16_tensor. auto: FP32 for float32 inputs, else the tensor path.");
@@ -26,7 +32,8 @@ ABSL_FLAG(double, beta, 0.0, "Non-zero sends a random C input.");
 ABSL_FLAG(std::string, kernel, "", "Force a kernel by name (see `gemm-cli info`).");
 ABSL_FLAG(uint64_t, seed, 1, "Seed for random operands.");
 ABSL_FLAG(bool, verify, false,
-          "matmul: recompute C in FP64 here and print rel_error (exit 3 above tolerance).");
+          "matmul: recompute C in FP64 here and print rel_error (exit 3 above tolerance). "
+          "Operands given as @HANDLE are downloaded first (GetTensor) to compute it.");
 ABSL_FLAG(int, concurrency, 1, "bench: requests in flight (closed loop).");
 ABSL_FLAG(int, channels, 1, "bench: TCP connections the workers share round-robin.");
 ABSL_FLAG(double, duration_s, 10, "bench: measured seconds.");
@@ -50,7 +57,22 @@ ABSL_FLAG(std::string, grpc_arg, "",
 ABSL_FLAG(int, server_pid, 0,
           "bench: the server's process id on this host: report its CPU time per request "
           "(from /proc/PID/stat) over the measured window.");
-ABSL_FLAG(std::string, format, "nvfp4", "quantized: int8 or nvfp4 (NVFP4 needs K % 16 == 0).");
+ABSL_FLAG(std::string, format, "nvfp4",
+          "quantized: int8 or nvfp4 (NVFP4 needs K % 16 == 0). put: quantize the tensor "
+          "(2-D [rows, K]) to this format here and upload it quantized; unset = dense.");
+ABSL_FLAG(int64_t, ttl_s, 0,
+          "put, matmul --keep_c: the server drops the tensor this many seconds after it is "
+          "stored; 0 = kept until deleted (gemm-cli rm).");
+ABSL_FLAG(std::string, label, "", "put, matmul --keep_c: a name shown by gemm-cli ls.");
+ABSL_FLAG(int, connections, 0,
+          "put: upload in this many parts at once, each on its own connection (one HTTP/2 "
+          "connection tops out near 1 GB/s); 0 = 1 under 64 MiB, else 4; at most the rows.");
+ABSL_FLAG(bool, keep_c, false,
+          "matmul: keep C on the server as a resident tensor (--ttl_s, --label) and print "
+          "its handle (c_ref=HANDLE); C is not sent back (--out / --verify download it).");
+ABSL_FLAG(bool, resident_b, false,
+          "bench: upload B once (PutTensor; quantized with --quantized), send A alone with "
+          "B by handle, delete B at the end.");
 ABSL_FLAG(bool, quantized, false,
           "bench: drive QuantizedMatmul (operands quantized once, --format, --weight_only) "
           "instead of Matmul.");
@@ -94,6 +116,12 @@ CliOptions CliOptionsFromFlags() {
   o.quant_format = absl::GetFlag(FLAGS_format);
   o.weight_only = absl::GetFlag(FLAGS_weight_only);
   o.quantized = absl::GetFlag(FLAGS_quantized);
+  o.c_path = absl::GetFlag(FLAGS_c);
+  o.ttl_s = absl::GetFlag(FLAGS_ttl_s);
+  o.label = absl::GetFlag(FLAGS_label);
+  o.connections = absl::GetFlag(FLAGS_connections);
+  o.keep_c = absl::GetFlag(FLAGS_keep_c);
+  o.resident_b = absl::GetFlag(FLAGS_resident_b);
 
   return o;
 }

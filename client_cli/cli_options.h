@@ -4,16 +4,19 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace gemmd {
 
 struct CliOptions {
   std::string target = "127.0.0.1:50051";
   double timeout_s = 60;
-  // Problem (random operands unless a/b name .npy files).
+  // The command's operands after its name (put FILE.npy, get HANDLE, rm HANDLE).
+  std::vector<std::string> args;
+  // Problem (random operands unless a/b name .npy files, or resident tensors as @HANDLE).
   int64_t m = 512, n = 512, k = 512, batch = 0;  // batch 0 = rank-2 operands
   std::string dtype = "float32";                 // of random operands
-  std::string a_path, b_path, out_path;
+  std::string a_path, b_path, c_path, out_path;
   std::string precision = "auto";
   std::string output_dtype = "float32";
   bool transpose_a = false, transpose_b = false;
@@ -23,7 +26,14 @@ struct CliOptions {
   bool verify = false;
   // quantized
   std::string quant_format = "nvfp4";  // int8 | nvfp4
+  bool format_set = false;             // --format was named (put: quantize the tensor)
   bool weight_only = false;            // quantize B only; A goes as --dtype
+  // Resident tensors: put's ttl and label (also matmul --keep_c's), put's connections.
+  int64_t ttl_s = 0;
+  std::string label;
+  int connections = 0;  // 0 = automatic
+  bool keep_c = false;      // matmul: C stays on the server; print its handle
+  bool resident_b = false;  // bench: upload B once, send A alone
   // bench
   int concurrency = 1;
   int channels = 1;

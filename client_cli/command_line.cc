@@ -25,6 +25,8 @@ const FlagList kMatmulOperandFlags = {"m",           "n",           "k",     "ba
 // ... and of a QuantizedMatmul (quantized, and bench --quantized).
 const FlagList kQuantizedOperandFlags = {"m", "n",      "k",           "dtype",  "a",
                                          "b", "format", "weight_only", "kernel", "seed"};
+// Where a resident tensor is made: its lifetime and name.
+const FlagList kResidentFlags = {"ttl_s", "label"};
 
 FlagList Concat(std::initializer_list<FlagList> lists) {
   FlagList all;
@@ -57,23 +59,45 @@ const std::vector<CommandSpec>& Commands() {
       {"health", "grpc.health.v1 check; prints SERVING (exit 0) or NOT_SERVING (exit 2)", {},
        &RunHealth},
       {"matmul",
-       "multiply random (--m --n --k [--batch] [--dtype]) or .npy (--a --b) operands;\n"
-       "--out c.npy saves C, --verify checks it against FP64",
-       Concat({kMatmulOperandFlags, {"out", "verify"}}), &RunMatmul},
+       "multiply random (--m --n --k [--batch] [--dtype]) or .npy (--a --b) operands,\n"
+       "or resident tensors by handle (--a/--b/--c @HANDLE); --out c.npy saves C,\n"
+       "--verify checks it against FP64 (downloading @HANDLE operands first);\n"
+       "--keep_c keeps C on the server and prints c_ref=HANDLE",
+       Concat({kMatmulOperandFlags, {"c", "out", "verify", "keep_c"}, kResidentFlags}),
+       &RunMatmul},
       {"quantized",
        "C = A * B^T with A [M,K], B [N,K] quantized here (--format int8|nvfp4,\n"
        "--weight_only), sent to QuantizedMatmul; prints bytes saved; --verify prints the\n"
-       "kernel error and the format error",
+       "kernel error and the format error; --a/--b @HANDLE: resident operands (B\n"
+       "quantized), downloaded for --verify",
        Concat({kQuantizedOperandFlags, {"out", "verify"}}), &RunQuantized},
       {"bench",
        "load test of one shape: closed loop (--concurrency calls in flight) or open\n"
        "loop (--rate R [--arrivals poisson|fixed]); --duration_s --warmup_s [--channels]\n"
        "[--async] [--json] [--server_pid PID: the server's CPU per request]; --local\n"
-       "times the in-process CPU backend; --quantized drives QuantizedMatmul instead",
+       "times the in-process CPU backend; --quantized drives QuantizedMatmul instead;\n"
+       "--resident_b uploads B once and sends A alone (B by handle)",
        Concat({kMatmulOperandFlags, kQuantizedOperandFlags,
                {"quantized", "concurrency", "channels", "duration_s", "warmup_s", "async",
-                "local", "json", "rate", "arrivals", "server_pid", "grpc_arg"}}),
+                "local", "json", "rate", "arrivals", "server_pid", "grpc_arg", "resident_b"}}),
        &RunBench},
+      {"put",
+       "upload FILE.npy as a resident tensor and print its handle (alone on stdout;\n"
+       "bytes, seconds and GB/s on stderr): dense as its dtype (float32/float16, 2-D or\n"
+       "3-D), or with --format int8|nvfp4 quantized here (2-D [rows, K]) as\n"
+       "`gemm-cli quantized` quantizes B; large tensors go in parallel parts\n"
+       "(--connections)",
+       Concat({{"format", "connections"}, kResidentFlags}), &RunPut, "FILE.npy"},
+      {"get",
+       "download a resident tensor to --out F.npy: dense FLOAT32/FLOAT16 as they are,\n"
+       "BFLOAT16 and INT8 widened to float32 (exactly; .npy has no bfloat16), INT32\n"
+       "refused; a quantized tensor (INT8/NVFP4) dequantized to float32",
+       {"out"}, &RunGet, "HANDLE"},
+      {"rm", "delete a resident tensor", {}, &RunRm, "HANDLE"},
+      {"ls",
+       "list the resident tensors (handle, shape, dtype or format, bytes, device,\n"
+       "created, expires, label) and the store's use of its cap; --json: the response",
+       {"json"}, &RunLs},
   };
   return *commands;
 }
@@ -127,6 +151,19 @@ absl::Status CheckFlagsApply(const CommandLine& line, const CommandSpec& command
   return absl::OkStatus();
 }
 
+absl::Status CheckOperands(const std::vector<std::string>& operands, const CommandSpec& command) {
+  const size_t wanted = command.operand.empty() ? 0 : 1;
+  if (operands.size() == wanted) return absl::OkStatus();
+  if (wanted == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("'gemm-cli ", command.name,
+                                                   "' takes no operands, not '", operands[0],
+                                                   "' (gemm-cli ", command.name, " --help)"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("usage: gemm-cli ", command.name, " ",
+                                                 command.operand, " [flags] (gemm-cli ",
+                                                 command.name, " --help)"));
+}
+
 std::string HelpText(const CommandSpec* command) {
   if (command == nullptr) {
     std::string text =
@@ -145,11 +182,14 @@ std::string HelpText(const CommandSpec* command) {
         "  gemm-cli matmul --m 512 --n 512 --k 512 --verify\n"
         "  gemm-cli matmul --precision fp16_tensor --m 1024 --n 1024 --k 1024 --verify\n"
         "  gemm-cli quantized --format nvfp4 --weight_only --m 16 --n 4096 --k 4096 --verify\n"
-        "  gemm-cli bench --m 1024 --n 1024 --k 1024 --concurrency 8 --duration_s 10\n");
+        "  gemm-cli bench --m 1024 --n 1024 --k 1024 --concurrency 8 --duration_s 10\n"
+        "  H=$(gemm-cli put w.npy --format nvfp4 --label w) && "
+        "gemm-cli quantized --b @$H --m 16 --verify\n");
     return text;
   }
-  std::string text = absl::StrCat("gemm-cli ", command->name, ": ", command->summary,
-                                  "\n\nUsage: gemm-cli ", command->name, " [flags]\n\nFlags:\n");
+  std::string text = absl::StrCat(
+      "gemm-cli ", command->name, ": ", command->summary, "\n\nUsage: gemm-cli ", command->name,
+      command->operand.empty() ? "" : " ", command->operand, " [flags]\n\nFlags:\n");
   for (absl::string_view name : AllFlags(*command)) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) continue;

@@ -18,6 +18,9 @@ struct CommandSpec {
   absl::string_view summary;             // a paragraph for --help
   std::vector<absl::string_view> flags;  // besides kCommonFlags
   int (*run)(const CliOptions& options);  // commands.h; returns the exit status
+  // The one operand it takes after its name, as --help shows it ("FILE.npy"); empty:
+  // none.
+  absl::string_view operand = {};
 };
 
 // Every command takes these.
@@ -41,6 +44,10 @@ CommandLine ReadCommandLine(const std::vector<std::string>& args);  // args[0]: 
 // OK when every flag named applies to `command`; else INVALID_ARGUMENT naming the first
 // that does not, the command and the flags it takes.
 absl::Status CheckFlagsApply(const CommandLine& line, const CommandSpec& command);
+
+// OK when `operands` (the words after the command's name) are what it takes; else
+// INVALID_ARGUMENT with its usage.
+absl::Status CheckOperands(const std::vector<std::string>& operands, const CommandSpec& command);
 
 // `gemm-cli <command> --help`: what it does and its flags with their defaults;
 // HelpText(nullptr): the commands.

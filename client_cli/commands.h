@@ -22,6 +22,11 @@ int RunHealth(const CliOptions& options);
 int RunMatmul(const CliOptions& options);
 int RunQuantized(const CliOptions& options);
 int RunBench(const CliOptions& options);
+// Resident tensors (tensor_commands.cc).
+int RunPut(const CliOptions& options);
+int RunGet(const CliOptions& options);
+int RunRm(const CliOptions& options);
+int RunLs(const CliOptions& options);
 
 // Prints "error: CODE: message" to stderr and returns 1.
 int ReportRpcError(const std::string& what, const grpc::Status& status);

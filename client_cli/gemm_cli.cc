@@ -1,6 +1,7 @@
 // gemm-cli: the client of gemm-server — inspect it, call it, verify it, load-test it.
 #include <malloc.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <new>
 #include <string>
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() != 2) {
+  if (args.size() < 2) {
     std::fprintf(stderr, "%s\n", usage.c_str());
     return 1;
   }
@@ -46,8 +47,8 @@ int main(int argc, char** argv) {
   const gemmd::CommandSpec* spec = gemmd::FindCommand(command);
   if (spec == nullptr) {
     std::fprintf(stderr,
-                 "error: unknown command '%s'; expected info, health, matmul, quantized or "
-                 "bench\n",
+                 "error: unknown command '%s'; expected info, health, matmul, quantized, "
+                 "bench, put, get, rm or ls\n",
                  command.c_str());
     return 1;
   }
@@ -55,7 +56,14 @@ int main(int argc, char** argv) {
     return gemmd::ReportError(s);
   }
 
-  const gemmd::CliOptions o = gemmd::CliOptionsFromFlags();
+  gemmd::CliOptions o = gemmd::CliOptionsFromFlags();
+  o.args.assign(args.begin() + 2, args.end());
+  if (absl::Status s = gemmd::CheckOperands(o.args, *spec); !s.ok()) {
+    return gemmd::ReportError(s);
+  }
+  // --format's default serves `quantized`; for `put` only naming it asks to quantize.
+  o.format_set =
+      std::find(line.flags.begin(), line.flags.end(), "format") != line.flags.end();
   if (absl::Status s = gemmd::CheckCommonFlags(o); !s.ok()) return gemmd::ReportError(s);
   try {
     return spec->run(o);

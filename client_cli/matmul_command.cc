@@ -6,9 +6,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/gemm_client.h"
+#include "client/tensor_store_client.h"
 #include "client_cli/commands.h"
 #include "client_cli/matmul_inputs.h"
 #include "client_cli/request_args.h"
+#include "client_cli/resident_operands.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "kernels/npy_io.h"
 #include "proto/proto_types.h"
@@ -18,7 +20,9 @@ namespace gemmd {
 int RunMatmul(const CliOptions& o) {
   std::shared_ptr<grpc::Channel> channel = ConnectChannel(o.target);
   if (int rc = Preflight(o, /*quantized=*/false, channel.get()); rc != 0) return rc;
-  absl::StatusOr<std::unique_ptr<MatmulInputs>> inputs = BuildMatmulInputs(o);
+  TensorStoreClient store(channel);
+  ServerResidentLookup resident(&store, absl::Seconds(o.timeout_s));
+  absl::StatusOr<std::unique_ptr<MatmulInputs>> inputs = BuildMatmulInputs(o, &resident);
   if (!inputs.ok()) return ReportError(inputs.status());
   const MatmulInputs& in = **inputs;
   GemmClient client(channel);
@@ -30,6 +34,15 @@ int RunMatmul(const CliOptions& o) {
   const absl::Duration elapsed = absl::Now() - start;
   if (!status.ok()) return ReportRpcError("Matmul", status);
   const gemm::v1::MatmulResponse& response = result.info();
+  const std::string& c_ref = response.c_ref().handle();
+  // C kept on the server (--keep_c) comes back only if --out or --verify needs it.
+  std::string kept_c;
+  if (!c_ref.empty() && (!o.out_path.empty() || o.verify)) {
+    absl::StatusOr<StoredTensor> c = store.GetTensor(c_ref, absl::Seconds(o.timeout_s));
+    if (!c.ok()) return ReportRpcError("GetTensor (the kept C)", c.status());
+    kept_c = std::move(c->data);
+  }
+  const absl::string_view c_bytes = c_ref.empty() ? result.c() : absl::string_view(kept_c);
 
   const gemm::v1::Timing& t = response.timing();
   std::printf("c: shape=[%s] dtype=%s precision=%s\n",
@@ -47,6 +60,7 @@ int RunMatmul(const CliOptions& o) {
       "client: %.3f ms round trip, %.2f GFLOP/s end to end, %.1f MB sent, %.1f MB received\n",
       seconds * 1e3, in.problem.Flops() / seconds / 1e9, in.payload_bytes / 1e6,
       result.c().size() / 1e6);
+  if (!c_ref.empty()) std::printf("c_ref=%s\n", c_ref.c_str());
 
   if (!o.out_path.empty()) {
     const std::optional<DataType> type = DataTypeFromProto(response.c().dtype());
@@ -58,7 +72,7 @@ int RunMatmul(const CliOptions& o) {
     NpyArray out;
     out.shape.assign(response.c().shape().begin(), response.c().shape().end());
     out.type = *type;
-    out.data = std::string(result.c());
+    out.data = std::string(c_bytes);
     if (absl::Status s = WriteNpyFile(o.out_path, out); !s.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
       return 1;
@@ -67,7 +81,7 @@ int RunMatmul(const CliOptions& o) {
   }
 
   if (o.verify) {
-    absl::StatusOr<double> error = VerifyResult(in, response, result.c());
+    absl::StatusOr<double> error = VerifyResult(in, response, c_bytes);
     if (!error.ok()) {
       std::fprintf(stderr, "error: verify: %s\n", std::string(error.status().message()).c_str());
       return 1;

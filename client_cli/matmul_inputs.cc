@@ -63,6 +63,68 @@ std::vector<int64_t> Shape(int64_t batch, int64_t rows, int64_t cols) {
   return {rows, cols};
 }
 
+// An operand as the command line gives it: random, a .npy file, or a resident tensor.
+struct Operand {
+  std::vector<int64_t> shape;
+  DataType type = DataType::kFloat32;
+  std::string data;    // its values: inline, or a resident tensor downloaded
+  std::string handle;  // set: it goes by reference
+};
+
+// --flag `spec`: a .npy file, or @HANDLE looked up in `resident` (downloaded when
+// `download`).
+absl::StatusOr<Operand> ReadOperand(const std::string& spec, const char* flag, bool download,
+                                    ResidentLookup* resident) {
+  Operand op;
+  if (std::optional<std::string> handle = HandleOf(spec)) {
+    if (handle->empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, " @: the handle is missing"));
+    }
+    if (resident == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " ", spec, ": resident tensors need a server"));
+    }
+    absl::StatusOr<ResidentOperand> found = resident->Find(*handle, download);
+    if (!found.ok()) return found.status();
+    absl::StatusOr<DataType> type = DenseTypeOf(*found, flag);
+    if (!type.ok()) return type.status();
+    op.shape = found->shape();
+    op.type = *type;
+    op.data = std::move(found->data);
+    op.handle = *handle;
+  } else {
+    absl::StatusOr<NpyArray> array = ReadNpyFile(spec);
+    if (!array.ok()) return array.status();
+    op.shape = std::move(array->shape);
+    op.type = array->type;
+    op.data = std::move(array->data);
+  }
+  if (op.shape.size() != 2 && op.shape.size() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        spec, ": expected a 2-D or 3-D array, got ", op.shape.size(), "-D"));
+  }
+  return op;
+}
+
+enum class Slot { kA, kB, kC };
+
+// Into the request as operand `slot`: inline, or by handle (its bytes, when downloaded,
+// to `resident`). Only the field used is touched: a set message field is sent.
+void Place(Operand op, Slot slot, gemm::v1::MatmulRequest* r, std::string* resident) {
+  if (!op.handle.empty()) {
+    gemm::v1::TensorHandle* ref = slot == Slot::kA   ? r->mutable_a_ref()
+                                  : slot == Slot::kB ? r->mutable_b_ref()
+                                                     : r->mutable_c_ref();
+    ref->set_handle(op.handle);
+    *resident = std::move(op.data);
+    return;
+  }
+  gemm::v1::Tensor* t = slot == Slot::kA   ? r->mutable_a()
+                        : slot == Slot::kB ? r->mutable_b()
+                                           : r->mutable_c();
+  SetTensor(t, op.shape, op.type, std::move(op.data));
+}
+
 }  // namespace
 
 double ToleranceFor(const GemmProblem& p) {
@@ -72,7 +134,8 @@ double ToleranceFor(const GemmProblem& p) {
   return tol;
 }
 
-absl::StatusOr<std::unique_ptr<MatmulInputs>> BuildMatmulInputs(const CliOptions& o) {
+absl::StatusOr<std::unique_ptr<MatmulInputs>> BuildMatmulInputs(const CliOptions& o,
+                                                                ResidentLookup* resident) {
   auto inputs = std::make_unique<MatmulInputs>();
   gemm::v1::MatmulRequest& r = inputs->request;
   GemmProblem& p = inputs->problem;
@@ -86,34 +149,56 @@ absl::StatusOr<std::unique_ptr<MatmulInputs>> BuildMatmulInputs(const CliOptions
   p.alpha = static_cast<float>(o.alpha);
   p.beta = static_cast<float>(o.beta);
   p.c_type = *out_type;
+  if (!o.c_path.empty() && o.beta == 0.0) {
+    return absl::InvalidArgumentError("--c is the C of beta * C: it needs --beta != 0");
+  }
 
   std::mt19937_64 rng(o.seed);
   int64_t batch_a = 0, batch_b = 0;
+  Operand a, b;
   if (!o.a_path.empty() || !o.b_path.empty()) {
-    if (o.a_path.empty() || o.b_path.empty()) {
+    // A file goes with a file or a handle; a handle may go alone (the other operand is
+    // then random, shaped by the handle's and --m / --n).
+    const bool a_given = !o.a_path.empty(), b_given = !o.b_path.empty();
+    if ((a_given && !b_given && !HandleOf(o.a_path)) ||
+        (b_given && !a_given && !HandleOf(o.b_path))) {
       return absl::InvalidArgumentError("--a and --b go together: give both .npy files or neither");
     }
-    absl::StatusOr<NpyArray> a = ReadNpyFile(o.a_path);
-    if (!a.ok()) return a.status();
-    absl::StatusOr<NpyArray> b = ReadNpyFile(o.b_path);
-    if (!b.ok()) return b.status();
-    for (const NpyArray* x : {&*a, &*b}) {
-      if (x->shape.size() != 2 && x->shape.size() != 3) {
-        return absl::InvalidArgumentError(absl::StrCat(x == &*a ? o.a_path : o.b_path,
-                                                       ": expected a 2-D or 3-D array, got ",
-                                                       x->shape.size(), "-D"));
-      }
+    if (a_given) {
+      absl::StatusOr<Operand> read = ReadOperand(o.a_path, "a", o.verify, resident);
+      if (!read.ok()) return read.status();
+      a = *std::move(read);
+      const size_t ra = a.shape.size();
+      batch_a = ra == 3 ? a.shape[0] : 0;
+      p.m = o.transpose_a ? a.shape[ra - 1] : a.shape[ra - 2];
+      p.k = o.transpose_a ? a.shape[ra - 2] : a.shape[ra - 1];
     }
-    const size_t ra = a->shape.size(), rb = b->shape.size();
-    batch_a = ra == 3 ? a->shape[0] : 0;
-    batch_b = rb == 3 ? b->shape[0] : 0;
-    p.m = o.transpose_a ? a->shape[ra - 1] : a->shape[ra - 2];
-    p.k = o.transpose_a ? a->shape[ra - 2] : a->shape[ra - 1];
-    p.n = o.transpose_b ? b->shape[rb - 2] : b->shape[rb - 1];
-    p.a_type = a->type;
-    p.b_type = b->type;
-    SetTensor(r.mutable_a(), a->shape, a->type, std::move(a->data));
-    SetTensor(r.mutable_b(), b->shape, b->type, std::move(b->data));
+    if (b_given) {
+      absl::StatusOr<Operand> read = ReadOperand(o.b_path, "b", o.verify, resident);
+      if (!read.ok()) return read.status();
+      b = *std::move(read);
+      const size_t rb = b.shape.size();
+      batch_b = rb == 3 ? b.shape[0] : 0;
+      p.n = o.transpose_b ? b.shape[rb - 2] : b.shape[rb - 1];
+      if (!a_given) p.k = o.transpose_b ? b.shape[rb - 1] : b.shape[rb - 2];
+    }
+    if (o.batch < 0 || (!a_given && o.m < 1) || (!b_given && o.n < 1)) {
+      return absl::InvalidArgumentError("--m, --n, --k must be >= 1 and --batch >= 0");
+    }
+    if (!a_given) {
+      p.m = o.m;
+      a.type = b.type;
+      a.shape = o.transpose_a ? Shape(o.batch, p.k, p.m) : Shape(o.batch, p.m, p.k);
+      a.data = RandomData(a.type, std::max<int64_t>(o.batch, 1) * p.m * p.k, rng);
+      batch_a = o.batch;
+    }
+    if (!b_given) {
+      p.n = o.n;
+      b.type = a.type;
+      b.shape = o.transpose_b ? Shape(o.batch, p.n, p.k) : Shape(o.batch, p.k, p.n);
+      b.data = RandomData(b.type, std::max<int64_t>(o.batch, 1) * p.k * p.n, rng);
+      batch_b = o.batch;
+    }
   } else {
     if (o.m < 1 || o.n < 1 || o.k < 1 || o.batch < 0) {
       return absl::InvalidArgumentError("--m, --n, --k must be >= 1 and --batch >= 0");
@@ -123,14 +208,16 @@ absl::StatusOr<std::unique_ptr<MatmulInputs>> BuildMatmulInputs(const CliOptions
     p.m = o.m;
     p.n = o.n;
     p.k = o.k;
-    p.a_type = p.b_type = *type;
+    a.type = b.type = *type;
     batch_a = batch_b = o.batch;
     const int64_t items = std::max<int64_t>(o.batch, 1);
-    SetTensor(r.mutable_a(), o.transpose_a ? Shape(o.batch, p.k, p.m) : Shape(o.batch, p.m, p.k),
-              *type, RandomData(*type, items * p.m * p.k, rng));
-    SetTensor(r.mutable_b(), o.transpose_b ? Shape(o.batch, p.n, p.k) : Shape(o.batch, p.k, p.n),
-              *type, RandomData(*type, items * p.k * p.n, rng));
+    a.shape = o.transpose_a ? Shape(o.batch, p.k, p.m) : Shape(o.batch, p.m, p.k);
+    a.data = RandomData(*type, items * p.m * p.k, rng);
+    b.shape = o.transpose_b ? Shape(o.batch, p.n, p.k) : Shape(o.batch, p.k, p.n);
+    b.data = RandomData(*type, items * p.k * p.n, rng);
   }
+  p.a_type = a.type;
+  p.b_type = b.type;
   p.batch = std::max<int64_t>({batch_a, batch_b, 1});
   p.batch_stride_a = batch_a <= 1 && p.batch > 1 ? 0 : -1;
   p.batch_stride_b = batch_b <= 1 && p.batch > 1 ? 0 : -1;
@@ -145,15 +232,44 @@ absl::StatusOr<std::unique_ptr<MatmulInputs>> BuildMatmulInputs(const CliOptions
   r.set_precision(*precision);
   r.set_output_dtype(DataTypeToProto(p.c_type));
   r.set_kernel(o.kernel);
+  if (o.keep_c) {
+    absl::StatusOr<uint32_t> ttl = TtlOf(o);
+    if (!ttl.ok()) return ttl.status();
+    r.mutable_keep_c()->set_ttl_s(*ttl);
+    r.mutable_keep_c()->set_label(o.label);
+  }
+  Place(std::move(a), Slot::kA, &r, &inputs->resident_data[0]);
+  Place(std::move(b), Slot::kB, &r, &inputs->resident_data[1]);
   if (o.beta != 0.0) {
     const int64_t batch_c = std::max(batch_a, batch_b);
-    SetTensor(r.mutable_c(), Shape(batch_c, p.m, p.n), p.c_type,
-              RandomData(p.c_type, std::max<int64_t>(batch_c, 1) * p.m * p.n, rng));
+    Operand c;
+    if (!o.c_path.empty()) {
+      absl::StatusOr<Operand> read = ReadOperand(o.c_path, "c", o.verify, resident);
+      if (!read.ok()) return read.status();
+      c = *std::move(read);
+      if (c.type != p.c_type) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--c is ", DataTypeName(c.type), "; the C input has C's dtype, ",
+                         DataTypeName(p.c_type), " (--output_dtype)"));
+      }
+    } else {
+      c.type = p.c_type;
+      c.shape = Shape(batch_c, p.m, p.n);
+      c.data = RandomData(p.c_type, std::max<int64_t>(batch_c, 1) * p.m * p.n, rng);
+    }
+    Place(std::move(c), Slot::kC, &r, &inputs->resident_data[2]);
   }
 
-  inputs->operands.a = r.a().data().data();
-  inputs->operands.b = r.b().data().data();
-  inputs->operands.c_in = r.has_c() ? r.c().data().data() : nullptr;
+  auto values = [&](const gemm::v1::Tensor& t, bool by_ref, const std::string& resident_data)
+      -> const void* {
+    if (!by_ref) return t.data().data();
+    return resident_data.empty() ? nullptr : resident_data.data();
+  };
+  inputs->operands.a = values(r.a(), r.has_a_ref(), inputs->resident_data[0]);
+  inputs->operands.b = values(r.b(), r.has_b_ref(), inputs->resident_data[1]);
+  inputs->operands.c_in = r.has_c() || r.has_c_ref()
+                              ? values(r.c(), r.has_c_ref(), inputs->resident_data[2])
+                              : nullptr;
   inputs->payload_bytes =
       static_cast<int64_t>(r.a().data().size() + r.b().data().size() + r.c().data().size());
   return inputs;
@@ -162,6 +278,9 @@ absl::StatusOr<std::unique_ptr<MatmulInputs>> BuildMatmulInputs(const CliOptions
 absl::StatusOr<double> VerifyResult(const MatmulInputs& inputs,
                                     const gemm::v1::MatmulResponse& info, absl::string_view c) {
   const GemmProblem& p = inputs.problem;
+  if (!inputs.has_reference()) {
+    return absl::FailedPreconditionError("the operands sent by handle were not downloaded");
+  }
   const int64_t count = p.batch * p.m * p.n;
   const std::optional<DataType> type = DataTypeFromProto(info.c().dtype());
   if (!type || *type != p.c_type ||

@@ -9,6 +9,7 @@ add_executable(server_unit_test
   host_memory_test.cc
   response_encoding_test.cc
   payload_placement_test.cc
+  tensor_store_test.cc
 )
 target_link_libraries(server_unit_test PRIVATE gemm_server_lib GTest::gtest_main)
 gtest_discover_tests(server_unit_test DISCOVERY_TIMEOUT 60)
@@ -16,6 +17,12 @@ gtest_discover_tests(server_unit_test DISCOVERY_TIMEOUT 60)
 add_executable(server_integration_test server_integration_test.cc)
 target_link_libraries(server_integration_test PRIVATE gemm_server_lib GTest::gtest_main)
 gtest_discover_tests(server_integration_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+
+# Resident tensors through the generated stub: every error, TTL, deletes under running
+# jobs, disconnects, parts, shared-weight batching.
+add_executable(resident_tensor_server_test resident_tensor_server_test.cc)
+target_link_libraries(resident_tensor_server_test PRIVATE gemm_server_lib GTest::gtest_main)
+gtest_discover_tests(resident_tensor_server_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 
 add_executable(client_library_test client_library_test.cc)
 target_link_libraries(client_library_test PRIVATE gemm_server_lib gemm_client GTest::gtest_main)
@@ -27,6 +34,15 @@ add_executable(tensor_store_client_test tensor_store_client_test.cc)
 target_link_libraries(tensor_store_client_test PRIVATE gemm_server_lib gemm_client
   GTest::gtest_main)
 gtest_discover_tests(tensor_store_client_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+
+# gemm-cli's resident tensor commands against a gemm-server process.
+add_executable(resident_cli_test resident_cli_test.cc)
+target_link_libraries(resident_cli_test PRIVATE gemm_kernels GTest::gtest_main absl::strings
+  absl::synchronization absl::time)
+target_compile_definitions(resident_cli_test PRIVATE
+  GEMM_SERVER_BINARY="$<TARGET_FILE:gemm-server>" GEMM_CLI_BINARY="$<TARGET_FILE:gemm-cli>")
+add_dependencies(resident_cli_test gemm-server gemm-cli)
+gtest_discover_tests(resident_cli_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 
 add_executable(transport_tools_test transport_tools_test.cc)
 target_link_libraries(transport_tools_test PRIVATE gemm_cli_lib GTest::gtest_main)

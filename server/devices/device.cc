@@ -1,5 +1,7 @@
 #include "server/devices/device.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -44,19 +46,21 @@ LaunchLayout LayoutOf(const std::vector<LaunchItem>& items) {
 }
 
 absl::StatusOr<void*> Device::AllocateResident(int64_t bytes) {
-  constexpr int64_t kAlign = 256;
   if (bytes <= 0 || bytes > (int64_t{1} << 50)) {
     return absl::InvalidArgumentError(absl::StrCat("resident allocation of ", bytes, " bytes"));
   }
-  void* memory = std::aligned_alloc(kAlign, static_cast<size_t>((bytes + kAlign - 1) / kAlign * kAlign));
-  if (memory == nullptr) {
+  void* memory = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (memory == MAP_FAILED) {
     return absl::ResourceExhaustedError(
         absl::StrCat("host memory for a ", bytes, "-byte resident tensor is not available"));
   }
   return memory;
 }
 
-void Device::FreeResident(void* memory) { std::free(memory); }
+void Device::FreeResident(void* memory, int64_t bytes) {
+  munmap(memory, static_cast<size_t>(bytes));
+}
 
 absl::Status Device::WriteResident(void* resident, const void* host, size_t bytes) {
   std::memcpy(resident, host, bytes);

@@ -144,10 +144,12 @@ class Device {
   // Resident tensors (the tensor store): memory that stays on this device between
   // launches. Host memory unless a backend says otherwise (a GPU: its device memory).
   // AllocateResident gives `bytes` (256-byte aligned, contents undefined) or
-  // RESOURCE_EXHAUSTED; Write/Read copy between host memory and resident memory. All
-  // thread-safe, from any thread.
+  // RESOURCE_EXHAUSTED; FreeResident takes it back (with the same size); Write/Read copy
+  // between host memory and resident memory. All thread-safe, from any thread. Host
+  // memory is mapped for each tensor, so a freed tensor's memory goes back to the system
+  // at once (the allocator would keep it for reuse).
   virtual absl::StatusOr<void*> AllocateResident(int64_t bytes);
-  virtual void FreeResident(void* memory);
+  virtual void FreeResident(void* memory, int64_t bytes);
   virtual absl::Status WriteResident(void* resident, const void* host, size_t bytes);
   virtual absl::Status ReadResident(void* host, const void* resident, size_t bytes);
   // Whether resident memory is host memory (then a launch reads it like any host operand).

@@ -165,7 +165,7 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSp
     return s;
   }
   Device* device = devices_[device_index];
-  absl::StatusOr<void*> memory = device->AllocateResident(bytes);
+  absl::StatusOr<void*> memory = device->AllocateResident(std::max<int64_t>(bytes, 1));
   if (!memory.ok()) {
     accounts_->Give(bytes, device_index);
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -175,7 +175,7 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSp
   std::shared_ptr<Accounts> accounts = accounts_;
   ServerMetrics* metrics = metrics_;
   auto free_tensor = [accounts, metrics](StoredTensor* t) {
-    t->device->FreeResident(t->memory);
+    t->device->FreeResident(t->memory, t->bytes);
     accounts->Give(t->bytes, t->device_index);
     if (metrics != nullptr) {
       metrics->SetTensorStoreBytes(t->device_index, accounts->UsedOn(t->device_index));

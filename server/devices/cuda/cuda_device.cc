@@ -577,7 +577,7 @@ absl::StatusOr<void*> CudaDevice::AllocateResident(int64_t bytes) {
   return memory;
 }
 
-void CudaDevice::FreeResident(void* memory) {
+void CudaDevice::FreeResident(void* memory, int64_t /*bytes*/) {
   absl::StatusOr<gpu::ScopedDevice> current = gpu::ScopedDevice::Create(ordinal_);
   (void)cudaFree(memory);
 }

@@ -92,7 +92,7 @@ class CudaDevice : public Device {
   // leaves room for the store's, CudaDeviceOptions::resident_bytes). Copies go through
   // the calling thread's default stream, so they never wait for a lane's launches.
   absl::StatusOr<void*> AllocateResident(int64_t bytes) override;
-  void FreeResident(void* memory) override;
+  void FreeResident(void* memory, int64_t bytes) override;
   absl::Status WriteResident(void* resident, const void* host, size_t bytes) override;
   absl::Status ReadResident(void* host, const void* resident, size_t bytes) override;
   bool resident_in_host_memory() const override { return false; }

@@ -1,0 +1,641 @@
+// Resident tensors through the whole server in-process (CPU backend), called with the
+// generated gRPC stub as any client would: PutTensor / GetTensor / DeleteTensor /
+// ListTensors, operands by handle against the FP64 reference, results kept resident,
+// every error the API names (and that a refused upload stores nothing), TTL expiry, a
+// delete while a job uses the tensor, a client that disconnects mid-upload, parallel
+// parts, and shared-weight batching (stacked launches that give each caller its rows).
+#include <grpcpp/client_context.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gemm/v1/gemm.grpc.pb.h"
+#include "kernels/quant_formats.h"
+#include "kernels/reference_gemm.h"
+#include "server/devices/cpu/cpu_device.h"
+#include "server/devices/cpu/cpu_catalogue.h"
+#include "server/gemm_server.h"
+#include "server/scheduling/batcher.h"
+#include "server/observability/log.h"
+#include "server/store/tensor_store.h"
+#include "tests/server_fixture.h"
+#include "tests/test_util.h"
+
+namespace gemmd {
+namespace {
+
+using ::gemmd::testing::Eventually;
+using ::gemmd::testing::RandomBytes;
+using ::gemmd::testing::SetTensor;
+using ::gemmd::testing::TestConfig;
+
+// The CPU device behind a gate, recording each launch (tests hold the device busy to
+// make the queue form batches).
+class GatedCpu : public Device {
+ public:
+  GatedCpu() : cpu_(0) {}
+  const DeviceDescription& description() const override { return cpu_.description(); }
+  absl::Status Run(const DeviceLaunch& launch, int lane, LaunchTimes* times) override {
+    {
+      absl::MutexLock lock(&mu_);
+      launches_.push_back({static_cast<int>(launch.items.size()), launch.stacked,
+                           launch.problem.m});
+    }
+    if (gated_) gate_.WaitForNotification();
+    return cpu_.Run(launch, lane, times);
+  }
+  bool healthy() const override { return true; }
+  void Close() { gated_ = true; }
+  void Open() { gate_.Notify(); }
+  struct Launch {
+    int items;
+    bool stacked;
+    int64_t m;
+  };
+  std::vector<Launch> launches() {
+    absl::MutexLock lock(&mu_);
+    return launches_;
+  }
+
+ private:
+  CpuDevice cpu_;
+  std::atomic<bool> gated_{false};
+  absl::Notification gate_;
+  absl::Mutex mu_;
+  std::vector<Launch> launches_;
+};
+
+std::string Floats(const std::vector<float>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+}
+
+std::vector<float> AsFloats(const std::string& bytes) {
+  std::vector<float> out(bytes.size() / 4);
+  std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  return out;
+}
+
+int64_t RssBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (absl::StartsWith(line, "VmRSS:")) {
+      int64_t kb = 0;
+      std::string digits;
+      for (char c : line) {
+        if (c >= '0' && c <= '9') digits += c;
+      }
+      if (absl::SimpleAtoi(digits, &kb)) return kb * 1024;
+    }
+  }
+  return -1;
+}
+
+class ResidentTensorTest : public ::gemmd::testing::InProcessServerTest {
+ protected:
+  void SetUp() override { SetLogEnabled(false); }
+  void TearDown() override { SetLogEnabled(true); }
+
+  ServerConfig Config(int64_t store_bytes = int64_t{256} << 20) {
+    ServerConfig config = TestConfig();
+    config.tensor_store_bytes = store_bytes;
+    return config;
+  }
+
+  // A PutTensor of `chunks` as written; the handle or the status.
+  absl::StatusOr<std::string> PutChunks(const std::vector<gemm::v1::TensorChunk>& chunks) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    gemm::v1::TensorHandle handle;
+    std::unique_ptr<grpc::ClientWriter<gemm::v1::TensorChunk>> writer =
+        stub_->PutTensor(&context, &handle);
+    for (const gemm::v1::TensorChunk& chunk : chunks) {
+      if (!writer->Write(chunk)) break;
+    }
+    writer->WritesDone();
+    const grpc::Status status = writer->Finish();
+    if (!status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          status.error_message());
+    }
+    return handle.handle();
+  }
+
+  static gemm::v1::TensorChunk Header(std::vector<int64_t> shape, gemm::v1::DataType dtype) {
+    gemm::v1::TensorChunk chunk;
+    for (int64_t d : shape) chunk.mutable_header()->add_shape(d);
+    chunk.mutable_header()->set_dtype(dtype);
+    return chunk;
+  }
+
+  // A dense FLOAT32 tensor in chunks of `chunk_bytes`.
+  absl::StatusOr<std::string> PutDense(std::vector<int64_t> shape, const std::string& bytes,
+                                       size_t chunk_bytes = 1000, uint32_t ttl_s = 0) {
+    std::vector<gemm::v1::TensorChunk> chunks = {Header(shape, gemm::v1::DATA_TYPE_FLOAT32)};
+    chunks[0].mutable_header()->set_ttl_s(ttl_s);
+    for (size_t at = 0; at < bytes.size(); at += chunk_bytes) {
+      gemm::v1::TensorChunk chunk;
+      chunk.set_data(bytes.substr(at, chunk_bytes));
+      chunks.push_back(std::move(chunk));
+    }
+    return PutChunks(chunks);
+  }
+
+  std::string Get(const std::string& handle, gemm::v1::TensorHeader* header = nullptr) {
+    grpc::ClientContext context;
+    gemm::v1::TensorHandle request;
+    request.set_handle(handle);
+    auto reader = stub_->GetTensor(&context, request);
+    gemm::v1::TensorChunk chunk;
+    std::string data;
+    while (reader->Read(&chunk)) {
+      if (chunk.has_header() && header != nullptr) *header = chunk.header();
+      data += chunk.data();
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    return data;
+  }
+
+  grpc::Status Delete(const std::string& handle) {
+    grpc::ClientContext context;
+    gemm::v1::TensorHandle request;
+    request.set_handle(handle);
+    gemm::v1::DeleteTensorResponse response;
+    return stub_->DeleteTensor(&context, request, &response);
+  }
+
+  gemm::v1::ListTensorsResponse List() {
+    grpc::ClientContext context;
+    gemm::v1::ListTensorsResponse response;
+    EXPECT_TRUE(stub_->ListTensors(&context, {}, &response).ok());
+    return response;
+  }
+
+  // Nothing stored, nothing counted.
+  void ExpectEmptyStore() {
+    EXPECT_TRUE(Eventually([&] { return server_->store()->used_bytes() == 0; }))
+        << server_->store()->used_bytes();
+    EXPECT_EQ(List().tensors_size(), 0);
+  }
+
+  std::mt19937_64 rng_{11};
+};
+
+double MaxRelError(const std::vector<double>& ref, const std::vector<float>& got) {
+  double max_abs = 0, err = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    max_abs = std::max(max_abs, std::abs(ref[i]));
+    err = std::max(err, std::abs(ref[i] - got[i]));
+  }
+  return err / std::max(max_abs, 1e-30);
+}
+
+TEST_F(ResidentTensorTest, MatmulByReferenceMatchesFp64) {
+  Start(Config());
+  const int64_t m = 7, k = 64, n = 48;
+  const std::string a = RandomBytes(DataType::kFloat32, m * k, rng_);
+  const std::string b = RandomBytes(DataType::kFloat32, n * k, rng_);  // stored [N, K]
+  const std::string c = RandomBytes(DataType::kFloat32, m * n, rng_);
+  absl::StatusOr<std::string> b_handle = PutDense({n, k}, b);
+  ASSERT_TRUE(b_handle.ok()) << b_handle.status();
+  absl::StatusOr<std::string> c_handle = PutDense({m, n}, c);
+  ASSERT_TRUE(c_handle.ok()) << c_handle.status();
+  EXPECT_EQ(Get(*b_handle), b);
+
+  gemm::v1::MatmulRequest request;
+  SetTensor(request.mutable_a(), {m, k}, DataType::kFloat32, a);
+  request.mutable_b_ref()->set_handle(*b_handle);
+  request.mutable_c_ref()->set_handle(*c_handle);
+  request.set_transpose_b(true);
+  request.set_alpha(0.5f);
+  request.set_beta(-2.0f);
+  gemm::v1::MatmulResponse response;
+  ASSERT_TRUE(Call(request, &response).ok());
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.transpose_b = true;
+  p.alpha = 0.5f;
+  p.beta = -2.0f;
+  const std::vector<double> ref = ReferenceGemm(p, {a.data(), b.data(), c.data(), nullptr});
+  EXPECT_LE(MaxRelError(ref, AsFloats(response.c().data())), 1e-5);
+}
+
+TEST_F(ResidentTensorTest, KeptResultsChainOnTheServer) {
+  Start(Config());
+  const int64_t m = 5, k = 32, n = 16;
+  const std::string a = RandomBytes(DataType::kFloat32, m * k, rng_);
+  const std::string b = RandomBytes(DataType::kFloat32, k * n, rng_);
+  const std::string b2 = RandomBytes(DataType::kFloat32, n * 8, rng_);
+  absl::StatusOr<std::string> a_handle = PutDense({m, k}, a);
+  absl::StatusOr<std::string> b_handle = PutDense({k, n}, b);
+  ASSERT_TRUE(a_handle.ok() && b_handle.ok());
+  gemm::v1::MatmulRequest first;
+  first.mutable_a_ref()->set_handle(*a_handle);
+  first.mutable_b_ref()->set_handle(*b_handle);
+  first.mutable_keep_c()->set_label("C1");
+  gemm::v1::MatmulResponse kept;
+  ASSERT_TRUE(Call(first, &kept).ok());
+  ASSERT_FALSE(kept.c_ref().handle().empty());
+  EXPECT_TRUE(kept.c().data().empty());
+  EXPECT_EQ(kept.c().shape_size(), 2);
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  const std::vector<double> c1 = ReferenceGemm(p, {a.data(), b.data(), nullptr, nullptr});
+  gemm::v1::TensorHeader header;
+  const std::string c1_bytes = Get(kept.c_ref().handle(), &header);
+  EXPECT_LE(MaxRelError(c1, AsFloats(c1_bytes)), 1e-5);
+  EXPECT_EQ(header.label(), "C1");
+  // C1 as the next A: C2 = C1 * B2, never leaving the server in between.
+  gemm::v1::MatmulRequest second;
+  second.mutable_a_ref()->set_handle(kept.c_ref().handle());
+  SetTensor(second.mutable_b(), {n, 8}, DataType::kFloat32, b2);
+  gemm::v1::MatmulResponse response;
+  ASSERT_TRUE(Call(second, &response).ok());
+  GemmProblem p2;
+  p2.m = m;
+  p2.n = 8;
+  p2.k = n;
+  const std::vector<double> c2 =
+      ReferenceGemm(p2, {c1_bytes.data(), b2.data(), nullptr, nullptr});
+  EXPECT_LE(MaxRelError(c2, AsFloats(response.c().data())), 1e-5);
+}
+
+TEST_F(ResidentTensorTest, QuantizedWeightByReferenceEqualsInline) {
+  Start(Config());
+  const int64_t m = 3, n = 40, k = 64;
+  std::vector<float> w(static_cast<size_t>(n * k)), x(static_cast<size_t>(m * k));
+  std::normal_distribution<float> normal;
+  for (float& v : w) v = normal(rng_);
+  for (float& v : x) v = normal(rng_);
+  absl::StatusOr<Nvfp4Matrix> q = QuantizeNvfp4(w.data(), n, k);
+  ASSERT_TRUE(q.ok());
+  const std::string codes(q->packed.begin(), q->packed.end());
+  const std::string scales(q->block_scales.begin(), q->block_scales.end());
+  gemm::v1::TensorChunk head;
+  head.mutable_header()->add_shape(n);
+  head.mutable_header()->add_shape(k);
+  head.mutable_header()->set_format(gemm::v1::QUANT_FORMAT_NVFP4);
+  head.mutable_header()->set_tensor_scale(q->tensor_scale);
+  gemm::v1::TensorChunk data_chunk, scales_chunk;
+  data_chunk.set_data(codes);
+  scales_chunk.set_scales(scales);
+  absl::StatusOr<std::string> handle = PutChunks({head, data_chunk, scales_chunk});
+  ASSERT_TRUE(handle.ok()) << handle.status();
+
+  gemm::v1::QuantizedMatmulRequest inline_request;
+  SetTensor(inline_request.mutable_a_dense(), {m, k}, DataType::kFloat32, Floats(x));
+  gemm::v1::QuantizedTensor* b = inline_request.mutable_b();
+  b->add_shape(n);
+  b->add_shape(k);
+  b->set_format(gemm::v1::QUANT_FORMAT_NVFP4);
+  b->set_data(codes);
+  b->set_scales(scales);
+  b->set_tensor_scale(q->tensor_scale);
+  gemm::v1::QuantizedMatmulRequest by_ref = inline_request;
+  by_ref.clear_b();
+  by_ref.mutable_b_ref()->set_handle(*handle);
+  gemm::v1::MatmulResponse inline_response, ref_response;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->QuantizedMatmul(&context, inline_request, &inline_response).ok());
+  }
+  {
+    grpc::ClientContext context;
+    const grpc::Status s = stub_->QuantizedMatmul(&context, by_ref, &ref_response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  EXPECT_EQ(ref_response.c().data(), inline_response.c().data());
+}
+
+TEST_F(ResidentTensorTest, RefusedUploadsSayWhyAndStoreNothing) {
+  Start(Config(1 << 20));
+  const std::string eight = std::string(32, '\0');  // 8 floats
+  gemm::v1::TensorChunk data;
+  data.set_data(eight);
+  struct Case {
+    std::string name;
+    std::vector<gemm::v1::TensorChunk> chunks;
+    absl::StatusCode code;
+    std::string message;
+  };
+  gemm::v1::TensorChunk both = Header({2, 4}, gemm::v1::DATA_TYPE_FLOAT32);
+  both.mutable_header()->set_format(gemm::v1::QUANT_FORMAT_INT8);
+  gemm::v1::TensorChunk neither = Header({2, 4}, gemm::v1::DATA_TYPE_UNSPECIFIED);
+  gemm::v1::TensorChunk int32 = Header({2, 4}, gemm::v1::DATA_TYPE_INT32);
+  gemm::v1::TensorChunk huge;
+  huge.set_data(std::string((4 << 20) + 1, '\0'));
+  gemm::v1::TensorChunk nan_scales = Header({2, 32}, gemm::v1::DATA_TYPE_UNSPECIFIED);
+  nan_scales.mutable_header()->set_format(gemm::v1::QUANT_FORMAT_NVFP4);
+  nan_scales.mutable_header()->set_tensor_scale(1.0f);
+  nan_scales.set_data(std::string(32, '\0'));
+  nan_scales.set_scales(std::string("\x38\x38\x38\xff", 4));
+  gemm::v1::TensorChunk full = Header({1024, 1024}, gemm::v1::DATA_TYPE_FLOAT32);
+  const std::vector<Case> cases = {
+      {"no header", {data}, absl::StatusCode::kInvalidArgument, "first chunk has no header"},
+      {"no chunks", {}, absl::StatusCode::kInvalidArgument, "ended before its first chunk"},
+      {"header again",
+       {Header({2, 4}, gemm::v1::DATA_TYPE_FLOAT32), Header({2, 4}, gemm::v1::DATA_TYPE_FLOAT32)},
+       absl::StatusCode::kInvalidArgument,
+       "chunk 2 has a header; only the first chunk carries one"},
+      {"short", {Header({4, 4}, gemm::v1::DATA_TYPE_FLOAT32), data},
+       absl::StatusCode::kInvalidArgument,
+       "ended after 32 data bytes; FLOAT32 [4, 4] needs 64"},
+      {"long", {Header({1, 4}, gemm::v1::DATA_TYPE_FLOAT32), data},
+       absl::StatusCode::kInvalidArgument, "32 bytes sent; FLOAT32 [1, 4] has 16"},
+      {"both kinds", {both}, absl::StatusCode::kInvalidArgument, "both dtype and format"},
+      {"neither kind", {neither}, absl::StatusCode::kInvalidArgument, "neither dtype nor format"},
+      {"int32", {int32}, absl::StatusCode::kInvalidArgument, "INT32 is not kept"},
+      {"chunk over 4 MiB", {Header({1, 4}, gemm::v1::DATA_TYPE_FLOAT32), huge},
+       absl::StatusCode::kInvalidArgument, "chunk 2 carries 4194305 bytes"},
+      {"NaN E4M3", {nan_scales}, absl::StatusCode::kInvalidArgument, "a NaN in E4M3"},
+      {"store full", {full}, absl::StatusCode::kResourceExhausted,
+       "needs 4194304 bytes and 1048576 of 1048576 are free"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<std::string> put = PutChunks(c.chunks);
+    EXPECT_EQ(put.status().code(), c.code) << c.name << ": " << put.status();
+    EXPECT_TRUE(absl::StrContains(put.status().message(), c.message))
+        << c.name << ": " << put.status();
+    ExpectEmptyStore();
+  }
+}
+
+TEST_F(ResidentTensorTest, HandlesThatNameNothingAreNotFound) {
+  Start(Config());
+  absl::StatusOr<std::string> handle = PutDense({4, 4}, std::string(64, '\0'));
+  ASSERT_TRUE(handle.ok());
+  ASSERT_TRUE(Delete(*handle).ok());
+  for (const std::string& h : {*handle, std::string("nonsense"),
+                               std::string("t1-0000000000000000-1234")}) {
+    gemm::v1::MatmulRequest request;
+    SetTensor(request.mutable_a(), {2, 4}, DataType::kFloat32, std::string(32, '\0'));
+    request.mutable_b_ref()->set_handle(h);
+    gemm::v1::MatmulResponse response;
+    const grpc::Status s = Call(request, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << h;
+    EXPECT_TRUE(absl::StartsWith(s.error_message(), "b_ref: ")) << s.error_message();
+    EXPECT_EQ(Delete(h).error_code(), grpc::StatusCode::NOT_FOUND);
+    grpc::ClientContext context;
+    gemm::v1::TensorHandle get;
+    get.set_handle(h);
+    auto reader = stub_->GetTensor(&context, get);
+    gemm::v1::TensorChunk chunk;
+    EXPECT_FALSE(reader->Read(&chunk));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+}
+
+TEST_F(ResidentTensorTest, ReferencedTensorsAreValidatedLikeInlineOnes) {
+  Start(Config());
+  absl::StatusOr<std::string> b = PutDense({8, 4}, std::string(128, '\0'));  // [K=8, N=4]
+  ASSERT_TRUE(b.ok());
+  gemm::v1::MatmulRequest request;
+  SetTensor(request.mutable_a(), {2, 6}, DataType::kFloat32, std::string(48, '\0'));
+  request.mutable_b_ref()->set_handle(*b);
+  gemm::v1::MatmulResponse response;
+  grpc::Status s = Call(request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "inner dimensions differ")) << s.error_message();
+  // Sent both ways.
+  SetTensor(request.mutable_b(), {6, 4}, DataType::kFloat32, std::string(96, '\0'));
+  s = Call(request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "b and b_ref are both set")) << s.error_message();
+  // A dense tensor is no quantized weight.
+  gemm::v1::QuantizedMatmulRequest quantized;
+  SetTensor(quantized.mutable_a_dense(), {2, 8}, DataType::kFloat32, std::string(64, '\0'));
+  quantized.mutable_b_ref()->set_handle(*b);
+  grpc::ClientContext context;
+  s = stub_->QuantizedMatmul(&context, quantized, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "b_ref names a FLOAT32 [8, 4] tensor"))
+      << s.error_message();
+}
+
+TEST_F(ResidentTensorTest, ExpiresAfterItsTtlAndIsCounted) {
+  Start(Config());
+  absl::StatusOr<std::string> handle = PutDense({2, 2}, std::string(16, '\0'), 1000, 1);
+  ASSERT_TRUE(handle.ok());
+  ASSERT_EQ(List().tensors_size(), 1);
+  EXPECT_GT(List().tensors(0).expires_unix_ms(), 0);
+  EXPECT_TRUE(Eventually([&] { return List().tensors_size() == 0; }, absl::Seconds(10)));
+  EXPECT_EQ(Delete(*handle).error_code(), grpc::StatusCode::NOT_FOUND);
+  double expired = -1;
+  for (const auto& family : server_->metrics().registry()->Collect()) {
+    if (family.name == "gemm_tensor_store_expired_total") expired = family.metric[0].counter.value;
+  }
+  EXPECT_EQ(expired, 1);
+  ExpectEmptyStore();
+}
+
+TEST_F(ResidentTensorTest, DeleteWhileAJobUsesTheTensorWaitsForIt) {
+  auto device = std::make_unique<GatedCpu>();
+  GatedCpu* gated = device.get();
+  Backend backend = OpenCpuBackend();
+  backend.devices.clear();
+  backend.devices.push_back(std::move(device));
+  Start(Config(), std::move(backend));
+  const int64_t m = 3, k = 16, n = 8;
+  const std::string a = RandomBytes(DataType::kFloat32, m * k, rng_);
+  const std::string b = RandomBytes(DataType::kFloat32, k * n, rng_);
+  absl::StatusOr<std::string> handle = PutDense({k, n}, b);
+  ASSERT_TRUE(handle.ok());
+  gated->Close();
+  ::gemmd::testing::AsyncCall call;
+  SetTensor(call.request.mutable_a(), {m, k}, DataType::kFloat32, a);
+  call.request.mutable_b_ref()->set_handle(*handle);
+  call.Start(stub_.get());
+  ASSERT_TRUE(Eventually([&] { return !gated->launches().empty(); }));
+  ASSERT_TRUE(Delete(*handle).ok());
+  EXPECT_EQ(List().tensors_size(), 0);
+  EXPECT_EQ(server_->store()->used_bytes(), k * n * 4);  // the running job still holds it
+  gated->Open();
+  call.done.WaitForNotification();
+  ASSERT_TRUE(call.status.ok()) << call.status.error_message();
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  EXPECT_LE(MaxRelError(ReferenceGemm(p, {a.data(), b.data(), nullptr, nullptr}),
+                        AsFloats(call.response.c().data())),
+            1e-5);
+  ExpectEmptyStore();
+}
+
+TEST_F(ResidentTensorTest, ADisconnectMidUploadLeavesNothing) {
+  Start(Config(int64_t{1} << 30));
+  const int64_t rss_before = RssBytes();
+  {
+    grpc::ClientContext context;
+    gemm::v1::TensorHandle handle;
+    auto writer = stub_->PutTensor(&context, &handle);
+    ASSERT_TRUE(writer->Write(Header({8192, 8192}, gemm::v1::DATA_TYPE_FLOAT32)));  // 256 MiB
+    gemm::v1::TensorChunk chunk;
+    chunk.set_data(std::string(4 << 20, '\x01'));
+    for (int i = 0; i < 32; ++i) ASSERT_TRUE(writer->Write(chunk));  // 128 MiB of it
+    ASSERT_TRUE(Eventually([&] { return server_->store()->used_bytes() > 0; }));
+    context.TryCancel();
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  ExpectEmptyStore();
+  // The tensor's memory went back to the system (a little slack for gRPC's buffers).
+  EXPECT_TRUE(Eventually([&] { return RssBytes() < rss_before + (int64_t{64} << 20); }))
+      << "RSS before " << rss_before << ", after " << RssBytes();
+  double gauge = -1;
+  for (const auto& family : server_->metrics().registry()->Collect()) {
+    if (family.name == "gemm_tensor_store_bytes") gauge = family.metric[0].gauge.value;
+  }
+  EXPECT_EQ(gauge, 0);
+}
+
+TEST_F(ResidentTensorTest, ParallelPartsMakeOneTensor) {
+  Start(Config());
+  const int64_t rows = 101, cols = 33;
+  const std::string bytes = RandomBytes(DataType::kFloat32, rows * cols, rng_);
+  gemm::v1::TensorChunk open = Header({rows, cols}, gemm::v1::DATA_TYPE_FLOAT32);
+  open.mutable_header()->set_parts(3);
+  absl::StatusOr<std::string> handle = PutChunks({open});
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  ASSERT_EQ(List().tensors_size(), 1);
+  EXPECT_FALSE(List().tensors(0).complete());
+  std::vector<std::thread> parts;
+  std::vector<absl::Status> results(3);
+  for (int i = 0; i < 3; ++i) {
+    parts.emplace_back([&, i] {
+      const int64_t first = rows * i / 3, last = rows * (i + 1) / 3;
+      gemm::v1::TensorChunk head;
+      head.mutable_header()->mutable_part_of()->set_handle(*handle);
+      head.mutable_header()->set_part(i);
+      gemm::v1::TensorChunk data;
+      data.set_data(bytes.substr(first * cols * 4, (last - first) * cols * 4));
+      results[i] = PutChunks({head, data}).status();
+    });
+  }
+  for (std::thread& t : parts) t.join();
+  for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(List().tensors(0).complete());
+  EXPECT_EQ(Get(*handle), bytes);
+}
+
+TEST_F(ResidentTensorTest, CallsAgainstOneWeightStackIntoOneLaunch) {
+  auto device = std::make_unique<GatedCpu>();
+  GatedCpu* gated = device.get();
+  Backend backend = OpenCpuBackend();
+  backend.devices.clear();
+  backend.devices.push_back(std::move(device));
+  ServerConfig config = Config();
+  config.max_queue_delay = absl::Seconds(1);  // a batch forms when the device frees
+  Start(config, std::move(backend));
+  const int64_t k = 32, n = 24;
+  const std::string b = RandomBytes(DataType::kFloat32, k * n, rng_);
+  absl::StatusOr<std::string> handle = PutDense({k, n}, b);
+  ASSERT_TRUE(handle.ok());
+  gated->Close();
+  // A first call holds the device; five more, each its own M, wait and then go as one.
+  const std::vector<int64_t> ms = {1, 1, 3, 2, 5, 1};
+  std::vector<std::unique_ptr<::gemmd::testing::AsyncCall>> calls;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    auto call = std::make_unique<::gemmd::testing::AsyncCall>();
+    SetTensor(call->request.mutable_a(), {ms[i], k}, DataType::kFloat32,
+              RandomBytes(DataType::kFloat32, ms[i] * k, rng_));
+    call->request.mutable_b_ref()->set_handle(*handle);
+    call->Start(stub_.get());
+    calls.push_back(std::move(call));
+    if (i == 0) {
+      ASSERT_TRUE(Eventually([&] { return gated->launches().size() == 1; }));
+    }
+  }
+  ASSERT_TRUE(Eventually([&] { return server_->executor().QueueDepth() == ms.size() - 1; }));
+  server_->executor().Poke();
+  gated->Open();
+  for (size_t i = 0; i < ms.size(); ++i) {
+    calls[i]->done.WaitForNotification();
+    ASSERT_TRUE(calls[i]->status.ok()) << calls[i]->status.error_message();
+    GemmProblem p;
+    p.m = ms[i];
+    p.n = n;
+    p.k = k;
+    const std::string& a = calls[i]->request.a().data();
+    EXPECT_LE(MaxRelError(ReferenceGemm(p, {a.data(), b.data(), nullptr, nullptr}),
+                          AsFloats(calls[i]->response.c().data())),
+              1e-5)
+        << "caller " << i;
+    EXPECT_EQ(calls[i]->response.timing().batch_size(), i == 0 ? 1u : 5u);
+  }
+  const std::vector<GatedCpu::Launch> launches = gated->launches();
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[1].items, 5);
+  EXPECT_TRUE(launches[1].stacked);
+  EXPECT_EQ(launches[1].m, 1 + 3 + 2 + 5 + 1);  // every caller's rows in one GEMM
+}
+
+TEST_F(ResidentTensorTest, HandleOperandsWithBatchingOff) {
+  ServerConfig config = Config();
+  config.max_batch_size = 1;
+  Start(config);
+  const int64_t k = 16, n = 8;
+  const std::string b = RandomBytes(DataType::kFloat32, k * n, rng_);
+  absl::StatusOr<std::string> handle = PutDense({k, n}, b);
+  ASSERT_TRUE(handle.ok());
+  std::vector<std::unique_ptr<::gemmd::testing::AsyncCall>> calls;
+  for (int i = 0; i < 4; ++i) {
+    auto call = std::make_unique<::gemmd::testing::AsyncCall>();
+    SetTensor(call->request.mutable_a(), {i + 1, k}, DataType::kFloat32,
+              RandomBytes(DataType::kFloat32, (i + 1) * k, rng_));
+    call->request.mutable_b_ref()->set_handle(*handle);
+    call->Start(stub_.get());
+    calls.push_back(std::move(call));
+  }
+  for (int i = 0; i < 4; ++i) {
+    calls[i]->done.WaitForNotification();
+    ASSERT_TRUE(calls[i]->status.ok());
+    EXPECT_EQ(calls[i]->response.timing().batch_size(), 1u);
+    GemmProblem p;
+    p.m = i + 1;
+    p.n = n;
+    p.k = k;
+    const std::string& a = calls[i]->request.a().data();
+    EXPECT_LE(MaxRelError(ReferenceGemm(p, {a.data(), b.data(), nullptr, nullptr}),
+                          AsFloats(calls[i]->response.c().data())),
+              1e-5);
+  }
+}
+
+TEST_F(ResidentTensorTest, ServerInfoShowsTheStore) {
+  Start(Config(12345678));
+  grpc::ClientContext context;
+  gemm::v1::ServerInfo info;
+  ASSERT_TRUE(stub_->GetServerInfo(&context, {}, &info).ok());
+  EXPECT_EQ(info.limits().tensor_store_bytes(), 12345678);
+  EXPECT_EQ(info.limits().max_tensor_chunk_bytes(), 4 << 20);
+  EXPECT_EQ(info.instance(), server_->store()->instance());
+  EXPECT_EQ(info.instance().size(), 16u);
+}
+
+TEST_F(ResidentTensorTest, WithoutAStoreReferencesAreRefused) {
+  Start(Config(0));
+  EXPECT_EQ(server_->store(), nullptr);
+  absl::StatusOr<std::string> put = PutDense({2, 2}, std::string(16, '\0'));
+  EXPECT_EQ(put.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(put.status().message(), "--tensor_store_bytes=0"));
+}
+
+}  // namespace
+}  // namespace gemmd

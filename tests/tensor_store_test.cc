@@ -1,0 +1,309 @@
+// The tensor store on its own (server/store): admission against the cap, uploads that
+// finish or do not, parts, pins that outlive a delete, TTL expiry on a stepped clock,
+// handles, and the scale checks of uploaded chunks.
+#include "server/store/tensor_store.h"
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "server/observability/log.h"
+#include "server/observability/metrics.h"
+#include "tests/fake_device.h"
+
+namespace gemmd {
+namespace {
+
+using ::gemmd::testing::FakeDevice;
+
+class StepClock : public Clock {
+ public:
+  absl::Time Now() const override {
+    absl::MutexLock lock(&mu_);
+    return now_;
+  }
+  void Advance(absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    now_ += d;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::Time now_ = absl::FromUnixSeconds(1700000000);
+};
+
+TensorSpec Dense(std::vector<int64_t> shape, DataType type = DataType::kFloat32) {
+  TensorSpec spec;
+  spec.shape = std::move(shape);
+  spec.dtype = type;
+  return spec;
+}
+
+TensorSpec Quantized(int64_t rows, int64_t k, QuantFormat format) {
+  TensorSpec spec;
+  spec.shape = {rows, k};
+  spec.quantized = true;
+  spec.format = format;
+  spec.tensor_scale = 0.5f;
+  return spec;
+}
+
+class TensorStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { SetLogEnabled(false); }
+  void TearDown() override { SetLogEnabled(true); }
+
+  std::unique_ptr<TensorStore> MakeStore(int64_t cap) {
+    TensorStoreOptions options;
+    options.cap_bytes = cap;
+    options.sweep_interval = absl::Hours(1);  // the tests sweep by hand
+    options.part_upload_timeout = absl::Minutes(5);
+    return std::make_unique<TensorStore>(options, std::vector<Device*>{&device_}, &metrics_,
+                                         &clock_);
+  }
+
+  // Uploads `bytes` as one dense tensor of `spec`.
+  absl::StatusOr<std::string> Put(TensorStore& store, const TensorSpec& spec,
+                                  const std::string& bytes, absl::Duration ttl = {}) {
+    absl::StatusOr<std::unique_ptr<TensorStore::Upload>> upload = store.Begin(spec, ttl, "t");
+    if (!upload.ok()) return upload.status();
+    if (absl::Status s = (*upload)->Append(bytes, {}); !s.ok()) return s;
+    return (*upload)->Finish();
+  }
+
+  FakeDevice device_;
+  ServerMetrics metrics_{1};
+  StepClock clock_;
+};
+
+std::string Floats(int64_t n, float first) {
+  std::string bytes(static_cast<size_t>(n) * 4, '\0');
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = first + static_cast<float>(i);
+    std::memcpy(&bytes[static_cast<size_t>(i) * 4], &v, 4);
+  }
+  return bytes;
+}
+
+TEST_F(TensorStoreTest, StoresAndPinsATensorWithItsBytes) {
+  auto store = MakeStore(1 << 20);
+  const std::string bytes = Floats(6, 1.0f);
+  absl::StatusOr<std::string> handle = Put(*store, Dense({2, 3}), bytes);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  // "t1-" + 16 hex digits of instance + "-" + 32 hex digits (128 random bits).
+  EXPECT_EQ(handle->size(), 3u + 16 + 1 + 32);
+  EXPECT_TRUE(absl::StartsWith(*handle, "t1-" + store->instance() + "-"));
+  absl::StatusOr<TensorPin> pin = store->Acquire(*handle);
+  ASSERT_TRUE(pin.ok()) << pin.status();
+  EXPECT_EQ(std::string((*pin)->data(), 24), bytes);
+  EXPECT_EQ(store->used_bytes(), 24);
+  ASSERT_EQ(store->List().size(), 1u);
+  EXPECT_EQ(store->List()[0].label, "t");
+  // Two uploads never share a handle.
+  absl::StatusOr<std::string> other = Put(*store, Dense({2, 3}), bytes);
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(*other, *handle);
+}
+
+TEST_F(TensorStoreTest, RefusesWhatDoesNotFitTheCapBeforeTakingMemory) {
+  auto store = MakeStore(100);
+  ASSERT_TRUE(Put(*store, Dense({4, 4}), Floats(16, 0)).ok());  // 64 bytes
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> big =
+      store->Begin(Dense({4, 4}), {}, "");
+  ASSERT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(big.status().message(), "needs 64 bytes and 36 of 100 are free"))
+      << big.status();
+  EXPECT_EQ(store->used_bytes(), 64);
+}
+
+TEST_F(TensorStoreTest, AnUnfinishedUploadLeavesNothing) {
+  auto store = MakeStore(1 << 20);
+  {
+    absl::StatusOr<std::unique_ptr<TensorStore::Upload>> upload =
+        store->Begin(Dense({8, 8}), {}, "");
+    ASSERT_TRUE(upload.ok());
+    ASSERT_TRUE((*upload)->Append(Floats(10, 0), {}).ok());
+    EXPECT_EQ(store->used_bytes(), 256);  // counted while it uploads
+    absl::StatusOr<std::string> short_of = (*upload)->Finish();
+    EXPECT_EQ(short_of.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(short_of.status().message(),
+                                  "after 40 data bytes; FLOAT32 [8, 8] needs 256"))
+        << short_of.status();
+  }
+  EXPECT_EQ(store->used_bytes(), 0);
+  EXPECT_TRUE(store->List().empty());
+}
+
+TEST_F(TensorStoreTest, RefusesBytesPastTheEnd) {
+  auto store = MakeStore(1 << 20);
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> upload = store->Begin(Dense({2, 2}), {}, "");
+  ASSERT_TRUE(upload.ok());
+  const absl::Status s = (*upload)->Append(Floats(5, 0), {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "20 bytes sent; FLOAT32 [2, 2] has 16")) << s;
+  // A dense tensor takes no scales.
+  EXPECT_EQ((*upload)->Append({}, "x").code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(TensorStoreTest, DeleteTakesEffectWhenTheLastPinGoes) {
+  auto store = MakeStore(1 << 20);
+  absl::StatusOr<std::string> handle = Put(*store, Dense({2, 2}), Floats(4, 3));
+  ASSERT_TRUE(handle.ok());
+  absl::StatusOr<TensorPin> pin = store->Acquire(*handle);
+  ASSERT_TRUE(pin.ok());
+  ASSERT_TRUE(store->Delete(*handle).ok());
+  // Gone for new users at once...
+  EXPECT_EQ(store->Acquire(*handle).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->Delete(*handle).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store->List().empty());
+  // ...while the job that holds it still reads its bytes.
+  EXPECT_EQ(store->used_bytes(), 16);
+  EXPECT_EQ(std::string((*pin)->data(), 16), Floats(4, 3));
+  pin->reset();
+  EXPECT_EQ(store->used_bytes(), 0);
+}
+
+TEST_F(TensorStoreTest, ExpiresAfterItsTtl) {
+  auto store = MakeStore(1 << 20);
+  absl::StatusOr<std::string> handle =
+      Put(*store, Dense({2, 2}), Floats(4, 0), absl::Seconds(10));
+  ASSERT_TRUE(handle.ok());
+  absl::StatusOr<std::string> forever = Put(*store, Dense({2, 2}), Floats(4, 0));
+  ASSERT_TRUE(forever.ok());
+  clock_.Advance(absl::Seconds(9));
+  store->Sweep();
+  EXPECT_TRUE(store->Acquire(*handle).ok());
+  clock_.Advance(absl::Seconds(2));
+  // Expired before the sweeper came by: already unknown.
+  EXPECT_EQ(store->Acquire(*handle).status().code(), absl::StatusCode::kNotFound);
+  store->Sweep();
+  EXPECT_EQ(store->List().size(), 1u);
+  EXPECT_EQ(store->used_bytes(), 16);
+  EXPECT_TRUE(store->Acquire(*forever).ok());
+  EXPECT_EQ(store->Begin(Dense({1, 1}), absl::Seconds(-1), "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(TensorStoreTest, PartsMakeOneTensorOnlyWhenAllArrived) {
+  auto store = MakeStore(1 << 20);
+  const TensorSpec spec = Dense({5, 2});  // rows 0-1 and 2-4 in two parts
+  absl::StatusOr<std::string> handle = store->OpenParts(spec, {}, "parts", 2);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  EXPECT_EQ(store->Acquire(*handle).status().code(), absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> second = store->BeginPart(*handle, 1);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(store->BeginPart(*handle, 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store->BeginPart(*handle, 2).status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string all = Floats(10, 0);
+  ASSERT_TRUE((*second)->Append(all.substr(16), {}).ok());
+  ASSERT_TRUE((*second)->Finish().ok());
+  EXPECT_FALSE(store->Acquire(*handle).ok());
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> first = store->BeginPart(*handle, 0);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE((*first)->Append(all.substr(0, 16), {}).ok());
+  ASSERT_TRUE((*first)->Finish().ok());
+  absl::StatusOr<TensorPin> pin = store->Acquire(*handle);
+  ASSERT_TRUE(pin.ok()) << pin.status();
+  EXPECT_EQ(std::string((*pin)->data(), 40), all);
+  EXPECT_EQ(store->OpenParts(spec, {}, "", 6).status().code(),
+            absl::StatusCode::kInvalidArgument);  // more parts than rows
+}
+
+TEST_F(TensorStoreTest, AFailedPartTakesTheWholeTensorOut) {
+  auto store = MakeStore(1 << 20);
+  absl::StatusOr<std::string> handle = store->OpenParts(Dense({4, 4}), {}, "", 2);
+  ASSERT_TRUE(handle.ok());
+  {
+    absl::StatusOr<std::unique_ptr<TensorStore::Upload>> part = store->BeginPart(*handle, 0);
+    ASSERT_TRUE(part.ok());
+    ASSERT_TRUE((*part)->Append(Floats(3, 0), {}).ok());
+  }  // abandoned
+  EXPECT_EQ(store->BeginPart(*handle, 1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->used_bytes(), 0);
+  EXPECT_TRUE(store->List().empty());
+}
+
+TEST_F(TensorStoreTest, AbandonedPartUploadsTimeOut) {
+  auto store = MakeStore(1 << 20);
+  absl::StatusOr<std::string> handle = store->OpenParts(Dense({4, 4}), {}, "", 2);
+  ASSERT_TRUE(handle.ok());
+  clock_.Advance(absl::Minutes(6));
+  store->Sweep();
+  EXPECT_EQ(store->used_bytes(), 0);
+  EXPECT_EQ(store->Acquire(*handle).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(TensorStoreTest, HandlesOfAnotherInstanceSaySo) {
+  auto store = MakeStore(1 << 20);
+  const absl::Status s = store->Acquire("t1-0123456789abcdef-00").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(s.message(), "issued by server instance 0123456789abcdef"))
+      << s;
+  const absl::Status unknown =
+      store->Acquire("t1-" + store->instance() + "-00000000000000000000000000000000").status();
+  EXPECT_TRUE(absl::StrContains(unknown.message(), "never stored, deleted, or expired")) << unknown;
+}
+
+TEST_F(TensorStoreTest, ChecksScalesAsTheyArrive) {
+  auto store = MakeStore(1 << 20);
+  // NVFP4 [2, 32]: 32 code bytes, 4 E4M3 scale bytes; 0x7F is NaN.
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> nvfp4 =
+      store->Begin(Quantized(2, 32, QuantFormat::kNvfp4), {}, "");
+  ASSERT_TRUE(nvfp4.ok()) << nvfp4.status();
+  ASSERT_TRUE((*nvfp4)->Append(std::string(32, '\x11'), std::string("\x38\x38", 2)).ok());
+  const absl::Status nan = (*nvfp4)->Append({}, std::string("\x38\x7f", 2));
+  EXPECT_EQ(nan.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(nan.message(), "NVFP4 block scale [1, 1] is 0x7f")) << nan;
+
+  // INT8 [2, 4]: two FP32 row scales, the second NaN and split between two chunks.
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> int8 =
+      store->Begin(Quantized(2, 4, QuantFormat::kInt8), {}, "");
+  ASSERT_TRUE(int8.ok());
+  const float scales[2] = {0.5f, std::numeric_limits<float>::quiet_NaN()};
+  const std::string bytes(reinterpret_cast<const char*>(scales), 8);
+  ASSERT_TRUE((*int8)->Append(std::string(8, '\x01'), bytes.substr(0, 6)).ok());
+  const absl::Status bad = (*int8)->Append({}, bytes.substr(6));
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.message(), "scales[1] is nan")) << bad;
+}
+
+TEST(TensorSpecTest, RefusesMalformedSpecsWithWhatIsExpected) {
+  EXPECT_TRUE(ValidateSpec(Dense({2, 3})).ok());
+  EXPECT_TRUE(ValidateSpec(Dense({4, 2, 3})).ok());
+  EXPECT_TRUE(absl::StrContains(ValidateSpec(Dense({6})).message(), "has rank 1"));
+  EXPECT_TRUE(absl::StrContains(ValidateSpec(Dense({2, 0})).message(), "dimension < 1"));
+  EXPECT_TRUE(
+      absl::StrContains(ValidateSpec(Dense({int64_t{1} << 40, int64_t{1} << 40})).message(),
+                        "elements"));
+  TensorSpec nvfp4 = Quantized(4, 24, QuantFormat::kNvfp4);
+  EXPECT_TRUE(absl::StrContains(ValidateSpec(nvfp4).message(), "multiple of 16"));
+  nvfp4.shape = {4, 32};
+  nvfp4.tensor_scale = 0;
+  EXPECT_TRUE(absl::StrContains(ValidateSpec(nvfp4).message(), "finite scale > 0"));
+  // Byte counts: NVFP4 [4, 32]: 64 code bytes, 8 scale bytes after 256-byte alignment.
+  nvfp4.tensor_scale = 1;
+  EXPECT_EQ(DataBytes(nvfp4), 64);
+  EXPECT_EQ(ScaleBytes(nvfp4), 8);
+  EXPECT_EQ(StoredBytes(nvfp4), 256 + 8);
+  EXPECT_EQ(StoredBytes(Dense({3, 5}, DataType::kFloat16)), 30);
+}
+
+TEST_F(TensorStoreTest, PublishesItsGauges) {
+  auto store = MakeStore(1 << 20);
+  ASSERT_TRUE(Put(*store, Dense({2, 2}), Floats(4, 0)).ok());
+  bool seen = false;
+  for (const auto& family : metrics_.registry()->Collect()) {
+    if (family.name != "gemm_tensor_store_bytes") continue;
+    ASSERT_EQ(family.metric.size(), 1u);
+    EXPECT_EQ(family.metric[0].gauge.value, 16);
+    seen = true;
+  }
+  EXPECT_TRUE(seen);
+}
+
+}  // namespace
+}  // namespace gemmd

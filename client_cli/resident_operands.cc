@@ -19,6 +19,19 @@ absl::StatusOr<uint32_t> TtlOf(const CliOptions& o) {
   return static_cast<uint32_t>(o.ttl_s);
 }
 
+namespace {
+
+// A call about @handle that failed: its code kept, and named in the message as gemm-cli
+// names RPC errors ("@H: GetTensor failed: NOT_FOUND: ...").
+absl::Status Failed(const std::string& handle, const char* rpc, const absl::Status& status) {
+  return absl::Status(status.code(),
+                      absl::StrCat("@", handle, ": ", rpc, " failed: ",
+                                   absl::StatusCodeToString(status.code()), ": ",
+                                   status.message()));
+}
+
+}  // namespace
+
 std::optional<std::string> HandleOf(const std::string& spec) {
   if (!absl::StartsWith(spec, "@")) return std::nullopt;
   return spec.substr(1);
@@ -30,10 +43,7 @@ absl::StatusOr<ResidentOperand> ServerResidentLookup::Find(const std::string& ha
   out.handle = handle;
   if (download) {
     absl::StatusOr<StoredTensor> got = store_->GetTensor(handle, timeout_);
-    if (!got.ok()) {
-      return absl::Status(got.status().code(),
-                          absl::StrCat("@", handle, ": GetTensor: ", got.status().message()));
-    }
+    if (!got.ok()) return Failed(handle, "GetTensor", got.status());
     out.header = std::move(got->header);
     out.data = std::move(got->data);
     out.scales = std::move(got->scales);
@@ -42,11 +52,7 @@ absl::StatusOr<ResidentOperand> ServerResidentLookup::Find(const std::string& ha
   }
   if (!list_) {
     absl::StatusOr<gemm::v1::ListTensorsResponse> list = store_->ListTensors(timeout_);
-    if (!list.ok()) {
-      return absl::Status(list.status().code(),
-                          absl::StrCat("ListTensors (to look up @", handle,
-                                       "): ", list.status().message()));
-    }
+    if (!list.ok()) return Failed(handle, "ListTensors", list.status());
     list_ = *std::move(list);
   }
   for (const gemm::v1::TensorInfo& t : list_->tensors()) {
@@ -62,8 +68,9 @@ absl::StatusOr<ResidentOperand> ServerResidentLookup::Find(const std::string& ha
     out.header.set_label(t.label());
     return out;
   }
-  return absl::NotFoundError(absl::StrCat("no resident tensor @", handle,
-                                          " on the server (gemm-cli ls lists them)"));
+  return absl::NotFoundError(absl::StrCat("@", handle,
+                                          ": NOT_FOUND: no resident tensor with this handle on "
+                                          "the server (gemm-cli ls lists them)"));
 }
 
 absl::StatusOr<DataType> DenseTypeOf(const ResidentOperand& operand, const char* flag) {

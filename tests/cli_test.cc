@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <random>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,7 +16,10 @@
 #include "client_cli/quantized_inputs.h"
 #include "client_cli/matmul_inputs.h"
 #include "client_cli/preflight.h"
+#include "client_cli/request_args.h"
+#include "client_cli/resident_operands.h"
 #include "kernels/cpu/cpu_gemm.h"
+#include "kernels/quant_formats.h"
 
 namespace gemmd {
 namespace {
@@ -319,6 +324,173 @@ TEST(CliCommandLineTest, HelpListsTheCommandsFlagsOnlyAndNoSourcePaths) {
   for (const CommandSpec& c : Commands()) {
     EXPECT_TRUE(absl::StrContains(general, absl::StrCat("\n  ", c.name, " "))) << c.name;
   }
+}
+
+}  // namespace
+}  // namespace gemmd
+
+namespace gemmd {
+namespace {
+
+// Resident tensors as a server would describe them (headers; bytes when downloaded).
+class FakeResident : public ResidentLookup {
+ public:
+  absl::StatusOr<ResidentOperand> Find(const std::string& handle, bool download) override {
+    auto it = tensors.find(handle);
+    if (it == tensors.end()) return absl::NotFoundError(absl::StrCat("@", handle, ": gone"));
+    ResidentOperand r = it->second;
+    r.handle = handle;
+    if (download) {
+      ++downloads;
+      r.downloaded = true;
+    } else {
+      r.data.clear();
+      r.scales.clear();
+    }
+    return r;
+  }
+  std::map<std::string, ResidentOperand> tensors;
+  int downloads = 0;
+};
+
+ResidentOperand Dense(std::vector<int64_t> shape, gemm::v1::DataType dtype, std::string data) {
+  ResidentOperand r;
+  for (int64_t d : shape) r.header.add_shape(d);
+  r.header.set_dtype(dtype);
+  r.data = std::move(data);
+  return r;
+}
+
+TEST(ResidentOperandsTest, MatmulSendsTheHandleAloneAndSizesTheRandomOperandByIt) {
+  FakeResident resident;
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> b(64 * 24);
+  for (float& x : b) x = normal(rng);
+  resident.tensors["hb"] = Dense({64, 24}, gemm::v1::DATA_TYPE_FLOAT32,
+                                 std::string(reinterpret_cast<const char*>(b.data()), b.size() * 4));
+  CliOptions o;
+  o.b_path = "@hb";
+  o.m = 5;
+  o.keep_c = true;
+  o.label = "c";
+  absl::StatusOr<std::unique_ptr<MatmulInputs>> in = BuildMatmulInputs(o, &resident);
+  ASSERT_TRUE(in.ok()) << in.status();
+  const gemm::v1::MatmulRequest& r = (*in)->request;
+  EXPECT_TRUE(r.has_b_ref());
+  EXPECT_EQ(r.b_ref().handle(), "hb");
+  EXPECT_FALSE(r.has_b());  // not inline: the encoder sends only what is set
+  EXPECT_FALSE(r.has_a_ref());
+  EXPECT_FALSE(r.has_c_ref());
+  EXPECT_EQ(std::vector<int64_t>(r.a().shape().begin(), r.a().shape().end()),
+            (std::vector<int64_t>{5, 64}));
+  EXPECT_EQ((*in)->problem.n, 24);
+  EXPECT_EQ((*in)->payload_bytes, 5 * 64 * 4);
+  EXPECT_EQ(r.keep_c().label(), "c");
+  EXPECT_FALSE((*in)->has_reference());  // not downloaded without --verify
+  EXPECT_EQ(resident.downloads, 0);
+  const MatmulArgs args = ArgsOf(r);
+  EXPECT_EQ(args.b_ref, "hb");
+  EXPECT_TRUE(args.a_ref.empty());
+  ASSERT_TRUE(args.keep_c.has_value());
+
+  // --verify downloads it, and checks a C computed from its values.
+  o.verify = true;
+  o.keep_c = false;
+  in = BuildMatmulInputs(o, &resident);
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_EQ(resident.downloads, 1);
+  ASSERT_TRUE((*in)->has_reference());
+  gemm::v1::MatmulResponse response;
+  response.mutable_c()->set_dtype(gemm::v1::DATA_TYPE_FLOAT32);
+  std::string c(5 * 24 * 4, '\0');
+  GemmOperands ops = (*in)->operands;
+  ops.c_out = c.data();
+  ASSERT_TRUE(CpuGemm((*in)->problem, ops).ok());
+  absl::StatusOr<double> error = VerifyResult(**in, response, c);
+  ASSERT_TRUE(error.ok()) << error.status();
+  EXPECT_LE(*error, 1e-6);
+}
+
+TEST(ResidentOperandsTest, HandlesThatCannotServeAreExplained) {
+  FakeResident resident;
+  ResidentOperand q;
+  q.header.add_shape(8);
+  q.header.add_shape(32);
+  q.header.set_format(gemm::v1::QUANT_FORMAT_INT8);
+  resident.tensors["q"] = q;
+  CliOptions o;
+  o.a_path = "@q";
+  o.b_path = "@missing";
+  EXPECT_EQ(BuildMatmulInputs(o).status().message(),
+            "--a @q: resident tensors need a server");
+  absl::Status s = BuildMatmulInputs(o, &resident).status();
+  EXPECT_TRUE(absl::StrContains(s.message(), "quantized")) << s;
+  o.a_path = "@missing";
+  EXPECT_EQ(BuildMatmulInputs(o, &resident).status().code(), absl::StatusCode::kNotFound);
+  o = CliOptions();
+  o.b_path = "@q";
+  o.c_path = "@q";
+  EXPECT_EQ(BuildMatmulInputs(o, &resident).status().message(),
+            "--c is the C of beta * C: it needs --beta != 0");
+}
+
+TEST(ResidentOperandsTest, QuantizedTakesAResidentBInItsFormat) {
+  std::vector<float> w(8 * 32);
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> normal;
+  for (float& x : w) x = normal(rng);
+  const Int8Matrix q = *QuantizeInt8(w.data(), 8, 32);
+  ResidentOperand b;
+  b.header.add_shape(8);
+  b.header.add_shape(32);
+  b.header.set_format(gemm::v1::QUANT_FORMAT_INT8);
+  b.data.assign(reinterpret_cast<const char*>(q.values.data()), q.values.size());
+  b.scales.assign(reinterpret_cast<const char*>(q.scales.data()), q.scales.size() * 4);
+  FakeResident resident;
+  resident.tensors["w"] = b;
+  CliOptions o;
+  o.b_path = "@w";
+  o.m = 3;
+  o.verify = true;  // --format stays nvfp4: the handle's INT8 wins
+  absl::StatusOr<std::unique_ptr<QuantizedInputs>> in = BuildQuantizedInputs(o, &resident);
+  ASSERT_TRUE(in.ok()) << in.status();
+  const QuantizedInputs& qi = **in;
+  EXPECT_EQ(qi.format, QuantFormat::kInt8);
+  EXPECT_EQ(qi.request.b_ref().handle(), "w");
+  EXPECT_FALSE(qi.request.has_b());
+  EXPECT_EQ(qi.request.a().format(), gemm::v1::QUANT_FORMAT_INT8);
+  EXPECT_EQ(qi.sent_bytes, 3 * 32 + 3 * 4);  // A alone
+  EXPECT_EQ(qi.b_bytes, 8 * 32 + 8 * 4);
+  std::vector<float> expected(w.size());
+  DequantizeInt8(q, expected.data());
+  EXPECT_EQ(qi.b_dequantized, expected);
+  const std::string c(3 * 8 * 4, '\0');
+  absl::StatusOr<QuantizedErrors> e = QuantizedResultErrors(qi, c);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_FALSE(e->has_format);  // B's FP32 original is not here
+
+  o.format_set = true;  // --format=nvfp4 named: it contradicts the handle
+  EXPECT_EQ(BuildQuantizedInputs(o, &resident).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ResidentOperandsTest, CommandsTakeTheirOperand) {
+  const CommandSpec* put = FindCommand("put");
+  ASSERT_NE(put, nullptr);
+  EXPECT_TRUE(CheckOperands({"w.npy"}, *put).ok());
+  EXPECT_EQ(CheckOperands({}, *put).message(),
+            "usage: gemm-cli put FILE.npy [flags] (gemm-cli put --help)");
+  EXPECT_EQ(CheckOperands({"x"}, *FindCommand("ls")).message(),
+            "'gemm-cli ls' takes no operands, not 'x' (gemm-cli ls --help)");
+  EXPECT_TRUE(absl::StrContains(HelpText(put), "Usage: gemm-cli put FILE.npy [flags]"));
+  EXPECT_TRUE(absl::StrContains(HelpText(FindCommand("get")), "dequantized to float32"));
+  EXPECT_TRUE(CheckFlagsApply(ReadCommandLine({"gemm-cli", "matmul", "--b", "@h", "--keep_c",
+                                               "--ttl_s=5"}),
+                              *FindCommand("matmul"))
+                  .ok());
+  EXPECT_EQ(HandleOf("@abc"), "abc");
+  EXPECT_EQ(HandleOf("abc.npy"), std::nullopt);
 }
 
 }  // namespace

@@ -1,0 +1,241 @@
+// gemm-cli's resident tensor commands as a user runs them, against a gemm-server process
+// (--backend cpu): put prints the handle alone on stdout, get writes back what was put
+// (dense, quantized dequantized, parallel parts), ls lists it, matmul and quantized by
+// handle equal the same call inline, --keep_c, bench --resident_b deletes its B, and a
+// removed tensor is NOT_FOUND.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "kernels/npy_io.h"
+#include "kernels/quant_formats.h"
+#include "tests/child_process.h"
+
+namespace gemmd::testing {
+namespace {
+
+class ResidentCliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new ChildProcess({GEMM_SERVER_BINARY, "--backend=cpu", "--host=127.0.0.1",
+                                "--port=0", "--metrics_port=-1"});
+    port_ = StartedServerPort(*server_);
+  }
+  static void TearDownTestSuite() {
+    delete server_;  // SIGKILL: nothing of it is checked
+    server_ = nullptr;
+    for (const std::string& path : *files_) std::remove(path.c_str());
+  }
+  void SetUp() override { ASSERT_GT(port_, 0) << server_->err(); }
+
+  struct Run {
+    int code = -1;
+    std::string out, err;
+  };
+  // gemm-cli `args` against the server.
+  Run Cli(std::vector<std::string> args) {
+    std::vector<std::string> argv = {GEMM_CLI_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back(absl::StrCat("--target=127.0.0.1:", port_));
+    ChildProcess cli(argv);
+    Run r;
+    r.code = cli.Wait(absl::Seconds(120));
+    r.out = cli.out();
+    r.err = cli.err();
+    return r;
+  }
+  // `put` the file (with `flags`); the handle it printed.
+  std::string Put(const std::string& path, std::vector<std::string> flags = {}) {
+    flags.insert(flags.begin(), {"put", path});
+    const Run r = Cli(flags);
+    EXPECT_EQ(r.code, 0) << r.err;
+    // The handle, and nothing else, on stdout; the summary on stderr.
+    EXPECT_TRUE(absl::EndsWith(r.out, "\n")) << r.out;
+    const std::string handle(absl::StripSuffix(r.out, "\n"));
+    EXPECT_FALSE(absl::StrContains(handle, "\n")) << r.out;
+    EXPECT_FALSE(absl::StrContains(handle, " ")) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.err, "GB/s")) << r.err;
+    return handle;
+  }
+
+  // A file of this test run, removed at the end.
+  static std::string Path(const std::string& name) {
+    files_->push_back(absl::StrCat(::testing::TempDir(), "resident_cli_", getpid(), "_", name));
+    return files_->back();
+  }
+
+  static ChildProcess* server_;
+  static int port_;
+  static std::vector<std::string>* files_;
+};
+
+ChildProcess* ResidentCliTest::server_ = nullptr;
+int ResidentCliTest::port_ = -1;
+std::vector<std::string>* ResidentCliTest::files_ = new std::vector<std::string>;
+
+std::vector<float> Gaussian(int64_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(static_cast<size_t>(count));
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// A FLOAT32 .npy of N(0,1) values; returns its array.
+NpyArray WriteFloats(const std::string& path, std::vector<int64_t> shape, uint64_t seed) {
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  const std::vector<float> v = Gaussian(count, seed);
+  NpyArray a;
+  a.shape = std::move(shape);
+  a.type = DataType::kFloat32;
+  a.data.assign(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+  EXPECT_TRUE(WriteNpyFile(path, a).ok());
+  return a;
+}
+
+NpyArray Read(const std::string& path) {
+  absl::StatusOr<NpyArray> a = ReadNpyFile(path);
+  EXPECT_TRUE(a.ok()) << a.status();
+  return a.ok() ? *std::move(a) : NpyArray();
+}
+
+TEST_F(ResidentCliTest, PutGetLsRmRoundTrip) {
+  const std::string in = Path("dense.npy"), out = Path("dense_out.npy");
+  const NpyArray a = WriteFloats(in, {300, 70}, 1);
+  const std::string handle = Put(in, {"--label=round-trip", "--ttl_s=600"});
+
+  Run r = Cli({"get", handle, "--out", out});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const NpyArray got = Read(out);
+  EXPECT_EQ(got.shape, a.shape);
+  EXPECT_EQ(got.type, DataType::kFloat32);
+  EXPECT_TRUE(got.data == a.data);
+
+  r = Cli({"ls"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "HANDLE")) << r.out;
+  size_t line_at = r.out.find(handle);
+  ASSERT_NE(line_at, std::string::npos) << r.out;
+  const std::string line = r.out.substr(line_at, r.out.find('\n', line_at) - line_at);
+  for (const char* field : {"[300,70]", "FLOAT32", "round-trip", "cpu:0"}) {
+    EXPECT_TRUE(absl::StrContains(line, field)) << field << "\n" << line;
+  }
+  EXPECT_FALSE(absl::StrContains(line, "never")) << line;  // it has a TTL
+  EXPECT_TRUE(absl::StrContains(r.out, "\nstore: ")) << r.out;
+
+  r = Cli({"rm", handle});
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = Cli({"get", handle, "--out", out});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "NOT_FOUND")) << r.err;
+  r = Cli({"rm", handle});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "NOT_FOUND")) << r.err;
+  r = Cli({"ls"});
+  EXPECT_FALSE(absl::StrContains(r.out, handle)) << r.out;
+}
+
+TEST_F(ResidentCliTest, QuantizedPutReadsBackDequantized) {
+  const std::string in = Path("w.npy"), out = Path("w_out.npy");
+  const int64_t rows = 64, k = 256;
+  const NpyArray w = WriteFloats(in, {rows, k}, 2);
+  const float* x = reinterpret_cast<const float*>(w.data.data());
+  for (const char* format : {"int8", "nvfp4"}) {
+    SCOPED_TRACE(format);
+    std::vector<float> expected(static_cast<size_t>(rows * k));
+    if (std::string(format) == "int8") {
+      DequantizeInt8(*QuantizeInt8(x, rows, k), expected.data());
+    } else {
+      ASSERT_TRUE(DequantizeNvfp4(*QuantizeNvfp4(x, rows, k), expected.data()).ok());
+    }
+    const std::string handle = Put(in, {absl::StrCat("--format=", format)});
+    const Run r = Cli({"get", handle, "--out", out});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.out, "dequantized to FLOAT32")) << r.out;
+    const NpyArray got = Read(out);
+    EXPECT_EQ(got.shape, (std::vector<int64_t>{rows, k}));
+    ASSERT_EQ(got.data.size(), expected.size() * 4);
+    EXPECT_EQ(std::memcmp(got.data.data(), expected.data(), got.data.size()), 0);
+    EXPECT_EQ(Cli({"rm", handle}).code, 0);
+  }
+}
+
+TEST_F(ResidentCliTest, ParallelPartsReadBackWhole) {
+  const std::string in = Path("big.npy"), out = Path("big_out.npy");
+  const NpyArray a = WriteFloats(in, {1001, 1500}, 3);  // 6 MB: several chunks per part
+  const std::string handle = Put(in, {"--connections=3"});
+  const Run r = Cli({"get", handle, "--out", out});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Read(out).data == a.data);
+  EXPECT_EQ(Cli({"rm", handle}).code, 0);
+}
+
+TEST_F(ResidentCliTest, MatmulByHandleEqualsInlineAndKeepsC) {
+  const std::string a = Path("a.npy"), b = Path("b.npy");
+  const std::string c_inline = Path("c_inline.npy"), c_ref = Path("c_ref.npy"),
+                    c_kept = Path("c_kept.npy");
+  WriteFloats(a, {40, 300}, 4);
+  WriteFloats(b, {300, 24}, 5);
+  Run r = Cli({"matmul", "--a", a, "--b", b, "--out", c_inline});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string handle = Put(b);
+
+  r = Cli({"matmul", "--a", a, "--b", "@" + handle, "--out", c_ref, "--verify"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "PASS")) << r.out;
+  EXPECT_TRUE(Read(c_ref).data == Read(c_inline).data);
+
+  // C kept on the server: its handle printed; --out downloads it.
+  r = Cli({"matmul", "--a", a, "--b", "@" + handle, "--keep_c", "--label=c", "--out", c_kept});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const size_t at = r.out.find("c_ref=");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string kept = r.out.substr(at + 6, r.out.find('\n', at) - at - 6);
+  EXPECT_TRUE(Read(c_kept).data == Read(c_inline).data);
+  EXPECT_TRUE(absl::StrContains(Cli({"ls"}).out, kept));
+  EXPECT_EQ(Cli({"rm", kept}).code, 0);
+
+  // Removed, then used: NOT_FOUND.
+  EXPECT_EQ(Cli({"rm", handle}).code, 0);
+  r = Cli({"matmul", "--a", a, "--b", "@" + handle});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "NOT_FOUND")) << r.err;
+}
+
+TEST_F(ResidentCliTest, QuantizedByHandleVerifies) {
+  const std::string w = Path("qw.npy");
+  WriteFloats(w, {48, 128}, 6);
+  const std::string handle = Put(w, {"--format=int8"});
+  Run r = Cli({"quantized", "--b", "@" + handle, "--m=5", "--verify"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "c: shape=[5,48]")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "PASS")) << r.out;
+  r = Cli({"quantized", "--b", "@" + handle, "--m=5", "--weight_only", "--verify"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "PASS")) << r.out;
+  EXPECT_EQ(Cli({"rm", handle}).code, 0);
+}
+
+TEST_F(ResidentCliTest, BenchWithAResidentBDeletesItAfterwards) {
+  for (const char* quantized : {"--noquantized", "--quantized"}) {
+    SCOPED_TRACE(quantized);
+    Run r = Cli({"bench", "--m=4", "--n=64", "--k=64", "--resident_b", quantized,
+                 "--duration_s=0.3", "--warmup_s=0"});
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_TRUE(absl::StrContains(r.out, "resident:   B by handle")) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "errors:     none")) << r.out;
+    r = Cli({"ls"});
+    EXPECT_FALSE(absl::StrContains(r.out, "gemm-cli bench B")) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace gemmd::testing

@@ -94,7 +94,7 @@ TEST(MatmulValidationTest, InvalidArgumentCases) {
   const auto kInvalid = absl::StatusCode::kInvalidArgument;
   MatmulRequest r = Valid();
   r.clear_a();
-  ExpectError(r, kInvalid, "a is missing");
+  ExpectError(r, kInvalid, "a is missing (set a or a_ref)");
 
   r = Valid();
   r.mutable_b()->set_dtype(gemm::v1::DATA_TYPE_UNSPECIFIED);

@@ -283,7 +283,7 @@ TEST_F(QuantizedServerTest, MalformedRequestsAreInvalidArguments) {
   expect_invalid(r, "b.format is unset; expected INT8 or NVFP4");
   r = good;
   r.clear_a();
-  expect_invalid(r, "a is missing: set a (quantized) or a_dense (FLOAT32/FLOAT16/BFLOAT16)");
+  expect_invalid(r, "a is missing: set a (quantized), a_dense (FLOAT32/FLOAT16/BFLOAT16) or a_ref");
   r = good;
   *r.mutable_a() = Quantized(QuantFormat::kInt8, 4, 48, 7).proto;
   expect_invalid(r,

@@ -334,6 +334,31 @@ TEST_F(TensorStoreClientTest, ListTensorsDescribesEachTensorAndTheStore) {
   EXPECT_TRUE(store.DeleteTensor(*quantized).ok());
 }
 
+// The server's refusal mid-upload comes back with its code, whole or in parts, and
+// leaves nothing stored.
+TEST_F(TensorStoreClientTest, AnUploadTheServerRefusesReturnsItsStatusAndStoresNothing) {
+  TensorStoreClient store = Store();
+  std::unique_ptr<Quantized> q = MakeQuantized(gemm::v1::QUANT_FORMAT_NVFP4, 3000, 1024, 21);
+  std::string scales(q->ref.scales);
+  scales[scales.size() - 5] = '\x7f';  // a NaN E4M3 scale, in the last part's rows
+  QuantizedTensorRef bad = q->ref;
+  bad.scales = scales;
+  for (int connections : {1, 3}) {
+    SCOPED_TRACE(connections);
+    PutOptions put;
+    put.connections = connections;
+    const absl::StatusOr<std::string> handle = store.PutTensor(bad, put);
+    EXPECT_EQ(handle.status().code(), absl::StatusCode::kInvalidArgument) << handle.status();
+    absl::StatusOr<gemm::v1::ListTensorsResponse> list = store.ListTensors();
+    ASSERT_TRUE(list.ok()) << list.status();
+    EXPECT_EQ(list->tensors_size(), 0);
+  }
+  // The same tensor with good scales goes up over the same connections afterwards.
+  PutOptions put;
+  put.connections = 3;
+  ExpectQuantizedRoundTrip(store, q->ref, put);
+}
+
 // Checked here, before any call: bytes that do not match the shape.
 TEST_F(TensorStoreClientTest, ATensorWhoseBytesDoNotMatchItsShapeIsRefusedHere) {
   TensorStoreClient store = Store();

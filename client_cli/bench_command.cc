@@ -521,6 +521,7 @@ int RunBench(const CliOptions& o) {
   std::vector<double> latencies_ms, error_latencies_ms;
   double queue_us = 0, copy_in_us = 0, compute_us = 0, copy_out_us = 0, total_us = 0;
   double batch_sizes = 0;
+  double compute_shares_us = 0;  // each launch's compute split among its requests
   for (const Sample& s : samples) {
     if (s.start < measure_start || s.end > measure_end) continue;
     if (s.code != grpc::StatusCode::OK) {
@@ -537,6 +538,7 @@ int RunBench(const CliOptions& o) {
     copy_out_us += static_cast<double>(s.copy_out_us);
     total_us += static_cast<double>(s.total_us);
     batch_sizes += static_cast<double>(s.batch_size);
+    compute_shares_us += static_cast<double>(s.compute_us) / std::max<double>(1, s.batch_size);
   }
   report.latency = SummarizeLatencies(std::move(latencies_ms));
   report.error_latency = SummarizeLatencies(std::move(error_latencies_ms));
@@ -548,6 +550,7 @@ int RunBench(const CliOptions& o) {
     report.server_copy_out_ms = copy_out_us / 1e3 / ok;
     report.server_total_ms = total_us / 1e3 / ok;
     report.mean_batch_size = batch_sizes / ok;
+    report.server_compute_per_request_ms = compute_shares_us / 1e3 / ok;
     if (cpu.server_ok()) report.server_cpu_us_per_request = cpu.server_s() / ok * 1e6;
     report.client_cpu_us_per_request = cpu.client_s() / ok * 1e6;
   }

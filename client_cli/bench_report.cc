@@ -87,9 +87,10 @@ std::string FormatBenchText(const BenchReport& r) {
   if (r.mode != "in-process") {
     absl::StrAppendFormat(&out,
                           "server ms (mean Timing): queue=%.3f copy_in=%.3f compute=%.3f "
-                          "copy_out=%.3f total=%.3f  batch=%.1f\n",
+                          "copy_out=%.3f total=%.3f  batch=%.1f  compute/request=%.4f\n",
                           r.server_queue_ms, r.server_copy_in_ms, r.server_compute_ms,
-                          r.server_copy_out_ms, r.server_total_ms, r.mean_batch_size);
+                          r.server_copy_out_ms, r.server_total_ms, r.mean_batch_size,
+                          r.server_compute_per_request_ms);
   }
   absl::StrAppend(&out, "errors:     ", by_code.empty() ? "none" : absl::StrJoin(by_code, " "),
                   "\n");
@@ -135,6 +136,7 @@ std::string FormatBenchJson(const BenchReport& r) {
       ",\"copy_in\":", Num(r.server_copy_in_ms), ",\"compute\":", Num(r.server_compute_ms),
       ",\"copy_out\":", Num(r.server_copy_out_ms), ",\"total\":", Num(r.server_total_ms),
       "},\"mean_batch_size\":", Num(r.mean_batch_size),
+      ",\"server_compute_per_request_ms\":", Num(r.server_compute_per_request_ms),
       ",\"target_rate\":", Num(r.target_rate), ",\"arrivals\":", JsonString(r.arrivals),
       ",\"dropped\":", r.dropped,
       ",\"server_cpu_us_per_request\":", Num(r.server_cpu_us_per_request),

@@ -44,6 +44,9 @@ struct BenchReport {
   double server_queue_ms = 0, server_copy_in_ms = 0, server_compute_ms = 0,
          server_copy_out_ms = 0, server_total_ms = 0;
   double mean_batch_size = 0;  // requests per launch, as responses report it
+  // The server's compute per request: each response's launch compute over the requests
+  // that shared the launch.
+  double server_compute_per_request_ms = 0;
   // Open loop (--rate): the arrival rate asked for (0 = closed loop), and arrivals not
   // sent because --concurrency calls were already in flight.
   double target_rate = 0;

@@ -1,9 +1,13 @@
 #include "kernels/npy_io.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
+#include <memory>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -17,6 +21,8 @@ namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicSize = 6;
+// Bytes read for the header (numpy writes headers of a few hundred bytes).
+constexpr uint64_t kMaxHeaderRead = 64 << 10;
 
 // The value that follows 'key': in the header dict, up to (but not including) `end`.
 absl::StatusOr<absl::string_view> DictValue(absl::string_view header, absl::string_view key,
@@ -47,7 +53,13 @@ absl::StatusOr<absl::string_view> DictValue(absl::string_view header, absl::stri
 
 }  // namespace
 
-absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes, const std::string& name) {
+namespace {
+
+// A .npy file's header from its first bytes (`bytes`, at least the whole header) and the
+// file's size: the array's shape and type, data left empty; *data_start is where the
+// data begins. INVALID_ARGUMENT as ParseNpy.
+absl::StatusOr<NpyArray> ParseNpyHeader(absl::string_view bytes, uint64_t file_size,
+                                        const std::string& name, size_t* data_start_out) {
   if (bytes.size() < kMagicSize + 4 || bytes.compare(0, kMagicSize, kMagic, kMagicSize) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": not a .npy file (bad magic)"));
   }
@@ -72,6 +84,9 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes, const std::string& n
     return absl::InvalidArgumentError(absl::StrCat(name, ": truncated .npy header"));
   }
   const absl::string_view header(bytes.data() + header_start, header_len);
+  if (file_size < header_start + header_len) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": truncated .npy header"));
+  }
 
   absl::StatusOr<absl::string_view> descr = DictValue(header, "descr", name);
   if (!descr.ok()) return descr.status();
@@ -107,12 +122,21 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes, const std::string& n
   }
   const size_t data_start = header_start + header_len;
   const uint64_t expected = static_cast<uint64_t>(elements) * DataTypeSize(array.type);
-  if (bytes.size() - data_start != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": has ", bytes.size() - data_start,
+  if (file_size - data_start != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": has ", file_size - data_start,
                                                    " data bytes; shape ", *shape, " needs ",
                                                    expected));
   }
-  array.data = bytes.substr(data_start);
+  *data_start_out = data_start;
+  return array;
+}
+
+}  // namespace
+
+absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes, const std::string& name) {
+  size_t data_start = 0;
+  absl::StatusOr<NpyArray> array = ParseNpyHeader(bytes, bytes.size(), name, &data_start);
+  if (array.ok()) array->data = bytes.substr(data_start);
   return array;
 }
 
@@ -136,13 +160,32 @@ std::string SerializeNpy(const NpyArray& array) {
 }
 
 absl::StatusOr<NpyArray> ReadNpyFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  // The header first, then the data read straight into the array (one pass over a file
+  // that may be gigabytes).
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (file == nullptr) {
     return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
   }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return ParseNpy(buffer.str(), path);
+  struct stat st;
+  if (fstat(fileno(file.get()), &st) != 0) {
+    return absl::InternalError(absl::StrCat("cannot stat ", path, ": ", std::strerror(errno)));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  std::string head(static_cast<size_t>(std::min<uint64_t>(size, kMaxHeaderRead)), '\0');
+  if (std::fread(head.data(), 1, head.size(), file.get()) != head.size()) {
+    return absl::InternalError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
+  size_t data_start = 0;
+  absl::StatusOr<NpyArray> array = ParseNpyHeader(head, size, path, &data_start);
+  if (!array.ok()) return array.status();
+  array->data.resize(static_cast<size_t>(size - data_start));
+  const size_t in_head = head.size() - std::min(head.size(), data_start);
+  std::memcpy(array->data.data(), head.data() + data_start, in_head);
+  const size_t rest = array->data.size() - in_head;
+  if (std::fread(array->data.data() + in_head, 1, rest, file.get()) != rest) {
+    return absl::InternalError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
+  return array;
 }
 
 absl::Status WriteNpyFile(const std::string& path, const NpyArray& array) {

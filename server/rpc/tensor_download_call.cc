@@ -10,6 +10,13 @@
 #include "server/rpc/tensor_upload_call.h"
 
 namespace gemmd {
+namespace {
+
+// Well under the 4 MiB a default gRPC client accepts per message (grpcio, C++), with the
+// chunk's framing.
+constexpr int64_t kDownloadChunkBytes = int64_t{2} << 20;
+
+}  // namespace
 
 gemm::v1::TensorHeader HeaderOf(const TensorSpec& spec, absl::Time expires,
                                 const std::string& label, absl::Time now) {
@@ -57,14 +64,14 @@ void TensorDownloadCall::Next() {
   const int64_t scale_bytes = ScaleBytes(pin_->spec);
   absl::Status status;
   if (data_sent_ < data_bytes) {
-    const int64_t n = std::min(kMaxTensorChunkBytes, data_bytes - data_sent_);
+    const int64_t n = std::min(kDownloadChunkBytes, data_bytes - data_sent_);
     std::string* data = chunk_.mutable_data();
     data->resize(static_cast<size_t>(n));
     status = pin_->device->ReadResident(data->data(), pin_->data() + data_sent_,
                                         static_cast<size_t>(n));
     data_sent_ += n;
   } else if (scales_sent_ < scale_bytes) {
-    const int64_t n = std::min(kMaxTensorChunkBytes, scale_bytes - scales_sent_);
+    const int64_t n = std::min(kDownloadChunkBytes, scale_bytes - scales_sent_);
     std::string* scales = chunk_.mutable_scales();
     scales->resize(static_cast<size_t>(n));
     status = pin_->device->ReadResident(scales->data(), pin_->scales() + scales_sent_,

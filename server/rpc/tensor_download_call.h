@@ -1,5 +1,5 @@
 // One GetTensor call: a resident tensor streamed back as TensorChunks (the header, then
-// the data, then the scales, at most 4 MiB each), read from the device one chunk at a
+// the data, then the scales, at most 2 MiB each: a default client takes them), read from the device one chunk at a
 // time as gRPC takes the previous one. The tensor stays pinned until the call ends, so
 // a delete meanwhile does not cut the stream short. Owns itself.
 #ifndef GEMMD_SERVER_RPC_TENSOR_DOWNLOAD_CALL_H_

@@ -67,6 +67,16 @@ absl::Status Device::WriteResident(void* resident, const void* host, size_t byte
   return absl::OkStatus();
 }
 
+absl::Status Device::WriteResidentRuns(void* resident,
+                                       const std::vector<absl::string_view>& runs) {
+  char* at = static_cast<char*>(resident);
+  for (absl::string_view run : runs) {
+    if (absl::Status s = WriteResident(at, run.data(), run.size()); !s.ok()) return s;
+    at += run.size();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Device::ReadResident(void* host, const void* resident, size_t bytes) {
   std::memcpy(host, resident, bytes);
   return absl::OkStatus();

@@ -151,6 +151,10 @@ class Device {
   virtual absl::StatusOr<void*> AllocateResident(int64_t bytes);
   virtual void FreeResident(void* memory, int64_t bytes);
   virtual absl::Status WriteResident(void* resident, const void* host, size_t bytes);
+  // Host pieces back to back into resident memory (a received chunk's slices): one
+  // transfer where the device can gather them.
+  virtual absl::Status WriteResidentRuns(void* resident,
+                                         const std::vector<absl::string_view>& runs);
   virtual absl::Status ReadResident(void* host, const void* resident, size_t bytes);
   // Whether resident memory is host memory (then a launch reads it like any host operand).
   virtual bool resident_in_host_memory() const { return true; }

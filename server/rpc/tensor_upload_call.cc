@@ -110,13 +110,7 @@ absl::Status TensorUploadCall::Consume() {
     }
     return absl::OkStatus();
   }
-  for (absl::string_view run : chunk.data.runs()) {
-    if (absl::Status s = upload_->Append(run, {}); !s.ok()) return s;
-  }
-  for (absl::string_view run : chunk.scales.runs()) {
-    if (absl::Status s = upload_->Append({}, run); !s.ok()) return s;
-  }
-  return absl::OkStatus();
+  return upload_->AppendRuns(chunk.data.runs(), chunk.scales.runs());
 }
 
 absl::Status TensorUploadCall::BeginFrom(const gemm::v1::TensorHeader& header) {

@@ -274,8 +274,17 @@ absl::StatusOr<std::unique_ptr<TensorStore::Upload>> TensorStore::BeginPart(
 }
 
 absl::Status TensorStore::Upload::Append(absl::string_view data, absl::string_view scales) {
-  const int64_t d = static_cast<int64_t>(data.size());
-  const int64_t s = static_cast<int64_t>(scales.size());
+  std::vector<absl::string_view> d, s;
+  if (!data.empty()) d.push_back(data);
+  if (!scales.empty()) s.push_back(scales);
+  return AppendRuns(d, s);
+}
+
+absl::Status TensorStore::Upload::AppendRuns(const std::vector<absl::string_view>& data,
+                                             const std::vector<absl::string_view>& scales) {
+  int64_t d = 0, s = 0;
+  for (absl::string_view run : data) d += static_cast<int64_t>(run.size());
+  for (absl::string_view run : scales) s += static_cast<int64_t>(run.size());
   if (d > data_bytes_ - data_done_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data runs past the tensor's end: ", data_done_ + d, " bytes sent; ",
@@ -290,26 +299,25 @@ absl::Status TensorStore::Upload::Append(absl::string_view data, absl::string_vi
                   : absl::StrCat("part ", part_, " has "),
         scales_bytes_));
   }
-  if (s > 0) {
-    if (absl::Status bad = checker_.Check(scales); !bad.ok()) {
+  for (absl::string_view run : scales) {
+    if (absl::Status bad = checker_.Check(run); !bad.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("scales: ", bad.message()));
     }
   }
   char* memory = static_cast<char*>(tensor_->memory);
   if (d > 0) {
-    if (absl::Status e = tensor_->device->WriteResident(memory + data_begin_ + data_done_,
-                                                        data.data(), data.size());
+    if (absl::Status e =
+            tensor_->device->WriteResidentRuns(memory + data_begin_ + data_done_, data);
         !e.ok()) {
-      return absl::InternalError(absl::StrCat("storing data: ", e.message()));
+      return absl::Status(e.code(), absl::StrCat("storing data: ", e.message()));
     }
     data_done_ += d;
   }
   if (s > 0) {
-    if (absl::Status e = tensor_->device->WriteResident(
-            memory + ScalesOffset(tensor_->spec) + scales_begin_ + scales_done_, scales.data(),
-            scales.size());
+    if (absl::Status e = tensor_->device->WriteResidentRuns(
+            memory + ScalesOffset(tensor_->spec) + scales_begin_ + scales_done_, scales);
         !e.ok()) {
-      return absl::InternalError(absl::StrCat("storing scales: ", e.message()));
+      return absl::Status(e.code(), absl::StrCat("storing scales: ", e.message()));
     }
     scales_done_ += s;
   }

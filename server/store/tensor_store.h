@@ -102,6 +102,9 @@ class TensorStore {
     // INVALID_ARGUMENT for bytes beyond what the tensor (or part) holds, or scale bytes
     // that are not valid scales; INTERNAL when the device cannot take them.
     absl::Status Append(absl::string_view data, absl::string_view scales);
+    // The same for data and scales in pieces (a received chunk's slices).
+    absl::Status AppendRuns(const std::vector<absl::string_view>& data,
+                            const std::vector<absl::string_view>& scales);
     // The handle, once every byte arrived (INVALID_ARGUMENT saying how many are missing).
     absl::StatusOr<std::string> Finish();
     int64_t bytes_written() const { return data_done_ + scales_done_; }

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <cstdint>
 #include <memory>
@@ -183,6 +184,8 @@ CudaDevice::~CudaDevice() {
   }
   lanes_.clear();
   pool_.reset();
+  absl::MutexLock lock(&bounce_mu_);
+  for (void* buffer : bounce_all_) (void)cudaFreeHost(buffer);
 }
 
 DeviceMemoryUsage CudaDevice::memory() const {
@@ -590,6 +593,60 @@ absl::Status CudaDevice::WriteResident(void* resident, const void* host, size_t 
                                                          cudaMemcpyHostToDevice,
                                                          cudaStreamPerThread)));
   GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaStreamSynchronize(cudaStreamPerThread)));
+  return absl::OkStatus();
+}
+
+namespace {
+constexpr size_t kBounceBytes = size_t{4} << 20;
+}  // namespace
+
+absl::Status CudaDevice::WriteResidentRuns(void* resident,
+                                           const std::vector<absl::string_view>& runs) {
+  absl::StatusOr<gpu::ScopedDevice> current = gpu::ScopedDevice::Create(ordinal_);
+  if (!current.ok()) return current.status();
+  if (!healthy()) return absl::UnavailableError(absl::StrCat(description_.name, " is unhealthy"));
+  void* bounce = nullptr;
+  {
+    absl::MutexLock lock(&bounce_mu_);
+    if (!bounce_free_.empty()) {
+      bounce = bounce_free_.back();
+      bounce_free_.pop_back();
+    }
+  }
+  if (bounce == nullptr) {
+    GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaHostAlloc(&bounce, kBounceBytes, cudaHostAllocPortable)));
+    absl::MutexLock lock(&bounce_mu_);
+    bounce_all_.push_back(bounce);
+  }
+  // Fill the buffer, send it, wait, repeat: the copy into it runs at memory speed, the
+  // DMA from it at the bus's, and a chunk fits one buffer.
+  absl::Status status;
+  char* to = static_cast<char*>(resident);
+  size_t filled = 0;
+  auto flush = [&]() -> absl::Status {
+    if (filled == 0) return absl::OkStatus();
+    absl::Status s = GEMMD_CUDA_STATUS(
+        cudaMemcpyAsync(to, bounce, filled, cudaMemcpyHostToDevice, cudaStreamPerThread));
+    if (s.ok()) s = GEMMD_CUDA_STATUS(cudaStreamSynchronize(cudaStreamPerThread));
+    to += filled;
+    filled = 0;
+    return s;
+  };
+  for (absl::string_view run : runs) {
+    while (!run.empty() && status.ok()) {
+      const size_t n = std::min(run.size(), kBounceBytes - filled);
+      std::memcpy(static_cast<char*>(bounce) + filled, run.data(), n);
+      filled += n;
+      run.remove_prefix(n);
+      if (filled == kBounceBytes) status = flush();
+    }
+  }
+  if (status.ok()) status = flush();
+  {
+    absl::MutexLock lock(&bounce_mu_);
+    bounce_free_.push_back(bounce);
+  }
+  if (!status.ok()) return Fault(status);
   return absl::OkStatus();
 }
 

@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "kernels/cuda/common/cuda_raii.h"
 #include "kernels/cuda/gpu_gemm.h"
 #include "kernels/cuda/quantized/quantized_kernels.h"
@@ -94,6 +95,9 @@ class CudaDevice : public Device {
   absl::StatusOr<void*> AllocateResident(int64_t bytes) override;
   void FreeResident(void* memory, int64_t bytes) override;
   absl::Status WriteResident(void* resident, const void* host, size_t bytes) override;
+  // Gathered into a page-locked bounce buffer, then one DMA per buffer's worth.
+  absl::Status WriteResidentRuns(void* resident,
+                                 const std::vector<absl::string_view>& runs) override;
   absl::Status ReadResident(void* host, const void* resident, size_t bytes) override;
   bool resident_in_host_memory() const override { return false; }
 
@@ -130,6 +134,11 @@ class CudaDevice : public Device {
   std::unique_ptr<DeviceMemoryPool> pool_;
   int64_t pinned_bytes_ = 0;
   std::atomic<bool> healthy_{true};
+  // Page-locked buffers for uploads into resident memory, one per uploading thread at a
+  // time (kept for reuse; freed with the device).
+  absl::Mutex bounce_mu_;
+  std::vector<void*> bounce_free_ ABSL_GUARDED_BY(bounce_mu_);
+  std::vector<void*> bounce_all_ ABSL_GUARDED_BY(bounce_mu_);
 };
 
 }  // namespace gemmd

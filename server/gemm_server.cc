@@ -170,7 +170,8 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
     if (quantized == nullptr) return catalogue->Select(problem, "");
     absl::StatusOr<QuantizedChoice> choice = catalogue->SelectQuantized(*quantized, "");
     if (!choice.ok()) return choice.status();
-    if (choice->kernel == nullptr || choice->dense_a) {
+    // (A stack's A is dense rows: dense_a, which only matters for a quantized A, is moot.)
+    if (choice->kernel == nullptr) {
       return absl::FailedPreconditionError("no quantized kernel for the stack");
     }
     return choice->kernel;

@@ -586,6 +586,77 @@ TEST_F(ResidentTensorTest, CallsAgainstOneWeightStackIntoOneLaunch) {
   EXPECT_EQ(launches[1].m, 1 + 3 + 2 + 5 + 1);  // every caller's rows in one GEMM
 }
 
+TEST_F(ResidentTensorTest, WeightOnlyCallsAgainstOneQuantizedWeightStack) {
+  auto device = std::make_unique<GatedCpu>();
+  GatedCpu* gated = device.get();
+  Backend backend = OpenCpuBackend();
+  backend.devices.clear();
+  backend.devices.push_back(std::move(device));
+  ServerConfig config = Config();
+  config.max_queue_delay = absl::Seconds(1);
+  Start(config, std::move(backend));
+  const int64_t n = 24, k = 32;
+  std::vector<float> w(static_cast<size_t>(n * k));
+  std::normal_distribution<float> normal;
+  for (float& v : w) v = normal(rng_);
+  const Nvfp4Matrix q = *QuantizeNvfp4(w.data(), n, k);
+  gemm::v1::TensorChunk head;
+  head.mutable_header()->add_shape(n);
+  head.mutable_header()->add_shape(k);
+  head.mutable_header()->set_format(gemm::v1::QUANT_FORMAT_NVFP4);
+  head.mutable_header()->set_tensor_scale(q.tensor_scale);
+  head.set_data(std::string(q.packed.begin(), q.packed.end()));
+  head.set_scales(std::string(q.block_scales.begin(), q.block_scales.end()));
+  absl::StatusOr<std::string> handle = PutChunks({head});
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  std::vector<float> deq(static_cast<size_t>(n * k));
+  ASSERT_TRUE(DequantizeNvfp4(q, deq.data()).ok());
+  gated->Close();
+  const std::vector<int64_t> ms = {1, 1, 2, 1, 3};
+  struct Quantized {
+    grpc::ClientContext context;
+    gemm::v1::QuantizedMatmulRequest request;
+    gemm::v1::MatmulResponse response;
+    grpc::Status status;
+    absl::Notification done;
+  };
+  std::vector<std::unique_ptr<Quantized>> calls;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    auto call = std::make_unique<Quantized>();
+    SetTensor(call->request.mutable_a_dense(), {ms[i], k}, DataType::kFloat32,
+              RandomBytes(DataType::kFloat32, ms[i] * k, rng_));
+    call->request.mutable_b_ref()->set_handle(*handle);
+    Quantized* c = call.get();
+    stub_->async()->QuantizedMatmul(&c->context, &c->request, &c->response,
+                                    [c](grpc::Status st) {
+                                      c->status = std::move(st);
+                                      c->done.Notify();
+                                    });
+    calls.push_back(std::move(call));
+    if (i == 0) ASSERT_TRUE(Eventually([&] { return gated->launches().size() == 1; }));
+  }
+  ASSERT_TRUE(Eventually([&] { return server_->executor().QueueDepth() == ms.size() - 1; }));
+  gated->Open();
+  for (size_t i = 0; i < ms.size(); ++i) {
+    calls[i]->done.WaitForNotification();
+    ASSERT_TRUE(calls[i]->status.ok()) << calls[i]->status.error_message();
+    GemmProblem p;
+    p.m = ms[i];
+    p.n = n;
+    p.k = k;
+    p.transpose_b = true;
+    const std::string& a = calls[i]->request.a_dense().data();
+    EXPECT_LE(MaxRelError(ReferenceGemm(p, {a.data(), deq.data(), nullptr, nullptr}),
+                          AsFloats(calls[i]->response.c().data())),
+              1e-5);
+    EXPECT_EQ(calls[i]->response.timing().batch_size(), i == 0 ? 1u : 4u);
+  }
+  const std::vector<GatedCpu::Launch> launches = gated->launches();
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[1].items, 4);
+  EXPECT_TRUE(launches[1].stacked);
+}
+
 TEST_F(ResidentTensorTest, HandleOperandsWithBatchingOff) {
   ServerConfig config = Config();
   config.max_batch_size = 1;

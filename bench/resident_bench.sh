@@ -30,12 +30,13 @@ data=${DATA_DIR:-$out}
 mkdir -p "$out" "$data"
 rm -f "$out"/*.json "$out"/*.log "$out"/*.err "$out"/*.txt
 exe() {
-  for p in "$bin/$1" "$bin/server/$1" "$bin/client_cli/$1"; do
+  for p in "$bin/$1" "$bin/server/$1" "$bin/client_cli/$1" "$bin/bench/$1"; do
     [ -x "$p" ] && { echo "$p"; return; }
   done
   echo "missing $1 under $bin" >&2; exit 1
 }
 server_bin=$(exe gemm-server) cli=$(exe gemm-cli)
+floor_bin=$(exe grpc-floor 2>/dev/null || true)
 iperf=$(command -v iperf3 || echo "$bin/iperf3")
 py=
 for candidate in python3 /usr/bin/python3; do  # one with numpy (it writes the .npy files)
@@ -52,7 +53,11 @@ pid=
 start() {  # NAME ARGS...: gemm-server on $port with ARGS, waiting until it answers
   local name=$1
   shift
-  "$server_bin" --port "$port" --metrics_port -1 --backend "$mode" "$@" >"$out/$name.log" 2>&1 &
+  if [ "$name" = floor ]; then
+    "$floor_bin" --port "$port" >"$out/$name.log" 2>&1 &
+  else
+    "$server_bin" --port "$port" --metrics_port -1 --backend "$mode" "$@" >"$out/$name.log" 2>&1 &
+  fi
   pid=$!
   for _ in $(seq 200); do
     "$cli" info --target "$target" >/dev/null 2>&1 && return 0
@@ -90,6 +95,11 @@ if [[ " $cases " == *" skinny "* ]]; then
   bench skinny_resident_c1 "${q[@]}" --resident_b --concurrency 1
   bench skinny_inline_c4 "${q[@]}" --concurrency 4 --channels 4
   bench skinny_resident_c4 "${q[@]}" --resident_b --concurrency 4 --channels 4
+  bench skinny_resident_c4_async "${q[@]}" --resident_b --concurrency 4 --channels 4 --async
+  # The same request and response sizes (256 KiB of A in, 512 KiB of C out) with nothing
+  # to compute: what carrying them costs, here and on gRPC alone (grpc-floor).
+  same=(--m 16 --n 8192 --k 16 --dtype float16 --concurrency 4 --channels 4)
+  bench skinny_same_size_c4 "${same[@]}"
   npy "$data/w8192.npy" 8192 8192
   h=$("$cli" put "$data/w8192.npy" --target "$target" --format nvfp4 --label w8192 2>"$out/skinny_put.txt")
   "$cli" quantized --target "$target" --b "@$h" --m 16 --dtype float16 --weight_only --verify \
@@ -97,6 +107,11 @@ if [[ " $cases " == *" skinny "* ]]; then
   "$cli" rm "$h" --target "$target"
   rm -f "$data/w8192.npy"
   stop
+  if [ -n "$floor_bin" ]; then
+    start floor || exit 1
+    bench skinny_floor_c4 "${same[@]}"
+    stop
+  fi
 fi
 
 if [[ " $cases " == *" stack "* ]]; then

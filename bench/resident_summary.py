@@ -46,6 +46,18 @@ def main():
         ratio = c4r["requests_per_s"] / max(c4i["requests_per_s"], 1e-9)
         row("4 callers: req/s resident / inline", f"{ratio:.1f}x",
             f"{c4r['requests_per_s']:.0f} vs {c4i['requests_per_s']:.1f} req/s; target >= 50x")
+    c4a = load(out, "skinny_resident_c4_async")
+    if c4a and c4i:
+        row("4 callers (async client): req/s resident / inline",
+            f"{c4a['requests_per_s'] / max(c4i['requests_per_s'], 1e-9):.1f}x",
+            f"{c4a['requests_per_s']:.0f} req/s, p50 {c4a['latency_ms']['p50']:.3f} ms")
+    for name, label in (("skinny_same_size_c4", "gemm-server"), ("skinny_floor_c4", "grpc-floor")):
+        d = load(out, name)
+        if d and c4i:
+            row(f"4 callers, same sizes, nothing to compute ({label}): req/s",
+                f"{d['requests_per_s']:.0f}",
+                f"= {d['requests_per_s'] / max(c4i['requests_per_s'], 1e-9):.1f}x the inline "
+                f"rate; p50 {d['latency_ms']['p50']:.3f} ms")
     verify = text(out, "skinny_verify.txt")
     m = re.search(r"kernel[^\n]*?(?:rel_error|error)[=: ]+([0-9.e+-]+)", verify)
     if m:

@@ -69,6 +69,15 @@ def seeds():
     yield "quantized_nvfp4_weight_only", (ld(2, tensor([1, 32], 1, bytes(128))) +
                                           ld(3, qtensor([2, 32], 2, bytes(32), bytes([0x38] * 4),
                                                         0.5)) + ld(4, b"k"))
+    handle = ld(1, b"t1-0123456789abcdef-00112233445566778899aabbccddeeff")
+    yield "matmul_by_reference", (ld(1, a) + ld(12, handle) + ld(13, handle) + f32(5, 1.0) +
+                                  ld(14, vi(1, 60) + ld(2, b"C")))
+    yield "quantized_by_reference", ld(2, tensor([1, 32], 1, bytes(128))) + ld(6, handle)
+    header = ld(1, b"".join(varint(d) for d in [2, 32])) + vi(3, 2) + f32(4, 0.5) + vi(5, 60) + \
+        ld(6, b"weights")
+    yield "tensor_chunk_header", ld(1, header) + ld(2, bytes(32)) + ld(3, bytes([0x38] * 4))
+    yield "tensor_chunk_part", ld(1, ld(8, handle) + vi(9, 1)) + ld(2, bytes(16))
+    yield "tensor_chunk_data", ld(2, bytes(range(64))) + ld(3, bytes(8))
     yield "response", (ld(1, tensor([2, 3], 1, bytes(24))) + ld(2, b"cpu_sgemm_openblas") +
                        ld(3, b"cpu:0") + ld(4, vi(1, 3) + vi(3, 40) + vi(6, 1)) + vi(5, 1))
 

@@ -2,7 +2,8 @@
 // bytes, split into separately allocated pieces as gRPC hands them over, so AddressSanitizer
 // sees any read past a piece. The first byte picks the piece size. Checks, beyond "no
 // crash": payload views stay inside the input, and whatever the wire parser accepts the
-// generated protobuf parser accepts too, as the same message.
+// generated protobuf parser accepts too, as the same message (Matmul requests and
+// PutTensor chunks).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -70,7 +71,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (ours.has_a()) ours.mutable_a()->set_data(Joined(matmul.a_data));
       if (ours.has_b()) ours.mutable_b()->set_data(Joined(matmul.b_data));
       if (ours.has_c()) ours.mutable_c()->set_data(Joined(matmul.c_data));
+      // Unknown fields inside small nested messages (a handle) stay in ours.
       generated.DiscardUnknownFields();
+      ours.DiscardUnknownFields();
       Check(SameMessage(ours, generated));
     }
   }
@@ -85,6 +88,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gemmd::wire::MatmulResponseWire response;
   if (gemmd::wire::ParseMatmulResponse(runs, &response).ok()) {
     Check(response.c_data.size() <= whole.size());
+  }
+  // PutTensor's chunks: what the wire parser accepts, the generated one reads the same.
+  gemmd::wire::TensorChunkWire chunk;
+  if (gemmd::wire::ParseTensorChunk(runs, &chunk).ok()) {
+    Check(chunk.data.size() + chunk.scales.size() <= whole.size());
+    gemm::v1::TensorChunk generated;
+    const bool parsed = generated.ParseFromString(whole);
+    Check(parsed || !ValidUtf8(chunk.header.label()) ||
+          !ValidUtf8(chunk.header.part_of().handle()));
+    if (parsed) {
+      gemm::v1::TensorChunk ours;
+      if (chunk.has_header) *ours.mutable_header() = chunk.header;
+      ours.set_data(Joined(chunk.data));
+      ours.set_scales(Joined(chunk.scales));
+      generated.DiscardUnknownFields();
+      ours.DiscardUnknownFields();
+      Check(SameMessage(ours, generated));
+    }
   }
   return 0;
 }

@@ -100,6 +100,7 @@ if [[ " $cases " == *" skinny "* ]]; then
   # to compute: what carrying them costs, here and on gRPC alone (grpc-floor).
   same=(--m 16 --n 8192 --k 16 --dtype float16 --concurrency 4 --channels 4)
   bench skinny_same_size_c4 "${same[@]}"
+  bench skinny_same_size_c4_async "${same[@]}" --async
   npy "$data/w8192.npy" 8192 8192
   h=$("$cli" put "$data/w8192.npy" --target "$target" --format nvfp4 --label w8192 2>"$out/skinny_put.txt")
   "$cli" quantized --target "$target" --b "@$h" --m 16 --dtype float16 --weight_only --verify \
@@ -110,6 +111,7 @@ if [[ " $cases " == *" skinny "* ]]; then
   if [ -n "$floor_bin" ]; then
     start floor || exit 1
     bench skinny_floor_c4 "${same[@]}"
+    bench skinny_floor_c4_async "${same[@]}" --async
     stop
   fi
 fi

@@ -51,7 +51,10 @@ def main():
         row("4 callers (async client): req/s resident / inline",
             f"{c4a['requests_per_s'] / max(c4i['requests_per_s'], 1e-9):.1f}x",
             f"{c4a['requests_per_s']:.0f} req/s, p50 {c4a['latency_ms']['p50']:.3f} ms")
-    for name, label in (("skinny_same_size_c4", "gemm-server"), ("skinny_floor_c4", "grpc-floor")):
+    for name, label in (("skinny_same_size_c4", "gemm-server"),
+                        ("skinny_same_size_c4_async", "gemm-server, async client"),
+                        ("skinny_floor_c4", "grpc-floor"),
+                        ("skinny_floor_c4_async", "grpc-floor, async client")):
         d = load(out, name)
         if d and c4i:
             row(f"4 callers, same sizes, nothing to compute ({label}): req/s",

@@ -39,9 +39,11 @@
 
 namespace gemmd {
 
-// Uploads at least this large go over 4 connections when PutOptions::connections is 0.
+// Uploads at least this large go over kDefaultUploadConnections connections when
+// PutOptions::connections is 0 (one HTTP/2 connection carries a fraction of what TCP can;
+// docs/BENCHMARKS.md, "Resident tensors", has the rates by connection count).
 inline constexpr int64_t kParallelUploadBytes = int64_t{64} << 20;
-inline constexpr int kDefaultUploadConnections = 4;
+inline constexpr int kDefaultUploadConnections = 8;
 
 struct PutOptions {
   uint32_t ttl_s = 0;  // the server drops the tensor this long after the upload; 0 = never

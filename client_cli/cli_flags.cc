@@ -66,7 +66,7 @@ ABSL_FLAG(int64_t, ttl_s, 0,
 ABSL_FLAG(std::string, label, "", "put, matmul --keep_c: a name shown by gemm-cli ls.");
 ABSL_FLAG(int, connections, 0,
           "put: upload in this many parts at once, each on its own connection (one HTTP/2 "
-          "connection tops out near 1 GB/s); 0 = 1 under 64 MiB, else 4; at most the rows.");
+          "connection tops out near 1 GB/s); 0 = 1 under 64 MiB, else 8; at most the rows.");
 ABSL_FLAG(bool, keep_c, false,
           "matmul: keep C on the server as a resident tensor (--ttl_s, --label) and print "
           "its handle (c_ref=HANDLE); C is not sent back (--out / --verify download it).");

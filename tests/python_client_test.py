@@ -61,7 +61,7 @@ def main():
         except grpc.RpcError as e:
             assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e.code()
             assert "b.data has" in e.details(), e.details()
-        resident_error = check_resident_tensors(target, channel, pb, matmul, a, rng)
+        resident_error = check_resident_tensors(channel, pb, matmul, a, rng)
         print(f"python client: C {response.c.shape} rel_error={error:.2e}; "
               "a malformed request got INVALID_ARGUMENT; "
               f"Matmul with b_ref rel_error={resident_error:.2e}")
@@ -70,16 +70,13 @@ def main():
         server.wait(timeout=30)
 
 
-def check_resident_tensors(target, channel, pb, matmul, a, rng):
+def check_resident_tensors(channel, pb, matmul, a, rng):
     """PutTensor B in several chunks, Matmul A by value and B by handle, against numpy."""
     put = channel.stream_unary("/gemm.v1.GemmService/PutTensor",
                                request_serializer=pb.TensorChunk.SerializeToString,
                                response_deserializer=pb.TensorHandle.FromString)
-    # A GetTensor chunk may carry 4 MiB of data plus its framing: a little over grpcio's
-    # default 4 MiB receive limit.
-    roomy = grpc.insecure_channel(target,
-                                  options=[("grpc.max_receive_message_length", 8 << 20)])
-    get = roomy.unary_stream("/gemm.v1.GemmService/GetTensor",
+    # GetTensor's chunks fit grpcio's default 4 MiB receive limit: the default channel.
+    get = channel.unary_stream("/gemm.v1.GemmService/GetTensor",
                              request_serializer=pb.TensorHandle.SerializeToString,
                              response_deserializer=pb.TensorChunk.FromString)
     delete = channel.unary_unary("/gemm.v1.GemmService/DeleteTensor",

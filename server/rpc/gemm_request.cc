@@ -151,7 +151,9 @@ absl::Status PrepareMatmul(const GemmRequestContext& context, const wire::ByteRu
   r->problem = v->problem;
   r->operands = v->operands;  // point at the payloads, which the request owns
   r->output_shape = std::move(v->output_shape);
-  r->input_bytes = v->input_bytes - r->refs.Bytes();
+  // Bytes received: the inline operands (a resident C counts only when it is read).
+  r->input_bytes = v->input_bytes - r->refs.Bytes() +
+                   (r->refs.c != nullptr && v->problem.beta == 0.0f ? DataBytes(r->refs.c->spec) : 0);
   r->output_bytes = v->output_bytes;
   if (absl::Status s = PlaceResident(context, r); !s.ok()) return s;
   if (parsed.head.has_keep_c()) {

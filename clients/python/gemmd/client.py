@@ -1,0 +1,511 @@
+"""gemmd.Client: numpy in, numpy out, over one gRPC channel."""
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+import grpc
+import numpy as np
+
+from . import errors
+from ._stubs import gemm_pb2 as pb
+from ._stubs import gemm_pb2_grpc
+from ._stubs import health_pb2, health_pb2_grpc
+from .quant import BFloat16, QuantizedTensor
+
+__all__ = ["Client", "Handle", "KeepC", "MatmulResult", "Timing", "TensorInfo", "TensorList",
+           "DEFAULT_SERVICE_CONFIG"]
+
+# round_robin: a target that resolves to several addresses ("ipv4:a:1,b:2",
+# "dns:///gemmd:50051") spreads calls over all of them; gRPC's default, pick_first, would
+# send everything to one. Retry on UNAVAILABLE: what a draining server (SIGTERM) or one
+# with no healthy device answers, before it has done any work, so another attempt (on
+# another address, round_robin picks again) is safe; gRPC also retries then after
+# connection failures. No other code is retried: they are answers, not outages.
+# healthCheckConfig: each connection watches grpc.health.v1 (Watch), and round_robin
+# stops picking a server once it reports NOT_SERVING, which a draining server does right
+# after it starts refusing work. Without it a client under steady load keeps the
+# draining server busy answering UNAVAILABLE until its grace period runs out, and the
+# calls it is still sent then are CANCELLED (not retried). A server without the health
+# service counts as healthy.
+DEFAULT_SERVICE_CONFIG = {
+    "loadBalancingConfig": [{"round_robin": {}}],
+    "healthCheckConfig": {"serviceName": ""},
+    "methodConfig": [{
+        "name": [{"service": "gemm.v1.GemmService"}, {"service": "grpc.health.v1.Health"}],
+        "retryPolicy": {
+            "maxAttempts": 5,
+            "initialBackoff": "0.05s",
+            "maxBackoff": "1s",
+            "backoffMultiplier": 2,
+            "retryableStatusCodes": ["UNAVAILABLE"],
+        },
+    }],
+}
+
+# The server answers up to --max_message_bytes (512 MiB by default) and gRPC caps a
+# message at 2 GiB; grpcio's default receive limit (4 MiB) would refuse any C over 1M
+# floats. The server enforces its own limits, so the client takes what it is sent.
+_MAX_MESSAGE = 2**31 - 1
+# gRPC retries a call only while its request is still buffered (256 KiB by default),
+# which would leave any real Matmul unretried. The buffer holds the serialized request
+# until the first response arrives, so this is memory per call in flight.
+_RETRY_BUFFER = 64 << 20
+CHUNK_BYTES = 4 << 20  # PutTensor: data + scales per TensorChunk, at most (server limit)
+
+_DTYPES = {
+    pb.DATA_TYPE_FLOAT32: "float32", pb.DATA_TYPE_FLOAT16: "float16",
+    pb.DATA_TYPE_BFLOAT16: "bfloat16", pb.DATA_TYPE_INT8: "int8", pb.DATA_TYPE_INT32: "int32",
+}
+_DTYPE_ENUM = {name: value for value, name in _DTYPES.items()}
+_NUMPY = {pb.DATA_TYPE_FLOAT32: "<f4", pb.DATA_TYPE_FLOAT16: "<f2", pb.DATA_TYPE_INT8: "i1",
+          pb.DATA_TYPE_INT32: "<i4"}
+_FORMATS = {pb.QUANT_FORMAT_INT8: "int8", pb.QUANT_FORMAT_NVFP4: "nvfp4"}
+_FORMAT_ENUM = {name: value for value, name in _FORMATS.items()}
+_PRECISIONS = {"auto": pb.PRECISION_AUTO, "fp32": pb.PRECISION_FP32,
+               "fp16_tensor": pb.PRECISION_FP16_TENSOR}
+_PRECISION_NAMES = {pb.PRECISION_AUTO: "AUTO", pb.PRECISION_FP32: "FP32",
+                    pb.PRECISION_FP16_TENSOR: "FP16_TENSOR"}
+_DEFAULT = object()  # "the client's timeout", as distinct from None ("no deadline")
+
+
+def _invalid(message):
+    return errors.InvalidArgument(message, client_side=True)
+
+
+@dataclass(frozen=True)
+class Handle:
+    """A resident tensor on the server (PutTensor, keep_c). Use it as an operand.
+
+    Valid only on the server instance that issued it: with a client balanced over
+    several servers, resident tensors need one client per server."""
+    handle: str
+    shape: Optional[Tuple[int, ...]] = field(default=None, compare=False)
+    dtype: Optional[str] = field(default=None, compare=False)   # dense tensors
+    format: Optional[str] = field(default=None, compare=False)  # quantized tensors
+    label: str = field(default="", compare=False)
+
+    def __str__(self):
+        return self.handle
+
+
+@dataclass(frozen=True)
+class KeepC:
+    """keep_c= for matmul/quantized_matmul: C stays on the server (ttl_s 0 = until
+    deleted)."""
+    ttl_s: int = 0
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Server-side phases of one request, microseconds (gemm.v1.Timing)."""
+    queue_us: int
+    copy_in_us: int
+    compute_us: int
+    copy_out_us: int
+    total_us: int
+    batch_size: int
+
+
+@dataclass
+class MatmulResult:
+    """matmul(..., return_info=True): C (None when kept on the server) and how it ran."""
+    c: Optional[np.ndarray]
+    c_ref: Optional[Handle]
+    shape: Tuple[int, ...]
+    dtype: str
+    kernel: str
+    device: str
+    precision: str
+    timing: Timing
+
+
+@dataclass
+class TensorInfo:
+    """One resident tensor, as ListTensors reports it."""
+    handle: Handle
+    shape: Tuple[int, ...]
+    dtype: Optional[str]
+    format: Optional[str]
+    tensor_scale: float
+    bytes: int
+    device: str
+    created_unix_ms: int
+    expires_unix_ms: int  # 0 = never
+    label: str
+    complete: bool
+
+
+class TensorList(list):
+    """list_tensors(): TensorInfo items, plus the store's use and cap in bytes."""
+
+    def __init__(self, items, store_bytes, store_cap_bytes):
+        super().__init__(items)
+        self.store_bytes = store_bytes
+        self.store_cap_bytes = store_cap_bytes
+
+
+def _dtype_name(x):
+    """The wire dtype name of a dense operand, or an InvalidArgument saying why not."""
+    if isinstance(x, BFloat16):
+        return "bfloat16"
+    if x.dtype == np.float32:
+        return "float32"
+    if x.dtype == np.float16:
+        return "float16"
+    if x.dtype.name == "bfloat16" and x.dtype.itemsize == 2:  # ml_dtypes, jax, ...
+        return "bfloat16"
+    return None
+
+
+def _dense(x, what, ranks=(2, 3)):
+    """A numpy / BFloat16 operand as a gemm.v1.Tensor, after checking what the client
+    can check (rank, dtype, empty dimensions) so the mistake is named here."""
+    if isinstance(x, QuantizedTensor):
+        raise _invalid(f"{what} is a QuantizedTensor; Matmul takes dense operands "
+                       "(use quantized_matmul)")
+    if not isinstance(x, (np.ndarray, BFloat16)):
+        try:
+            x = np.asarray(x)
+        except Exception as e:  # an object numpy cannot make an array of
+            raise _invalid(f"{what}: expected a numpy array, got {type(x).__name__}") from e
+    name = _dtype_name(x)
+    if name is None:
+        hint = " (convert with .astype(np.float32))" if x.dtype.kind in "fiub" else ""
+        raise _invalid(f"{what} has dtype {x.dtype}; the service takes float32, float16 "
+                       f"and bfloat16{hint}")
+    if x.ndim not in ranks:
+        expected = " or ".join(f"{r}-D" for r in ranks)
+        raise _invalid(f"{what} must be {expected} ([rows, cols]"
+                       f"{' or [batch, rows, cols]' if 3 in ranks else ''}), got shape "
+                       f"{list(x.shape)}")
+    if min(x.shape) <= 0:
+        raise _invalid(f"{what} has an empty dimension: shape {list(x.shape)}")
+    if isinstance(x, BFloat16):
+        data = np.ascontiguousarray(x.bits, dtype="<u2").tobytes()
+    elif name == "bfloat16":
+        data = np.ascontiguousarray(x).view(np.uint16).astype("<u2", copy=False).tobytes()
+    else:
+        # Row-major little-endian, whatever the array's own order and byte order.
+        data = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("<")).tobytes()
+    return pb.Tensor(shape=list(x.shape), dtype=_DTYPE_ENUM[name], data=data)
+
+
+def _decode(dtype, shape, data):
+    """Wire bytes -> a writable numpy array. BFLOAT16 widens to float32 (exactly):
+    numpy has no bfloat16."""
+    shape = tuple(shape)
+    if dtype == pb.DATA_TYPE_BFLOAT16:
+        bits = np.frombuffer(data, dtype="<u2").astype(np.uint32)
+        return (bits << 16).view(np.float32).reshape(shape)
+    if dtype not in _NUMPY:
+        raise errors.Unknown(f"the server sent a tensor of unknown dtype {dtype}")
+    return np.frombuffer(data, dtype=_NUMPY[dtype]).reshape(shape).astype(
+        np.dtype(_NUMPY[dtype]).newbyteorder("="))
+
+
+def _quantized_proto(q):
+    return pb.QuantizedTensor(shape=list(q.shape), format=_FORMAT_ENUM[q.format], data=q.data,
+                              scales=q.scales,
+                              tensor_scale=q.tensor_scale if q.format == "nvfp4" else 0.0)
+
+
+def _keep(keep_c):
+    if keep_c is None or keep_c is False:
+        return None
+    if keep_c is True:
+        keep_c = KeepC()
+    if not isinstance(keep_c, KeepC):
+        raise _invalid(f"keep_c must be True, False or a KeepC, got {type(keep_c).__name__}")
+    return pb.ResidentResult(ttl_s=int(keep_c.ttl_s), label=keep_c.label)
+
+
+def _handle_of(message, shape=None, dtype=None, fmt=None, label=""):
+    return Handle(message.handle, tuple(shape) if shape is not None else None, dtype, fmt,
+                  label)
+
+
+class Client:
+    """A gemmd client over one gRPC channel (thread-safe; share one per process).
+
+    target: "host:port", "ipv4:10.0.0.1:50051,10.0.0.2:50051", "dns:///gemmd:50051", ...
+    timeout_s: default deadline per call (None: none); every method takes timeout_s= too.
+    options: extra gRPC channel arguments [(name, value)], overriding the client's own
+    (e.g. ("grpc.service_config", json) to replace DEFAULT_SERVICE_CONFIG).
+    credentials: grpc.ChannelCredentials for TLS (default: plaintext).
+    metadata: [(key, value)] sent with every call (e.g. an authorization header).
+    wait_for_ready: queue calls while no server is reachable instead of failing fast.
+    """
+
+    def __init__(self, target, timeout_s=60.0, options=None, credentials=None, metadata=None,
+                 wait_for_ready=False):
+        merged = {
+            "grpc.service_config": json.dumps(DEFAULT_SERVICE_CONFIG),
+            "grpc.enable_retries": 1,
+            "grpc.per_rpc_retry_buffer_size": _RETRY_BUFFER,
+            "grpc.max_receive_message_length": _MAX_MESSAGE,
+            "grpc.max_send_message_length": _MAX_MESSAGE,
+        }
+        # A dict, so a caller's value replaces ours instead of sitting next to it (gRPC
+        # does not promise which of two equal names wins).
+        merged.update(dict(options or ()))
+        self.target = target
+        self._options, self._credentials = merged, credentials
+        self._channel = self._open(merged)
+        self._health_channel = None
+        self._health_lock = threading.Lock()
+        self.timeout_s = timeout_s
+        self._metadata = list(metadata) if metadata else None
+        self._wait_for_ready = wait_for_ready
+        self._stub = gemm_pb2_grpc.GemmServiceStub(self._channel)
+        self._health = None
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    @property
+    def channel(self):
+        """The underlying grpc.Channel, for calls this client does not wrap."""
+        return self._channel
+
+    def _open(self, options):
+        if self._credentials is None:
+            return grpc.insecure_channel(self.target, options=list(options.items()))
+        return grpc.secure_channel(self.target, self._credentials, list(options.items()))
+
+    def close(self):
+        self._channel.close()
+        if self._health_channel is not None:
+            self._health_channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def wait_ready(self, timeout_s=30.0):
+        """Blocks until the channel has connected (Unavailable after timeout_s)."""
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout_s)
+        except grpc.FutureTimeoutError:
+            raise errors.Unavailable(f"no connection to {self.target} within {timeout_s} s",
+                                     client_side=True) from None
+
+    def _kw(self, timeout_s):
+        return {"timeout": self.timeout_s if timeout_s is _DEFAULT else timeout_s,
+                "metadata": self._metadata, "wait_for_ready": self._wait_for_ready}
+
+    def _call(self, method, rpc, request, timeout_s):
+        try:
+            return rpc(request, **self._kw(timeout_s))
+        except grpc.RpcError as e:
+            raise errors.error_from_rpc(e, method) from e
+
+    # -- GEMM -------------------------------------------------------------------------
+
+    def matmul(self, a, b, c=None, *, alpha=1.0, beta=0.0, precision="auto", out_dtype=None,
+               transpose_a=False, transpose_b=False, kernel=None, keep_c=False,
+               return_info=False, timeout_s=_DEFAULT):
+        """C = alpha * op(A) @ op(B) + beta * C, per batch item.
+
+        a, b, c: numpy arrays (float32, float16; 2-D or 3-D), BFloat16, or Handles.
+        precision: "auto" | "fp32" | "fp16_tensor". out_dtype: "float32" | "float16" |
+        "bfloat16" (default: c's dtype when c is an array, else float32; bfloat16 comes
+        back widened to float32). Returns C as numpy; with keep_c the Handle of C kept on
+        the server; with return_info=True a MatmulResult (C, handle, kernel, device,
+        precision, timing)."""
+        request = pb.MatmulRequest(transpose_a=bool(transpose_a),
+                                   transpose_b=bool(transpose_b), kernel=kernel or "")
+        for name, x in (("a", a), ("b", b), ("c", c)):
+            if x is None:
+                if name != "c":
+                    raise _invalid(f"{name} is required")
+            elif isinstance(x, Handle):
+                getattr(request, name + "_ref").handle = x.handle
+            else:
+                getattr(request, name).CopyFrom(_dense(x, name))
+        if beta != 0 and c is None:
+            raise _invalid(f"beta = {beta} reads C, but no c was given")
+        request.alpha = float(alpha)
+        request.beta = float(beta)
+        key = str(precision).lower()
+        if key not in _PRECISIONS:
+            raise _invalid(f"precision {precision!r} is not one of {sorted(_PRECISIONS)}")
+        request.precision = _PRECISIONS[key]
+        if out_dtype is None:
+            out_dtype = "float32"
+            if c is not None and not isinstance(c, Handle):
+                out_dtype = _DTYPES[request.c.dtype]
+        try:
+            out_name = out_dtype if isinstance(out_dtype, str) else np.dtype(out_dtype).name
+        except TypeError:
+            out_name = None
+        if out_name not in ("float32", "float16", "bfloat16"):
+            raise _invalid(f"out_dtype {out_dtype!r} is not one of float32, float16, bfloat16")
+        request.output_dtype = _DTYPE_ENUM[out_name]
+        keep = _keep(keep_c)
+        if keep is not None:
+            request.keep_c.CopyFrom(keep)
+        response = self._call("Matmul", self._stub.Matmul, request, timeout_s)
+        return self._result(response, keep, return_info)
+
+    def quantized_matmul(self, a, b, *, kernel=None, keep_c=False, return_info=False,
+                         timeout_s=_DEFAULT):
+        """C[M,N] = dequant(A)[M,K] @ dequant(B)[N,K]^T in FP32 (both K-major).
+
+        b: a QuantizedTensor (quantize_int8 / quantize_nvfp4) or the Handle of one.
+        a: a QuantizedTensor, a dense [M,K] array (float32/float16/BFloat16: weight-only
+        quantization), or a Handle. Returns as matmul does."""
+        request = pb.QuantizedMatmulRequest(kernel=kernel or "")
+        if isinstance(b, Handle):
+            request.b_ref.handle = b.handle
+        elif isinstance(b, QuantizedTensor):
+            request.b.CopyFrom(_quantized_proto(b))
+        else:
+            raise _invalid("b must be a QuantizedTensor (quantize_int8(b) or "
+                           f"quantize_nvfp4(b)) or a Handle, got {type(b).__name__}")
+        if isinstance(a, Handle):
+            request.a_ref.handle = a.handle
+        elif isinstance(a, QuantizedTensor):
+            request.a.CopyFrom(_quantized_proto(a))
+        else:
+            request.a_dense.CopyFrom(_dense(a, "a", ranks=(2,)))
+        a_shape = (a.shape if isinstance(a, QuantizedTensor) else
+                   tuple(request.a_dense.shape) if request.HasField("a_dense") else a.shape)
+        b_shape = b.shape
+        if a_shape is not None and b_shape is not None and a_shape[-1] != b_shape[-1]:
+            raise _invalid(f"A is {list(a_shape)} and B is {list(b_shape)}: both are K-major "
+                           "([M, K] and [N, K]), so K must agree")
+        keep = _keep(keep_c)
+        if keep is not None:
+            request.keep_c.CopyFrom(keep)
+        response = self._call("QuantizedMatmul", self._stub.QuantizedMatmul, request, timeout_s)
+        return self._result(response, keep, return_info)
+
+    def _result(self, response, keep, return_info):
+        shape, dtype = tuple(response.c.shape), _DTYPES.get(response.c.dtype, "unknown")
+        c_ref = None
+        if response.HasField("c_ref") and response.c_ref.handle:
+            c_ref = _handle_of(response.c_ref, shape, dtype,
+                               label=keep.label if keep is not None else "")
+        c = None if keep is not None else _decode(response.c.dtype, shape, response.c.data)
+        if not return_info:
+            return c_ref if keep is not None else c
+        t = response.timing
+        return MatmulResult(
+            c=c, c_ref=c_ref, shape=shape, dtype=dtype, kernel=response.kernel,
+            device=response.device,
+            precision=_PRECISION_NAMES.get(response.precision, str(response.precision)),
+            timing=Timing(t.queue_us, t.copy_in_us, t.compute_us, t.copy_out_us, t.total_us,
+                          t.batch_size))
+
+    # -- resident tensors -------------------------------------------------------------
+
+    def put_tensor(self, x, ttl_s=None, label=None, *, chunk_bytes=CHUNK_BYTES,
+                   timeout_s=_DEFAULT):
+        """Uploads a dense array (2-D/3-D float32, float16, BFloat16) or a QuantizedTensor
+        as a resident tensor; returns its Handle. ttl_s None/0: until deleted.
+
+        One stream of chunks (the C++ client's parallel parts are not implemented)."""
+        if not 0 < chunk_bytes <= CHUNK_BYTES:
+            raise _invalid(f"chunk_bytes must be in (0, {CHUNK_BYTES}], got {chunk_bytes}")
+        header = pb.TensorHeader(ttl_s=int(ttl_s or 0), label=label or "")
+        if isinstance(x, QuantizedTensor):
+            header.shape.extend(x.shape)
+            header.format = _FORMAT_ENUM[x.format]
+            if x.format == "nvfp4":
+                header.tensor_scale = x.tensor_scale
+            data, scales, dtype, fmt = x.data, x.scales, None, x.format
+        else:
+            tensor = _dense(x, "the tensor")
+            header.shape.extend(tensor.shape)
+            header.dtype = tensor.dtype
+            data, scales, dtype, fmt = tensor.data, b"", _DTYPES[tensor.dtype], None
+
+        def chunks():
+            yield pb.TensorChunk(header=header)
+            # Data first, then scales, each in order; a chunk may carry the end of one
+            # and the start of the other, data + scales <= chunk_bytes.
+            d, s = memoryview(data), memoryview(scales)
+            while len(d) or len(s):
+                take_d = min(len(d), chunk_bytes)
+                take_s = min(len(s), chunk_bytes - take_d)
+                yield pb.TensorChunk(data=bytes(d[:take_d]), scales=bytes(s[:take_s]))
+                d, s = d[take_d:], s[take_s:]
+
+        message = self._call("PutTensor", self._stub.PutTensor, chunks(), timeout_s)
+        return _handle_of(message, header.shape, dtype, fmt, header.label)
+
+    def get_tensor(self, handle, *, timeout_s=_DEFAULT):
+        """Downloads a resident tensor: a numpy array for a dense one (bfloat16 widened
+        to float32), a QuantizedTensor for a quantized one."""
+        request = pb.TensorHandle(handle=_handle_str(handle))
+        header, data, scales = None, [], []
+        try:
+            for chunk in self._stub.GetTensor(request, **self._kw(timeout_s)):
+                if chunk.HasField("header"):
+                    header = chunk.header
+                data.append(chunk.data)
+                scales.append(chunk.scales)
+        except grpc.RpcError as e:
+            raise errors.error_from_rpc(e, "GetTensor") from e
+        if header is None:
+            raise errors.DataLoss("GetTensor: the stream had no header", method="GetTensor")
+        data, scales = b"".join(data), b"".join(scales)
+        if header.format != pb.QUANT_FORMAT_UNSPECIFIED:
+            return QuantizedTensor(_FORMATS.get(header.format, header.format), header.shape,
+                                   data, scales, header.tensor_scale)
+        return _decode(header.dtype, header.shape, data)
+
+    def delete_tensor(self, handle, *, timeout_s=_DEFAULT):
+        """Deletes a resident tensor (NotFound if it is gone already)."""
+        self._call("DeleteTensor", self._stub.DeleteTensor,
+                   pb.TensorHandle(handle=_handle_str(handle)), timeout_s)
+
+    def list_tensors(self, *, timeout_s=_DEFAULT):
+        """The resident tensors: a TensorList of TensorInfo (.store_bytes,
+        .store_cap_bytes)."""
+        response = self._call("ListTensors", self._stub.ListTensors, pb.ListTensorsRequest(),
+                              timeout_s)
+        items = []
+        for t in response.tensors:
+            dtype = _DTYPES.get(t.dtype) if t.dtype else None
+            fmt = _FORMATS.get(t.format) if t.format else None
+            items.append(TensorInfo(
+                handle=_handle_of(t.handle, t.shape, dtype, fmt, t.label), shape=tuple(t.shape),
+                dtype=dtype, format=fmt, tensor_scale=t.tensor_scale, bytes=t.bytes,
+                device=t.device, created_unix_ms=t.created_unix_ms,
+                expires_unix_ms=t.expires_unix_ms, label=t.label, complete=t.complete))
+        return TensorList(items, response.store_bytes, response.store_cap_bytes)
+
+    # -- server -----------------------------------------------------------------------
+
+    def health(self, service="", *, timeout_s=_DEFAULT):
+        """grpc.health.v1 Check: "SERVING", "NOT_SERVING", ... (a down server raises
+        Unavailable)."""
+        with self._health_lock:
+            if self._health is None:
+                # Its own channel, without client-side health checking: on the main
+                # channel a NOT_SERVING server is out of rotation, so its Check would fail
+                # UNAVAILABLE instead of answering NOT_SERVING. Opened on first use only.
+                self._health_channel = self._open(
+                    dict(self._options, **{"grpc.inhibit_health_checking": 1}))
+                self._health = health_pb2_grpc.HealthStub(self._health_channel)
+        response = self._call("Health.Check", self._health.Check,
+                              health_pb2.HealthCheckRequest(service=service), timeout_s)
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+
+    def server_info(self, *, timeout_s=_DEFAULT):
+        """GetServerInfo: the gemm.v1.ServerInfo message (version, backend, devices,
+        kernels, quantized_kernels, limits, instance)."""
+        return self._call("GetServerInfo", self._stub.GetServerInfo, pb.GetServerInfoRequest(),
+                          timeout_s)
+
+
+def _handle_str(handle):
+    if isinstance(handle, Handle):
+        return handle.handle
+    if isinstance(handle, str) and handle:
+        return handle
+    raise _invalid(f"expected a Handle or a handle string, got {type(handle).__name__}")

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "client/channel_config.h"
 #include "proto/proto_types.h"
 #include "proto/transport_arguments.h"
 #include "proto/wire/gemm_wire.h"
@@ -300,6 +301,7 @@ std::shared_ptr<grpc::Channel> ConnectChannel(const std::string& target, int ind
   // Distinct arguments keep channels from sharing one subchannel (TCP connection).
   args.SetInt("gemmd.channel_index", index);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  SetBalancingArguments(&args);
   SetTransportArguments(&args, extra);
   return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
 }

@@ -138,9 +138,11 @@ class GemmClient {
   grpc::GenericStub stub_;
 };
 
-// A channel to `target` (host:port) with no message size limit on this side (the server
-// enforces its own) and gemmd's transport settings (proto/transport_arguments.h), with
-// `extra` gRPC arguments on top. Channels with different `index` use separate TCP
+// A channel to `target`, any gRPC target URI: "host:port", "ipv4:A:PORT,B:PORT",
+// "dns:///NAME:PORT". Calls are balanced over all of its addresses (round_robin) and
+// retried on UNAVAILABLE (client/channel_config.h). No message size limit on this side
+// (the server enforces its own); gemmd's transport settings (proto/transport_arguments.h),
+// with `extra` gRPC arguments on top. Channels with different `index` use separate TCP
 // connections.
 std::shared_ptr<grpc::Channel> ConnectChannel(
     const std::string& target, int index = 0,

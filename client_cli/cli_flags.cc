@@ -6,7 +6,9 @@
 #include "absl/flags/flag.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",
-          "Server address host:port (an IP by default: no name lookup needed).");
+          "Server address: host:port, or any gRPC target URI: ipv4:10.0.0.1:50051,10.0.0.2:50051 "
+          "(several replicas), dns:///gemmd-headless:50051 (every address the name has). "
+          "Calls are balanced over the addresses (round_robin) and retried on UNAVAILABLE.");
 ABSL_FLAG(double, timeout_s, 60, "Deadline of each RPC in seconds.");
 ABSL_FLAG(int64_t, m, 512, "Rows of op(A) and C (random operands).");
 ABSL_FLAG(int64_t, n, 512, "Columns of op(B) and C (random operands).");

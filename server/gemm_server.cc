@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <climits>
 #include <exception>
+#include <limits>
 
 #include <unistd.h>
 
@@ -54,6 +55,14 @@ absl::Status CheckConfig(const ServerConfig& c) {
   }
   if (c.shutdown_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--shutdown_grace_s must be >= 0");
+  }
+  // gRPC takes milliseconds as an int.
+  if (c.max_connection_age < absl::ZeroDuration() ||
+      c.max_connection_age > absl::Milliseconds(std::numeric_limits<int>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_connection_age_s must be in [0, ",
+        absl::ToInt64Seconds(absl::Milliseconds(std::numeric_limits<int>::max())),
+        "] (0 = unlimited)"));
   }
   if (c.max_batch_size < 1 || c.max_batch_size > 4096) {
     return absl::InvalidArgumentError(
@@ -223,6 +232,12 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   // gRPC would otherwise let a second server bind the same port (SO_REUSEPORT) and take
   // half the traffic without a word.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (config.max_connection_age > absl::ZeroDuration()) {
+    // No grace limit: calls in flight (a long upload among them) finish on the old
+    // connection; only new calls move.
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                               static_cast<int>(absl::ToInt64Milliseconds(config.max_connection_age)));
+  }
   absl::StatusOr<GrpcArgs> grpc_args = ParseGrpcArgs(config.grpc_args);
   if (!grpc_args.ok()) return grpc_args.status();
   SetTransportArguments(&builder, *grpc_args);
@@ -277,6 +292,8 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
        {"max_inflight_bytes", absl::StrCat(config.max_inflight_bytes)},
        {"message_pool_bytes", absl::StrCat(config.message_pool_bytes)},
        {"grpc_buffer_bytes", absl::StrCat(server->grpc_buffer_bytes_)},
+       {"max_connection_age_s",
+        absl::StrCat(absl::ToDoubleSeconds(config.max_connection_age))},
        {"tensor_store_bytes", absl::StrCat(store_bytes)},
        {"instance", server->store_ != nullptr ? server->store_->instance() : "-"}});
   return server;

@@ -39,6 +39,8 @@ struct ServerConfig {
   int64_t max_elements = int64_t{1} << 27;
   uint32_t max_queue_size = 1024;
   absl::Duration shutdown_grace = absl::Seconds(30);
+  // gRPC's max connection age; zero = unlimited (--max_connection_age_s).
+  absl::Duration max_connection_age = absl::ZeroDuration();
   // Batching (docs/ARCHITECTURE.md, server/batcher.h).
   uint32_t max_batch_size = 64;
   absl::Duration max_queue_delay = absl::Microseconds(100);

@@ -86,6 +86,12 @@ ABSL_FLAG(std::string, cuda_module_loading, "",
           "4.2 ms on the first quantized request on an H200); lazy: on first use, for a faster "
           "start. Sets CUDA_MODULE_LOADING; unset: the environment's CUDA_MODULE_LOADING if "
           "there is one, else eager. No effect on the CPU backend.");
+ABSL_FLAG(double, max_connection_age_s, 0,
+          "Close each client connection after about this many seconds (gRPC's max connection "
+          "age: a GOAWAY, +-10% jitter; calls in flight finish, new ones open a new "
+          "connection), so long-lived clients re-resolve their target and spread over "
+          "replicas added since they connected. 0 = connections live as long as the client "
+          "keeps them.");
 ABSL_FLAG(double, shutdown_grace_s, 30.0,
           "On SIGTERM/SIGINT: seconds to let accepted requests finish before cancelling them.");
 
@@ -171,6 +177,7 @@ int main(int argc, char** argv) {
   config.max_elements = absl::GetFlag(FLAGS_max_elements);
   config.max_queue_size = absl::GetFlag(FLAGS_max_queue_size);
   config.shutdown_grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_s));
+  config.max_connection_age = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_s));
   config.devices = absl::GetFlag(FLAGS_devices);
   config.device_memory_limit_bytes = absl::GetFlag(FLAGS_device_memory_limit_bytes);
   config.tensor_store_bytes = absl::GetFlag(FLAGS_tensor_store_bytes);

@@ -275,6 +275,63 @@ TEST_F(RobustnessTest, ATakenPortIsRefusedWithTheReason) {
                          ": Address already in use"));
 }
 
+// --max_connection_age_s: a connection older than the age is closed (GOAWAY), so a
+// long-lived client connects again and re-resolves its target; a call in flight on it
+// is not cut short: the connection closes once that call has been answered.
+TEST_F(RobustnessTest, MaxConnectionAgeClosesConnectionsButNotTheirCalls) {
+  auto device = std::make_unique<FakeDevice>(/*gated=*/true);
+  FakeDevice* fake = device.get();
+  ServerConfig config = TestConfig();
+  config.max_connection_age = absl::Milliseconds(300);
+  Start(config, std::move(device));
+  absl::StatusOr<std::unique_ptr<RawHttp2Client>> idle =
+      RawHttp2Client::Connect(server_->port(), 65535);
+  absl::StatusOr<std::unique_ptr<RawHttp2Client>> busy =
+      RawHttp2Client::Connect(server_->port(), 65535);
+  ASSERT_TRUE(idle.ok() && busy.ok());
+  const uint32_t stream = (*busy)->StartCall(kMatmulPath);
+  (*busy)->SendData(stream, RawHttp2Client::GrpcMessage(RandomRequest(4, 4, 4, 1).SerializeAsString()),
+                    /*end_stream=*/true);
+  fake->AwaitStarted(1);
+  // The age is 300 ms (gRPC adds up to 10% jitter); wait well past it. (EXPECT, not
+  // ASSERT: the held job must be let go below whatever happens here.)
+  EXPECT_TRUE(Eventually(
+      [&] {
+        (*idle)->Poll();
+        return (*idle)->connection_closed();
+      },
+      absl::Seconds(5)));
+  absl::SleepFor(absl::Milliseconds(500));
+  (*busy)->Poll();
+  EXPECT_FALSE((*busy)->connection_closed()) << "closed with a call in flight";
+  EXPECT_FALSE((*busy)->state(stream).ended);
+  fake->Open();
+  const RawHttp2Client::StreamState end = (*busy)->AwaitEnd(stream, absl::Now() + absl::Seconds(10));
+  EXPECT_TRUE(end.ended);
+  EXPECT_EQ(end.rst_code, -1) << "reset instead of answered";
+  EXPECT_GT(end.data_bytes, 0);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        (*busy)->Poll();
+        return (*busy)->connection_closed();
+      },
+      absl::Seconds(5)));
+  EXPECT_TRUE(Eventually([&] { return Counted("OK") == 1; }));
+}
+
+// A negative age, or one gRPC cannot hold (milliseconds in an int), stops the start.
+TEST(ServerConfigTest, MaxConnectionAgeOutOfRangeIsRefused) {
+  for (absl::Duration age : {absl::Seconds(-1), absl::Hours(24 * 30)}) {
+    ServerConfig config = TestConfig();
+    config.max_connection_age = age;
+    absl::StatusOr<std::unique_ptr<GemmServer>> server = GemmServer::Create(config);
+    ASSERT_FALSE(server.ok());
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(server.status().message(),
+              "--max_connection_age_s must be in [0, 2147483] (0 = unlimited)");
+  }
+}
+
 // A job that finishes after its caller's deadline has passed was never received: it
 // counts as DEADLINE_EXCEEDED and its bytes as not sent. (Before: counted OK, bytes sent.)
 TEST_F(RobustnessTest, AnAnswerTheClientNeverGotIsNotCountedOk) {

@@ -149,7 +149,10 @@ absl::StatusOr<std::string> TensorStoreClient::Put(gemm::v1::TensorHeader header
       Upload(channel_, header, {}, {}, options.chunk_bytes, options.timeout);
   if (!handle.ok()) return handle.status();
   absl::Mutex failed_mu;
-  std::optional<absl::Status> failed;  // the first part to fail, in time
+  // The part failure to report. A part refused by the server takes the whole tensor out,
+  // so parts still going then end NOT_FOUND, possibly before the refused part's answer
+  // reaches its thread: the cause is the first failure that is not NOT_FOUND.
+  std::optional<absl::Status> failed;
   auto send_part = [&](int part) {
     const RowRange r = PartRows(rows->rows, part, parts);
     gemm::v1::TensorHeader part_header;
@@ -164,7 +167,10 @@ absl::StatusOr<std::string> TensorStoreClient::Put(gemm::v1::TensorHeader header
         options.chunk_bytes, options.timeout);
     if (answer.ok()) return;
     absl::MutexLock lock(&failed_mu);
-    if (!failed) failed = answer.status();
+    if (!failed || (failed->code() == absl::StatusCode::kNotFound &&
+                    answer.status().code() != absl::StatusCode::kNotFound)) {
+      failed = answer.status();
+    }
   };
   std::vector<std::thread> threads;
   for (int part = 1; part < parts; ++part) threads.emplace_back(send_part, part);

@@ -13,19 +13,8 @@
 
 namespace gemmd {
 
-// Attempts per call, the first included: enough to step past one or two replicas that
-// are going away, few enough that a lone stopped server answers in well under a second.
-inline constexpr int kMaxCallAttempts = 4;
-
-// A request is retried only while gRPC still holds all of it: up to this many bytes per
-// call. gRPC's default (256 KiB) would leave every request with a real matrix
-// unretriable; the buffer holds references to the request's slices, not copies.
-inline constexpr int kRetryBufferBytesPerCall = 64 << 20;
-
-// The service config (round_robin, the retry policy) as gRPC's JSON.
-const char* DefaultServiceConfigJson();
-
-// Sets the service config and the retry buffer on `args`.
+// Sets the service config (round_robin, the health watch, the retry policy) and the
+// retry buffer on `args`.
 void SetBalancingArguments(grpc::ChannelArguments* args);
 
 }  // namespace gemmd

@@ -139,8 +139,9 @@ class GemmClient {
 };
 
 // A channel to `target`, any gRPC target URI: "host:port", "ipv4:A:PORT,B:PORT",
-// "dns:///NAME:PORT". Calls are balanced over all of its addresses (round_robin) and
-// retried on UNAVAILABLE (client/channel_config.h). No message size limit on this side
+// "dns:///NAME:PORT". Calls are balanced over all of its addresses (round_robin), kept
+// off servers whose health says NOT_SERVING, and retried on UNAVAILABLE
+// (client/channel_config.h). No message size limit on this side
 // (the server enforces its own); gemmd's transport settings (proto/transport_arguments.h),
 // with `extra` gRPC arguments on top. Channels with different `index` use separate TCP
 // connections.

@@ -21,7 +21,13 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev
   python3-grpcio python3-numpy python3-protobuf iperf3
+  # Deployment tests (tests/deploy): images, Prometheus in the loop, compose file.
+  docker.io mmdebstrap prometheus docker-compose python3-yaml
 )
+# The Kubernetes manifests' validator runs on Node.js with packages from npm: Debian's
+# nodejs and npm, unless a Node.js with npm is installed already (NodeSource's nodejs
+# package carries its own npm and conflicts with Debian's).
+command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 
 deps() {
   local missing=()

@@ -17,7 +17,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev prometheus-cpp-dev libopenblas-dev
+  libabsl-dev prometheus-cpp-dev libopenblas-dev libssl-dev openssl
   libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev
   python3-grpcio python3-numpy python3-protobuf iperf3

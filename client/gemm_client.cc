@@ -293,7 +293,7 @@ absl::Status GemmClient::QuantizedMatmul(const QuantizedMatmulArgs& args,
   });
 }
 
-std::shared_ptr<grpc::Channel> ConnectChannel(const std::string& target, int index,
+std::shared_ptr<grpc::Channel> ConnectChannel(const Endpoint& endpoint, int index,
                                              const std::vector<std::pair<std::string, int>>& extra) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
@@ -302,8 +302,11 @@ std::shared_ptr<grpc::Channel> ConnectChannel(const std::string& target, int ind
   args.SetInt("gemmd.channel_index", index);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   SetBalancingArguments(&args);
+  SetSecurityArguments(endpoint.security, &args);
   SetTransportArguments(&args, extra);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      endpoint.target, ChannelCredentialsFor(endpoint.security), args,
+      TokenInterceptors(endpoint.security));
 }
 
 }  // namespace gemmd

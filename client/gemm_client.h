@@ -36,6 +36,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/channel_security.h"
 #include "gemm/v1/gemm.pb.h"
 
 namespace gemmd {
@@ -138,15 +139,25 @@ class GemmClient {
   grpc::GenericStub stub_;
 };
 
-// A channel to `target`, any gRPC target URI: "host:port", "ipv4:A:PORT,B:PORT",
-// "dns:///NAME:PORT". Calls are balanced over all of its addresses (round_robin), kept
-// off servers whose health says NOT_SERVING, and retried on UNAVAILABLE
-// (client/channel_config.h). No message size limit on this side
-// (the server enforces its own); gemmd's transport settings (proto/transport_arguments.h),
-// with `extra` gRPC arguments on top. Channels with different `index` use separate TCP
-// connections.
+// A server, or a deployment of replicas, to call: any gRPC target URI ("host:port",
+// "ipv4:A:PORT,B:PORT", "dns:///NAME:PORT") and how to secure the calls
+// (client/channel_security.h; plaintext by default). A plain string converts to one.
+struct Endpoint {
+  Endpoint(std::string t) : target(std::move(t)) {}  // NOLINT: implicit by design
+  Endpoint(const char* t) : target(t) {}             // NOLINT
+  Endpoint(std::string t, ChannelSecurity s) : target(std::move(t)), security(std::move(s)) {}
+  std::string target;
+  ChannelSecurity security;
+};
+
+// A channel to `endpoint`. Calls are balanced over all of its addresses (round_robin),
+// kept off servers whose health says NOT_SERVING, and retried on UNAVAILABLE
+// (client/channel_config.h); they carry its token, over TLS when it says so. No message
+// size limit on this side (the server enforces its own); gemmd's transport settings
+// (proto/transport_arguments.h), with `extra` gRPC arguments on top. Channels with
+// different `index` use separate TCP connections.
 std::shared_ptr<grpc::Channel> ConnectChannel(
-    const std::string& target, int index = 0,
+    const Endpoint& endpoint, int index = 0,
     const std::vector<std::pair<std::string, int>>& extra = {});
 
 }  // namespace gemmd

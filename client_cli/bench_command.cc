@@ -312,7 +312,7 @@ int RunBench(const CliOptions& o) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   if (!o.local) {
     for (int i = 0; i < o.channels; ++i) {
-      channels.push_back(ConnectChannel(o.target, i, *grpc_args));
+      channels.push_back(ConnectChannel(o.server(), i, *grpc_args));
     }
   }
   if (int rc = Preflight(o, o.quantized, o.local ? nullptr : channels.front().get(),
@@ -330,11 +330,11 @@ int RunBench(const CliOptions& o) {
   std::unique_ptr<TensorStoreClient> store;
   std::unique_ptr<ServerResidentLookup> resident;
   if (!o.local) {
-    const std::string target = o.target;
+    const Endpoint server = o.server();
     const GrpcArgs extra = *grpc_args;
     store = std::make_unique<TensorStoreClient>(
-        channels.front(), [target, extra, n = o.channels](int index) {
-          return ConnectChannel(target, n + index, extra);
+        channels.front(), [server, extra, n = o.channels](int index) {
+          return ConnectChannel(server, n + index, extra);
         });
     resident = std::make_unique<ServerResidentLookup>(store.get(), absl::Seconds(o.timeout_s));
   }

@@ -1,6 +1,7 @@
 #include "client_cli/cli_flags.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -10,6 +11,22 @@ ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "(several replicas), dns:///gemmd-headless:50051 (every address the name has). "
           "Calls are balanced over the addresses (round_robin) and retried on UNAVAILABLE.");
 ABSL_FLAG(double, timeout_s, 60, "Deadline of each RPC in seconds.");
+ABSL_FLAG(bool, tls, false,
+          "Call over TLS, checking the server's certificate against the system's CA roots "
+          "(implied by any --tls_* file or name).");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "TLS: PEM CA certificate(s) to check the server's certificate against.");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "Mutual TLS: PEM client certificate (with --tls_key_file), for servers started with "
+          "--tls_client_ca_file.");
+ABSL_FLAG(std::string, tls_key_file, "", "Mutual TLS: PEM private key of --tls_cert_file.");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "TLS: the name the server's certificate must carry, when it differs from the "
+          "target's host (e.g. connecting by IP address).");
+ABSL_FLAG(std::string, token_file, "",
+          "File whose first line is the bearer token sent with every call (servers with "
+          "--auth_tokens_file). Without it, the GEMMD_TOKEN environment variable is used if "
+          "set. (No --token flag: a command line is visible to every user of the machine.)");
 ABSL_FLAG(int64_t, m, 512, "Rows of op(A) and C (random operands).");
 ABSL_FLAG(int64_t, n, 512, "Columns of op(B) and C (random operands).");
 ABSL_FLAG(int64_t, k, 512, "Inner dimension (random operands).");
@@ -90,6 +107,15 @@ CliOptions CliOptionsFromFlags() {
   o.server_pid = absl::GetFlag(FLAGS_server_pid);
   o.grpc_args = absl::GetFlag(FLAGS_grpc_arg);
   o.target = absl::GetFlag(FLAGS_target);
+  o.security_files.tls = absl::GetFlag(FLAGS_tls);
+  o.security_files.ca_file = absl::GetFlag(FLAGS_tls_ca_file);
+  o.security_files.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  o.security_files.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  o.security_files.server_name = absl::GetFlag(FLAGS_tls_server_name);
+  o.security_files.token_file = absl::GetFlag(FLAGS_token_file);
+  if (const char* token = std::getenv("GEMMD_TOKEN"); token != nullptr) {
+    o.security_files.token = token;
+  }
   o.timeout_s = absl::GetFlag(FLAGS_timeout_s);
   o.m = absl::GetFlag(FLAGS_m);
   o.n = absl::GetFlag(FLAGS_n);

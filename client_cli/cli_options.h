@@ -6,10 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "client/gemm_client.h"
+
 namespace gemmd {
 
 struct CliOptions {
   std::string target = "127.0.0.1:50051";
+  // TLS and the bearer token: as named (--tls_*, --token_file, GEMMD_TOKEN), then loaded.
+  ChannelSecurityFiles security_files;
+  ChannelSecurity security;
   double timeout_s = 60;
   // The command's operands after its name (put FILE.npy, get HANDLE, rm HANDLE).
   std::vector<std::string> args;
@@ -47,6 +52,9 @@ struct CliOptions {
   int server_pid = 0;      // bench: report this process's CPU per request (same host)
   std::string grpc_args;   // bench: extra gRPC channel arguments, name=value,...
   bool json = false;
+
+  // The server to call, with the security to call it with.
+  Endpoint server() const { return Endpoint(target, security); }
 };
 
 }  // namespace gemmd

@@ -24,7 +24,9 @@ struct CommandSpec {
 };
 
 // Every command takes these.
-inline constexpr absl::string_view kCommonFlags[] = {"target", "timeout_s"};
+inline constexpr absl::string_view kCommonFlags[] = {
+    "target",        "timeout_s",     "tls",             "tls_ca_file",
+    "tls_cert_file", "tls_key_file",  "tls_server_name", "token_file"};
 
 const std::vector<CommandSpec>& Commands();
 // nullptr for an unknown name.

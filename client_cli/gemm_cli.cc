@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
   o.format_set =
       std::find(line.flags.begin(), line.flags.end(), "format") != line.flags.end();
   if (absl::Status s = gemmd::CheckCommonFlags(o); !s.ok()) return gemmd::ReportError(s);
+  absl::StatusOr<gemmd::ChannelSecurity> security = gemmd::LoadChannelSecurity(o.security_files);
+  if (!security.ok()) return gemmd::ReportError(security.status());
+  o.security = *std::move(security);
   try {
     return spec->run(o);
   } catch (const std::bad_alloc&) {

@@ -12,7 +12,7 @@ namespace gemmd {
 
 int RunHealth(const CliOptions& o) {
   auto stub = grpc::health::v1::Health::NewStub(
-      ConnectChannel(o.target, 0, {{GRPC_ARG_INHIBIT_HEALTH_CHECKING, 1}}));
+      ConnectChannel(o.server(), 0, {{GRPC_ARG_INHIBIT_HEALTH_CHECKING, 1}}));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(o.timeout_s)));
   grpc::health::v1::HealthCheckResponse response;

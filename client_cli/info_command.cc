@@ -13,7 +13,7 @@
 namespace gemmd {
 
 int RunInfo(const CliOptions& o) {
-  auto stub = gemm::v1::GemmService::NewStub(ConnectChannel(o.target));
+  auto stub = gemm::v1::GemmService::NewStub(ConnectChannel(o.server()));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(o.timeout_s)));
   gemm::v1::ServerInfo info;

@@ -21,7 +21,7 @@
 namespace gemmd {
 
 int RunQuantized(const CliOptions& o) {
-  std::shared_ptr<grpc::Channel> channel = ConnectChannel(o.target);
+  std::shared_ptr<grpc::Channel> channel = ConnectChannel(o.server());
   if (int rc = Preflight(o, /*quantized=*/true, channel.get()); rc != 0) return rc;
   TensorStoreClient store(channel);
   ServerResidentLookup resident(&store, absl::Seconds(o.timeout_s));

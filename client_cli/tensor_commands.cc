@@ -111,7 +111,7 @@ int RunPut(const CliOptions& o) {
   const int64_t bytes = static_cast<int64_t>(
       o.format_set ? quantized.data.size() + quantized.scales.size() : dense.data.size());
 
-  std::shared_ptr<grpc::Channel> channel = ConnectChannel(o.target);
+  std::shared_ptr<grpc::Channel> channel = ConnectChannel(o.server());
   absl::StatusOr<gemm::v1::Limits> limits = ServerLimitsOf(channel, o.timeout_s);
   if (!limits.ok()) return ReportRpcError("GetServerInfo (the server's limits)", limits.status());
   if (limits->tensor_store_bytes() > 0 && bytes > limits->tensor_store_bytes()) {
@@ -127,9 +127,9 @@ int RunPut(const CliOptions& o) {
   if (limits->max_tensor_chunk_bytes() > 0) {
     put.chunk_bytes = std::min(put.chunk_bytes, limits->max_tensor_chunk_bytes());
   }
-  const std::string target = o.target;
+  const Endpoint server = o.server();
   TensorStoreClient store(channel,
-                          [target](int index) { return ConnectChannel(target, 1 + index); });
+                          [server](int index) { return ConnectChannel(server, 1 + index); });
   const int64_t rows = o.format_set ? quantized.shape[0]
                        : array.shape.size() == 3 ? array.shape[0] * array.shape[1]
                        : array.shape.empty()     ? 0
@@ -154,7 +154,7 @@ int RunGet(const CliOptions& o) {
   if (o.out_path.empty()) {
     return ReportError(absl::InvalidArgumentError("gemm-cli get HANDLE needs --out F.npy"));
   }
-  TensorStoreClient store(ConnectChannel(o.target));
+  TensorStoreClient store(ConnectChannel(o.server()));
   const absl::Time start = absl::Now();
   absl::StatusOr<StoredTensor> got = store.GetTensor(o.args[0], absl::Seconds(o.timeout_s));
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -194,7 +194,7 @@ int RunGet(const CliOptions& o) {
 }
 
 int RunRm(const CliOptions& o) {
-  TensorStoreClient store(ConnectChannel(o.target));
+  TensorStoreClient store(ConnectChannel(o.server()));
   if (absl::Status s = store.DeleteTensor(o.args[0], absl::Seconds(o.timeout_s)); !s.ok()) {
     return ReportRpcError("DeleteTensor", s);
   }
@@ -203,7 +203,7 @@ int RunRm(const CliOptions& o) {
 }
 
 int RunLs(const CliOptions& o) {
-  TensorStoreClient store(ConnectChannel(o.target));
+  TensorStoreClient store(ConnectChannel(o.server()));
   absl::StatusOr<gemm::v1::ListTensorsResponse> list =
       store.ListTensors(absl::Seconds(o.timeout_s));
   if (!list.ok()) return ReportRpcError("ListTensors", list.status());

@@ -85,6 +85,7 @@ absl::Status CheckConfig(const ServerConfig& c) {
     return absl::InvalidArgumentError(
         absl::StrCat("--cuda_sync=", c.cuda_sync, " is not one of blocking, spin"));
   }
+  if (absl::Status s = CheckServerTlsFiles(c.tls); !s.ok()) return s;
   if (c.tensor_store_bytes < -1) {
     return absl::InvalidArgumentError(
         "--tensor_store_bytes must be -1 (a share of memory), 0 (no store) or a byte count");
@@ -204,8 +205,9 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
       server->metrics_.get(), server->memory_, server->store_.get());
   server->executor_->SetArriving(server->service_->arriving());
 
+  const std::string& metrics_host = config.metrics_host.empty() ? config.host : config.metrics_host;
   if (config.metrics_port >= 0) {
-    const std::string address = absl::StrCat(config.host, ":", config.metrics_port);
+    const std::string address = absl::StrCat(metrics_host, ":", config.metrics_port);
     // civetweb gives each connection a worker thread until it has sent its request: with
     // few threads and the default 30 s request timeout, two idle connections stalled every
     // scrape for ~30 s. More workers, and a request timeout a scraper never comes near
@@ -215,7 +217,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
     try {
       server->exposer_ = std::make_unique<prometheus::Exposer>(options);
     } catch (const std::exception& e) {
-      const std::string why = WhyCannotListen(config.host, config.metrics_port);
+      const std::string why = WhyCannotListen(metrics_host, config.metrics_port);
       return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address, ": ",
                                                  why.empty() ? std::string(e.what()) : why));
     }
@@ -228,7 +230,14 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(config.host, ":", config.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &server->port_);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (config.tls.enabled()) {
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tls =
+        MakeServerTlsCredentials(config.tls);
+    if (!tls.ok()) return tls.status();
+    credentials = *std::move(tls);
+  }
+  builder.AddListeningPort(address, credentials, &server->port_);
   // gRPC would otherwise let a second server bind the same port (SO_REUSEPORT) and take
   // half the traffic without a word.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -280,8 +289,11 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
        {"devices", absl::StrJoin(device_names, "; ")},
        {"cuda_sync", server->backend_.name == "cuda" ? config.cuda_sync : std::string("-")},
        {"grpc", absl::StrCat(config.host, ":", server->port_)},
+       {"tls", !config.tls.enabled()               ? "off"
+               : config.tls.client_ca_file.empty() ? "on"
+                                                   : "mutual"},
        {"metrics", server->metrics_port_ >= 0
-                       ? absl::StrCat(config.host, ":", server->metrics_port_, "/metrics")
+                       ? absl::StrCat(metrics_host, ":", server->metrics_port_, "/metrics")
                        : std::string("off")},
        {"max_message_bytes", absl::StrCat(config.max_message_bytes)},
        {"max_elements", absl::StrCat(config.max_elements)},

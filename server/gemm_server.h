@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/devices/backend.h"
+#include "server/security/tls_credentials.h"
 
 namespace prometheus {
 class Exposer;
@@ -34,6 +35,11 @@ struct ServerConfig {
   std::string host = "0.0.0.0";
   int port = 50051;              // 0 = any free port (see GemmServer::port())
   int metrics_port = 9464;       // 0 = any free port, -1 = no metrics endpoint
+  // Where /metrics listens; empty = `host`. Apart from gRPC so it can stay on a private
+  // interface: it has no authentication.
+  std::string metrics_host;
+  // TLS on the gRPC port (--tls_*): off when no certificate is given.
+  ServerTlsFiles tls;
   std::string backend = "auto";  // auto | cpu | cuda
   int64_t max_message_bytes = int64_t{512} << 20;
   int64_t max_elements = int64_t{1} << 27;

@@ -26,6 +26,20 @@ ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on (gRPC and metrics)
 ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free one (printed in the start log line).");
 ABSL_FLAG(int, metrics_port, 9464,
           "Prometheus /metrics port; 0 picks a free one, -1 turns the endpoint off.");
+ABSL_FLAG(std::string, metrics_host, "",
+          "Address the /metrics endpoint listens on; empty = --host. /metrics has no "
+          "authentication: keep it on a private interface (e.g. 127.0.0.1, or a pod's own "
+          "address) when the gRPC port is public.");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate (chain) of the server: with --tls_key_file, the gRPC port speaks "
+          "TLS only (plaintext clients fail at the handshake). Re-read every --tls_refresh_s: "
+          "a replaced certificate is served to new connections without a restart.");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file (unencrypted).");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA certificate(s): mutual TLS. Clients must present a certificate signed by "
+          "one of them, or the handshake fails. Re-read like the certificate.");
+ABSL_FLAG(double, tls_refresh_s, 60,
+          "How often the TLS files are checked for changes (seconds, >= 1).");
 ABSL_FLAG(std::string, backend, "auto",
           "auto | cpu | cuda. auto = cuda when this build has CUDA and a GPU is present, "
           "else cpu (OpenBLAS).");
@@ -172,6 +186,11 @@ int main(int argc, char** argv) {
   config.host = absl::GetFlag(FLAGS_host);
   config.port = absl::GetFlag(FLAGS_port);
   config.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  config.metrics_host = absl::GetFlag(FLAGS_metrics_host);
+  config.tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  config.tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  config.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  config.tls.refresh = absl::Seconds(absl::GetFlag(FLAGS_tls_refresh_s));
   config.backend = absl::GetFlag(FLAGS_backend);
   config.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   config.max_elements = absl::GetFlag(FLAGS_max_elements);

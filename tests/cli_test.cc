@@ -295,13 +295,16 @@ TEST(CliCommandLineTest, AFlagOfAnotherCommandIsAnErrorNamingBoth) {
                                          *health);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
-            "--m does not apply to 'gemm-cli health'; its flags: --target, --timeout_s "
-            "(gemm-cli health --help)");
+            "--m does not apply to 'gemm-cli health'; its flags: --target, --timeout_s, "
+            "--tls, --tls_ca_file, --tls_cert_file, --tls_key_file, --tls_server_name, "
+            "--token_file (gemm-cli health --help)");
   const absl::Status bench_only = CheckFlagsApply(
       ReadCommandLine({"gemm-cli", "matmul", "--concurrency=8"}), *FindCommand("matmul"));
   EXPECT_TRUE(absl::StartsWith(bench_only.message(),
                                "--concurrency does not apply to 'gemm-cli matmul'; its flags: "
-                               "--target, --timeout_s, --m, "))
+                               "--target, --timeout_s, --tls, --tls_ca_file, "
+                               "--tls_cert_file, --tls_key_file, --tls_server_name, "
+                               "--token_file, --m, "))
       << bench_only;
   EXPECT_TRUE(CheckFlagsApply(ReadCommandLine({"gemm-cli", "bench", "--concurrency=8", "--m",
                                                "64", "--quantized", "--format=int8"}),

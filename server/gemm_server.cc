@@ -200,9 +200,15 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   settings.max_batch_size = config.max_batch_size;
   settings.max_queue_delay = config.max_queue_delay;
   settings.max_inflight_bytes = config.max_inflight_bytes;
+  if (!config.auth_tokens_file.empty()) {
+    absl::StatusOr<std::unique_ptr<TokenAuthenticator>> tokens =
+        TokenAuthenticator::FromFile(config.auth_tokens_file);
+    if (!tokens.ok()) return tokens.status();
+    server->tokens_ = *std::move(tokens);
+  }
   server->service_ = std::make_unique<GemmServiceImpl>(
       settings, devices, server->backend_.catalogue.get(), server->executor_.get(),
-      server->metrics_.get(), server->memory_, server->store_.get());
+      server->metrics_.get(), server->memory_, server->store_.get(), server->tokens_.get());
   server->executor_->SetArriving(server->service_->arriving());
 
   const std::string& metrics_host = config.metrics_host.empty() ? config.host : config.metrics_host;
@@ -289,12 +295,15 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
        {"devices", absl::StrJoin(device_names, "; ")},
        {"cuda_sync", server->backend_.name == "cuda" ? config.cuda_sync : std::string("-")},
        {"grpc", absl::StrCat(config.host, ":", server->port_)},
-       {"tls", !config.tls.enabled()               ? "off"
-               : config.tls.client_ca_file.empty() ? "on"
-                                                   : "mutual"},
        {"metrics", server->metrics_port_ >= 0
                        ? absl::StrCat(metrics_host, ":", server->metrics_port_, "/metrics")
                        : std::string("off")},
+       {"auth", server->tokens_ == nullptr
+                    ? std::string("off")
+                    : absl::StrCat("tokens (", server->tokens_->tenants().size(), " tenants)")},
+       {"tls", !config.tls.enabled()               ? "off"
+               : config.tls.client_ca_file.empty() ? "on"
+                                                   : "mutual"},
        {"max_message_bytes", absl::StrCat(config.max_message_bytes)},
        {"max_elements", absl::StrCat(config.max_elements)},
        {"max_queue_size", absl::StrCat(config.max_queue_size)},
@@ -312,6 +321,22 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
 }
 
 bool GemmServer::AwaitIdle(absl::Time deadline) { return service_->AwaitIdle(deadline); }
+
+absl::Status GemmServer::ReloadTokens() {
+  if (tokens_ == nullptr) {
+    Log(LogLevel::kInfo, "tokens_reload_skipped", {{"why", "no --auth_tokens_file"}});
+    return absl::OkStatus();
+  }
+  const absl::Status status = tokens_->Reload();
+  if (status.ok()) {
+    Log(LogLevel::kInfo, "tokens_reloaded",
+        {{"file", tokens_->path()}, {"tenants", absl::StrJoin(tokens_->tenants(), ",")}});
+  } else {
+    Log(LogLevel::kError, "tokens_reload_failed",
+        {{"message", std::string(status.message())}, {"kept", "the tokens in use"}});
+  }
+  return status;
+}
 
 void GemmServer::Shutdown() {
   absl::MutexLock lock(&shutdown_mu_);

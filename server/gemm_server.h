@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/devices/backend.h"
+#include "server/security/auth_tokens.h"
 #include "server/security/tls_credentials.h"
 
 namespace prometheus {
@@ -69,6 +70,8 @@ struct ServerConfig {
   // Resident tensors' cap (--tensor_store_bytes): -1 = a share of the devices' memory
   // (DefaultTensorStoreBytes), 0 = no store.
   int64_t tensor_store_bytes = -1;
+  // Tenants' bearer tokens (--auth_tokens_file); empty = no authentication.
+  std::string auth_tokens_file;
 };
 
 inline constexpr char kGemmdVersion[] = "0.1.0";
@@ -101,6 +104,10 @@ class GemmServer {
   // moment after its client has it); false when `deadline` passed first.
   bool AwaitIdle(absl::Time deadline);
 
+  // Reads the tokens file again (SIGHUP) and logs the outcome: tokens_reloaded (tenants,
+  // tokens) or tokens_reload_failed (why; the tokens in use stay). No-op without one.
+  absl::Status ReloadTokens();
+
   // New GEMM calls refused (UNAVAILABLE, also those still sending their request),
   // health NOT_SERVING, accepted calls completed and their responses sent (those still
   // running when the grace period ends are cancelled), devices drained: all within the
@@ -116,6 +123,7 @@ class GemmServer {
   int metrics_port_ = -1;
   int64_t grpc_buffer_bytes_ = 0;
   std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<TokenAuthenticator> tokens_;
   // Outlives the executor: queued jobs hold pins on its tensors.
   std::unique_ptr<TensorStore> store_;
   std::unique_ptr<Batcher> executor_;

@@ -36,14 +36,16 @@ absl::Status InstallStopSignals() {
   action.sa_handler = OnStopSignal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
-  if (sigaction(SIGTERM, &action, nullptr) != 0 || sigaction(SIGINT, &action, nullptr) != 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot install the SIGTERM/SIGINT handlers: ", std::strerror(errno)));
+  if (sigaction(SIGTERM, &action, nullptr) != 0 || sigaction(SIGINT, &action, nullptr) != 0 ||
+      sigaction(SIGHUP, &action, nullptr) != 0) {
+    return absl::InternalError(absl::StrCat("cannot install the SIGTERM/SIGINT/SIGHUP handlers: ",
+                                            std::strerror(errno)));
   }
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);  // in case the parent blocked them
   return absl::OkStatus();
 }
@@ -63,6 +65,7 @@ void NotifyStopDone() { WriteEvent(0); }
 const char* SignalName(int signal_number) {
   if (signal_number == SIGTERM) return "SIGTERM";
   if (signal_number == SIGINT) return "SIGINT";
+  if (signal_number == SIGHUP) return "SIGHUP";
   return "other";
 }
 

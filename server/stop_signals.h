@@ -1,5 +1,6 @@
-// SIGTERM and SIGINT for gemm-server's main(): the signals arrive as events on a pipe,
-// read in order, so the first starts the drain and repeats can be noted and ignored.
+// SIGTERM and SIGINT (stop) and SIGHUP (reload the tokens file) for gemm-server's main():
+// the signals arrive as events on a pipe, read in order, so the first stop signal starts
+// the drain and repeats can be noted and ignored.
 //
 // Why a handler and a pipe, not a blocked mask and sigwait(): libraries start threads
 // before main() runs (OpenBLAS starts its pool while it loads), those threads keep the

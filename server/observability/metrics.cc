@@ -80,6 +80,7 @@ ServerMetrics::ServerMetrics(const std::vector<int>& device_labels)
                        .Name("gemm_requests_total")
                        .Help("RPCs answered, by method, precision and status code")
                        .Register(*registry_);
+  requests_family_ = &requests;
   for (int m = 0; m < kNumRpcMethods; ++m) {
     const auto method = static_cast<RpcMethod>(m);
     for (int p = 0; p < PrecisionLabel::kCount; ++p) {
@@ -194,14 +195,30 @@ ServerMetrics::ServerMetrics(const std::vector<int>& device_labels)
 }
 
 void ServerMetrics::RecordRequest(RpcMethod method, PrecisionLabel precision,
-                                  absl::StatusCode code) {
+                                  absl::StatusCode code, absl::string_view tenant) {
   const int m = static_cast<int>(method);
-  const int p = precision.index();
+  int p = precision.index();
   int c = static_cast<int>(code);
   if (c < 0 || c >= kNumCodes) c = static_cast<int>(absl::StatusCode::kUnknown);
   prometheus::Counter* counter = requests_[m][p][c];
   // A label that does not apply to the method is a caller's slip: count it as NONE.
-  if (counter == nullptr) counter = requests_[m][PrecisionLabel::None().index()][c];
+  if (counter == nullptr) {
+    p = PrecisionLabel::None().index();
+    counter = requests_[m][p][c];
+  }
+  if (!tenant.empty()) {
+    const std::string key = absl::StrCat(tenant, "/", m, "/", p, "/", c);
+    absl::MutexLock lock(&tenant_mu_);
+    prometheus::Counter*& tenant_counter = tenant_requests_[key];
+    if (tenant_counter == nullptr) {
+      tenant_counter = &requests_family_->Add(
+          {{"method", RpcMethodName(method)},
+           {"precision", PrecisionLabel::FromIndex(p).name()},
+           {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(c))},
+           {"tenant", std::string(tenant)}});
+    }
+    counter = tenant_counter;
+  }
   counter->Increment();
 }
 

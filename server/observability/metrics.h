@@ -34,9 +34,14 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/quant_formats.h"
@@ -97,10 +102,15 @@ class ServerMetrics {
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
-  void RecordRequest(RpcMethod method, PrecisionLabel precision, absl::StatusCode code);
+  // `tenant`: the authenticated caller's tenant; empty (no authentication, or a call
+  // refused before it was known) counts in the series without a tenant label. Tenants come
+  // from the server's tokens file, so the label's values are bounded by it.
+  void RecordRequest(RpcMethod method, PrecisionLabel precision, absl::StatusCode code,
+                     absl::string_view tenant = {});
   // precision: nullopt when the request failed before it was known.
-  void RecordRequest(RpcMethod method, std::optional<Precision> precision, absl::StatusCode code) {
-    RecordRequest(method, PrecisionLabel::Of(precision), code);
+  void RecordRequest(RpcMethod method, std::optional<Precision> precision, absl::StatusCode code,
+                     absl::string_view tenant = {}) {
+    RecordRequest(method, PrecisionLabel::Of(precision), code, tenant);
   }
   void ObservePhase(RpcMethod method, Phase phase, absl::Duration duration);
   void AddInflight(int delta) { inflight_->Increment(delta); }
@@ -127,6 +137,11 @@ class ServerMetrics {
   std::array<std::array<std::array<prometheus::Counter*, kNumCodes>, PrecisionLabel::kCount>,
              kNumRpcMethods>
       requests_{};
+  // With a tenant label: made on first use, one per (tenant, method, precision, code).
+  prometheus::Family<prometheus::Counter>* requests_family_ = nullptr;
+  absl::Mutex tenant_mu_;
+  absl::flat_hash_map<std::string, prometheus::Counter*> tenant_requests_
+      ABSL_GUARDED_BY(tenant_mu_);
   std::array<std::array<prometheus::Histogram*, kNumPhases>, kNumRpcMethods> durations_{};
   prometheus::Histogram* batch_size_;
   prometheus::Gauge* queue_depth_;

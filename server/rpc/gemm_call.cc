@@ -30,8 +30,12 @@ const char* RequestTypeName(RpcMethod method) {
 }  // namespace
 
 GemmCall::GemmCall(const GemmCallEnvironment* env, grpc::GenericCallbackServerContext* context,
-                   RpcMethod method)
-    : env_(env), context_(context), method_(method), received_(absl::Now()) {
+                   RpcMethod method, std::string tenant)
+    : env_(env),
+      context_(context),
+      method_(method),
+      tenant_(std::move(tenant)),
+      received_(absl::Now()) {
   env_->metrics->AddInflight(1);
   const absl::Status admitted = Admit();
   absl::MutexLock lock(&mu_);
@@ -109,6 +113,7 @@ absl::Status GemmCall::PrepareAndSubmit() {
   const GemmRequestContext& ctx = env_->request;
   request_ = std::make_unique<GemmRequest>();
   GemmRequest& r = *request_;
+  r.tenant = tenant_;
   if (absl::Status s = PrepareRequest(ctx, method_, &request_bytes_, &r, &label_); !s.ok()) {
     return s;
   }
@@ -201,7 +206,7 @@ absl::Status GemmCall::Outcome() const {
 void GemmCall::OnDone() {
   const absl::Status outcome = Outcome();
   ServerMetrics* m = env_->metrics;
-  m->RecordRequest(method_, label_, outcome.code());
+  m->RecordRequest(method_, label_, outcome.code(), tenant_);
   m->ObservePhase(method_, Phase::kTotal, absl::Now() - received_);
   if (outcome.ok()) {
     m->AddBytesReceived(input_bytes_);
@@ -214,6 +219,7 @@ void GemmCall::OnDone() {
            {"code", absl::StatusCodeToString(outcome.code())},
            {"message", std::string(outcome.message())},
            {"peer", context_->peer()},
+           {"tenant", tenant_},
            {"suppressed_before", absl::StrCat(suppressed)}});
     }
   }
@@ -233,6 +239,15 @@ grpc::ServerGenericBidiReactor* UnimplementedCall(grpc::GenericCallbackServerCon
     void OnDone() override { delete this; }
   };
   return new Reactor(context->method());
+}
+
+grpc::ServerGenericBidiReactor* RefusedCall(const absl::Status& status) {
+  class Reactor final : public grpc::ServerGenericBidiReactor {
+   public:
+    explicit Reactor(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+    void OnDone() override { delete this; }
+  };
+  return new Reactor(status);
 }
 
 }  // namespace gemmd

@@ -56,8 +56,9 @@ struct GemmCallEnvironment {
 
 class GemmCall final : public grpc::ServerGenericBidiReactor, public CallRegistry::Member {
  public:
+  // `tenant`: the authenticated caller's ("" without authentication).
   GemmCall(const GemmCallEnvironment* env, grpc::GenericCallbackServerContext* context,
-           RpcMethod method);
+           RpcMethod method, std::string tenant = "");
 
   void OnReadDone(bool ok) override;
   void OnDone() override;
@@ -83,6 +84,7 @@ class GemmCall final : public grpc::ServerGenericBidiReactor, public CallRegistr
   const GemmCallEnvironment* const env_;
   grpc::GenericCallbackServerContext* const context_;
   const RpcMethod method_;
+  const std::string tenant_;
   // When the request was read (the headers, until then): timings count from here.
   absl::Time received_;
   bool arriving_ = false;     // holds a place in env_->arriving
@@ -105,6 +107,8 @@ class GemmCall final : public grpc::ServerGenericBidiReactor, public CallRegistr
 
 // A call to a method this server does not have: UNIMPLEMENTED, naming it (capped).
 grpc::ServerGenericBidiReactor* UnimplementedCall(grpc::GenericCallbackServerContext* context);
+// A call refused at its headers with `status` (e.g. UNAUTHENTICATED), without reading it.
+grpc::ServerGenericBidiReactor* RefusedCall(const absl::Status& status);
 
 }  // namespace gemmd
 

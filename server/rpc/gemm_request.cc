@@ -68,7 +68,7 @@ absl::Status KeepResult(const GemmRequestContext& context, const gemm::v1::Resid
   spec.shape = r->output_shape;
   spec.dtype = c_type;
   absl::StatusOr<std::shared_ptr<StoredTensor>> kept = context.store->Allocate(
-      spec, r->device, absl::Seconds(keep.ttl_s()), keep.label());
+      spec, r->device, absl::Seconds(keep.ttl_s()), keep.label(), r->tenant);
   if (!kept.ok()) {
     return absl::Status(kept.status().code(), absl::StrCat("keep_c: ", kept.status().message()));
   }
@@ -117,7 +117,7 @@ absl::Status PrepareMatmul(const GemmRequestContext& context, const wire::ByteRu
   wire::MatmulRequestWire parsed;
   if (absl::Status s = wire::ParseMatmulRequest(received, &parsed); !s.ok()) return s;
   MatmulResidency residency;
-  if (absl::Status s = ResolveMatmulRefs(context.store, &parsed.head, &r->refs, &residency);
+  if (absl::Status s = ResolveMatmulRefs(context.store, r->tenant, &parsed.head, &r->refs, &residency);
       !s.ok()) {
     return s;
   }
@@ -167,7 +167,7 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context,
                                     PrecisionLabel* label) {
   wire::QuantizedMatmulRequestWire parsed;
   if (absl::Status s = wire::ParseQuantizedMatmulRequest(received, &parsed); !s.ok()) return s;
-  if (absl::Status s = ResolveQuantizedRefs(context.store, &parsed.head, &r->refs); !s.ok()) {
+  if (absl::Status s = ResolveQuantizedRefs(context.store, r->tenant, &parsed.head, &r->refs); !s.ok()) {
     return s;
   }
   const gemm::v1::QuantizedMatmulRequest& message = parsed.head;

@@ -57,6 +57,9 @@ struct GemmRequestContext {
 };
 
 struct GemmRequest : Job {
+  // The caller's tenant ("" without authentication): whose resident tensors it may use,
+  // and who owns a C it keeps.
+  std::string tenant;
   // The request as received (payloads used in place point into it) and the memory it
   // holds; let go as soon as nothing points into it.
   std::vector<grpc::Slice> wire;

@@ -15,13 +15,14 @@ namespace gemmd {
 GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> devices,
                                  const KernelCatalogue* catalogue, JobExecutor* executor,
                                  ServerMetrics* metrics, std::shared_ptr<HostMemory> memory,
-                                 TensorStore* store)
+                                 TensorStore* store, const TokenAuthenticator* tokens)
     : settings_(std::move(settings)),
       devices_(std::move(devices)),
       catalogue_(catalogue),
       metrics_(metrics),
       memory_(std::move(memory)),
-      store_(store) {
+      store_(store),
+      auth_(tokens, metrics, &failure_log_) {
   environment_.request.limits = settings_.limits;
   environment_.request.catalogue = catalogue_;
   environment_.request.memory = memory_.get();
@@ -49,18 +50,19 @@ grpc::ServerGenericBidiReactor* GemmServiceImpl::GenericCalls::CreateReactor(
     grpc::GenericCallbackServerContext* context) {
   static const std::string kMatmul = "/gemm.v1.GemmService/Matmul";
   static const std::string kQuantizedMatmul = "/gemm.v1.GemmService/QuantizedMatmul";
-  const std::string& method = context->method();
-  if (method == kMatmul) {
-    return new GemmCall(&service_->environment_, context, RpcMethod::kMatmul);
-  }
-  if (method == kQuantizedMatmul) {
-    return new GemmCall(&service_->environment_, context, RpcMethod::kQuantizedMatmul);
-  }
   static const std::string kPutTensor = "/gemm.v1.GemmService/PutTensor";
-  if (method == kPutTensor) {
-    return new TensorUploadCall(service_->store_, service_->metrics_, context);
+  const std::string& name = context->method();
+  const RpcMethod method = name == kMatmul            ? RpcMethod::kMatmul
+                           : name == kQuantizedMatmul ? RpcMethod::kQuantizedMatmul
+                           : name == kPutTensor       ? RpcMethod::kPutTensor
+                                                      : RpcMethod::kGetServerInfo;
+  if (method == RpcMethod::kGetServerInfo) return UnimplementedCall(context);
+  absl::StatusOr<std::string> tenant = service_->auth_.TenantOf(*context, method);
+  if (!tenant.ok()) return RefusedCall(tenant.status());
+  if (method == RpcMethod::kPutTensor) {
+    return new TensorUploadCall(service_->store_, service_->metrics_, context, *std::move(tenant));
   }
-  return UnimplementedCall(context);
+  return new GemmCall(&service_->environment_, context, method, *std::move(tenant));
 }
 
 grpc::ServerUnaryReactor* GemmServiceImpl::GetServerInfo(
@@ -68,6 +70,11 @@ grpc::ServerUnaryReactor* GemmServiceImpl::GetServerInfo(
     gemm::v1::ServerInfo* response) {
   const absl::Time accepted = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kGetServerInfo);
+  if (!tenant.ok()) {
+    reactor->Finish(ToGrpcStatus(tenant.status()));
+    return reactor;
+  }
   response->set_version(settings_.version);
   response->set_backend(settings_.backend);
   for (const Device* device : devices_) {
@@ -101,7 +108,8 @@ grpc::ServerUnaryReactor* GemmServiceImpl::GetServerInfo(
   limits->set_tensor_store_bytes(store_ != nullptr ? store_->cap_bytes() : 0);
   limits->set_max_tensor_chunk_bytes(kMaxTensorChunkBytes);
   if (store_ != nullptr) response->set_instance(store_->instance());
-  metrics_->RecordRequest(RpcMethod::kGetServerInfo, PrecisionLabel::None(), absl::StatusCode::kOk);
+  metrics_->RecordRequest(RpcMethod::kGetServerInfo, PrecisionLabel::None(), absl::StatusCode::kOk,
+                          *tenant);
   metrics_->ObservePhase(RpcMethod::kGetServerInfo, Phase::kTotal, absl::Now() - accepted);
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -121,21 +129,30 @@ int64_t UnixMillis(absl::Time t) {
 }  // namespace
 
 grpc::ServerWriteReactor<gemm::v1::TensorChunk>* GemmServiceImpl::GetTensor(
-    grpc::CallbackServerContext* /*context*/, const gemm::v1::TensorHandle* request) {
-  absl::StatusOr<TensorPin> pin =
-      store_ != nullptr ? store_->Acquire(request->handle()) : absl::StatusOr<TensorPin>(NoStore());
-  if (!pin.ok()) return new TensorDownloadCall(nullptr, pin.status(), metrics_);
-  return new TensorDownloadCall(*std::move(pin), absl::OkStatus(), metrics_);
+    grpc::CallbackServerContext* context, const gemm::v1::TensorHandle* request) {
+  absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kGetTensor);
+  if (!tenant.ok()) return new TensorDownloadCall(nullptr, tenant.status(), nullptr);
+  absl::StatusOr<TensorPin> pin = store_ != nullptr ? store_->Acquire(request->handle(), *tenant)
+                                                    : absl::StatusOr<TensorPin>(NoStore());
+  if (!pin.ok()) return new TensorDownloadCall(nullptr, pin.status(), metrics_, *tenant);
+  return new TensorDownloadCall(*std::move(pin), absl::OkStatus(), metrics_, *tenant);
 }
 
 grpc::ServerUnaryReactor* GemmServiceImpl::DeleteTensor(
     grpc::CallbackServerContext* context, const gemm::v1::TensorHandle* request,
     gemm::v1::DeleteTensorResponse* /*response*/) {
   const absl::Time accepted = absl::Now();
-  const absl::Status status = store_ != nullptr ? store_->Delete(request->handle()) : NoStore();
-  metrics_->RecordRequest(RpcMethod::kDeleteTensor, PrecisionLabel::None(), status.code());
-  metrics_->ObservePhase(RpcMethod::kDeleteTensor, Phase::kTotal, absl::Now() - accepted);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kDeleteTensor);
+  if (!tenant.ok()) {
+    reactor->Finish(ToGrpcStatus(tenant.status()));
+    return reactor;
+  }
+  const absl::Status status =
+      store_ != nullptr ? store_->Delete(request->handle(), *tenant) : NoStore();
+  metrics_->RecordRequest(RpcMethod::kDeleteTensor, PrecisionLabel::None(), status.code(),
+                          *tenant);
+  metrics_->ObservePhase(RpcMethod::kDeleteTensor, Phase::kTotal, absl::Now() - accepted);
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
@@ -144,8 +161,14 @@ grpc::ServerUnaryReactor* GemmServiceImpl::ListTensors(
     grpc::CallbackServerContext* context, const gemm::v1::ListTensorsRequest* /*request*/,
     gemm::v1::ListTensorsResponse* response) {
   const absl::Time accepted = absl::Now();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kListTensors);
+  if (!tenant.ok()) {
+    reactor->Finish(ToGrpcStatus(tenant.status()));
+    return reactor;
+  }
   if (store_ != nullptr) {
-    for (const TensorListing& t : store_->List()) {
+    for (const TensorListing& t : store_->List(*tenant)) {
       gemm::v1::TensorInfo* info = response->add_tensors();
       info->mutable_handle()->set_handle(t.handle);
       const gemm::v1::TensorHeader header = HeaderOf(t.spec, t.expires, t.label, accepted);
@@ -163,9 +186,9 @@ grpc::ServerUnaryReactor* GemmServiceImpl::ListTensors(
     response->set_store_bytes(store_->used_bytes());
     response->set_store_cap_bytes(store_->cap_bytes());
   }
-  metrics_->RecordRequest(RpcMethod::kListTensors, PrecisionLabel::None(), absl::StatusCode::kOk);
+  metrics_->RecordRequest(RpcMethod::kListTensors, PrecisionLabel::None(), absl::StatusCode::kOk,
+                          *tenant);
   metrics_->ObservePhase(RpcMethod::kListTensors, Phase::kTotal, absl::Now() - accepted);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -14,6 +14,7 @@
 
 #include "absl/time/time.h"
 #include "gemm/v1/gemm.grpc.pb.h"
+#include "server/rpc/call_auth.h"
 #include "server/rpc/call_registry.h"
 #include "server/devices/device.h"
 #include "server/rpc/gemm_call.h"
@@ -49,11 +50,13 @@ using GemmTypedService = GemmService::WithGenericMethod_Matmul<
 
 class GemmServiceImpl final : public GemmTypedService {
  public:
-  // `devices`, `catalogue`, `executor`, `metrics` and `store` (null: no resident tensors)
-  // must outlive the service; `memory` is shared with the result buffers in flight.
+  // `devices`, `catalogue`, `executor`, `metrics`, `store` (null: no resident tensors)
+  // and `tokens` (null: no authentication) must outlive the service; `memory` is shared
+  // with the result buffers in flight.
   GemmServiceImpl(ServiceSettings settings, std::vector<Device*> devices,
                   const KernelCatalogue* catalogue, JobExecutor* executor, ServerMetrics* metrics,
-                  std::shared_ptr<HostMemory> memory, TensorStore* store = nullptr);
+                  std::shared_ptr<HostMemory> memory, TensorStore* store = nullptr,
+                  const TokenAuthenticator* tokens = nullptr);
   ~GemmServiceImpl() override;
 
   // Register with ServerBuilder::RegisterCallbackGenericService.
@@ -111,6 +114,7 @@ class GemmServiceImpl final : public GemmTypedService {
   CallRegistry registry_;
   // At most 20 request_failed lines at once and 10 a second after that.
   LogRateLimiter failure_log_{10, 20};
+  const CallAuth auth_;
   std::atomic<int64_t> arriving_{0};
   // Copies large payloads off the wire (PlacePayloads) with a few helper threads.
   HostCopier copier_{3};

@@ -38,8 +38,8 @@ gemm::v1::TensorHeader HeaderOf(const TensorSpec& spec, absl::Time expires,
 }
 
 TensorDownloadCall::TensorDownloadCall(TensorPin pin, const absl::Status& status,
-                                       ServerMetrics* metrics)
-    : pin_(std::move(pin)), metrics_(metrics), started_(absl::Now()) {
+                                       ServerMetrics* metrics, std::string tenant)
+    : pin_(std::move(pin)), metrics_(metrics), tenant_(std::move(tenant)), started_(absl::Now()) {
   if (!status.ok()) {
     code_ = status.code();
     Finish(ToGrpcStatus(status));
@@ -93,7 +93,7 @@ void TensorDownloadCall::Next() {
 void TensorDownloadCall::OnDone() {
   pin_.reset();
   if (metrics_ != nullptr) {
-    metrics_->RecordRequest(RpcMethod::kGetTensor, PrecisionLabel::None(), code_);
+    metrics_->RecordRequest(RpcMethod::kGetTensor, PrecisionLabel::None(), code_, tenant_);
     metrics_->ObservePhase(RpcMethod::kGetTensor, Phase::kTotal, absl::Now() - started_);
   }
   delete this;

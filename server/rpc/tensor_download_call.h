@@ -24,7 +24,9 @@ gemm::v1::TensorHeader HeaderOf(const TensorSpec& spec, absl::Time expires,
 class TensorDownloadCall final : public grpc::ServerWriteReactor<gemm::v1::TensorChunk> {
  public:
   // Answers `status` at once when it is not OK (then `pin` is null).
-  TensorDownloadCall(TensorPin pin, const absl::Status& status, ServerMetrics* metrics);
+  // `tenant`: the caller's, for the metrics.
+  TensorDownloadCall(TensorPin pin, const absl::Status& status, ServerMetrics* metrics,
+                     std::string tenant = "");
 
   void OnWriteDone(bool ok) override;
   void OnDone() override;
@@ -36,6 +38,7 @@ class TensorDownloadCall final : public grpc::ServerWriteReactor<gemm::v1::Tenso
 
   TensorPin pin_;
   ServerMetrics* const metrics_;
+  const std::string tenant_;
   const absl::Time started_;
   gemm::v1::TensorChunk chunk_;
   int64_t data_sent_ = 0;

@@ -13,14 +13,14 @@ gemm::v1::QuantFormat FormatToProto(QuantFormat format) {
 }
 
 // Pins `handle` for field `name`: NOT_FOUND / FAILED_PRECONDITION prefixed with the field.
-absl::StatusOr<TensorPin> Pin(TensorStore* store, const gemm::v1::TensorHandle& handle,
-                              absl::string_view name) {
+absl::StatusOr<TensorPin> Pin(TensorStore* store, absl::string_view tenant,
+                              const gemm::v1::TensorHandle& handle, absl::string_view name) {
   if (store == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat(name, " is set but this server keeps no resident tensors "
                            "(--tensor_store_bytes=0)"));
   }
-  absl::StatusOr<TensorPin> pin = store->Acquire(handle.handle());
+  absl::StatusOr<TensorPin> pin = store->Acquire(handle.handle(), tenant);
   if (!pin.ok()) {
     return absl::Status(pin.status().code(), absl::StrCat(name, ": ", pin.status().message()));
   }
@@ -84,7 +84,8 @@ absl::string_view ScalesOf(const StoredTensor& t) {
   return absl::string_view(t.scales(), static_cast<size_t>(ScaleBytes(t.spec)));
 }
 
-absl::Status ResolveMatmulRefs(TensorStore* store, gemm::v1::MatmulRequest* head,
+absl::Status ResolveMatmulRefs(TensorStore* store, absl::string_view tenant,
+                               gemm::v1::MatmulRequest* head,
                                TensorRefs* refs, MatmulResidency* residency) {
   struct Operand {
     bool has_inline;
@@ -107,7 +108,7 @@ absl::Status ResolveMatmulRefs(TensorStore* store, gemm::v1::MatmulRequest* head
     const Operand& o = operands[i];
     if (!o.has_ref) continue;
     if (o.has_inline) return BothSet(o.inline_name, o.ref_name);
-    absl::StatusOr<TensorPin> pin = Pin(store, *o.handle, o.ref_name);
+    absl::StatusOr<TensorPin> pin = Pin(store, tenant, *o.handle, o.ref_name);
     if (!pin.ok()) return pin.status();
     if ((*pin)->spec.quantized) {
       return WrongKind(o.ref_name, **pin,
@@ -124,12 +125,13 @@ absl::Status ResolveMatmulRefs(TensorStore* store, gemm::v1::MatmulRequest* head
   return absl::OkStatus();
 }
 
-absl::Status ResolveQuantizedRefs(TensorStore* store, gemm::v1::QuantizedMatmulRequest* head,
+absl::Status ResolveQuantizedRefs(TensorStore* store, absl::string_view tenant,
+                                  gemm::v1::QuantizedMatmulRequest* head,
                                   TensorRefs* refs) {
   if (head->has_a_ref()) {
     if (head->has_a()) return BothSet("a", "a_ref");
     if (head->has_a_dense()) return BothSet("a_dense", "a_ref");
-    absl::StatusOr<TensorPin> pin = Pin(store, head->a_ref(), "a_ref");
+    absl::StatusOr<TensorPin> pin = Pin(store, tenant, head->a_ref(), "a_ref");
     if (!pin.ok()) return pin.status();
     if ((*pin)->spec.quantized) {
       *head->mutable_a() = QuantizedHead(**pin);
@@ -140,7 +142,7 @@ absl::Status ResolveQuantizedRefs(TensorStore* store, gemm::v1::QuantizedMatmulR
   }
   if (head->has_b_ref()) {
     if (head->has_b()) return BothSet("b", "b_ref");
-    absl::StatusOr<TensorPin> pin = Pin(store, head->b_ref(), "b_ref");
+    absl::StatusOr<TensorPin> pin = Pin(store, tenant, head->b_ref(), "b_ref");
     if (!pin.ok()) return pin.status();
     if (!(*pin)->spec.quantized) {
       return WrongKind("b_ref", **pin, "an INT8 or NVFP4 tensor (a quantized weight)");

@@ -39,11 +39,13 @@ absl::string_view DataOf(const StoredTensor& t);
 absl::string_view ScalesOf(const StoredTensor& t);
 
 // Pins a_ref / b_ref / c_ref of `head` and sets head.a / b / c to their headers.
-absl::Status ResolveMatmulRefs(TensorStore* store, gemm::v1::MatmulRequest* head,
-                               TensorRefs* refs, MatmulResidency* residency);
+// `tenant`: the caller's; another tenant's tensors are NOT_FOUND.
+absl::Status ResolveMatmulRefs(TensorStore* store, absl::string_view tenant,
+                               gemm::v1::MatmulRequest* head, TensorRefs* refs,
+                               MatmulResidency* residency);
 // The same for a QuantizedMatmul: a_ref (quantized: head.a; dense: head.a_dense), b_ref.
-absl::Status ResolveQuantizedRefs(TensorStore* store, gemm::v1::QuantizedMatmulRequest* head,
-                                  TensorRefs* refs);
+absl::Status ResolveQuantizedRefs(TensorStore* store, absl::string_view tenant,
+                                  gemm::v1::QuantizedMatmulRequest* head, TensorRefs* refs);
 
 }  // namespace gemmd
 

@@ -53,8 +53,12 @@ absl::StatusOr<TensorSpec> SpecFromHeader(const gemm::v1::TensorHeader& header) 
 }
 
 TensorUploadCall::TensorUploadCall(TensorStore* store, ServerMetrics* metrics,
-                                   grpc::GenericCallbackServerContext* context)
-    : store_(store), metrics_(metrics), context_(context), started_(absl::Now()) {
+                                   grpc::GenericCallbackServerContext* context, std::string tenant)
+    : store_(store),
+      metrics_(metrics),
+      context_(context),
+      tenant_(std::move(tenant)),
+      started_(absl::Now()) {
   if (store_ == nullptr) {
     End(absl::FailedPreconditionError(
         "this server keeps no resident tensors (--tensor_store_bytes=0)"));
@@ -121,7 +125,7 @@ absl::Status TensorUploadCall::BeginFrom(const gemm::v1::TensorHeader& header) {
           "was opened");
     }
     absl::StatusOr<std::unique_ptr<TensorStore::Upload>> part =
-        store_->BeginPart(header.part_of().handle(), static_cast<int>(header.part()));
+        store_->BeginPart(header.part_of().handle(), static_cast<int>(header.part()), tenant_);
     if (!part.ok()) return part.status();
     upload_ = *std::move(part);
     return absl::OkStatus();
@@ -131,13 +135,13 @@ absl::Status TensorUploadCall::BeginFrom(const gemm::v1::TensorHeader& header) {
   const absl::Duration ttl = absl::Seconds(header.ttl_s());
   if (header.parts() >= 2) {
     absl::StatusOr<std::string> handle =
-        store_->OpenParts(*spec, ttl, header.label(), static_cast<int>(header.parts()));
+        store_->OpenParts(*spec, ttl, header.label(), static_cast<int>(header.parts()), tenant_);
     if (!handle.ok()) return handle.status();
     opened_ = *std::move(handle);
     return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<TensorStore::Upload>> upload =
-      store_->Begin(*spec, ttl, header.label());
+      store_->Begin(*spec, ttl, header.label(), tenant_);
   if (!upload.ok()) return upload.status();
   upload_ = *std::move(upload);
   return absl::OkStatus();
@@ -180,7 +184,7 @@ void TensorUploadCall::End(const absl::Status& status) {
 void TensorUploadCall::OnDone() {
   upload_.reset();  // cancelled mid-stream: nothing stays
   if (metrics_ != nullptr) {
-    metrics_->RecordRequest(RpcMethod::kPutTensor, PrecisionLabel::None(), code_);
+    metrics_->RecordRequest(RpcMethod::kPutTensor, PrecisionLabel::None(), code_, tenant_);
     metrics_->ObservePhase(RpcMethod::kPutTensor, Phase::kTotal, absl::Now() - started_);
   }
   delete this;

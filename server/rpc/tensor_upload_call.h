@@ -39,8 +39,9 @@ absl::StatusOr<TensorSpec> SpecFromHeader(const gemm::v1::TensorHeader& header);
 
 class TensorUploadCall final : public grpc::ServerGenericBidiReactor {
  public:
+  // `tenant`: the caller's; the tensor is stored as theirs.
   TensorUploadCall(TensorStore* store, ServerMetrics* metrics,
-                   grpc::GenericCallbackServerContext* context);
+                   grpc::GenericCallbackServerContext* context, std::string tenant = "");
 
   void OnReadDone(bool ok) override;
   void OnDone() override;
@@ -58,6 +59,7 @@ class TensorUploadCall final : public grpc::ServerGenericBidiReactor {
   TensorStore* const store_;
   ServerMetrics* const metrics_;
   grpc::GenericCallbackServerContext* const context_;
+  const std::string tenant_;
   const absl::Time started_;
   grpc::ByteBuffer chunk_;
   grpc::ByteBuffer response_;

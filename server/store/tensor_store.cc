@@ -149,7 +149,8 @@ std::string TensorStore::NewHandle() const {
 absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSpec& spec,
                                                                   int device_index,
                                                                   absl::Duration ttl,
-                                                                  std::string label) {
+                                                                  std::string label,
+                                                                  std::string tenant) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
   if (absl::Status s = CheckTtl(ttl); !s.ok()) return s;
   if (label.size() > 256) {
@@ -192,14 +193,16 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSp
   tensor->created = clock_->Now();
   if (ttl > absl::ZeroDuration()) tensor->expires = tensor->created + ttl;
   tensor->label = std::move(label);
+  tensor->tenant = std::move(tenant);
   return tensor;
 }
 
 absl::StatusOr<std::unique_ptr<TensorStore::Upload>> TensorStore::Begin(const TensorSpec& spec,
                                                                         absl::Duration ttl,
-                                                                        std::string label) {
+                                                                        std::string label,
+                                                                        std::string tenant) {
   absl::StatusOr<std::shared_ptr<StoredTensor>> tensor =
-      Create(spec, PickDevice(), ttl, std::move(label));
+      Create(spec, PickDevice(), ttl, std::move(label), std::move(tenant));
   if (!tensor.ok()) return tensor.status();
   std::unique_ptr<Upload> upload(new Upload());
   upload->store_ = this;
@@ -211,14 +214,15 @@ absl::StatusOr<std::unique_ptr<TensorStore::Upload>> TensorStore::Begin(const Te
 }
 
 absl::StatusOr<std::string> TensorStore::OpenParts(const TensorSpec& spec, absl::Duration ttl,
-                                                   std::string label, int parts) {
+                                                   std::string label, int parts,
+                                                   std::string tenant) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
   if (parts < 2 || parts > Rows(spec) || parts > 1024) {
     return absl::InvalidArgumentError(absl::StrCat(
         "header.parts is ", parts, "; expected 2 to min(1024, rows = ", Rows(spec), ")"));
   }
   absl::StatusOr<std::shared_ptr<StoredTensor>> tensor =
-      Create(spec, PickDevice(), ttl, std::move(label));
+      Create(spec, PickDevice(), ttl, std::move(label), std::move(tenant));
   if (!tensor.ok()) return tensor.status();
   // Until every part is in, the tensor lives for the upload timeout (then its own TTL).
   (*tensor)->expires = (*tensor)->created + options_.part_upload_timeout;
@@ -236,10 +240,10 @@ absl::StatusOr<std::string> TensorStore::OpenParts(const TensorSpec& spec, absl:
 }
 
 absl::StatusOr<std::unique_ptr<TensorStore::Upload>> TensorStore::BeginPart(
-    absl::string_view handle, int part) {
+    absl::string_view handle, int part, absl::string_view tenant) {
   absl::MutexLock lock(&mu_);
   auto it = tensors_.find(handle);
-  if (it == tensors_.end()) return NotFound(handle);
+  if (it == tensors_.end() || it->second.tensor->tenant != tenant) return NotFound(handle);
   Entry& entry = it->second;
   if (entry.complete) {
     return absl::FailedPreconditionError(
@@ -373,8 +377,10 @@ void TensorStore::PartFinished(const StoredTensor& tensor, int part, bool ok) {
 absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Allocate(const TensorSpec& spec,
                                                                     int device_index,
                                                                     absl::Duration ttl,
-                                                                    std::string label) {
-  return Create(spec, device_index >= 0 ? device_index : PickDevice(), ttl, std::move(label));
+                                                                    std::string label,
+                                                                    std::string tenant) {
+  return Create(spec, device_index >= 0 ? device_index : PickDevice(), ttl, std::move(label),
+                std::move(tenant));
 }
 
 absl::StatusOr<std::string> TensorStore::Commit(std::shared_ptr<StoredTensor> tensor) {
@@ -387,7 +393,7 @@ absl::StatusOr<std::string> TensorStore::Commit(std::shared_ptr<StoredTensor> te
   }
   Log(LogLevel::kInfo, "tensor_put",
       {{"handle", t.handle}, {"tensor", SpecText(t.spec)}, {"bytes", absl::StrCat(t.bytes)},
-       {"device", t.device->description().name}, {"label", t.label}});
+       {"device", t.device->description().name}, {"label", t.label}, {"tenant", t.tenant}});
   const std::string handle = t.handle;
   absl::MutexLock lock(&mu_);
   ++tensors_per_device_[t.device_index];
@@ -410,10 +416,12 @@ absl::Status TensorStore::NotFound(absl::string_view handle) const {
                                           "expired)"));
 }
 
-absl::StatusOr<TensorPin> TensorStore::Acquire(absl::string_view handle) {
+absl::StatusOr<TensorPin> TensorStore::Acquire(absl::string_view handle,
+                                               absl::string_view tenant) {
   absl::MutexLock lock(&mu_);
   auto it = tensors_.find(handle);
-  if (it == tensors_.end() || it->second.tensor->expires <= clock_->Now()) {
+  if (it == tensors_.end() || it->second.tensor->tenant != tenant ||
+      it->second.tensor->expires <= clock_->Now()) {
     return NotFound(handle);
   }
   const Entry& entry = it->second;
@@ -425,12 +433,12 @@ absl::StatusOr<TensorPin> TensorStore::Acquire(absl::string_view handle) {
   return TensorPin(entry.tensor);
 }
 
-absl::Status TensorStore::Delete(absl::string_view handle) {
+absl::Status TensorStore::Delete(absl::string_view handle, absl::string_view tenant) {
   std::shared_ptr<StoredTensor> tensor;  // released after the lock
   {
     absl::MutexLock lock(&mu_);
     auto it = tensors_.find(handle);
-    if (it == tensors_.end()) return NotFound(handle);
+    if (it == tensors_.end() || it->second.tensor->tenant != tenant) return NotFound(handle);
     tensor = std::move(it->second.tensor);
     tensors_.erase(it);
     --tensors_per_device_[tensor->device_index];
@@ -442,12 +450,13 @@ absl::Status TensorStore::Delete(absl::string_view handle) {
   return absl::OkStatus();
 }
 
-std::vector<TensorListing> TensorStore::List() {
+std::vector<TensorListing> TensorStore::List(absl::string_view tenant) {
   std::vector<TensorListing> out;
   absl::MutexLock lock(&mu_);
   out.reserve(tensors_.size());
   for (const auto& [handle, entry] : tensors_) {
     const StoredTensor& t = *entry.tensor;
+    if (t.tenant != tenant) continue;
     out.push_back({handle, t.spec, t.bytes, t.device->description().name, t.created, t.expires,
                    t.label, entry.complete});
   }

@@ -58,6 +58,9 @@ struct StoredTensor {
   absl::Time created;
   absl::Time expires = absl::InfiniteFuture();
   std::string label;
+  // The tenant that stored it ("" without authentication): only that tenant's calls find
+  // it; to any other it does not exist (NOT_FOUND, as an unknown handle).
+  std::string tenant;
 };
 using TensorPin = std::shared_ptr<const StoredTensor>;
 
@@ -125,28 +128,32 @@ class TensorStore {
   // RESOURCE_EXHAUSTED (bytes asked and free) when it does not fit the cap or the
   // device's memory. `ttl` zero: no expiry.
   absl::StatusOr<std::unique_ptr<Upload>> Begin(const TensorSpec& spec, absl::Duration ttl,
-                                                std::string label);
+                                                std::string label, std::string tenant = "");
   // A new tensor uploaded in `parts` parts (2 <= parts <= its rows): its handle. Errors
   // as Begin.
   absl::StatusOr<std::string> OpenParts(const TensorSpec& spec, absl::Duration ttl,
-                                        std::string label, int parts);
+                                        std::string label, int parts, std::string tenant = "");
   // Part `part` of an open tensor: NOT_FOUND for an unknown handle, INVALID_ARGUMENT for
   // a part out of range, FAILED_PRECONDITION for one already started or a complete tensor.
-  absl::StatusOr<std::unique_ptr<Upload>> BeginPart(absl::string_view handle, int part);
+  absl::StatusOr<std::unique_ptr<Upload>> BeginPart(absl::string_view handle, int part,
+                                                    absl::string_view tenant = "");
 
   // A complete tensor for a job to use, pinned. NOT_FOUND (unknown, expired, deleted,
   // another instance's); FAILED_PRECONDITION while parts are still uploading.
-  absl::StatusOr<TensorPin> Acquire(absl::string_view handle);
+  // `tenant`: the caller's; another tenant's tensor is NOT_FOUND here and in Delete and
+  // BeginPart, and List shows the caller's own tensors only.
+  absl::StatusOr<TensorPin> Acquire(absl::string_view handle, absl::string_view tenant = "");
   // Takes a tensor out (complete or not); its memory goes when its last pin does.
-  absl::Status Delete(absl::string_view handle);
-  std::vector<TensorListing> List();
+  absl::Status Delete(absl::string_view handle, absl::string_view tenant = "");
+  std::vector<TensorListing> List(absl::string_view tenant = "");
 
   // Room for a result kept resident: a tensor of `spec` on `device_index` (-1: the
   // store's choice), taken from the cap. It joins the store by Commit once the job has
   // written it; dropped before, it leaves nothing behind.
   absl::StatusOr<std::shared_ptr<StoredTensor>> Allocate(const TensorSpec& spec,
                                                          int device_index, absl::Duration ttl,
-                                                         std::string label);
+                                                         std::string label,
+                                                         std::string tenant = "");
   absl::StatusOr<std::string> Commit(std::shared_ptr<StoredTensor> tensor);
 
   // Takes expired tensors and abandoned part uploads out now (the sweeper calls it).
@@ -164,7 +171,8 @@ class TensorStore {
 
   absl::Status CheckTtl(absl::Duration ttl) const;
   absl::StatusOr<std::shared_ptr<StoredTensor>> Create(const TensorSpec& spec, int device_index,
-                                                       absl::Duration ttl, std::string label);
+                                                       absl::Duration ttl, std::string label,
+                                                       std::string tenant);
   std::string NewHandle() const;
   // NOT_FOUND naming the handle (and the instance that issued it, if not this one).
   absl::Status NotFound(absl::string_view handle) const;

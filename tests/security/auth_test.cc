@@ -1,0 +1,266 @@
+// Tenants and tokens (--auth_tokens_file): the file's parser, who is let in, what a
+// refusal says (never the token), health open without a token, the tenant label of
+// gemm_requests_total, resident tensors kept apart per tenant, and reloading the file.
+#include <grpcpp/client_context.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "client/channel_security.h"
+#include "client/gemm_client.h"
+#include "client/tensor_store_client.h"
+#include "gemm/v1/gemm.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "kernels/reference_gemm.h"
+#include "server/gemm_server.h"
+#include "server/security/auth_tokens.h"
+#include "tests/metrics_util.h"
+#include "tests/server_fixture.h"
+
+namespace gemmd {
+namespace {
+
+constexpr char kAliceToken[] = "alice-0123456789abcdef";
+constexpr char kBobToken[] = "bob-fedcba9876543210";
+constexpr char kCarolToken[] = "carol-00112233445566778899";
+
+TEST(TokenTableTest, ParsesTenantsCommentsAndSeveralTokensPerTenant) {
+  absl::StatusOr<TokenTable> table = TokenTable::Parse(
+      "# tenants of the test\n"
+      "\n"
+      "alice:alice-0123456789abcdef\n"
+      "  bob : bob-fedcba9876543210  \n"
+      "alice:alice-second-token-0001\n",
+      "tokens");
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->size(), 3u);
+  EXPECT_EQ(table->tenants(), (std::vector<std::string>{"alice", "bob"}));
+  ASSERT_NE(table->Find("alice-0123456789abcdef"), nullptr);
+  EXPECT_EQ(*table->Find("alice-0123456789abcdef"), "alice");
+  EXPECT_EQ(*table->Find("alice-second-token-0001"), "alice");
+  EXPECT_EQ(*table->Find("bob-fedcba9876543210"), "bob");
+  EXPECT_EQ(table->Find("bob-fedcba987654321"), nullptr);  // a prefix
+  EXPECT_EQ(table->Find(""), nullptr);
+}
+
+TEST(TokenTableTest, RefusesBadLinesNamingTheLine) {
+  struct Case {
+    const char* text;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"alice alice-0123456789abcdef\n", "tokens line 1: expected tenant:token"},
+      {"# c\nal ice:alice-0123456789abcdef\n", "tokens line 2: tenant names are 1-64"},
+      {":alice-0123456789abcdef\n", "tenant names are 1-64"},
+      {"alice:short\n", "tokens line 1: token shorter than 16 characters"},
+      {"alice:alice 0123456789abcdef\n", "printable ASCII without spaces"},
+      {"alice:alice-0123456789abcdef\nbob:alice-0123456789abcdef\n",
+       "tokens line 2: this token is already given (to tenant alice)"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<TokenTable> table = TokenTable::Parse(c.text, "tokens");
+    EXPECT_EQ(table.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_TRUE(absl::StrContains(table.status().message(), c.message))
+        << c.text << " -> " << table.status();
+  }
+}
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/", name);
+  const std::string aside = path + ".new";
+  std::ofstream(aside) << text;
+  std::rename(aside.c_str(), path.c_str());
+  return path;
+}
+
+class AuthServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tokens_file_ = WriteFile("auth_test_tokens",
+                             absl::StrCat("alice:", kAliceToken, "\nbob:", kBobToken, "\n"));
+    ServerConfig config = testing::TestConfig();
+    config.backend = "cpu";
+    config.auth_tokens_file = tokens_file_;
+    config.tensor_store_bytes = 64 << 20;
+    absl::StatusOr<std::unique_ptr<GemmServer>> server = GemmServer::Create(config);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+
+  Endpoint As(const std::string& token) const {
+    ChannelSecurity security;
+    security.token = token;
+    return Endpoint(absl::StrCat("127.0.0.1:", server_->port()), security);
+  }
+
+  grpc::Status Info(const std::string& token) {
+    auto stub = gemm::v1::GemmService::NewStub(ConnectChannel(As(token)));
+    grpc::ClientContext context;
+    gemm::v1::ServerInfo info;
+    return stub->GetServerInfo(&context, {}, &info);
+  }
+
+  std::string tokens_file_;
+  std::unique_ptr<GemmServer> server_;
+};
+
+TEST_F(AuthServerTest, CallsWithoutAValidTokenAreUnauthenticatedAndTheTokenIsNeverEchoed) {
+  grpc::Status none = Info("");
+  EXPECT_EQ(none.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(absl::StrContains(none.error_message(), "authorization: Bearer TOKEN"))
+      << none.error_message();
+  const std::string wrong = "mallory-0123456789abcdef";
+  grpc::Status unknown = Info(wrong);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(unknown.error_message(), "unknown token");
+
+  // Matmul, refused at its headers.
+  GemmClient client(ConnectChannel(As(wrong)));
+  const std::vector<float> a(4 * 4, 1.0f), b(4 * 4, 1.0f);
+  MatmulArgs args;
+  args.a = {{4, 4}, gemm::v1::DATA_TYPE_FLOAT32, {reinterpret_cast<const char*>(a.data()), 64}};
+  args.b = {{4, 4}, gemm::v1::DATA_TYPE_FLOAT32, {reinterpret_cast<const char*>(b.data()), 64}};
+  MatmulResult result;
+  const absl::Status s = client.Matmul(args, {}, &result);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+  EXPECT_FALSE(absl::StrContains(s.message(), wrong));
+
+  // PutTensor and ListTensors too.
+  TensorStoreClient store(ConnectChannel(As("")));
+  EXPECT_EQ(store.PutTensor(args.a).status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(store.ListTensors().status().code(), absl::StatusCode::kUnauthenticated);
+
+  // Counted without a tenant label: 2 GetServerInfo, 1 Matmul, 1 PutTensor.
+  ServerMetrics& m = server_->metrics();
+  EXPECT_EQ(testing::RequestsCounted(m, "GetServerInfo", "UNAUTHENTICATED"), 2);
+  EXPECT_EQ(testing::RequestsCounted(m, "Matmul", "UNAUTHENTICATED"), 1);
+  EXPECT_EQ(testing::RequestsCounted(m, "PutTensor", "UNAUTHENTICATED"), 1);
+}
+
+TEST_F(AuthServerTest, HealthIsOpenWithoutAToken) {
+  auto health = grpc::health::v1::Health::NewStub(ConnectChannel(As("")));
+  grpc::ClientContext context;
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status s = health->Check(&context, {}, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+TEST_F(AuthServerTest, ValidTokenIsAnsweredCorrectlyAndCountedUnderItsTenant) {
+  const int64_t m = 21, n = 13, k = 34;
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> a(m * k), b(k * n);
+  for (float& x : a) x = normal(rng);
+  for (float& x : b) x = normal(rng);
+  GemmClient client(ConnectChannel(As(kAliceToken)));
+  MatmulArgs args;
+  args.a = {{m, k}, gemm::v1::DATA_TYPE_FLOAT32, {reinterpret_cast<const char*>(a.data()), a.size() * 4}};
+  args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, {reinterpret_cast<const char*>(b.data()), b.size() * 4}};
+  MatmulResult result;
+  ASSERT_TRUE(client.Matmul(args, {}, &result).ok());
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  const std::vector<double> ref = ReferenceGemm(p, {a.data(), b.data(), nullptr, nullptr});
+  const float* c = reinterpret_cast<const float*>(result.c().data());
+  double err = 0, norm = 0;
+  for (int64_t i = 0; i < m * n; ++i) {
+    err += (c[i] - ref[i]) * (c[i] - ref[i]);
+    norm += ref[i] * ref[i];
+  }
+  EXPECT_LT(std::sqrt(err / norm), 1e-5);
+  EXPECT_TRUE(Info(kBobToken).ok());
+  server_->AwaitIdle(absl::Now() + absl::Seconds(10));
+  ServerMetrics& metrics = server_->metrics();
+  EXPECT_EQ(testing::MetricValue(metrics, "gemm_requests_total",
+                                 {{"tenant", "alice"}, {"method", "Matmul"}, {"code", "OK"}}),
+            1);
+  EXPECT_EQ(testing::MetricValue(metrics, "gemm_requests_total",
+                                 {{"tenant", "bob"}, {"method", "GetServerInfo"}, {"code", "OK"}}),
+            1);
+  EXPECT_EQ(testing::MetricValue(metrics, "gemm_requests_total",
+                                 {{"tenant", "bob"}, {"method", "Matmul"}, {"code", "OK"}}),
+            -1);  // no such series
+}
+
+TEST_F(AuthServerTest, ResidentTensorsBelongToTheirTenant) {
+  const int64_t k = 8, n = 6;
+  std::vector<float> b(k * n);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 7) - 3.0f;
+  TensorStoreClient alice(ConnectChannel(As(kAliceToken)));
+  TensorStoreClient bob(ConnectChannel(As(kBobToken)));
+  absl::StatusOr<std::string> handle = alice.PutTensor(
+      {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, {reinterpret_cast<const char*>(b.data()), b.size() * 4}});
+  ASSERT_TRUE(handle.ok()) << handle.status();
+
+  // Bob cannot see it, use it, read it or delete it: to him it does not exist.
+  absl::StatusOr<gemm::v1::ListTensorsResponse> bob_list = bob.ListTensors();
+  ASSERT_TRUE(bob_list.ok());
+  EXPECT_EQ(bob_list->tensors_size(), 0);
+  EXPECT_EQ(bob.GetTensor(*handle).status().code(), absl::StatusCode::kNotFound);
+  const absl::Status bob_delete = bob.DeleteTensor(*handle);
+  EXPECT_EQ(bob_delete.code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(bob_delete.message(), "no tensor")) << bob_delete;
+  const std::vector<float> a(2 * k, 1.0f);
+  MatmulArgs args;
+  args.a = {{2, k}, gemm::v1::DATA_TYPE_FLOAT32, {reinterpret_cast<const char*>(a.data()), a.size() * 4}};
+  args.b_ref = *handle;
+  MatmulResult result;
+  const absl::Status bob_matmul = GemmClient(ConnectChannel(As(kBobToken))).Matmul(args, {}, &result);
+  EXPECT_EQ(bob_matmul.code(), absl::StatusCode::kNotFound) << bob_matmul;
+
+  // Alice can, and the product is right (each column sum of B).
+  absl::StatusOr<gemm::v1::ListTensorsResponse> alice_list = alice.ListTensors();
+  ASSERT_TRUE(alice_list.ok());
+  ASSERT_EQ(alice_list->tensors_size(), 1);
+  EXPECT_EQ(alice_list->tensors(0).handle().handle(), *handle);
+  ASSERT_TRUE(GemmClient(ConnectChannel(As(kAliceToken))).Matmul(args, {}, &result).ok());
+  const float* c = reinterpret_cast<const float*>(result.c().data());
+  for (int64_t j = 0; j < n; ++j) {
+    double column = 0;
+    for (int64_t i = 0; i < k; ++i) column += b[i * n + j];
+    EXPECT_EQ(c[j], column) << j;
+  }
+  EXPECT_TRUE(alice.DeleteTensor(*handle).ok());
+}
+
+TEST_F(AuthServerTest, ReloadTakesNewTokensAndKeepsTheOldOnesWhenTheFileIsBad) {
+  EXPECT_EQ(Info(kCarolToken).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  WriteFile("auth_test_tokens", absl::StrCat("alice:", kAliceToken, "\ncarol:", kCarolToken, "\n"));
+  ASSERT_TRUE(server_->ReloadTokens().ok());
+  EXPECT_TRUE(Info(kCarolToken).ok());
+  EXPECT_EQ(Info(kBobToken).error_code(), grpc::StatusCode::UNAUTHENTICATED);  // removed
+
+  WriteFile("auth_test_tokens", "alice:short\n");
+  const absl::Status bad = server_->ReloadTokens();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.message(), "line 1: token shorter")) << bad;
+  EXPECT_TRUE(Info(kCarolToken).ok()) << "a bad file must leave the tokens in use";
+  EXPECT_TRUE(Info(kAliceToken).ok());
+}
+
+TEST(AuthStartTest, ABadTokensFileStopsTheStart) {
+  ServerConfig config = testing::TestConfig();
+  config.backend = "cpu";
+  config.auth_tokens_file = WriteFile("auth_test_empty", "# nobody\n");
+  absl::StatusOr<std::unique_ptr<GemmServer>> server = GemmServer::Create(config);
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(server.status().message(), "no tenant:token line"))
+      << server.status();
+  config.auth_tokens_file = "/nonexistent/tokens";
+  server = GemmServer::Create(config);
+  EXPECT_TRUE(absl::StrContains(server.status().message(), "No such file")) << server.status();
+}
+
+}  // namespace
+}  // namespace gemmd

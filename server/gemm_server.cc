@@ -86,6 +86,17 @@ absl::Status CheckConfig(const ServerConfig& c) {
         absl::StrCat("--cuda_sync=", c.cuda_sync, " is not one of blocking, spin"));
   }
   if (absl::Status s = CheckServerTlsFiles(c.tls); !s.ok()) return s;
+  if (c.tenant_max_inflight_bytes < 0 || c.tenant_tensor_store_bytes < 0) {
+    return absl::InvalidArgumentError(
+        "--tenant_max_inflight_bytes and --tenant_tensor_store_bytes must be >= 0 (0 = no "
+        "per-tenant limit)");
+  }
+  if ((c.tenant_max_inflight_bytes > 0 || c.tenant_tensor_store_bytes > 0) &&
+      c.auth_tokens_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tenant_max_inflight_bytes and --tenant_tensor_store_bytes need --auth_tokens_file "
+        "(tenants are named by their tokens)");
+  }
   if (c.tensor_store_bytes < -1) {
     return absl::InvalidArgumentError(
         "--tensor_store_bytes must be -1 (a share of memory), 0 (no store) or a byte count");
@@ -165,6 +176,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   if (store_bytes > 0) {
     TensorStoreOptions store;
     store.cap_bytes = store_bytes;
+    store.tenant_cap_bytes = config.tenant_tensor_store_bytes;
     server->store_ = std::make_unique<TensorStore>(store, devices, server->metrics_.get());
   }
   Batcher::Options batching;
@@ -200,6 +212,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   settings.max_batch_size = config.max_batch_size;
   settings.max_queue_delay = config.max_queue_delay;
   settings.max_inflight_bytes = config.max_inflight_bytes;
+  settings.tenant_max_inflight_bytes = config.tenant_max_inflight_bytes;
   if (!config.auth_tokens_file.empty()) {
     absl::StatusOr<std::unique_ptr<TokenAuthenticator>> tokens =
         TokenAuthenticator::FromFile(config.auth_tokens_file);

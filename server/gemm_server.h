@@ -72,6 +72,10 @@ struct ServerConfig {
   int64_t tensor_store_bytes = -1;
   // Tenants' bearer tokens (--auth_tokens_file); empty = no authentication.
   std::string auth_tokens_file;
+  // Per tenant (with authentication): host memory its GEMM calls hold, and its resident
+  // tensors' bytes; 0 = no limit beyond the server's.
+  int64_t tenant_max_inflight_bytes = 0;
+  int64_t tenant_tensor_store_bytes = 0;
 };
 
 inline constexpr char kGemmdVersion[] = "0.1.0";

@@ -46,6 +46,14 @@ ABSL_FLAG(std::string, auth_tokens_file, "",
           "`authorization: Bearer TOKEN` or gets UNAUTHENTICATED; grpc.health.v1 and "
           "reflection stay open. Resident tensors belong to the tenant that stored them. "
           "Re-read on SIGHUP (a file with an error is refused and the tokens in use stay).");
+ABSL_FLAG(int64_t, tenant_max_inflight_bytes, 0,
+          "With --auth_tokens_file: host memory one tenant's Matmul/QuantizedMatmul calls may "
+          "hold at once (requests received, results until sent); beyond it that tenant gets "
+          "RESOURCE_EXHAUSTED naming this flag. 0 = only --max_inflight_bytes.");
+ABSL_FLAG(int64_t, tenant_tensor_store_bytes, 0,
+          "With --auth_tokens_file: bytes one tenant's resident tensors may take of the store; "
+          "beyond it PutTensor / keep_c get RESOURCE_EXHAUSTED naming this flag. 0 = only "
+          "--tensor_store_bytes.");
 ABSL_FLAG(std::string, backend, "auto",
           "auto | cpu | cuda. auto = cuda when this build has CUDA and a GPU is present, "
           "else cpu (OpenBLAS).");
@@ -215,6 +223,8 @@ int main(int argc, char** argv) {
   config.message_pool_bytes = absl::GetFlag(FLAGS_message_pool_bytes);
   config.grpc_buffer_bytes = absl::GetFlag(FLAGS_grpc_buffer_bytes);
   config.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
+  config.tenant_max_inflight_bytes = absl::GetFlag(FLAGS_tenant_max_inflight_bytes);
+  config.tenant_tensor_store_bytes = absl::GetFlag(FLAGS_tenant_tensor_store_bytes);
 
   absl::StatusOr<std::unique_ptr<gemmd::GemmServer>> server = gemmd::GemmServer::Create(config);
   if (!server.ok()) {

@@ -58,6 +58,7 @@ absl::Status GemmCall::Admit() {
   const int64_t others = env_->arriving->fetch_add(1);
   arriving_ = true;
   if (absl::Status s = env_->executor->CheckRoom(others); !s.ok()) return s;
+  if (absl::Status s = env_->tenant_budget->CheckRoom(tenant_); !s.ok()) return s;
   if (env_->request.memory->Full()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "server busy: requests hold ", env_->request.memory->reserved_bytes(),
@@ -114,11 +115,17 @@ absl::Status GemmCall::PrepareAndSubmit() {
   request_ = std::make_unique<GemmRequest>();
   GemmRequest& r = *request_;
   r.tenant = tenant_;
+  // The tenant's share: the received request now, the result once its size is known.
+  const int64_t wire_bytes = static_cast<int64_t>(request_bytes_.Length());
+  if (absl::Status s = env_->tenant_budget->Charge(tenant_, wire_bytes); !s.ok()) return s;
+  tenant_charged_ = wire_bytes;
   if (absl::Status s = PrepareRequest(ctx, method_, &request_bytes_, &r, &label_); !s.ok()) {
     return s;
   }
   input_bytes_ = r.input_bytes;
   output_bytes_ = r.output_bytes;
+  if (absl::Status s = env_->tenant_budget->Charge(tenant_, r.output_bytes); !s.ok()) return s;
+  tenant_charged_ += r.output_bytes;
 
   absl::StatusOr<std::unique_ptr<HostBuffer>> result =
       ctx.memory->AcquireBuffer(static_cast<size_t>(r.output_bytes));
@@ -224,6 +231,7 @@ void GemmCall::OnDone() {
     }
   }
   LeaveArriving();
+  env_->tenant_budget->Release(tenant_, tenant_charged_);
   if (registered_) env_->registry->Leave(this);
   m->AddInflight(-1);
   delete this;

@@ -36,6 +36,7 @@
 #include "server/rpc/call_registry.h"
 #include "server/rpc/gemm_request.h"
 #include "server/rpc/host_memory.h"
+#include "server/rpc/tenant_budget.h"
 #include "server/scheduling/job_executor.h"
 #include "server/observability/log.h"
 #include "server/observability/metrics.h"
@@ -52,6 +53,8 @@ struct GemmCallEnvironment {
   // Calls admitted at their headers whose job is not yet queued (JobExecutor::CheckRoom
   // bounds them), so a crowd of callers is refused before their requests are read.
   std::atomic<int64_t>* arriving = nullptr;
+  // Host memory per tenant (--tenant_max_inflight_bytes).
+  TenantBudget* tenant_budget = nullptr;
 };
 
 class GemmCall final : public grpc::ServerGenericBidiReactor, public CallRegistry::Member {
@@ -102,6 +105,7 @@ class GemmCall final : public grpc::ServerGenericBidiReactor, public CallRegistr
   PrecisionLabel label_ = PrecisionLabel::None();
   int64_t input_bytes_ = 0;   // for the metrics of a call that succeeded
   int64_t output_bytes_ = 0;
+  int64_t tenant_charged_ = 0;  // to tenant_budget, released when the call is done
   std::unique_ptr<HostBuffer> result_;
 };
 

@@ -22,7 +22,8 @@ GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> 
       metrics_(metrics),
       memory_(std::move(memory)),
       store_(store),
-      auth_(tokens, metrics, &failure_log_) {
+      auth_(tokens, metrics, &failure_log_),
+      tenant_budget_(settings_.tenant_max_inflight_bytes) {
   environment_.request.limits = settings_.limits;
   environment_.request.catalogue = catalogue_;
   environment_.request.memory = memory_.get();
@@ -38,6 +39,7 @@ GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> 
   environment_.registry = &registry_;
   environment_.failure_log = &failure_log_;
   environment_.arriving = &arriving_;
+  environment_.tenant_budget = &tenant_budget_;
 }
 
 GemmServiceImpl::~GemmServiceImpl() {

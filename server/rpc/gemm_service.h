@@ -36,6 +36,7 @@ struct ServiceSettings {
   uint32_t max_batch_size = 1;
   absl::Duration max_queue_delay;
   int64_t max_inflight_bytes = 0;
+  int64_t tenant_max_inflight_bytes = 0;  // 0: no per-tenant cap
 };
 
 // GetServerInfo and the small tensor-store calls served by the generated code; Matmul,
@@ -115,6 +116,7 @@ class GemmServiceImpl final : public GemmTypedService {
   // At most 20 request_failed lines at once and 10 a second after that.
   LogRateLimiter failure_log_{10, 20};
   const CallAuth auth_;
+  TenantBudget tenant_budget_;
   std::atomic<int64_t> arriving_{0};
   // Copies large payloads off the wire (PlacePayloads) with a few helper threads.
   HostCopier copier_{3};

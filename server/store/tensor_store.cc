@@ -52,9 +52,13 @@ struct TensorStore::Accounts {
   absl::Mutex mu;
   int64_t used ABSL_GUARDED_BY(mu) = 0;
   std::vector<int64_t> per_device ABSL_GUARDED_BY(mu);
+  // Per tenant, when authentication names tenants ("" is everyone without it).
+  absl::flat_hash_map<std::string, int64_t> per_tenant ABSL_GUARDED_BY(mu);
 
-  // Takes `bytes` of `cap` for `device`, or RESOURCE_EXHAUSTED with what was asked and free.
-  absl::Status Take(int64_t bytes, int64_t cap, int device) {
+  // Takes `bytes` of `cap` for `device` (and of `tenant_cap` for `tenant`, when both are
+  // set), or RESOURCE_EXHAUSTED with what was asked and free.
+  absl::Status Take(int64_t bytes, int64_t cap, int device, const std::string& tenant,
+                    int64_t tenant_cap) {
     absl::MutexLock lock(&mu);
     if (bytes > cap - used) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -62,14 +66,25 @@ struct TensorStore::Accounts {
           std::max<int64_t>(0, cap - used), " of ", cap,
           " are free (--tensor_store_bytes); delete tensors or let them expire"));
     }
+    const auto it = per_tenant.find(tenant);
+    const int64_t tenant_used = it == per_tenant.end() ? 0 : it->second;
+    if (!tenant.empty() && tenant_cap > 0 && bytes > tenant_cap - tenant_used) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "tenant ", tenant, "'s share of the tensor store is full: this tensor needs ", bytes,
+          " bytes and ", std::max<int64_t>(0, tenant_cap - tenant_used), " of ", tenant_cap,
+          " are free (--tenant_tensor_store_bytes); delete tensors or let them expire"));
+    }
     used += bytes;
     per_device[device] += bytes;
+    per_tenant[tenant] += bytes;
     return absl::OkStatus();
   }
-  void Give(int64_t bytes, int device) {
+  void Give(int64_t bytes, int device, const std::string& tenant) {
     absl::MutexLock lock(&mu);
     used -= bytes;
     per_device[device] -= bytes;
+    auto it = per_tenant.find(tenant);
+    if (it != per_tenant.end() && (it->second -= bytes) == 0) per_tenant.erase(it);
   }
   int64_t Used() {
     absl::MutexLock lock(&mu);
@@ -162,13 +177,15 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSp
   }
   const int64_t bytes = StoredBytes(spec);
   // The cap first, then the memory: nothing is allocated for a tensor that cannot stay.
-  if (absl::Status s = accounts_->Take(bytes, options_.cap_bytes, device_index); !s.ok()) {
+  if (absl::Status s = accounts_->Take(bytes, options_.cap_bytes, device_index, tenant,
+                                       options_.tenant_cap_bytes);
+      !s.ok()) {
     return s;
   }
   Device* device = devices_[device_index];
   absl::StatusOr<void*> memory = device->AllocateResident(std::max<int64_t>(bytes, 1));
   if (!memory.ok()) {
-    accounts_->Give(bytes, device_index);
+    accounts_->Give(bytes, device_index, tenant);
     return absl::ResourceExhaustedError(absl::StrCat(
         "no memory for a ", bytes, "-byte tensor on ", device->description().name, ": ",
         memory.status().message()));
@@ -177,7 +194,7 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSp
   ServerMetrics* metrics = metrics_;
   auto free_tensor = [accounts, metrics](StoredTensor* t) {
     t->device->FreeResident(t->memory, t->bytes);
-    accounts->Give(t->bytes, t->device_index);
+    accounts->Give(t->bytes, t->device_index, t->tenant);
     if (metrics != nullptr) {
       metrics->SetTensorStoreBytes(t->device_index, accounts->UsedOn(t->device_index));
     }

@@ -66,6 +66,9 @@ using TensorPin = std::shared_ptr<const StoredTensor>;
 
 struct TensorStoreOptions {
   int64_t cap_bytes = 0;  // 0: nothing can be stored
+  // Most bytes one tenant's tensors may take (0: only the cap above). Applies to named
+  // tenants, i.e. when the server authenticates callers.
+  int64_t tenant_cap_bytes = 0;
   // How often expired tensors and abandoned part uploads are looked for.
   absl::Duration sweep_interval = absl::Seconds(1);
   absl::Duration part_upload_timeout = absl::Minutes(10);

@@ -262,5 +262,75 @@ TEST(AuthStartTest, ABadTokensFileStopsTheStart) {
   EXPECT_TRUE(absl::StrContains(server.status().message(), "No such file")) << server.status();
 }
 
+TEST(TenantLimitsTest, EachTenantHasItsOwnShareOfTheStoreAndOfHostMemory) {
+  ServerConfig config = testing::TestConfig();
+  config.backend = "cpu";
+  config.auth_tokens_file = WriteFile(
+      "auth_test_limits", absl::StrCat("alice:", kAliceToken, "\nbob:", kBobToken, "\n"));
+  config.tensor_store_bytes = 1 << 20;
+  config.tenant_tensor_store_bytes = 1024;
+  config.tenant_max_inflight_bytes = 12000;
+  absl::StatusOr<std::unique_ptr<GemmServer>> server = GemmServer::Create(config);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto as = [&](const char* token) {
+    ChannelSecurity security;
+    security.token = token;
+    return Endpoint(absl::StrCat("127.0.0.1:", (*server)->port()), security);
+  };
+  const std::vector<float> full(256, 1.0f), one(1, 1.0f);
+  const TensorRef kilobyte{{16, 16}, gemm::v1::DATA_TYPE_FLOAT32,
+                           {reinterpret_cast<const char*>(full.data()), 1024}};
+  const TensorRef four_bytes{{1, 1}, gemm::v1::DATA_TYPE_FLOAT32,
+                             {reinterpret_cast<const char*>(one.data()), 4}};
+
+  // The store: alice's 1024 bytes fill her share, not bob's.
+  TensorStoreClient alice(ConnectChannel(as(kAliceToken)));
+  TensorStoreClient bob(ConnectChannel(as(kBobToken)));
+  absl::StatusOr<std::string> first = alice.PutTensor(kilobyte);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<std::string> over = alice.PutTensor(four_bytes);
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(over.status().message(), "tenant alice"));
+  EXPECT_TRUE(absl::StrContains(over.status().message(), "--tenant_tensor_store_bytes"))
+      << over.status();
+  EXPECT_TRUE(bob.PutTensor(kilobyte).ok());
+  ASSERT_TRUE(alice.DeleteTensor(*first).ok());
+  EXPECT_TRUE(alice.PutTensor(four_bytes).ok()) << "a deleted tensor's bytes come back";
+
+  // Host memory: a call needing more than 12000 bytes is refused, naming the tenant's cap;
+  // a small one of the same tenant is served.
+  const int64_t n = 64;
+  const std::vector<float> big(n * n, 0.5f);
+  MatmulArgs large;
+  large.a = {{n, n}, gemm::v1::DATA_TYPE_FLOAT32, {reinterpret_cast<const char*>(big.data()), big.size() * 4}};
+  large.b = large.a;
+  MatmulResult result;
+  const absl::Status refused = GemmClient(ConnectChannel(as(kAliceToken))).Matmul(large, {}, &result);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "tenant alice's calls hold 0 bytes"))
+      << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "--tenant_max_inflight_bytes=12000"))
+      << refused;
+  MatmulArgs small;
+  small.a = {{16, 16}, gemm::v1::DATA_TYPE_FLOAT32, {reinterpret_cast<const char*>(full.data()), 1024}};
+  small.b = small.a;
+  ASSERT_TRUE(GemmClient(ConnectChannel(as(kAliceToken))).Matmul(small, {}, &result).ok());
+  EXPECT_EQ(reinterpret_cast<const float*>(result.c().data())[0], 16.0f);
+  // And repeatedly: what a call held is given back when it is done.
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TRUE(GemmClient(ConnectChannel(as(kAliceToken))).Matmul(small, {}, &result).ok()) << i;
+  }
+}
+
+TEST(TenantLimitsTest, LimitsNeedTenants) {
+  ServerConfig config = testing::TestConfig();
+  config.backend = "cpu";
+  config.tenant_max_inflight_bytes = 1000;
+  absl::StatusOr<std::unique_ptr<GemmServer>> server = GemmServer::Create(config);
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(server.status().message(), "need --auth_tokens_file"))
+      << server.status();
+}
+
 }  // namespace
 }  // namespace gemmd

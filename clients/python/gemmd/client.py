@@ -226,6 +226,29 @@ def _handle_of(message, shape=None, dtype=None, fmt=None, label=""):
                   label)
 
 
+def _read_pem(name, path, marker):
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise _invalid(f"{name} {path}: {e.strerror}") from None
+    if b"-----BEGIN " not in data or marker not in data:
+        raise _invalid(f"{name} {path}: no PEM {marker.decode().strip('-').lower()} in it")
+    return data
+
+
+def _tls_credentials(ca_file, cert_file, key_file):
+    if bool(cert_file) != bool(key_file):
+        raise _invalid("tls_cert_file and tls_key_file go together (the client certificate "
+                       "and its key)")
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read_pem("tls_ca_file", ca_file, b"CERTIFICATE-----")
+        if ca_file else None,
+        private_key=_read_pem("tls_key_file", key_file, b"PRIVATE KEY-----") if key_file else None,
+        certificate_chain=_read_pem("tls_cert_file", cert_file, b"CERTIFICATE-----")
+        if cert_file else None)
+
+
 class Client:
     """A gemmd client over one gRPC channel (thread-safe; share one per process).
 
@@ -234,12 +257,20 @@ class Client:
     options: extra gRPC channel arguments [(name, value)], overriding the client's own
     (e.g. ("grpc.service_config", json) to replace DEFAULT_SERVICE_CONFIG).
     credentials: grpc.ChannelCredentials for TLS (default: plaintext).
-    metadata: [(key, value)] sent with every call (e.g. an authorization header).
+    metadata: [(key, value)] sent with every call.
     wait_for_ready: queue calls while no server is reachable instead of failing fast.
+    The usual security settings without building credentials by hand (gemm-cli's flags):
+    token: bearer token for servers with --auth_tokens_file ("authorization: Bearer T").
+    tls: TLS with the system's roots; implied by any of the tls_* below.
+    tls_ca_file: PEM CA that signed the server's certificate.
+    tls_cert_file, tls_key_file: PEM client certificate and key (mutual TLS).
+    tls_server_name: the name to expect in the server's certificate (e.g. when the target
+    is an IP address).
     """
 
     def __init__(self, target, timeout_s=60.0, options=None, credentials=None, metadata=None,
-                 wait_for_ready=False):
+                 wait_for_ready=False, token=None, tls=False, tls_ca_file=None,
+                 tls_cert_file=None, tls_key_file=None, tls_server_name=None):
         merged = {
             "grpc.service_config": json.dumps(DEFAULT_SERVICE_CONFIG),
             "grpc.enable_retries": 1,
@@ -249,7 +280,17 @@ class Client:
         }
         # A dict, so a caller's value replaces ours instead of sitting next to it (gRPC
         # does not promise which of two equal names wins).
+        if tls_server_name:
+            merged["grpc.ssl_target_name_override"] = tls_server_name
         merged.update(dict(options or ()))
+        if credentials is None and (tls or tls_ca_file or tls_cert_file or tls_key_file
+                                    or tls_server_name):
+            credentials = _tls_credentials(tls_ca_file, tls_cert_file, tls_key_file)
+        metadata = list(metadata or ())
+        if token:
+            if any(c <= " " or c > "~" for c in token):
+                raise _invalid("the token has a space or a character outside printable ASCII")
+            metadata.append(("authorization", f"Bearer {token}"))
         self.target = target
         self._options, self._credentials = merged, credentials
         self._channel = self._open(merged)

@@ -605,6 +605,70 @@ class DrainTest(unittest.TestCase):
             server.stop(signal.SIGKILL)
 
 
+
+class SecurityTest(unittest.TestCase):
+    """A server with mutual TLS and tokens: the client's tls_* and token arguments."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="gemmd_security_")
+        subprocess.run(["sh", os.path.join(REPO, "tests/security/make_test_certs.sh"), cls.dir],
+                       check=True)
+        cls.token = "alice-0123456789abcdef"
+        tokens = os.path.join(cls.dir, "tokens")
+        with open(tokens, "w") as f:
+            f.write(f"# test\nalice:{cls.token}\n")
+        c = lambda name: os.path.join(cls.dir, name)  # noqa: E731
+        cls.c = staticmethod(c)
+        cls.server = Server("--tls_cert_file", c("server.pem"), "--tls_key_file", c("server.key"),
+                            "--tls_client_ca_file", c("ca.pem"), "--auth_tokens_file", tokens)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def client(self, **kw):
+        return gemmd.Client(self.server.address, timeout_s=10, **kw)
+
+    def test_tls_client_with_certificate_and_token_gets_the_right_product(self):
+        rng = np.random.default_rng(11)
+        a = rng.standard_normal((19, 23)).astype(np.float32)
+        b = rng.standard_normal((23, 17)).astype(np.float32)
+        with self.client(tls_ca_file=self.c("ca.pem"), tls_cert_file=self.c("client.pem"),
+                         tls_key_file=self.c("client.key"), token=self.token) as client:
+            c = client.matmul(a, b)
+        self.assertLess(rel_error(c, a.astype(np.float64) @ b.astype(np.float64)),
+                        FP32_TOLERANCE)
+
+    def test_without_a_token_the_call_is_unauthenticated_but_health_answers(self):
+        with self.client(tls_ca_file=self.c("ca.pem"), tls_cert_file=self.c("client.pem"),
+                         tls_key_file=self.c("client.key")) as client:
+            with self.assertRaises(gemmd.errors.Unauthenticated):
+                client.list_tensors()
+            self.assertEqual(client.health(), "SERVING")
+        with self.client(tls_ca_file=self.c("ca.pem"), tls_cert_file=self.c("client.pem"),
+                         tls_key_file=self.c("client.key"), token="wrong-0123456789abcdef") as client:
+            with self.assertRaises(gemmd.errors.Unauthenticated) as caught:
+                client.list_tensors()
+            self.assertNotIn("wrong-0123456789abcdef", str(caught.exception))
+
+    def test_without_a_client_certificate_the_handshake_fails(self):
+        with self.client(tls_ca_file=self.c("ca.pem"), token=self.token) as client:
+            with self.assertRaises(gemmd.errors.Unavailable):
+                client.list_tensors()
+        with self.client(token=self.token) as client:  # plaintext
+            with self.assertRaises(gemmd.errors.Unavailable):
+                client.list_tensors()
+
+    def test_bad_security_arguments_are_refused_before_any_call(self):
+        with self.assertRaises(gemmd.errors.InvalidArgument):
+            self.client(tls_ca_file=self.c("nope.pem"))
+        with self.assertRaises(gemmd.errors.InvalidArgument):
+            self.client(tls_cert_file=self.c("client.pem"))
+        with self.assertRaises(gemmd.errors.InvalidArgument):
+            self.client(token="two words")
+
 def main():
     global SERVER, CLI, gemmd
     parser = argparse.ArgumentParser(add_help=False)

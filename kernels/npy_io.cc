@@ -109,6 +109,10 @@ absl::StatusOr<NpyArray> ParseNpyHeader(absl::string_view bytes, uint64_t file_s
   absl::StatusOr<absl::string_view> shape = DictValue(header, "shape", name);
   if (!shape.ok()) return shape.status();
   absl::string_view dims = *shape;
+  if (dims.size() < 2 || dims.front() != '(' || dims.back() != ')') {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": shape ", dims, " in the .npy header is not a tuple"));
+  }
   dims.remove_prefix(1);  // '('
   dims.remove_suffix(1);  // ')'
   int64_t elements = 1;
@@ -121,8 +125,10 @@ absl::StatusOr<NpyArray> ParseNpyHeader(absl::string_view bytes, uint64_t file_s
     array.shape.push_back(dim);
   }
   const size_t data_start = header_start + header_len;
-  const uint64_t expected = static_cast<uint64_t>(elements) * DataTypeSize(array.type);
-  if (file_size - data_start != expected) {
+  uint64_t expected = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(elements),
+                             static_cast<uint64_t>(DataTypeSize(array.type)), &expected) ||
+      file_size - data_start != expected) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": has ", file_size - data_start,
                                                    " data bytes; shape ", *shape, " needs ",
                                                    expected));

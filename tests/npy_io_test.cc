@@ -112,5 +112,24 @@ TEST(NpyTest, RejectsWhatItCannotTake) {
   EXPECT_EQ(code_and_message("hello world").second, "f.npy: not a .npy file (bad magic)");
 }
 
+// Found by tests/fuzz/npy_fuzz: a shape that is not a tuple ("'shape': ,2, 1, 2)") made
+// the reader strip the parentheses of an empty value, past its end.
+TEST(NpyTest, ShapeThatIsNotATupleIsRefused) {
+  std::string good = NumpyWritten2x3();
+  std::string no_paren = good;
+  no_paren.replace(no_paren.find("(2, 3)"), 6, ",2, 3)");
+  absl::StatusOr<NpyArray> a = ParseNpy(no_paren, "f.npy");
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.status().message(), "f.npy: shape  in the .npy header is not a tuple");
+  std::string bare = good;
+  bare.replace(bare.find("(2, 3)"), 6, "2     ");
+  EXPECT_EQ(ParseNpy(bare, "f.npy").status().message(),
+            "f.npy: shape 2 in the .npy header is not a tuple");
+  // A shape whose byte count overflows 64 bits.
+  std::string huge = good;
+  huge.replace(huge.find("(2, 3)"), 6, "(9223372036854775807,)");
+  EXPECT_EQ(ParseNpy(huge, "f.npy").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace gemmd

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus of the wire_fuzz target (tests/fuzz/corpus/wire_fuzz/).
+"""Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/).
 
+wire_fuzz:
 Each seed is one byte (the piece size the target splits the rest into) followed by a
 protobuf message written by hand: MatmulRequests, QuantizedMatmulRequests and a
 MatmulResponse, in canonical and unusual field orders, with unknown fields. Run it again
@@ -9,7 +10,8 @@ after changing the messages; the files are small and kept in the repository.
 import os
 import struct
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "wire_fuzz")
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+OUT = os.path.join(CORPUS, "wire_fuzz")
 
 
 def varint(v):
@@ -82,7 +84,48 @@ def seeds():
                        ld(3, b"cpu:0") + ld(4, vi(1, 3) + vi(3, 40) + vi(6, 1)) + vi(5, 1))
 
 
+def npy(descr, shape, payload, version=1):
+    """A .npy file written by hand (as numpy.save would), header padded to 64 bytes."""
+    dims = "".join(f"{d}, " if len(shape) == 1 else f"{d}, " for d in shape).rstrip(", ")
+    if len(shape) == 1:
+        dims += ","
+    header = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': ({dims}), }}"
+    size_bytes = 2 if version == 1 else 4
+    pad = (-(10 + (size_bytes - 2) + len(header) + 1)) % 64
+    header = (header + " " * pad + "\n").encode()
+    length = struct.pack("<H" if version == 1 else "<I", len(header))
+    return b"\x93NUMPY" + bytes([version, 0]) + length + header + payload
+
+
+def npy_seeds():
+    yield "f4_2d", npy("<f4", [2, 3], struct.pack("<6f", *range(6)))
+    yield "f2_3d", npy("<f2", [2, 1, 2], bytes(8))
+    yield "f4_1d", npy("<f4", [3], bytes(12))
+    yield "f4_v2", npy("<f4", [1, 1], bytes(4), version=2)
+    yield "f4_empty", npy("<f4", [0, 4], b"")
+    yield "f8_refused", npy("<f8", [1, 1], bytes(8))
+    yield "truncated", npy("<f4", [4, 4], bytes(10))
+
+
+def token_seeds():
+    yield "two_tenants", b"# tenants\nalice:alice-0123456789abcdef\nbob : bob-fedcba9876543210\n"
+    yield "rotation", b"alice:alice-0123456789abcdef\nalice:alice-new-0123456789ab\n\n"
+    yield "short", b"alice:short\n"
+    yield "duplicate", b"a:aaaaaaaaaaaaaaaaaaaa\nb:aaaaaaaaaaaaaaaaaaaa\n"
+    yield "no_colon", b"alice alice-0123456789abcdef\n"
+
+
+def write(target, named):
+    out = os.path.join(CORPUS, target)
+    os.makedirs(out, exist_ok=True)
+    for name, body in named:
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(body)
+
+
 def main():
+    write("npy_fuzz", npy_seeds())
+    write("tokens_fuzz", token_seeds())
     os.makedirs(OUT, exist_ok=True)
     for name, body in seeds():
         for piece in (0, 6):  # whole-ish pieces (64 bytes) and 7-byte pieces

@@ -185,7 +185,7 @@ absl::StatusOr<std::string> TensorStoreClient::Put(gemm::v1::TensorHeader header
   return handle;
 }
 
-absl::StatusOr<StoredTensor> TensorStoreClient::GetTensor(const std::string& handle,
+absl::StatusOr<DownloadedTensor> TensorStoreClient::GetTensor(const std::string& handle,
                                                           absl::Duration timeout) {
   gemm::v1::TensorHandle request;
   request.set_handle(handle);
@@ -193,7 +193,7 @@ absl::StatusOr<StoredTensor> TensorStoreClient::GetTensor(const std::string& han
   message.AddOwned(request.SerializeAsString());
   GenericStream stream(channel_, kGetTensorMethod, timeout);
   bool ok = stream.Write(message) && stream.WritesDone();
-  StoredTensor out;
+  DownloadedTensor out;
   std::optional<TensorRows> rows;
   absl::Status bad = absl::OkStatus();  // a malformed answer
   grpc::ByteBuffer buffer;

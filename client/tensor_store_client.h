@@ -62,7 +62,7 @@ struct PutOptions {
 int UploadConnections(int64_t bytes, int64_t rows, int requested);
 
 // A tensor read back from the server (GetTensor).
-struct StoredTensor {
+struct DownloadedTensor {
   // shape; dtype (dense) or format and tensor_scale (quantized); label; ttl_s.
   gemm::v1::TensorHeader header;
   std::string data;
@@ -90,7 +90,7 @@ class TensorStoreClient {
                                         const PutOptions& options = {});
 
   // Downloads a tensor: its header, data and scales.
-  absl::StatusOr<StoredTensor> GetTensor(const std::string& handle,
+  absl::StatusOr<DownloadedTensor> GetTensor(const std::string& handle,
                                          absl::Duration timeout = absl::Seconds(60));
   absl::Status DeleteTensor(const std::string& handle,
                             absl::Duration timeout = absl::Seconds(60));

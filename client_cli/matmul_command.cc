@@ -38,7 +38,7 @@ int RunMatmul(const CliOptions& o) {
   // C kept on the server (--keep_c) comes back only if --out or --verify needs it.
   std::string kept_c;
   if (!c_ref.empty() && (!o.out_path.empty() || o.verify)) {
-    absl::StatusOr<StoredTensor> c = store.GetTensor(c_ref, absl::Seconds(o.timeout_s));
+    absl::StatusOr<DownloadedTensor> c = store.GetTensor(c_ref, absl::Seconds(o.timeout_s));
     if (!c.ok()) return ReportRpcError("GetTensor (the kept C)", c.status());
     kept_c = std::move(c->data);
   }

@@ -42,7 +42,7 @@ absl::StatusOr<ResidentOperand> ServerResidentLookup::Find(const std::string& ha
   ResidentOperand out;
   out.handle = handle;
   if (download) {
-    absl::StatusOr<StoredTensor> got = store_->GetTensor(handle, timeout_);
+    absl::StatusOr<DownloadedTensor> got = store_->GetTensor(handle, timeout_);
     if (!got.ok()) return Failed(handle, "GetTensor", got.status());
     out.header = std::move(got->header);
     out.data = std::move(got->data);

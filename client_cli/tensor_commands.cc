@@ -156,7 +156,7 @@ int RunGet(const CliOptions& o) {
   }
   TensorStoreClient store(ConnectChannel(o.server()));
   const absl::Time start = absl::Now();
-  absl::StatusOr<StoredTensor> got = store.GetTensor(o.args[0], absl::Seconds(o.timeout_s));
+  absl::StatusOr<DownloadedTensor> got = store.GetTensor(o.args[0], absl::Seconds(o.timeout_s));
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!got.ok()) return ReportRpcError("GetTensor", got.status());
   const int64_t received = static_cast<int64_t>(got->data.size() + got->scales.size());

@@ -1,6 +1,7 @@
 #include "kernels/reference_gemm.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kernels/half.h"
@@ -8,25 +9,29 @@
 namespace gemmd {
 namespace {
 
-// Typed loaders so the inner loops do not switch per element.
+// Typed loaders so the inner loops do not switch per element. Operands may sit at any
+// byte offset (a payload inside a received message), so elements are read with memcpy,
+// which compiles to a plain load.
+template <typename T>
+T LoadAt(const void* p, int64_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const char*>(p) + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+  return v;
+}
 struct LoadF32 {
-  static double Get(const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }
+  static double Get(const void* p, int64_t i) { return LoadAt<float>(p, i); }
 };
 struct LoadF16 {
-  static double Get(const void* p, int64_t i) {
-    return HalfBitsToFloat(static_cast<const uint16_t*>(p)[i]);
-  }
+  static double Get(const void* p, int64_t i) { return HalfBitsToFloat(LoadAt<uint16_t>(p, i)); }
 };
 struct LoadBF16 {
-  static double Get(const void* p, int64_t i) {
-    return Bf16BitsToFloat(static_cast<const uint16_t*>(p)[i]);
-  }
+  static double Get(const void* p, int64_t i) { return Bf16BitsToFloat(LoadAt<uint16_t>(p, i)); }
 };
 struct LoadI8 {
   static double Get(const void* p, int64_t i) { return static_cast<const int8_t*>(p)[i]; }
 };
 struct LoadI32 {
-  static double Get(const void* p, int64_t i) { return static_cast<const int32_t*>(p)[i]; }
+  static double Get(const void* p, int64_t i) { return LoadAt<int32_t>(p, i); }
 };
 
 template <typename F>

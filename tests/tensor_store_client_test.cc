@@ -81,7 +81,7 @@ void ExpectDenseRoundTrip(TensorStoreClient& store, const TensorRef& t, const Pu
   absl::StatusOr<std::string> handle = store.PutTensor(t, put);
   ASSERT_TRUE(handle.ok()) << handle.status();
   EXPECT_FALSE(handle->empty());
-  absl::StatusOr<StoredTensor> got = store.GetTensor(*handle);
+  absl::StatusOr<DownloadedTensor> got = store.GetTensor(*handle);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(std::vector<int64_t>(got->header.shape().begin(), got->header.shape().end()),
             t.shape);
@@ -97,7 +97,7 @@ void ExpectQuantizedRoundTrip(TensorStoreClient& store, const QuantizedTensorRef
                               const PutOptions& put) {
   absl::StatusOr<std::string> handle = store.PutTensor(t, put);
   ASSERT_TRUE(handle.ok()) << handle.status();
-  absl::StatusOr<StoredTensor> got = store.GetTensor(*handle);
+  absl::StatusOr<DownloadedTensor> got = store.GetTensor(*handle);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(std::vector<int64_t>(got->header.shape().begin(), got->header.shape().end()),
             t.shape);
@@ -211,7 +211,7 @@ TEST_F(TensorStoreClientTest, MatmulByHandleEqualsTheSameCallInline) {
   EXPECT_EQ(kept.info().c().shape_size(), 2);
   EXPECT_EQ(kept.info().c().shape(0), m);
   EXPECT_EQ(kept.info().c().shape(1), n);
-  absl::StatusOr<StoredTensor> c_kept = store.GetTensor(kept.info().c_ref().handle());
+  absl::StatusOr<DownloadedTensor> c_kept = store.GetTensor(kept.info().c_ref().handle());
   ASSERT_TRUE(c_kept.ok()) << c_kept.status();
   EXPECT_EQ(c_kept->header.dtype(), gemm::v1::DATA_TYPE_FLOAT32);
   EXPECT_EQ(c_kept->header.label(), "kept");
@@ -262,7 +262,7 @@ TEST_F(TensorStoreClientTest, QuantizedMatmulByHandleEqualsTheSameCallInline) {
     s = client.QuantizedMatmul(both, {}, &got);
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_FALSE(got.info().c_ref().handle().empty());
-    absl::StatusOr<StoredTensor> c = store.GetTensor(got.info().c_ref().handle());
+    absl::StatusOr<DownloadedTensor> c = store.GetTensor(got.info().c_ref().handle());
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_TRUE(c->data == expected.c());
     for (const std::string& h : {*a_handle, *b_handle, got.info().c_ref().handle()}) {

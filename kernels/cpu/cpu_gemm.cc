@@ -52,8 +52,13 @@ void ToFloat(const void* src, DataType type, int64_t count, bool round_for_tenso
       return;
     }
     case DataType::kBFloat16: {
-      const uint16_t* s = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < count; ++i) dst[i] = Bf16BitsToFloat(s[i]);
+      // Any byte offset (a payload inside a received message): read with memcpy.
+      const char* s = static_cast<const char*>(src);
+      for (int64_t i = 0; i < count; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, s + 2 * i, 2);
+        dst[i] = Bf16BitsToFloat(bits);
+      }
       return;
     }
     default:

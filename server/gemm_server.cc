@@ -386,7 +386,14 @@ void GemmServer::Shutdown() {
 }
 
 GemmServer::~GemmServer() {
-  if (server_ != nullptr) Shutdown();
+  if (server_ != nullptr) {
+    Shutdown();
+    return;
+  }
+  // A start that failed (a port taken, say): the executor's threads already run and read
+  // the service (its count of calls arriving), which goes before the executor does (the
+  // members' order). Stop them first.
+  if (executor_ != nullptr) executor_->Drain();
 }
 
 }  // namespace gemmd

@@ -84,3 +84,10 @@ if(GEMM_DEBIAN_PYTHON)
                    $<TARGET_FILE:gemm-server> ${PROJECT_SOURCE_DIR})
   set_tests_properties(python_client_test PROPERTIES TIMEOUT 120)
 endif()
+
+# bench/soak.sh for 60 s (the record run is 10 minutes): mixed load with deadlines,
+# cancellations and malformed calls against a gemm-server process; RSS, descriptors,
+# threads and calls in flight checked at the end. Alone, so its load slows no other test.
+add_test(NAME soak_60s
+         COMMAND bash ${PROJECT_SOURCE_DIR}/bench/soak.sh ${CMAKE_BINARY_DIR} 60)
+set_tests_properties(soak_60s PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE LABELS soak)

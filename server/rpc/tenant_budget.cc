@@ -6,10 +6,10 @@ namespace gemmd {
 
 absl::Status TenantBudget::Exhausted(const std::string& tenant, int64_t held,
                                      int64_t asked) const {
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "tenant ", tenant, "'s calls hold ", held, " bytes", asked > 0 ? absl::StrCat(
-          " and this one needs ", asked) : std::string(),
-      " (--tenant_max_inflight_bytes=", cap_, "); retry when some have finished"));
+  const std::string needs = asked > 0 ? absl::StrCat(" and this one needs ", asked) : "";
+  return absl::ResourceExhaustedError(
+      absl::StrCat("tenant ", tenant, "'s calls hold ", held, " bytes", needs,
+                   " (--tenant_max_inflight_bytes=", cap_, "); retry when some have finished"));
 }
 
 absl::Status TenantBudget::CheckRoom(const std::string& tenant) const {

@@ -23,6 +23,7 @@
 #include "server/gemm_server.h"
 #include "server/security/auth_tokens.h"
 #include "tests/metrics_util.h"
+#include "tests/security/matmul_check.h"
 #include "tests/server_fixture.h"
 
 namespace gemmd {
@@ -155,30 +156,10 @@ TEST_F(AuthServerTest, HealthIsOpenWithoutAToken) {
 }
 
 TEST_F(AuthServerTest, ValidTokenIsAnsweredCorrectlyAndCountedUnderItsTenant) {
-  const int64_t m = 21, n = 13, k = 34;
-  std::mt19937_64 rng(3);
-  std::normal_distribution<float> normal;
-  std::vector<float> a(m * k), b(k * n);
-  for (float& x : a) x = normal(rng);
-  for (float& x : b) x = normal(rng);
-  GemmClient client(ConnectChannel(As(kAliceToken)));
-  MatmulArgs args;
-  args.a = {{m, k}, gemm::v1::DATA_TYPE_FLOAT32, {reinterpret_cast<const char*>(a.data()), a.size() * 4}};
-  args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, {reinterpret_cast<const char*>(b.data()), b.size() * 4}};
-  MatmulResult result;
-  ASSERT_TRUE(client.Matmul(args, {}, &result).ok());
-  GemmProblem p;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  const std::vector<double> ref = ReferenceGemm(p, {a.data(), b.data(), nullptr, nullptr});
-  const float* c = reinterpret_cast<const float*>(result.c().data());
-  double err = 0, norm = 0;
-  for (int64_t i = 0; i < m * n; ++i) {
-    err += (c[i] - ref[i]) * (c[i] - ref[i]);
-    norm += ref[i] * ref[i];
-  }
-  EXPECT_LT(std::sqrt(err / norm), 1e-5);
+  const absl::StatusOr<double> error =
+      testing::RandomMatmulError(ConnectChannel(As(kAliceToken)), 21, 13, 34, 3);
+  ASSERT_TRUE(error.ok()) << error.status();
+  EXPECT_LT(*error, 1e-5);
   EXPECT_TRUE(Info(kBobToken).ok());
   server_->AwaitIdle(absl::Now() + absl::Seconds(10));
   ServerMetrics& metrics = server_->metrics();

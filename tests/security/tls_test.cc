@@ -23,6 +23,7 @@
 #include "kernels/reference_gemm.h"
 #include "server/gemm_server.h"
 #include "server/security/tls_credentials.h"
+#include "tests/security/matmul_check.h"
 #include "tests/server_fixture.h"
 
 namespace gemmd {
@@ -120,30 +121,10 @@ TEST(TlsTest, TlsClientIsServedAndGetsTheRightProduct) {
   EXPECT_EQ(info.server_cn, "gemmd-test-server-1");
 
   // A Matmul over TLS, against the FP64 reference.
-  const int64_t m = 37, n = 29, k = 53;
-  std::mt19937_64 rng(7);
-  std::normal_distribution<float> normal;
-  std::vector<float> a(m * k), b(k * n);
-  for (float& x : a) x = normal(rng);
-  for (float& x : b) x = normal(rng);
-  GemmClient client(ConnectChannel(endpoint));
-  MatmulArgs args;
-  args.a = {{m, k}, gemm::v1::DATA_TYPE_FLOAT32, {reinterpret_cast<const char*>(a.data()), a.size() * 4}};
-  args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, {reinterpret_cast<const char*>(b.data()), b.size() * 4}};
-  MatmulResult result;
-  ASSERT_TRUE(client.Matmul(args, {}, &result).ok());
-  GemmProblem p;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  const std::vector<double> ref = ReferenceGemm(p, {a.data(), b.data(), nullptr, nullptr});
-  const float* c = reinterpret_cast<const float*>(result.c().data());
-  double err = 0, norm = 0;
-  for (int64_t i = 0; i < m * n; ++i) {
-    err += (c[i] - ref[i]) * (c[i] - ref[i]);
-    norm += ref[i] * ref[i];
-  }
-  EXPECT_LT(std::sqrt(err / norm), 1e-5);
+  const absl::StatusOr<double> error =
+      testing::RandomMatmulError(ConnectChannel(endpoint), 37, 29, 53, 7);
+  ASSERT_TRUE(error.ok()) << error.status();
+  EXPECT_LT(*error, 1e-5);
 }
 
 TEST(TlsTest, PlaintextClientIsRefusedByATlsServer) {

@@ -8,6 +8,7 @@
 #include "server/observability/log.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/tensor_download_call.h"
+#include "server/rpc/tensor_chunk_sequence.h"
 #include "server/rpc/tensor_upload_call.h"
 
 namespace gemmd {

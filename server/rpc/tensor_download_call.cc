@@ -7,7 +7,6 @@
 #include "absl/time/clock.h"
 #include "proto/proto_types.h"
 #include "server/rpc/grpc_status.h"
-#include "server/rpc/tensor_upload_call.h"
 
 namespace gemmd {
 namespace {

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/).
+The formats of validation_fuzz and put_tensor_fuzz are in their functions below.
 
 wire_fuzz:
 Each seed is one byte (the piece size the target splits the rest into) followed by a
@@ -115,6 +116,77 @@ def token_seeds():
     yield "no_colon", b"alice alice-0123456789abcdef\n"
 
 
+def validation_seeds():
+    """validation_fuzz: a flags byte (bit 0 QuantizedMatmul; bits 1-4 resident A, B, C,
+    kept C), then the message."""
+    a = tensor([2, 4], 1, struct.pack("<8f", *range(8)))
+    b = tensor([4, 3], 1, struct.pack("<12f", *range(12)))
+    c = tensor([2, 3], 1, struct.pack("<6f", *range(6)))
+    yield "matmul_plain", bytes([0]) + ld(1, a) + ld(2, b)
+    yield "matmul_beta_c", bytes([0]) + ld(1, a) + ld(2, b) + ld(3, c) + f32(4, 0.5) + f32(5, 2.0)
+    yield "matmul_transposed", bytes([0]) + ld(1, tensor([4, 2], 1, bytes(32))) + ld(
+        2, tensor([3, 4], 1, bytes(48))) + vi(6, 1) + vi(7, 1)
+    yield "matmul_batched_broadcast", bytes([0]) + ld(1, tensor([3, 2, 4], 2, bytes(48))) + ld(
+        2, tensor([4, 3], 2, bytes(24))) + vi(8, 2) + vi(9, 1)
+    yield "matmul_bf16_out_fp16", bytes([0]) + ld(1, tensor([2, 4], 3, bytes(16))) + ld(
+        2, tensor([4, 3], 3, bytes(24))) + vi(11, 2)
+    yield "matmul_resident_kept", bytes([2 | 4 | 16]) + ld(1, a) + ld(2, b)
+    yield "matmul_k_mismatch", bytes([0]) + ld(1, a) + ld(2, tensor([5, 3], 1, bytes(60)))
+    yield "quantized_int8", bytes([1]) + ld(1, qtensor([2, 32], 1, bytes(64), struct.pack(
+        "<2f", 1, 2))) + ld(3, qtensor([3, 32], 1, bytes(96), struct.pack("<3f", 1, 2, 3)))
+    yield "quantized_nvfp4", bytes([1]) + ld(1, qtensor([2, 32], 2, bytes(32), bytes([0x38] * 4),
+                                                        0.5)) + ld(
+        3, qtensor([3, 32], 2, bytes(range(48)), bytes([0x38] * 6), 2.0))
+    yield "quantized_weight_only_fp16", bytes([1]) + ld(2, tensor([2, 32], 2, bytes(128))) + ld(
+        3, qtensor([2, 32], 2, bytes(32), bytes([0x38] * 4), 0.5))
+    yield "quantized_resident_b", bytes([1 | 4]) + ld(2, tensor([1, 32], 1, bytes(128))) + ld(
+        3, qtensor([2, 32], 1, bytes(64), struct.pack("<2f", float("nan"), 1)))
+
+
+def put_tensor_seeds():
+    """put_tensor_fuzz: records (see put_tensor_fuzz.cc): stream << 4 | action, then a
+    chunk with a 2-byte length, or one byte for actions 11, 14 and 15."""
+
+    def chunk(stream, body, split=None):
+        if split is None:
+            return bytes([stream << 4 | 0]) + struct.pack("<H", len(body)) + body
+        return bytes([stream << 4 | 11, split]) + struct.pack("<H", len(body)) + body
+
+    def complete(stream):
+        return bytes([stream << 4 | 12])
+
+    def header(shape, dtype=0, fmt=0, scale=None, parts=0, label=b""):
+        h = ld(1, b"".join(varint(d) for d in shape))
+        if dtype:
+            h += vi(2, dtype)
+        if fmt:
+            h += vi(3, fmt)
+        if scale is not None:
+            h += f32(4, scale)
+        if parts:
+            h += vi(7, parts)
+        if label:
+            h += ld(6, label)
+        return ld(1, h)
+
+    yield "dense_one_chunk", chunk(0, header([2, 4], dtype=1) + ld(2, bytes(range(32)))) + \
+        complete(0)
+    yield "dense_three_chunks", chunk(0, header([2, 2, 4], dtype=2, label=b"w")) + chunk(
+        0, ld(2, bytes(range(16)))) + chunk(0, ld(2, bytes(16)), split=3) + complete(0)
+    yield "int8", chunk(0, header([2, 32], fmt=1) + ld(2, bytes(64)) + ld(
+        3, struct.pack("<2f", 0.5, 2))) + complete(0)
+    yield "nvfp4_scales_later", chunk(2, header([2, 32], fmt=2, scale=0.5) + ld(2, bytes(32))) + \
+        chunk(2, ld(3, bytes([0x38] * 4))) + complete(2)
+    yield "parts", chunk(0, header([4, 4], dtype=1, parts=2)) + complete(0) + bytes(
+        [1 << 4 | 14, 0x00]) + chunk(1, ld(2, bytes(32))) + complete(1) + bytes(
+        [2 << 4 | 14, 0x10]) + chunk(2, ld(2, bytes(32))) + complete(2) + bytes(
+        [1 << 4 | 14, 0x10]) + chunk(1, ld(2, bytes(32))) + complete(1)
+    yield "disconnect_and_delete", chunk(0, header([8, 8], dtype=1)) + chunk(
+        0, ld(2, bytes(64))) + bytes([0 << 4 | 13]) + chunk(1, header([1, 4], dtype=1) + ld(
+            2, bytes(16))) + complete(1) + bytes([15, 0])
+    yield "too_few_bytes", chunk(0, header([2, 4], dtype=1) + ld(2, bytes(8))) + complete(0)
+
+
 def write(target, named):
     out = os.path.join(CORPUS, target)
     os.makedirs(out, exist_ok=True)
@@ -126,6 +198,8 @@ def write(target, named):
 def main():
     write("npy_fuzz", npy_seeds())
     write("tokens_fuzz", token_seeds())
+    write("validation_fuzz", validation_seeds())
+    write("put_tensor_fuzz", put_tensor_seeds())
     os.makedirs(OUT, exist_ok=True)
     for name, body in seeds():
         for piece in (0, 6):  # whole-ish pieces (64 bytes) and 7-byte pieces

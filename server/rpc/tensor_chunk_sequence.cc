@@ -1,0 +1,123 @@
+#include "server/rpc/tensor_chunk_sequence.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "proto/proto_types.h"
+
+namespace gemmd {
+
+absl::StatusOr<TensorSpec> SpecFromHeader(const gemm::v1::TensorHeader& header) {
+  TensorSpec spec;
+  spec.shape.assign(header.shape().begin(), header.shape().end());
+  const bool dense = header.dtype() != gemm::v1::DATA_TYPE_UNSPECIFIED;
+  const bool quantized = header.format() != gemm::v1::QUANT_FORMAT_UNSPECIFIED;
+  if (dense == quantized) {
+    return absl::InvalidArgumentError(
+        dense ? "header sets both dtype and format; a tensor is dense (dtype) or quantized "
+                "(format)"
+              : "header sets neither dtype nor format; set dtype (FLOAT32, FLOAT16, BFLOAT16) "
+                "for a dense tensor or format (INT8, NVFP4) for a quantized one");
+  }
+  if (dense) {
+    const std::optional<DataType> type = DataTypeFromProto(header.dtype());
+    if (!type || (*type != DataType::kFloat32 && *type != DataType::kFloat16 &&
+                  *type != DataType::kBFloat16)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "header.dtype ", ProtoDataTypeName(header.dtype()),
+          " is not kept; expected FLOAT32, FLOAT16 or BFLOAT16 (quantized weights use format)"));
+    }
+    spec.dtype = *type;
+    return spec;
+  }
+  spec.quantized = true;
+  switch (header.format()) {
+    case gemm::v1::QUANT_FORMAT_INT8:
+      spec.format = QuantFormat::kInt8;
+      break;
+    case gemm::v1::QUANT_FORMAT_NVFP4:
+      spec.format = QuantFormat::kNvfp4;
+      spec.tensor_scale = header.tensor_scale();
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "header.format ", header.format(), " is not a QuantFormat; expected INT8 or NVFP4"));
+  }
+  return spec;
+}
+
+TensorChunkSequence::TensorChunkSequence(TensorStore* store, std::string tenant)
+    : store_(store), tenant_(std::move(tenant)) {}
+
+absl::Status TensorChunkSequence::Consume(const wire::ByteRuns& chunk_bytes) {
+  ++chunks_;
+  wire::TensorChunkWire chunk;
+  if (absl::Status s = wire::ParseTensorChunk(chunk_bytes, &chunk); !s.ok()) return s;
+  const int64_t bytes = static_cast<int64_t>(chunk.data.size() + chunk.scales.size());
+  if (bytes > kMaxTensorChunkBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk ", chunks_, " carries ", bytes,
+                                                   " bytes of data and scales; at most ",
+                                                   kMaxTensorChunkBytes, " per chunk"));
+  }
+  if (chunks_ == 1) {
+    if (!chunk.has_header) {
+      return absl::InvalidArgumentError(
+          "the first chunk has no header; it must say what the tensor is (shape and dtype, or "
+          "shape, format and tensor_scale)");
+    }
+    if (absl::Status s = BeginFrom(chunk.header); !s.ok()) return s;
+  } else if (chunk.has_header) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk ", chunks_, " has a header; only the first chunk carries one"));
+  }
+  if (upload_ == nullptr) {  // a tensor opened for parts
+    if (bytes > 0) {
+      return absl::InvalidArgumentError(
+          "a header with parts opens the tensor; its bytes go in each part's own stream "
+          "(header.part_of and header.part)");
+    }
+    return absl::OkStatus();
+  }
+  return upload_->AppendRuns(chunk.data.runs(), chunk.scales.runs());
+}
+
+absl::Status TensorChunkSequence::BeginFrom(const gemm::v1::TensorHeader& header) {
+  if (header.has_part_of()) {
+    if (header.shape_size() > 0 || header.parts() > 0) {
+      return absl::InvalidArgumentError(
+          "a part's header carries part_of and part only; the tensor's shape was given when it "
+          "was opened");
+    }
+    absl::StatusOr<std::unique_ptr<TensorStore::Upload>> part =
+        store_->BeginPart(header.part_of().handle(), static_cast<int>(header.part()), tenant_);
+    if (!part.ok()) return part.status();
+    upload_ = *std::move(part);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<TensorSpec> spec = SpecFromHeader(header);
+  if (!spec.ok()) return spec.status();
+  const absl::Duration ttl = absl::Seconds(header.ttl_s());
+  if (header.parts() >= 2) {
+    absl::StatusOr<std::string> handle =
+        store_->OpenParts(*spec, ttl, header.label(), static_cast<int>(header.parts()), tenant_);
+    if (!handle.ok()) return handle.status();
+    opened_ = *std::move(handle);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> upload =
+      store_->Begin(*spec, ttl, header.label(), tenant_);
+  if (!upload.ok()) return upload.status();
+  upload_ = *std::move(upload);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> TensorChunkSequence::Complete() {
+  if (chunks_ == 0) {
+    return absl::InvalidArgumentError("the stream ended before its first chunk (the header)");
+  }
+  if (upload_ == nullptr) return opened_;
+  return upload_->Finish();
+}
+
+}  // namespace gemmd

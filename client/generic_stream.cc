@@ -12,9 +12,10 @@ namespace gemmd {
 GenericStream::GenericStream(std::shared_ptr<grpc::ChannelInterface> channel,
                              const std::string& method, absl::Duration timeout)
     : channel_(std::move(channel)) {
-  context_.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  context_.emplace();
+  context_->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   grpc::GenericStub stub(channel_);
-  call_ = stub.PrepareCall(&context_, method, &queue_);
+  call_ = stub.PrepareCall(&*context_, method, &queue_);
   if (call_ != nullptr) {
     call_->StartCall(this);
     started_ = Await(this);
@@ -23,10 +24,14 @@ GenericStream::GenericStream(std::shared_ptr<grpc::ChannelInterface> channel,
 
 GenericStream::~GenericStream() {
   if (call_ != nullptr && !finished_) {
-    context_.TryCancel();
+    context_->TryCancel();
     Finish().IgnoreError();
   }
   call_.reset();
+  // The call itself goes with its context: until then gRPC may keep written messages for a
+  // retry, and with them the payload slices this waits for below (a PutTensor refused at
+  // its headers hung here that way).
+  context_.reset();
   queue_.Shutdown();
   void* tag = nullptr;
   bool ok = false;

@@ -18,6 +18,7 @@
 #include <grpcpp/support/byte_buffer.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -52,7 +53,7 @@ class GenericStream {
   static void ReleasePayload(void* stream);
 
   const std::shared_ptr<grpc::ChannelInterface> channel_;  // outlives the call
-  grpc::ClientContext context_;
+  std::optional<grpc::ClientContext> context_;  // reset before waiting for the payloads
   grpc::CompletionQueue queue_;
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
   bool started_ = false;

@@ -4,12 +4,14 @@
 #include <grpcpp/client_context.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -144,6 +146,29 @@ TEST_F(AuthServerTest, CallsWithoutAValidTokenAreUnauthenticatedAndTheTokenIsNev
   EXPECT_EQ(testing::RequestsCounted(m, "GetServerInfo", "UNAUTHENTICATED"), 2);
   EXPECT_EQ(testing::RequestsCounted(m, "Matmul", "UNAUTHENTICATED"), 1);
   EXPECT_EQ(testing::RequestsCounted(m, "PutTensor", "UNAUTHENTICATED"), 1);
+}
+
+// A PutTensor refused at its headers returns, every time: the client's stream once waited
+// for its payload slices while gRPC still held them for a retry (4 threads of such calls
+// hung within a few hundred).
+TEST_F(AuthServerTest, PutTensorRefusedAtItsHeadersAlwaysReturns) {
+  TensorStoreClient store(ConnectChannel(As("")));
+  const std::vector<float> data(64 * 256, 1.0f);
+  const TensorRef tensor{{64, 256}, gemm::v1::DATA_TYPE_FLOAT32,
+                         {reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float)}};
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 250; ++i) {
+        if (store.PutTensor(tensor).status().code() == absl::StatusCode::kUnauthenticated) {
+          ++refused;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(refused.load(), 1000);
 }
 
 TEST_F(AuthServerTest, HealthIsOpenWithoutAToken) {

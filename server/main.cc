@@ -235,7 +235,10 @@ int main(int argc, char** argv) {
   }
 
   int first = gemmd::NextStopEvent();
-  for (; first == SIGHUP; first = gemmd::NextStopEvent()) (*server)->ReloadTokens();
+  // ReloadTokens logs its outcome; a failed reload keeps the tokens in use.
+  for (; first == SIGHUP; first = gemmd::NextStopEvent()) {
+    (*server)->ReloadTokens().IgnoreError();
+  }
   gemmd::Log(gemmd::LogLevel::kInfo, "signal_received", {{"signal", gemmd::SignalName(first)}});
   // The drain runs on its own thread; this one keeps reading, so a repeated signal is
   // noted and changes nothing: the drain always runs to its end.
@@ -246,7 +249,7 @@ int main(int argc, char** argv) {
   });
   for (int event = gemmd::NextStopEvent(); event != 0; event = gemmd::NextStopEvent()) {
     if (event == SIGHUP) {
-      running->ReloadTokens();
+      running->ReloadTokens().IgnoreError();
       continue;
     }
     gemmd::Log(gemmd::LogLevel::kInfo, "signal_received",

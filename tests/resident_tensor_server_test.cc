@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <random>
 #include <string>
@@ -38,6 +39,7 @@ namespace gemmd {
 namespace {
 
 using ::gemmd::testing::Eventually;
+using ::gemmd::testing::kAddressSanitizer;
 using ::gemmd::testing::RandomBytes;
 using ::gemmd::testing::SetTensor;
 using ::gemmd::testing::TestConfig;
@@ -496,8 +498,13 @@ TEST_F(ResidentTensorTest, ADisconnectMidUploadLeavesNothing) {
   }
   ExpectEmptyStore();
   // The tensor's memory went back to the system (a little slack for gRPC's buffers).
-  EXPECT_TRUE(Eventually([&] { return RssBytes() < rss_before + (int64_t{64} << 20); }))
-      << "RSS before " << rss_before << ", after " << RssBytes();
+  if (kAddressSanitizer) {
+    std::cout << "[ NOTE     ] RSS not checked under AddressSanitizer (its quarantine keeps "
+                 "freed memory)\n";
+  } else {
+    EXPECT_TRUE(Eventually([&] { return RssBytes() < rss_before + (int64_t{64} << 20); }))
+        << "RSS before " << rss_before << ", after " << RssBytes();
+  }
   double gauge = -1;
   for (const auto& family : server_->metrics().registry()->Collect()) {
     if (family.name == "gemm_tensor_store_bytes") gauge = family.metric[0].gauge.value;

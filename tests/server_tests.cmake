@@ -12,6 +12,12 @@ add_executable(server_unit_test
   tensor_store_test.cc
 )
 target_link_libraries(server_unit_test PRIVATE gemm_server_lib GTest::gtest_main)
+if(GEMM_SANITIZE STREQUAL "thread")  # the TSan suite (tests/sanitizers)
+  target_sources(server_unit_test PRIVATE sanitizers/tsan_absl_sync.cc)
+  target_link_libraries(server_unit_test PRIVATE ${CMAKE_DL_LIBS})
+  add_executable(tsan_canary sanitizers/tsan_canary.cc sanitizers/tsan_absl_sync.cc)
+  target_link_libraries(tsan_canary PRIVATE absl::synchronization ${CMAKE_DL_LIBS})
+endif()
 gtest_discover_tests(server_unit_test DISCOVERY_TIMEOUT 60)
 
 add_executable(server_integration_test server_integration_test.cc)

@@ -14,6 +14,20 @@
 
 namespace gemmd::testing {
 
+// Built with AddressSanitizer: freed memory waits in its quarantine instead of going back
+// to the system, so a test of the process's RSS cannot hold.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+
 // Seed for a test: GEMM_TEST_SEED from the environment, else `fallback`. Tests print it
 // (SCOPED_TRACE) so a failure can be replayed.
 inline uint64_t TestSeed(uint64_t fallback) {

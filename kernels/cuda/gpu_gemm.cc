@@ -37,6 +37,9 @@ const KernelRegistry& KernelRegistry::Global() {
     std::vector<std::unique_ptr<GpuGemmKernel>> kernels;
     internal::AppendSimtKernels(&kernels);
     internal::AppendWmmaKernels(&kernels);
+#if defined(GEMMD_HAVE_SM90A)
+    internal::AppendWgmmaKernels(&kernels);
+#endif
     return new KernelRegistry(std::move(kernels), MakeQuantizedKernels());
   }();
   return *registry;
@@ -64,11 +67,13 @@ absl::StatusOr<const GpuGemmKernel*> ForceKernel(std::string_view name,
   if (kernel == nullptr) {
     return absl::NotFoundError(absl::StrCat("no GPU kernel named '", internal::Sv(name), "'"));
   }
-  if (caps.compute_capability < kernel->min_compute_capability()) {
+  if (!kernel->RunsOn(caps.compute_capability)) {
     return absl::FailedPreconditionError(
-        absl::StrCat(internal::Sv(name), " needs compute capability ", kernel->min_compute_capability(),
-                     ", device ", caps.device, " (", caps.name, ") has ",
-                     caps.compute_capability));
+        absl::StrCat(internal::Sv(name), " does not run on compute capability ",
+                     caps.compute_capability, " (device ", caps.device, ", ", caps.name,
+                     "); it needs ", kernel->min_compute_capability(),
+                     kernel->RunsOn(kernel->min_compute_capability() + 10) ? " or newer"
+                                                                           : " exactly"));
   }
   absl::Status status = kernel->Check(problem);
   if (!status.ok()) {

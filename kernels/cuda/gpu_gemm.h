@@ -71,6 +71,9 @@ struct LaunchGeometry {
   int64_t splits = 1;       // K slices (split-K); 1 = none
   int64_t k_per_split = 0;  // K handled by one block
   int64_t blocks = 0;       // thread blocks over all launches of the problem
+  // Operand bytes the packer writes before the tile runs (conversions, padding, the
+  // transposed copies of a K-major tile), assuming 16-byte aligned operands.
+  int64_t pack_bytes = 0;
 };
 
 // What the selection's cost model (kernel_select.cc) knows of a variant, from gemm-bench on
@@ -92,6 +95,11 @@ class GpuGemmKernel : public Kernel {
   // Whether the variant may split K across blocks (then it may need a workspace).
   virtual bool splits_k() const = 0;
   virtual CostProfile cost_profile() const = 0;
+  // Whether the variant runs on a device of this compute capability (major * 10 + minor):
+  // at least min_compute_capability(), and exactly 9.0 for sm_90a-only code.
+  virtual bool RunsOn(int compute_capability) const {
+    return compute_capability >= min_compute_capability();
+  }
 
   // OK when the variant computes `problem` (precision, data types, shapes, strides);
   // otherwise FAILED_PRECONDITION (the variant does not do this kind of problem) or

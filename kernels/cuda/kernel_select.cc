@@ -12,8 +12,9 @@
 // slots), a block's flops count its whole tile (padding past M/N is wasted work) and its
 // K slice (split-K shortens it), and the slot rate is the variant's measured full-machine
 // throughput divided by its slots. The latency term charges each wave a fixed cost
-// (pipeline fill, epilogue), which is what makes huge tiles lose on tiny problems. The
-// cheapest estimate wins. Each variant's profile is part of its registration
+// (pipeline fill, epilogue), which is what makes huge tiles lose on tiny problems; the
+// operand packing a variant needs first (conversion, padding, a transposed copy) is
+// charged as memory traffic. The cheapest estimate wins. Each variant's profile is part of its registration
 // (GpuGemmKernel::cost_profile).
 #include <algorithm>
 #include <cmath>
@@ -46,6 +47,10 @@ double EstimateSeconds(const GpuGemmKernel& kernel, const GemmProblem& problem,
   const double block_flops = 2.0 * g.tile_m * g.tile_n * std::max<int64_t>(g.k_per_split, 1);
   const double waves = std::ceil(static_cast<double>(g.blocks) / slots);
   double seconds = waves * (block_flops / slot_rate + kWaveLatencyS);
+  if (g.pack_bytes > 0) {
+    // The packer reads about as much as it writes, in a launch of its own.
+    seconds += 2.0 * g.pack_bytes / 2.5e12 + kWaveLatencyS;
+  }
   if (g.splits > 1) {
     // The reduction reads splits partial tiles and writes C once (~2.5 TB/s effective).
     seconds += (g.splits + 1.0) * problem.batch * problem.m * problem.n * 4.0 / 2.5e12 +
@@ -70,7 +75,7 @@ absl::StatusOr<const GpuGemmKernel*> SelectKernel(const GemmProblem& problem,
       if (first_error.ok()) first_error = status;
       continue;
     }
-    if (caps.compute_capability < kernel->min_compute_capability()) {
+    if (!kernel->RunsOn(caps.compute_capability)) {
       if (first_error.ok()) {
         first_error = absl::FailedPreconditionError(absl::StrCat(
             internal::Sv(PrecisionName(problem.precision)), " kernels need compute capability ",

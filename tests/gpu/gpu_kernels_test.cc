@@ -377,13 +377,30 @@ TEST(KernelSelectTest, GeometryAndChoicesFollowTheProblemShape) {
   EXPECT_GE(g.blocks, 132);
   EXPECT_EQ(g.k_per_split % g.tile_k, 0);
   EXPECT_GT((*kernel)->WorkspaceBytes(skinny), 0u);
-  // Large square problems take the big tile and no workspace (FP16 inputs, aligned).
-  const GemmProblem big = Square(4096, Precision::kFp16Tensor, DataType::kFloat16);
+  // Large square problems take the big tile, and a workspace only for what the tile
+  // cannot read as stored: B stored [N, K] (transpose_b) is read in place; B stored
+  // [K, N] is, by a K-major (wgmma) tile, read from a transposed FP16 copy.
+  GemmProblem big = Square(4096, Precision::kFp16Tensor, DataType::kFloat16);
+  big.transpose_b = true;
   kernel = SelectKernel(big, FakeHopper());
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   EXPECT_EQ((*kernel)->Geometry(big).splits, 1);
   EXPECT_EQ((*kernel)->Geometry(big).tile_m, 128);
   EXPECT_EQ((*kernel)->WorkspaceBytes(big), 0u);
+  big.transpose_b = false;
+  kernel = SelectKernel(big, FakeHopper());
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const size_t transposed_b = size_t{4096} * 4096 * 2;
+  EXPECT_EQ((*kernel)->WorkspaceBytes(big),
+            (*kernel)->Geometry(big).pack_bytes > 0 ? transposed_b : 0u)
+      << (*kernel)->name();
+  // A batch of small products is not worth a transposed copy of its B (the copy's
+  // traffic is charged): 64 x 256^3 FP16 keeps a tile that reads B as stored.
+  GemmProblem batched = Square(256, Precision::kFp16Tensor, DataType::kFloat16);
+  batched.batch = 64;
+  kernel = SelectKernel(batched, FakeHopper());
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ((*kernel)->Geometry(batched).pack_bytes, 0) << (*kernel)->name();
   // Tiny batched problems take a small tile.
   GemmProblem tiny = Square(64, Precision::kFp32, DataType::kFloat32);
   tiny.batch = 1024;

@@ -6,7 +6,10 @@
 //     FP16-input rows of gemm-bench (docs/KERNELS.md has the H200 numbers).
 //   * FP16/BF16 inputs on the FP32 SIMT path (exact widening).
 //   * operands whose rows or base pointer are not 16-byte aligned (odd K, offsets).
-// Memory-bound; each thread writes one 16-byte group of outputs.
+//   * transposed copies for tiles that read K-major operands only (the wgmma tiles),
+//     through 32x32 shared-memory tiles so both sides stay coalesced.
+// Memory-bound; each thread writes one 16-byte group of outputs (the transposing pass:
+// one element per thread and step).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -127,32 +130,108 @@ absl::Status Pack(const void* src, int64_t rows, int64_t cols, int64_t ld_src,
   return absl::OkStatus();
 }
 
+// dst[item][c][r] = src[item][r][c] for r < rows, c < cols; dst[item][c][r] = 0 for
+// rows <= r < ld_dst. Block (32, 8) moves a 32x32 tile through shared memory (padded by
+// one column against bank conflicts); grid.z walks the items.
+template <typename Src, typename Dst>
+__global__ void __launch_bounds__(256) PackTransposedKernel(
+    const Src* __restrict__ src, int64_t rows, int64_t cols, int64_t ld_src,
+    int64_t stride_src, int64_t items, Dst* __restrict__ dst, int64_t ld_dst,
+    int64_t stride_dst) {
+  __shared__ float tile[32][33];
+  const int64_t tiles_r = (ld_dst + 31) / 32;  // along dst's rows' length (src rows)
+  const int64_t tiles_c = (cols + 31) / 32;
+  for (int64_t item = blockIdx.z; item < items; item += gridDim.z) {
+    for (int64_t t = blockIdx.x; t < tiles_r * tiles_c; t += gridDim.x) {
+      const int64_t r0 = (t % tiles_r) * 32, c0 = (t / tiles_r) * 32;
+      const Src* s = src + item * stride_src;
+      for (int i = threadIdx.y; i < 32; i += 8) {
+        const int64_t r = r0 + i, c = c0 + threadIdx.x;
+        tile[i][threadIdx.x] = r < rows && c < cols ? ToFloat<Src>(s[r * ld_src + c]) : 0.0f;
+      }
+      __syncthreads();
+      Dst* d = dst + item * stride_dst;
+      for (int i = threadIdx.y; i < 32; i += 8) {
+        const int64_t c = c0 + i, r = r0 + threadIdx.x;
+        if (c < cols && r < ld_dst) d[c * ld_dst + r] = FromFloat<Dst>(tile[threadIdx.x][i]);
+      }
+      __syncthreads();
+    }
+  }
+}
+
+template <typename Src, typename Dst>
+absl::Status PackTransposed(const void* src, int64_t rows, int64_t cols, int64_t ld_src,
+                            int64_t stride_src, int64_t items, void* dst, int64_t ld_dst,
+                            int64_t stride_dst, cudaStream_t stream) {
+  if (ld_dst < rows) {
+    return absl::InternalError(absl::StrCat("pack: bad transposed layout ld=", ld_dst));
+  }
+  if (items == 0 || rows == 0 || cols == 0) return absl::OkStatus();
+  const int64_t tiles = ((ld_dst + 31) / 32) * ((cols + 31) / 32);
+  const dim3 block(32, 8);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, 1 << 20)), 1,
+                  static_cast<unsigned>(std::min<int64_t>(items, 65535)));
+  PackTransposedKernel<Src, Dst><<<grid, block, 0, stream>>>(
+      static_cast<const Src*>(src), rows, cols, ld_src, stride_src, items,
+      static_cast<Dst*>(dst), ld_dst, stride_dst);
+  RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+// Runs Packer<Src, Dst>::Run for the element types named at run time.
+template <template <typename, typename> class Packer, typename... Args>
+absl::Status Dispatch(DataType src_type, DataType dst_type, Args... args) {
+  using F32 = float;
+  using F16 = __half;
+  using BF16 = __nv_bfloat16;
+  if (dst_type == DataType::kFloat32) {
+    if (src_type == DataType::kFloat32) return Packer<F32, F32>::Run(args...);
+    if (src_type == DataType::kFloat16) return Packer<F16, F32>::Run(args...);
+    if (src_type == DataType::kBFloat16) return Packer<BF16, F32>::Run(args...);
+  } else if (dst_type == DataType::kFloat16) {
+    if (src_type == DataType::kFloat32) return Packer<F32, F16>::Run(args...);
+    if (src_type == DataType::kFloat16) return Packer<F16, F16>::Run(args...);
+  } else if (dst_type == DataType::kBFloat16) {
+    if (src_type == DataType::kFloat32) return Packer<F32, BF16>::Run(args...);
+    if (src_type == DataType::kBFloat16) return Packer<BF16, BF16>::Run(args...);
+  }
+  return absl::InternalError(absl::StrCat("pack: no conversion from ",
+                                          Sv(DataTypeName(src_type)), " to ",
+                                          Sv(DataTypeName(dst_type))));
+}
+
+template <typename Src, typename Dst>
+struct Straight {
+  template <typename... Args>
+  static absl::Status Run(Args... args) {
+    return Pack<Src, Dst>(args...);
+  }
+};
+template <typename Src, typename Dst>
+struct Transposed {
+  template <typename... Args>
+  static absl::Status Run(Args... args) {
+    return PackTransposed<Src, Dst>(args...);
+  }
+};
+
 }  // namespace
+
+absl::Status LaunchPackTransposed(DataType src_type, const void* src, int64_t rows,
+                                  int64_t cols, int64_t ld_src, int64_t stride_src,
+                                  int64_t items, DataType dst_type, void* dst, int64_t ld_dst,
+                                  int64_t stride_dst, cudaStream_t stream) {
+  return Dispatch<Transposed>(src_type, dst_type, src, rows, cols, ld_src, stride_src, items,
+                              dst, ld_dst, stride_dst, stream);
+}
 
 absl::Status LaunchPack(DataType src_type, const void* src, int64_t rows, int64_t cols,
                         int64_t ld_src, int64_t stride_src, int64_t items,
                         DataType dst_type, void* dst, int64_t ld_dst, int64_t stride_dst,
                         cudaStream_t stream) {
-  using F32 = float;
-  using F16 = __half;
-  using BF16 = __nv_bfloat16;
-  const auto args = [&](auto f) {
-    return f(src, rows, cols, ld_src, stride_src, items, dst, ld_dst, stride_dst, stream);
-  };
-  if (dst_type == DataType::kFloat32) {
-    if (src_type == DataType::kFloat32) return args(Pack<F32, F32>);
-    if (src_type == DataType::kFloat16) return args(Pack<F16, F32>);
-    if (src_type == DataType::kBFloat16) return args(Pack<BF16, F32>);
-  } else if (dst_type == DataType::kFloat16) {
-    if (src_type == DataType::kFloat32) return args(Pack<F32, F16>);
-    if (src_type == DataType::kFloat16) return args(Pack<F16, F16>);
-  } else if (dst_type == DataType::kBFloat16) {
-    if (src_type == DataType::kFloat32) return args(Pack<F32, BF16>);
-    if (src_type == DataType::kBFloat16) return args(Pack<BF16, BF16>);
-  }
-  return absl::InternalError(absl::StrCat("pack: no conversion from ",
-                                          Sv(DataTypeName(src_type)), " to ",
-                                          Sv(DataTypeName(dst_type))));
+  return Dispatch<Straight>(src_type, dst_type, src, rows, cols, ld_src, stride_src, items, dst,
+                           ld_dst, stride_dst, stream);
 }
 
 }  // namespace gemmd::gpu::internal

@@ -37,6 +37,7 @@ struct OperandPlan {
   int64_t cols = 0;
   int64_t ld_src = 0;
   int64_t stride_src = 0;
+  bool transpose = false;  // the packer writes it transposed (k_major variants)
   int64_t items = 0;  // items the packer writes (1 for a broadcast operand)
   int64_t ld = 0;     // what the tile kernel reads
   int64_t stride = 0;
@@ -62,6 +63,10 @@ class TiledGemmKernel final : public GpuGemmKernel {
   std::string_view name() const override { return v_.name; }
   Precision precision() const override { return v_.precision; }
   int min_compute_capability() const override { return v_.min_compute_capability; }
+  bool RunsOn(int compute_capability) const override {
+    return v_.sm90a_only ? compute_capability == 90
+                         : compute_capability >= v_.min_compute_capability;
+  }
   DataType operand_type() const override { return v_.operand_type; }
   bool splits_k() const override { return v_.split_k; }
   CostProfile cost_profile() const override { return v_.profile; }
@@ -121,6 +126,8 @@ class TiledGemmKernel final : public GpuGemmKernel {
     g.splits = plan.splits;
     g.k_per_split = std::min(plan.k_per_split, p.k);
     g.blocks = CeilDiv(p.m, v_.tile_m) * CeilDiv(p.n, v_.tile_n) * p.batch * plan.splits;
+    g.pack_bytes = static_cast<int64_t>((plan.a.pack ? plan.a.ws_bytes : 0) +
+                                        (plan.b.pack ? plan.b.ws_bytes : 0));
     return g;
   }
 
@@ -158,18 +165,12 @@ class TiledGemmKernel final : public GpuGemmKernel {
     if (p.k > 0) {
       if (plan.a.pack) {
         void* dst = ws + plan.a.ws_offset;
-        GEMMD_GPU_RETURN_IF_ERROR(LaunchPack(p.a_type, a, plan.a.rows, plan.a.cols,
-                                             plan.a.ld_src, plan.a.stride_src, plan.a.items,
-                                             v_.operand_type, dst, plan.a.ld,
-                                             plan.a.rows * plan.a.ld, stream));
+        GEMMD_GPU_RETURN_IF_ERROR(Pack(p.a_type, a, plan.a, dst, stream));
         a = dst;
       }
       if (plan.b.pack) {
         void* dst = ws + plan.b.ws_offset;
-        GEMMD_GPU_RETURN_IF_ERROR(LaunchPack(p.b_type, b, plan.b.rows, plan.b.cols,
-                                             plan.b.ld_src, plan.b.stride_src, plan.b.items,
-                                             v_.operand_type, dst, plan.b.ld,
-                                             plan.b.rows * plan.b.ld, stream));
+        GEMMD_GPU_RETURN_IF_ERROR(Pack(p.b_type, b, plan.b, dst, stream));
         b = dst;
       }
     }
@@ -193,8 +194,9 @@ class TiledGemmKernel final : public GpuGemmKernel {
       t.batch = static_cast<int>(items);
       t.splits = static_cast<int>(plan.splits);
       t.k_per_split = static_cast<int>(plan.k_per_split);
-      t.trans_a = p.transpose_a;
-      t.trans_b = p.transpose_b;
+      // A transposed copy is stored the other way round.
+      t.trans_a = p.transpose_a != plan.a.transpose;
+      t.trans_b = p.transpose_b != plan.b.transpose;
       const float* c_in =
           read_c ? static_cast<const float*>(ops.c_in) + b0 * p.StrideCIn() : nullptr;
       float* c_out = static_cast<float*>(ops.c_out) + b0 * p.StrideC();
@@ -228,6 +230,16 @@ class TiledGemmKernel final : public GpuGemmKernel {
   }
 
  private:
+  absl::Status Pack(DataType in_type, const void* src, const OperandPlan& o, void* dst,
+                    cudaStream_t stream) const {
+    if (o.transpose) {
+      return LaunchPackTransposed(in_type, src, o.rows, o.cols, o.ld_src, o.stride_src,
+                                  o.items, v_.operand_type, dst, o.ld, o.cols * o.ld, stream);
+    }
+    return LaunchPack(in_type, src, o.rows, o.cols, o.ld_src, o.stride_src, o.items,
+                      v_.operand_type, dst, o.ld, o.rows * o.ld, stream);
+  }
+
   bool AcceptsInput(DataType t) const {
     switch (v_.operand_type) {
       case DataType::kFloat32:  // FP16/BF16 widen exactly
@@ -242,28 +254,33 @@ class TiledGemmKernel final : public GpuGemmKernel {
     }
   }
 
+  // `transpose`: the tile needs the stored [rows, cols] as [cols, rows].
   OperandPlan PlanOperand(DataType in_type, const void* ptr, int64_t rows, int64_t cols,
-                          int64_t stride, int64_t batch) const {
+                          int64_t stride, int64_t batch, bool transpose = false) const {
     OperandPlan o;
     o.rows = rows;
     o.cols = cols;
     o.ld_src = cols;
     o.stride_src = stride;
+    o.transpose = transpose;
     const int64_t vec = 16 / static_cast<int64_t>(DataTypeSize(v_.operand_type));
     // The tile kernels read 16-byte chunks straight from global memory; anything that
-    // breaks that (another element type, a misaligned row or item) goes through the
-    // packer first.
-    o.pack = in_type != v_.operand_type || !Aligned16(ptr) || o.ld_src % vec != 0 ||
-             (batch > 1 && stride % vec != 0);
+    // breaks that (another element type, a misaligned row or item, a layout the tile
+    // does not read) goes through the packer first.
+    o.pack = transpose || in_type != v_.operand_type || !Aligned16(ptr) ||
+             o.ld_src % vec != 0 || (batch > 1 && stride % vec != 0);
     if (!o.pack) {
       o.ld = o.ld_src;
       o.stride = stride;
       return o;
     }
-    o.ld = RoundUp(cols, vec);
+    const int64_t out_rows = transpose ? cols : rows;
+    const int64_t out_cols = transpose ? rows : cols;
+    o.ld = RoundUp(out_cols, vec);
     o.items = (stride == 0 || batch <= 1) ? 1 : batch;
-    o.stride = o.items == 1 ? 0 : rows * o.ld;
-    o.ws_bytes = static_cast<size_t>(o.items * rows * o.ld) * DataTypeSize(v_.operand_type);
+    o.stride = o.items == 1 ? 0 : out_rows * o.ld;
+    o.ws_bytes =
+        static_cast<size_t>(o.items * out_rows * o.ld) * DataTypeSize(v_.operand_type);
     return o;
   }
 
@@ -272,9 +289,11 @@ class TiledGemmKernel final : public GpuGemmKernel {
     if (!Check(p).ok() || p.batch == 0 || p.m == 0 || p.n == 0) return plan;
     if (p.k > 0) {
       plan.a = PlanOperand(p.a_type, ops.a, p.transpose_a ? p.k : p.m,
-                           p.transpose_a ? p.m : p.k, p.StrideA(), p.batch);
+                           p.transpose_a ? p.m : p.k, p.StrideA(), p.batch,
+                           v_.k_major && p.transpose_a);
       plan.b = PlanOperand(p.b_type, ops.b, p.transpose_b ? p.n : p.k,
-                           p.transpose_b ? p.k : p.n, p.StrideB(), p.batch);
+                           p.transpose_b ? p.k : p.n, p.StrideB(), p.batch,
+                           v_.k_major && !p.transpose_b);
     }
     plan.k_per_split = RoundUp(std::max<int64_t>(p.k, 1), v_.tile_k);
     if (v_.split_k && p.k > 0) {

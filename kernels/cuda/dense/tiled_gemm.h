@@ -71,6 +71,10 @@ struct TileVariant {
   int tile_n = 0;
   int tile_k = 0;
   bool split_k = false;
+  // The tile reads K-major operands only (A [M,K], B [N,K]: trans_a false, trans_b true);
+  // the others are transposed into the workspace first.
+  bool k_major = false;
+  bool sm90a_only = false;  // arch-specific code: compute capability 9.0 exactly
   CostProfile profile;
   TileLaunchFn launch = nullptr;
 };
@@ -82,6 +86,7 @@ std::unique_ptr<GpuGemmKernel> MakeTiledGemmKernel(TileVariant variant);
 // static library would drop at link time).
 void AppendSimtKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels);
 void AppendWmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels);
+void AppendWgmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels);
 
 // Copies a strided batch of `items` row-major [rows, cols] matrices (leading dimension
 // ld_src, batch stride stride_src) of type `src_type` into dense matrices with leading
@@ -91,6 +96,13 @@ absl::Status LaunchPack(DataType src_type, const void* src, int64_t rows, int64_
                         int64_t ld_src, int64_t stride_src, int64_t items,
                         DataType dst_type, void* dst, int64_t ld_dst, int64_t stride_dst,
                         cudaStream_t stream);
+
+// The same, transposed: each item's [rows, cols] source becomes a [cols, rows] matrix
+// with leading dimension ld_dst >= rows (columns [rows, ld_dst) zeros). Defined in pack.cu.
+absl::Status LaunchPackTransposed(DataType src_type, const void* src, int64_t rows,
+                                  int64_t cols, int64_t ld_src, int64_t stride_src,
+                                  int64_t items, DataType dst_type, void* dst, int64_t ld_dst,
+                                  int64_t stride_dst, cudaStream_t stream);
 
 // c[b, i, j] = alpha * sum_s partial[b, s, i, j] + beta * c_in[b, i, j] for b < batch,
 // with partial dense [batch, splits, m, n]. Defined in splitk_reduce.cu.

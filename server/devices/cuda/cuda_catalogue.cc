@@ -19,7 +19,7 @@ std::vector<KernelDescription> CudaCatalogue::Kernels() const {
   const gpu::KernelRegistry& registry = gpu::KernelRegistry::Global();
   std::vector<KernelDescription> out;
   for (const gpu::GpuGemmKernel* k : registry.kernels()) {
-    if (k->min_compute_capability() > caps_.compute_capability) continue;
+    if (!k->RunsOn(caps_.compute_capability)) continue;
     out.push_back({std::string(k->name()), KernelInput::kDense, k->precision(),
                    CapabilityString(k->min_compute_capability())});
   }

@@ -39,6 +39,7 @@ const KernelRegistry& KernelRegistry::Global() {
     internal::AppendWmmaKernels(&kernels);
 #if defined(GEMMD_HAVE_SM90A)
     internal::AppendWgmmaKernels(&kernels);
+    internal::AppendWgmmaTmaKernels(&kernels);
 #endif
     return new KernelRegistry(std::move(kernels), MakeQuantizedKernels());
   }();

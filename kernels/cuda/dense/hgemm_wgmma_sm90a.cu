@@ -35,6 +35,7 @@
 #include "kernels/cuda/common/wgmma_sm90a.cuh"
 #include "kernels/cuda/dense/block_tile.cuh"
 #include "kernels/cuda/dense/tiled_gemm.h"
+#include "kernels/cuda/dense/wgmma_epilogue.cuh"
 
 namespace gemmd::gpu::internal {
 namespace {
@@ -119,46 +120,7 @@ __global__ void __launch_bounds__(kThreads, 1) WgmmaGemmKernel(const TileArgs ar
   WgmmaWait<0>();
   FenceAccumulators(acc);
 
-  // Accumulator layout (per warpgroup, m64nN): warp w holds rows 16w..16w+15; lane
-  // (g = lane/4, q = lane%4) holds acc[4j..4j+3] = (g, 8j+2q), (g, 8j+2q+1), (g+8, 8j+2q),
-  // (g+8, 8j+2q+1).
-  float* C = args.c + tile.item * args.stride_c + tile.split * args.split_stride_c;
-  const float* C_in = args.beta != 0.0f ? args.c_in + tile.item * args.stride_c_in : nullptr;
-  const float alpha = args.alpha, beta = args.beta;
-  const int64_t ldc = args.ldc;
-  // float2 stores need an even column count, an even ldc and an 8-byte aligned C.
-  const bool pairs = args.c_vec || (N % 2 == 0 && ldc % 2 == 0 &&
-                                    (reinterpret_cast<uintptr_t>(C) & 7) == 0 &&
-                                    (C_in == nullptr || (reinterpret_cast<uintptr_t>(C_in) & 7) == 0));
-  const int w = (tid % 128) / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
-  const int row0 = m0 + wg * 64 + w * 16 + g;
-#pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) {
-    const int col = n0 + j * 8 + 2 * q;
-    if (col >= N) continue;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + 8 * h;
-      if (row >= M) continue;
-      const int64_t off = int64_t(row) * ldc + col;
-      float v0 = alpha * acc[4 * j + 2 * h], v1 = alpha * acc[4 * j + 2 * h + 1];
-      if (pairs) {
-        if (C_in != nullptr) {
-          const float2 old = *reinterpret_cast<const float2*>(C_in + off);
-          v0 = fmaf(beta, old.x, v0);
-          v1 = fmaf(beta, old.y, v1);
-        }
-        *reinterpret_cast<float2*>(C + off) = make_float2(v0, v1);
-      } else {
-        if (C_in != nullptr) v0 = fmaf(beta, C_in[off], v0);
-        C[off] = v0;
-        if (col + 1 < N) {
-          if (C_in != nullptr) v1 = fmaf(beta, C_in[off + 1], v1);
-          C[off + 1] = v1;
-        }
-      }
-    }
-  }
+  StoreWarpgroupTile(args, tile, wg * 64, tid % 128, acc);
 #else
   __trap();  // only the sm_90a image of this kernel is ever launched
 #endif

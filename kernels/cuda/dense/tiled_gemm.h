@@ -87,6 +87,7 @@ std::unique_ptr<GpuGemmKernel> MakeTiledGemmKernel(TileVariant variant);
 void AppendSimtKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels);
 void AppendWmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels);
 void AppendWgmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels);
+void AppendWgmmaTmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels);
 
 // Copies a strided batch of `items` row-major [rows, cols] matrices (leading dimension
 // ld_src, batch stride stride_src) of type `src_type` into dense matrices with leading

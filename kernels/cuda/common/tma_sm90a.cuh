@@ -1,0 +1,68 @@
+// Hopper's tensor memory accelerator (TMA) and shared-memory barriers (mbarrier), for the
+// sm_90a kernels: a producer thread asks the copy engine for a tile and the barrier
+// counts the bytes as they land; consumers wait on the barrier's phase.
+#ifndef GEMMD_KERNELS_CUDA_COMMON_TMA_SM90A_CUH_
+#define GEMMD_KERNELS_CUDA_COMMON_TMA_SM90A_CUH_
+
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace gemmd::gpu::internal {
+
+// `bar` is a shared-memory address (cvta to shared) of an 8-byte barrier.
+__device__ __forceinline__ void MbarInit(uint32_t bar, int arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+}
+// Barrier initialisation visible to the copy engine (the async proxy) and the block.
+__device__ __forceinline__ void MbarInitFence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// One arrival that also announces `bytes` still to come from the copy engine.
+__device__ __forceinline__ void MbarArriveExpectTx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void MbarArrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Waits until the barrier's phase with this parity has completed.
+__device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// Copies the box at (c0, c1, c2) of a 3-D tensor map into shared memory at `dst`,
+// completing `bytes` on `bar` (the caller announced them with MbarArriveExpectTx).
+__device__ __forceinline__ void TmaLoad3d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                          int c2, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+      "[%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
+
+// Register budgets of warp-specialised kernels (the kernel needs a register cap at entry:
+// __launch_bounds__(threads, 1)).
+template <int kRegisters>
+__device__ __forceinline__ void SetMaxRegistersDown() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void SetMaxRegistersUp() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
+}  // namespace gemmd::gpu::internal
+
+#endif  // GEMMD_KERNELS_CUDA_COMMON_TMA_SM90A_CUH_

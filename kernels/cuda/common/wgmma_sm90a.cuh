@@ -32,6 +32,14 @@ __device__ __forceinline__ uint64_t SmemDesc(uint32_t addr) {
          (uint64_t{1} << 62);
 }
 
+// The same for an MN-major operand: 64-element rows along M/N, one per K index, in
+// 1024-byte atoms of 8 K; `lbo`: bytes from one 64-wide M/N block to the next, `sbo`:
+// bytes from one group of 8 K to the next.
+__device__ __forceinline__ uint64_t SmemDescMn(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return uint64_t{(addr & 0x3FFFFu) >> 4} | (uint64_t{lbo >> 4} << 16) |
+         (uint64_t{sbo >> 4} << 32) | (uint64_t{1} << 62);
+}
+
 // Pins the accumulators in their registers across the asynchronous wgmma: without it the
 // compiler may move them while a wgmma is in flight, and ptxas then serializes the wgmmas.
 __device__ __forceinline__ void FenceAccumulators(int (&d)[128]) {
@@ -95,33 +103,32 @@ __device__ __forceinline__ void WgmmaS8M64N256K32(int (&d)[128], uint64_t desc_a
   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
 
 // D (64x256 FP32, this warpgroup's accumulators) += A (64x16) * B (256x16)^T of FP16
-// (or BF16 with kBf16), both K-major in shared memory behind descriptors. Asynchronous: the caller fences,
+// (or BF16 with kBf16), both K-major in shared memory behind descriptors (B N-major
+// with kTransB). Asynchronous: the caller fences,
 // commits and waits (wgmma.fence / commit_group / wait_group).
-template <bool kBf16>
+// One m64n256k16 wgmma of 16-bit operands; the strings say the input type and whether B
+// is N-major in shared memory (imm-trans-b).
+#define GEMMD_WGMMA_HALF(TYPE, TRANS_B)                                                    \
+  asm volatile("{\n"                                                                      \
+               ".reg .pred p;\n"                                                          \
+               "setp.ne.b32 p, %130, 0;\n"                                                \
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " "            \
+               GEMMD_WGMMA_D128 "%128, %129, p, 1, 1, 0, " TRANS_B ";\n"                  \
+               "}\n"                                                                      \
+               : GEMMD_WGMMA_F32_OUT(d)                                                   \
+               : "l"(desc_a), "l"(desc_b), "r"(1))
+
+template <bool kBf16, bool kTransB = false>
 __device__ __forceinline__ void WgmmaHalfM64N256K16(float (&d)[128], uint64_t desc_a,
                                                     uint64_t desc_b) {
-  if constexpr (kBf16) {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "setp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-        GEMMD_WGMMA_D128
-        "%128, %129, p, 1, 1, 0, 0;\n"
-        "}\n"
-        : GEMMD_WGMMA_F32_OUT(d)
-        : "l"(desc_a), "l"(desc_b), "r"(1));
+  if constexpr (kBf16 && kTransB) {
+    GEMMD_WGMMA_HALF("bf16", "1");
+  } else if constexpr (kBf16) {
+    GEMMD_WGMMA_HALF("bf16", "0");
+  } else if constexpr (kTransB) {
+    GEMMD_WGMMA_HALF("f16", "1");
   } else {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "setp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
-        GEMMD_WGMMA_D128
-        "%128, %129, p, 1, 1, 0, 0;\n"
-        "}\n"
-        : GEMMD_WGMMA_F32_OUT(d)
-        : "l"(desc_a), "l"(desc_b), "r"(1));
+    GEMMD_WGMMA_HALF("f16", "0");
   }
 }
 __device__ __forceinline__ void WgmmaF16M64N256K16(float (&d)[128], uint64_t desc_a,
@@ -146,6 +153,7 @@ __device__ __forceinline__ void WgmmaWait() {
 
 #undef GEMMD_WGMMA_D128
 #undef GEMMD_WGMMA_F32_OUT
+#undef GEMMD_WGMMA_HALF
 
 }  // namespace gemmd::gpu::internal
 

@@ -1,20 +1,25 @@
-// Hopper GEMM, step 2 of the wgmma ladder: TMA loads and warp specialisation
-// (hgemm_wgmma_tma_* FP16, bgemm_wgmma_tma_* BF16; FP32 accumulation and output; sm_90a).
+// Hopper GEMM, steps 2 and 3 of the wgmma ladder: TMA loads and warp specialisation, and
+// B read as stored (hgemm_wgmma_tma_* FP16, bgemm_wgmma_tma_* BF16; FP32 accumulation and
+// output; sm_90a).
 //
 // Why: in step 1 (hgemm_wgmma_sm90a.cu) every thread issues cp.async for each K step and
 // the whole block meets at a barrier before each step's wgmmas, so the tensor cores wait
-// on address arithmetic, copy issue and the slowest warp.
+// on address arithmetic, copy issue and the slowest warp; and a B stored [K, N] first
+// needs a transposed copy.
 // How: three warpgroups. The producer (one thread of warpgroup 0, its registers given
 // back with setmaxnreg) asks the copy engine (TMA) for each K step's A and B boxes, 3-D
-// tensor maps (K, rows, batch item) with the 128-byte swizzle the wgmma descriptors
+// tensor maps (inner, rows, batch item) with the 128-byte swizzle the wgmma descriptors
 // read, zero-filled past every edge; a "full" mbarrier per stage counts the bytes in. The
 // two consumer warpgroups (64 x 256 each, m64n256k16, 128 FP32 accumulators) wait on
 // it, issue their four wgmmas, and once a step's wgmmas have retired (wait_group 1 at
 // the next step) release its stage on an "empty" mbarrier the producer waits on before
-// refilling. No block-wide barrier in the main loop. Same tile (128x256x64, 4 stages)
-// and the same epilogue as step 1; operands K-major (TileVariant::k_major).
-// What it buys (H200, the transposed copy of B included): 74.5% of cuBLAS FP16 at 4096^3
-// and 78.8% at 8192^3, against step 1's 62.7% and 59.3% in the same run.
+// refilling. No block-wide barrier in the main loop. A is K-major ([M, K]); B is either
+// [N, K] or [K, N], the latter loaded as four 64 x 64 N-major boxes per stage and read
+// by the wgmma transposed (imm-trans-b), with no copy. Same tile (128x256x64, 4 stages)
+// and epilogue as step 1.
+// What it buys (H200, gemm-bench, docs/KERNELS.md): TMA and specialisation took FP16
+// 4096^3 from 62.7% to 74.5% of cuBLAS (the transposed copy of B still included);
+// reading B as stored took it to 94.2% (8192^3: 97.5%).
 // Built only for sm_90a; registered to run on 9.0 alone.
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -43,11 +48,15 @@ constexpr int kRowBytes = kBK * 2;
 constexpr int kStageA = kBM * kRowBytes, kStageB = kBN * kRowBytes;
 constexpr int kStageBytes = kStageA + kStageB;
 constexpr int kBarrierBytes = 2 * kStages * 8;
+constexpr int kMnBlockBytes = kBK * 128;  // an N-major B box: 64 K rows of 64 N (128 bytes)
 constexpr int kSmemBytes = kStages * kStageBytes + kBarrierBytes + 1024;  // + alignment
 static_assert(kSmemBytes <= 227 * 1024, "one block per SM must fit");
 static_assert(kRowBytes == 128, "one 128-byte swizzle row per tile row");
 
-template <bool kBf16>
+// kBMn: B is stored [K, N] (N-major) and read so, as 4 boxes of 64 N x 64 K per stage
+// (each 64 rows of 128 bytes, one per K index), the wgmma reading it transposed;
+// otherwise B is [N, K] like A.
+template <bool kBf16, bool kBMn>
 __global__ void __launch_bounds__(kThreads, 1)
     WgmmaTmaGemmKernel(const __grid_constant__ CUtensorMap map_a,
                        const __grid_constant__ CUtensorMap map_b, const TileArgs args) {
@@ -81,7 +90,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         MbarArriveExpectTx(full + s * 8, kStageBytes);
         const int k0 = tile.k_begin + kt * kBK;
         TmaLoad3d(stage, &map_a, k0, tile.m0, item_a, full + s * 8);
-        TmaLoad3d(stage + kStageA, &map_b, k0, tile.n0, item_b, full + s * 8);
+        if constexpr (kBMn) {
+#pragma unroll
+          for (int j = 0; j < kBN / 64; ++j) {
+            TmaLoad3d(stage + kStageA + j * kMnBlockBytes, &map_b, tile.n0 + 64 * j, k0, item_b,
+                      full + s * 8);
+          }
+        } else {
+          TmaLoad3d(stage + kStageA, &map_b, k0, tile.n0, item_b, full + s * 8);
+        }
       }
     }
     return;
@@ -97,13 +114,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     MbarWait(full + s * 8, (kt / kStages) & 1);
     const uint32_t stage = base + s * kStageBytes;
     const uint64_t desc_a = SmemDesc(stage + consumer * 64 * kRowBytes);
-    const uint64_t desc_b = SmemDesc(stage + kStageA);
+    // N-major B: 64-wide N blocks kMnBlockBytes apart, groups of 8 K 1024 bytes apart.
+    const uint64_t desc_b = kBMn ? SmemDescMn(stage + kStageA, kMnBlockBytes, 1024)
+                                 : SmemDesc(stage + kStageA);
     FenceAccumulators(acc);
     WgmmaFence();
 #pragma unroll
     for (int k = 0; k < kBK / 16; ++k) {
-      // +32 bytes along K inside the swizzled row: the hardware applies the XOR.
-      WgmmaHalfM64N256K16<kBf16>(acc, desc_a + 2 * k, desc_b + 2 * k);
+      // K-major: +32 bytes along K inside the swizzled row (the hardware applies the
+      // XOR); N-major: +2048 bytes, two groups of 8 K rows.
+      WgmmaHalfM64N256K16<kBf16, kBMn>(acc, desc_a + 2 * k, desc_b + (kBMn ? 128 : 2) * k);
     }
     WgmmaCommit();
     WgmmaWait<1>();  // step kt - 1's wgmmas have retired: its stage can be refilled
@@ -135,20 +155,21 @@ EncodeTiledFn EncodeTiled() {
   return fn;
 }
 
-// A [items, rows, k] operand (row stride ld, item stride `stride` elements; 0: one item
-// for all) as a tensor map of boxes of 64 K-elements x box_rows rows, 128-byte swizzle.
-absl::Status MakeMap(CUtensorMap* map, bool bf16, const void* base, int64_t k, int64_t rows,
-                     int64_t ld, int64_t stride, int items, int box_rows) {
+// An [items, outer, inner] operand (row stride ld, item stride `stride` elements; 0: one
+// item for all) as a tensor map of boxes of 64 inner elements (128 bytes) x box_outer
+// rows, 128-byte swizzle, zeros past every edge.
+absl::Status MakeMap(CUtensorMap* map, bool bf16, const void* base, int64_t inner,
+                     int64_t outer, int64_t ld, int64_t stride, int items, int box_outer) {
   const EncodeTiledFn encode = EncodeTiled();
   if (encode == nullptr) {
     return absl::InternalError("the CUDA driver has no cuTensorMapEncodeTiled");
   }
   const bool batched = stride != 0 && items > 1;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows),
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer),
                               static_cast<cuuint64_t>(batched ? items : 1)};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(ld * 2),
-                                 static_cast<cuuint64_t>((batched ? stride : rows * ld) * 2)};
-  const cuuint32_t box[3] = {kBK, static_cast<cuuint32_t>(box_rows), 1};
+                                 static_cast<cuuint64_t>((batched ? stride : outer * ld) * 2)};
+  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(box_outer), 1};
   const cuuint32_t element_strides[3] = {1, 1, 1};
   const CUresult r = encode(
       map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
@@ -157,27 +178,24 @@ absl::Status MakeMap(CUtensorMap* map, bool bf16, const void* base, int64_t k, i
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     return absl::InternalError(absl::StrCat("cuTensorMapEncodeTiled failed (CUresult ", r,
-                                            ") for k=", k, " rows=", rows, " ld=", ld,
+                                            ") for inner=", inner, " outer=", outer, " ld=", ld,
                                             " stride=", stride, " items=", items));
   }
   return absl::OkStatus();
 }
 
-template <bool kBf16>
-absl::Status LaunchWgmmaTma(const TileArgs& t, cudaStream_t stream) {
-  if (t.k > 0 && (t.trans_a || !t.trans_b)) {  // k == 0: no operand is read
-    return absl::InternalError("the wgmma tile reads K-major operands only (A [M,K], B [N,K])");
-  }
-  if (t.splits != 1) return absl::InternalError("the TMA wgmma tile does not split K");
+template <bool kBf16, bool kBMn>
+absl::Status LaunchWgmmaTmaLayout(const TileArgs& t, cudaStream_t stream) {
   CUtensorMap map_a{}, map_b{};
   if (t.k > 0) {
     GEMMD_GPU_RETURN_IF_ERROR(
         MakeMap(&map_a, kBf16, t.a, t.k, t.m, t.lda, t.stride_a, t.batch, kBM));
     GEMMD_GPU_RETURN_IF_ERROR(
-        MakeMap(&map_b, kBf16, t.b, t.k, t.n, t.ldb, t.stride_b, t.batch, kBN));
+        kBMn ? MakeMap(&map_b, kBf16, t.b, t.n, t.k, t.ldb, t.stride_b, t.batch, kBK)
+             : MakeMap(&map_b, kBf16, t.b, t.k, t.n, t.ldb, t.stride_b, t.batch, kBN));
   }
   static std::atomic<uint64_t> configured{0};
-  const auto kernel = &WgmmaTmaGemmKernel<kBf16>;
+  const auto kernel = &WgmmaTmaGemmKernel<kBf16, kBMn>;
   GEMMD_GPU_RETURN_IF_ERROR(
       EnsureDynamicSmem(reinterpret_cast<const void*>(kernel), kSmemBytes, &configured));
   const int64_t tiles = static_cast<int64_t>((t.m + kBM - 1) / kBM) * ((t.n + kBN - 1) / kBN);
@@ -185,6 +203,16 @@ absl::Status LaunchWgmmaTma(const TileArgs& t, cudaStream_t stream) {
   kernel<<<grid, kThreads, kSmemBytes, stream>>>(map_a, map_b, t);
   RETURN_IF_CUDA_ERROR(cudaGetLastError());
   return absl::OkStatus();
+}
+
+template <bool kBf16>
+absl::Status LaunchWgmmaTma(const TileArgs& t, cudaStream_t stream) {
+  if (t.k > 0 && t.trans_a) {  // k == 0: no operand is read
+    return absl::InternalError("the wgmma tile reads A K-major only (A [M,K])");
+  }
+  if (t.splits != 1) return absl::InternalError("the TMA wgmma tile does not split K");
+  return t.trans_b ? LaunchWgmmaTmaLayout<kBf16, false>(t, stream)
+                   : LaunchWgmmaTmaLayout<kBf16, true>(t, stream);
 }
 
 TileVariant WgmmaTma(const char* name, DataType operand_type, TileLaunchFn launch,
@@ -196,6 +224,7 @@ TileVariant WgmmaTma(const char* name, DataType operand_type, TileLaunchFn launc
   v.min_compute_capability = 90;
   v.sm90a_only = true;
   v.k_major = true;
+  v.b_either_major = true;
   v.tile_m = kBM;
   v.tile_n = kBN;
   v.tile_k = kBK;
@@ -207,10 +236,10 @@ TileVariant WgmmaTma(const char* name, DataType operand_type, TileLaunchFn launc
 
 }  // namespace
 
-// Cost profile (TFLOP/s, blocks per SM): H200, gemm-bench 2026-12-03 (552-621 at 4096^3
+// Cost profile (TFLOP/s, blocks per SM): H200, gemm-bench 2026-12-03 (689-726 at 4096^3
 // and 8192^3, FP16 and BF16).
 void AppendWgmmaTmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels) {
-  constexpr CostProfile kProfile{570.0, 1};
+  constexpr CostProfile kProfile{700.0, 1};
   kernels->push_back(MakeTiledGemmKernel(WgmmaTma(
       "hgemm_wgmma_tma_128x256x64_s4", DataType::kFloat16, &LaunchWgmmaTma<false>, kProfile)));
   kernels->push_back(MakeTiledGemmKernel(WgmmaTma(

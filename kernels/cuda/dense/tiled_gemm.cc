@@ -293,7 +293,7 @@ class TiledGemmKernel final : public GpuGemmKernel {
                            v_.k_major && p.transpose_a);
       plan.b = PlanOperand(p.b_type, ops.b, p.transpose_b ? p.n : p.k,
                            p.transpose_b ? p.k : p.n, p.StrideB(), p.batch,
-                           v_.k_major && !p.transpose_b);
+                           v_.k_major && !v_.b_either_major && !p.transpose_b);
     }
     plan.k_per_split = RoundUp(std::max<int64_t>(p.k, 1), v_.tile_k);
     if (v_.split_k && p.k > 0) {

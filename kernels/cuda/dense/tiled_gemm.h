@@ -74,6 +74,8 @@ struct TileVariant {
   // The tile reads K-major operands only (A [M,K], B [N,K]: trans_a false, trans_b true);
   // the others are transposed into the workspace first.
   bool k_major = false;
+  // ... except B, which it also reads stored [K, N] (trans_b false) as it is.
+  bool b_either_major = false;
   bool sm90a_only = false;  // arch-specific code: compute capability 9.0 exactly
   CostProfile profile;
   TileLaunchFn launch = nullptr;

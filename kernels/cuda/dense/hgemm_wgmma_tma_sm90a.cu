@@ -1,6 +1,7 @@
 // Hopper GEMM, steps 2 and 3 of the wgmma ladder: TMA loads and warp specialisation, and
 // B read as stored (hgemm_wgmma_tma_* FP16, bgemm_wgmma_tma_* BF16; FP32 accumulation and
-// output; sm_90a).
+// output; sm_90a). Two tiles: 128x256 (two consumer warpgroups) for large problems, and
+// 64x256 (one) with split-K for skinny ones.
 //
 // Why: in step 1 (hgemm_wgmma_sm90a.cu) every thread issues cp.async for each K step and
 // the whole block meets at a barrier before each step's wgmmas, so the tensor cores wait
@@ -42,25 +43,34 @@
 namespace gemmd::gpu::internal {
 namespace {
 
-constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = 4;
-constexpr int kConsumers = 2, kThreads = 128 * (kConsumers + 1);
+constexpr int kBN = 256, kBK = 64, kStages = 4;
 constexpr int kRowBytes = kBK * 2;
-constexpr int kStageA = kBM * kRowBytes, kStageB = kBN * kRowBytes;
-constexpr int kStageBytes = kStageA + kStageB;
+constexpr int kStageB = kBN * kRowBytes;
 constexpr int kBarrierBytes = 2 * kStages * 8;
 constexpr int kMnBlockBytes = kBK * 128;  // an N-major B box: 64 K rows of 64 N (128 bytes)
-constexpr int kSmemBytes = kStages * kStageBytes + kBarrierBytes + 1024;  // + alignment
-static_assert(kSmemBytes <= 227 * 1024, "one block per SM must fit");
 static_assert(kRowBytes == 128, "one 128-byte swizzle row per tile row");
+
+// The tile of kConsumers consumer warpgroups (64 rows each) and one producer.
+template <int kConsumers>
+struct TmaTile {
+  static constexpr int kBM = 64 * kConsumers;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kStageA = kBM * kRowBytes;
+  static constexpr int kStageBytes = kStageA + kStageB;
+  static constexpr int kSmemBytes = kStages * kStageBytes + kBarrierBytes + 1024;  // + align
+  static_assert(kSmemBytes <= 227 * 1024, "one block per SM must fit");
+};
 
 // kBMn: B is stored [K, N] (N-major) and read so, as 4 boxes of 64 N x 64 K per stage
 // (each 64 rows of 128 bytes, one per K index), the wgmma reading it transposed;
 // otherwise B is [N, K] like A.
-template <bool kBf16, bool kBMn>
-__global__ void __launch_bounds__(kThreads, 1)
+template <bool kBf16, bool kBMn, int kConsumers>
+__global__ void __launch_bounds__(TmaTile<kConsumers>::kThreads, 1)
     WgmmaTmaGemmKernel(const __grid_constant__ CUtensorMap map_a,
                        const __grid_constant__ CUtensorMap map_b, const TileArgs args) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tile = TmaTile<kConsumers>;
+  constexpr int kBM = Tile::kBM, kStageA = Tile::kStageA, kStageBytes = Tile::kStageBytes;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t base = (raw + 1023u) & ~1023u;  // the swizzle atoms are 1024-aligned
@@ -184,39 +194,44 @@ absl::Status MakeMap(CUtensorMap* map, bool bf16, const void* base, int64_t inne
   return absl::OkStatus();
 }
 
-template <bool kBf16, bool kBMn>
+template <bool kBf16, bool kBMn, int kConsumers>
 absl::Status LaunchWgmmaTmaLayout(const TileArgs& t, cudaStream_t stream) {
+  using Tile = TmaTile<kConsumers>;
   CUtensorMap map_a{}, map_b{};
   if (t.k > 0) {
     GEMMD_GPU_RETURN_IF_ERROR(
-        MakeMap(&map_a, kBf16, t.a, t.k, t.m, t.lda, t.stride_a, t.batch, kBM));
+        MakeMap(&map_a, kBf16, t.a, t.k, t.m, t.lda, t.stride_a, t.batch, Tile::kBM));
     GEMMD_GPU_RETURN_IF_ERROR(
         kBMn ? MakeMap(&map_b, kBf16, t.b, t.n, t.k, t.ldb, t.stride_b, t.batch, kBK)
              : MakeMap(&map_b, kBf16, t.b, t.k, t.n, t.ldb, t.stride_b, t.batch, kBN));
   }
   static std::atomic<uint64_t> configured{0};
-  const auto kernel = &WgmmaTmaGemmKernel<kBf16, kBMn>;
+  const auto kernel = &WgmmaTmaGemmKernel<kBf16, kBMn, kConsumers>;
   GEMMD_GPU_RETURN_IF_ERROR(
-      EnsureDynamicSmem(reinterpret_cast<const void*>(kernel), kSmemBytes, &configured));
-  const int64_t tiles = static_cast<int64_t>((t.m + kBM - 1) / kBM) * ((t.n + kBN - 1) / kBN);
-  const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(t.batch));
-  kernel<<<grid, kThreads, kSmemBytes, stream>>>(map_a, map_b, t);
+      EnsureDynamicSmem(reinterpret_cast<const void*>(kernel), Tile::kSmemBytes, &configured));
+  const int64_t tiles =
+      static_cast<int64_t>((t.m + Tile::kBM - 1) / Tile::kBM) * ((t.n + kBN - 1) / kBN);
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(t.splits),
+                  static_cast<unsigned>(t.batch));
+  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(map_a, map_b, t);
   RETURN_IF_CUDA_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 
-template <bool kBf16>
+// K slices (split-K, grid.y) need no care: a slice's K range is whole 64-element steps
+// but the last, whose end is K itself, where the tensor map reads zeros.
+template <bool kBf16, int kConsumers>
 absl::Status LaunchWgmmaTma(const TileArgs& t, cudaStream_t stream) {
   if (t.k > 0 && t.trans_a) {  // k == 0: no operand is read
     return absl::InternalError("the wgmma tile reads A K-major only (A [M,K])");
   }
-  if (t.splits != 1) return absl::InternalError("the TMA wgmma tile does not split K");
-  return t.trans_b ? LaunchWgmmaTmaLayout<kBf16, false>(t, stream)
-                   : LaunchWgmmaTmaLayout<kBf16, true>(t, stream);
+  return t.trans_b ? LaunchWgmmaTmaLayout<kBf16, false, kConsumers>(t, stream)
+                   : LaunchWgmmaTmaLayout<kBf16, true, kConsumers>(t, stream);
 }
 
+template <int kConsumers>
 TileVariant WgmmaTma(const char* name, DataType operand_type, TileLaunchFn launch,
-                     CostProfile profile) {
+                     CostProfile profile, bool split_k) {
   TileVariant v;
   v.name = name;
   v.precision = Precision::kFp16Tensor;
@@ -225,10 +240,12 @@ TileVariant WgmmaTma(const char* name, DataType operand_type, TileLaunchFn launc
   v.sm90a_only = true;
   v.k_major = true;
   v.b_either_major = true;
-  v.tile_m = kBM;
+  v.tile_m = TmaTile<kConsumers>::kBM;
   v.tile_n = kBN;
   v.tile_k = kBK;
-  v.split_k = false;
+  v.split_k = split_k;
+  // One block per SM: about one wave of slices on 132 SMs.
+  v.split_k_target_blocks = 128;
   v.profile = profile;
   v.launch = launch;
   return v;
@@ -236,14 +253,24 @@ TileVariant WgmmaTma(const char* name, DataType operand_type, TileLaunchFn launc
 
 }  // namespace
 
-// Cost profile (TFLOP/s, blocks per SM): H200, gemm-bench 2026-12-03 (689-726 at 4096^3
-// and 8192^3, FP16 and BF16).
+// Cost profiles (TFLOP/s, blocks per SM): H200, gemm-bench 2026-12-03. The 128-row tile:
+// 669-752 at 4096^3 and 8192^3, FP16 and BF16. The 64-row split-K tile is there for
+// skinny problems (M <= 64: 1, 16, 64 x 8192^2 at 87%, 90%, 77% of cuBLAS); its rate is
+// set below the large tile's so that it is not chosen for square ones.
 void AppendWgmmaTmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels) {
-  constexpr CostProfile kProfile{700.0, 1};
-  kernels->push_back(MakeTiledGemmKernel(WgmmaTma(
-      "hgemm_wgmma_tma_128x256x64_s4", DataType::kFloat16, &LaunchWgmmaTma<false>, kProfile)));
-  kernels->push_back(MakeTiledGemmKernel(WgmmaTma(
-      "bgemm_wgmma_tma_128x256x64_s4", DataType::kBFloat16, &LaunchWgmmaTma<true>, kProfile)));
+  constexpr CostProfile kLarge{700.0, 1}, kSkinny{450.0, 1};
+  kernels->push_back(MakeTiledGemmKernel(
+      WgmmaTma<2>("hgemm_wgmma_tma_128x256x64_s4", DataType::kFloat16,
+                  &LaunchWgmmaTma<false, 2>, kLarge, false)));
+  kernels->push_back(MakeTiledGemmKernel(
+      WgmmaTma<2>("bgemm_wgmma_tma_128x256x64_s4", DataType::kBFloat16,
+                  &LaunchWgmmaTma<true, 2>, kLarge, false)));
+  kernels->push_back(MakeTiledGemmKernel(
+      WgmmaTma<1>("hgemm_wgmma_tma_64x256x64_s4_splitk", DataType::kFloat16,
+                  &LaunchWgmmaTma<false, 1>, kSkinny, true)));
+  kernels->push_back(MakeTiledGemmKernel(
+      WgmmaTma<1>("bgemm_wgmma_tma_64x256x64_s4_splitk", DataType::kBFloat16,
+                  &LaunchWgmmaTma<true, 1>, kSkinny, true)));
 }
 
 }  // namespace gemmd::gpu::internal

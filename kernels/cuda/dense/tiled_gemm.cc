@@ -299,8 +299,10 @@ class TiledGemmKernel final : public GpuGemmKernel {
     if (v_.split_k && p.k > 0) {
       const int64_t tiles =
           CeilDiv(p.m, v_.tile_m) * CeilDiv(p.n, v_.tile_n) * std::min(p.batch, kMaxGridZ);
-      if (tiles < kSplitKTargetBlocks) {
-        int64_t splits = std::min({CeilDiv(kSplitKTargetBlocks, tiles), p.k / kSplitKMinK,
+      const int64_t target =
+          v_.split_k_target_blocks > 0 ? v_.split_k_target_blocks : kSplitKTargetBlocks;
+      if (tiles < target) {
+        int64_t splits = std::min({CeilDiv(target, tiles), p.k / kSplitKMinK,
                                    kMaxSplits, kMaxGridY});
         if (splits > 1) {
           plan.k_per_split = RoundUp(CeilDiv(p.k, splits), v_.tile_k);

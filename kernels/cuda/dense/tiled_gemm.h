@@ -71,6 +71,7 @@ struct TileVariant {
   int tile_n = 0;
   int tile_k = 0;
   bool split_k = false;
+  int64_t split_k_target_blocks = 0;  // blocks split-K aims at (0: the family default)
   // The tile reads K-major operands only (A [M,K], B [N,K]: trans_a false, trans_b true);
   // the others are transposed into the workspace first.
   bool k_major = false;

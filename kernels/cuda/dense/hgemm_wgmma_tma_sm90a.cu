@@ -23,7 +23,6 @@
 // reading B as stored took it to 94.2% (8192^3: 97.5%).
 // Built only for sm_90a; registered to run on 9.0 alone.
 #include <cuda.h>
-#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -31,9 +30,9 @@
 #include <memory>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "kernels/cuda/common/cuda_status.h"
 #include "kernels/cuda/common/dynamic_smem.h"
+#include "kernels/cuda/common/tensor_map.h"
 #include "kernels/cuda/common/tma_sm90a.cuh"
 #include "kernels/cuda/common/wgmma_sm90a.cuh"
 #include "kernels/cuda/dense/block_tile.cuh"
@@ -148,50 +147,12 @@ __global__ void __launch_bounds__(TmaTile<kConsumers>::kThreads, 1)
 #endif
 }
 
-using EncodeTiledFn = PFN_cuTensorMapEncodeTiled_v12000;
-
-// The driver's cuTensorMapEncodeTiled, through the runtime (no link to libcuda).
-EncodeTiledFn EncodeTiled() {
-  static const EncodeTiledFn fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult query;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
-                                         &query) != cudaSuccess ||
-        query != cudaDriverEntryPointSuccess) {
-      return static_cast<EncodeTiledFn>(nullptr);
-    }
-    return reinterpret_cast<EncodeTiledFn>(f);
-  }();
-  return fn;
-}
-
-// An [items, outer, inner] operand (row stride ld, item stride `stride` elements; 0: one
-// item for all) as a tensor map of boxes of 64 inner elements (128 bytes) x box_outer
-// rows, 128-byte swizzle, zeros past every edge.
+// A 16-bit operand's tensor map: boxes of 64 inner elements (128 bytes) x box_outer rows.
 absl::Status MakeMap(CUtensorMap* map, bool bf16, const void* base, int64_t inner,
                      int64_t outer, int64_t ld, int64_t stride, int items, int box_outer) {
-  const EncodeTiledFn encode = EncodeTiled();
-  if (encode == nullptr) {
-    return absl::InternalError("the CUDA driver has no cuTensorMapEncodeTiled");
-  }
-  const bool batched = stride != 0 && items > 1;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer),
-                              static_cast<cuuint64_t>(batched ? items : 1)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(ld * 2),
-                                 static_cast<cuuint64_t>((batched ? stride : outer * ld) * 2)};
-  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(box_outer), 1};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUresult r = encode(
-      map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
-      const_cast<void*>(base), dims, strides, box, element_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    return absl::InternalError(absl::StrCat("cuTensorMapEncodeTiled failed (CUresult ", r,
-                                            ") for inner=", inner, " outer=", outer, " ld=", ld,
-                                            " stride=", stride, " items=", items));
-  }
-  return absl::OkStatus();
+  return MakeTensorMap3d(
+      map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, base,
+      inner, outer, ld, stride, items, 64, box_outer);
 }
 
 template <bool kBf16, bool kBMn, int kConsumers>

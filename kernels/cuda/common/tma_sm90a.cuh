@@ -19,6 +19,19 @@ __device__ __forceinline__ void MbarInitFence() {
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+// A ring of kStages stages: per stage a "full" barrier (the producer's arrival and the
+// copy engine's bytes) and an "empty" one (one arrival per consumer warpgroup), 8 bytes
+// apart each. One thread makes them; the block syncs before using them.
+template <int kStages>
+__device__ __forceinline__ void InitRingBarriers(uint32_t full, uint32_t empty, int consumers) {
+#pragma unroll
+  for (int s = 0; s < kStages; ++s) {
+    MbarInit(full + s * 8, 1);
+    MbarInit(empty + s * 8, consumers);
+  }
+  MbarInitFence();
+}
+
 // One arrival that also announces `bytes` still to come from the copy engine.
 __device__ __forceinline__ void MbarArriveExpectTx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),

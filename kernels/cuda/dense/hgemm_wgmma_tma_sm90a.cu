@@ -76,14 +76,7 @@ __global__ void __launch_bounds__(TmaTile<kConsumers>::kThreads, 1)
   const uint32_t full = base + kStages * kStageBytes, empty = full + kStages * 8;
   const BlockTile tile = BlockTileOf<kBM, kBN, kBK>(args);
   const int wg = threadIdx.x / 128, num_k = tile.num_k;
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int s = 0; s < kStages; ++s) {
-      MbarInit(full + s * 8, 1);
-      MbarInit(empty + s * 8, kConsumers);
-    }
-    MbarInitFence();
-  }
+  if (threadIdx.x == 0) InitRingBarriers<kStages>(full, empty, kConsumers);
   __syncthreads();
 
   if (wg == 0) {

@@ -51,14 +51,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t base = block.base;
   const uint32_t full = base + kStages * kStageBytes, empty = full + kStages * 8;
   const int m0 = block.m0, n0 = block.n0, num_k = block.num_k, wg = threadIdx.x / 128;
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int s = 0; s < kStages; ++s) {
-      MbarInit(full + s * 8, 1);
-      MbarInit(empty + s * 8, kConsumers);
-    }
-    MbarInitFence();
-  }
+  if (threadIdx.x == 0) InitRingBarriers<kStages>(full, empty, kConsumers);
   __syncthreads();
 
   if (wg == 0) {  // the producer: one thread asks the copy engine for each K step

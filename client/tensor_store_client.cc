@@ -136,6 +136,7 @@ absl::StatusOr<std::string> TensorStoreClient::Put(gemm::v1::TensorHeader header
   }
   header.set_ttl_s(options.ttl_s);
   header.set_label(options.label);
+  header.set_device(options.device);
   const int parts = UploadConnections(rows->data_bytes() + rows->scales_bytes(), rows->rows,
                                       options.connections);
   if (parts == 1) {

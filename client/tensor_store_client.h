@@ -48,6 +48,9 @@ inline constexpr int kDefaultUploadConnections = 8;
 struct PutOptions {
   uint32_t ttl_s = 0;  // the server drops the tensor this long after the upload; 0 = never
   std::string label;   // shown by ListTensors (the server takes up to 256 bytes)
+  // The server device to keep it on ("cuda:1"; see GetServerInfo); empty = the server's
+  // choice. Tensors one GEMM reads by handle must be on one device.
+  std::string device;
   // Part uploads in parallel, each on its own connection: 0 = 1 for tensors under
   // kParallelUploadBytes (data + scales), else kDefaultUploadConnections. Capped at the
   // tensor's rows.

@@ -83,6 +83,10 @@ ABSL_FLAG(int64_t, ttl_s, 0,
           "put, matmul --keep_c: the server drops the tensor this many seconds after it is "
           "stored; 0 = kept until deleted (gemm-cli rm).");
 ABSL_FLAG(std::string, label, "", "put, matmul --keep_c: a name shown by gemm-cli ls.");
+ABSL_FLAG(std::string, device, "",
+          "put: the server device to keep the tensor on, as `gemm-cli info` names it (e.g. "
+          "cuda:1); empty = the server's choice. Tensors one matmul reads by handle must "
+          "be on one device.");
 ABSL_FLAG(int, connections, 0,
           "put: upload in this many parts at once, each on its own connection (one HTTP/2 "
           "connection tops out near 1 GB/s); 0 = 1 under 64 MiB, else 8; at most the rows.");
@@ -148,6 +152,7 @@ CliOptions CliOptionsFromFlags() {
   o.ttl_s = absl::GetFlag(FLAGS_ttl_s);
   o.label = absl::GetFlag(FLAGS_label);
   o.connections = absl::GetFlag(FLAGS_connections);
+  o.device = absl::GetFlag(FLAGS_device);
   o.keep_c = absl::GetFlag(FLAGS_keep_c);
   o.resident_b = absl::GetFlag(FLAGS_resident_b);
 

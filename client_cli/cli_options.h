@@ -33,10 +33,12 @@ struct CliOptions {
   std::string quant_format = "nvfp4";  // int8 | nvfp4
   bool format_set = false;             // --format was named (put: quantize the tensor)
   bool weight_only = false;            // quantize B only; A goes as --dtype
-  // Resident tensors: put's ttl and label (also matmul --keep_c's), put's connections.
+  // Resident tensors: put's ttl and label (also matmul --keep_c's), put's connections
+  // and device.
   int64_t ttl_s = 0;
   std::string label;
   int connections = 0;  // 0 = automatic
+  std::string device;   // put: where the tensor lives ("" = the server's choice)
   bool keep_c = false;      // matmul: C stays on the server; print its handle
   bool resident_b = false;  // bench: upload B once, send A alone
   // bench

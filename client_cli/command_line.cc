@@ -87,7 +87,7 @@ const std::vector<CommandSpec>& Commands() {
        "3-D), or with --format int8|nvfp4 quantized here (2-D [rows, K]) as\n"
        "`gemm-cli quantized` quantizes B; large tensors go in parallel parts\n"
        "(--connections)",
-       Concat({{"format", "connections"}, kResidentFlags}), &RunPut, "FILE.npy"},
+       Concat({{"format", "connections", "device"}, kResidentFlags}), &RunPut, "FILE.npy"},
       {"get",
        "download a resident tensor to --out F.npy: dense FLOAT32/FLOAT16 as they are,\n"
        "BFLOAT16 and INT8 widened to float32 (exactly; .npy has no bfloat16), INT32\n"

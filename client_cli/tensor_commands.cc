@@ -123,6 +123,7 @@ int RunPut(const CliOptions& o) {
   put.ttl_s = *ttl;
   put.label = o.label;
   put.connections = o.connections;
+  put.device = o.device;
   put.timeout = absl::Seconds(o.timeout_s);
   if (limits->max_tensor_chunk_bytes() > 0) {
     put.chunk_bytes = std::min(put.chunk_bytes, limits->max_tensor_chunk_bytes());

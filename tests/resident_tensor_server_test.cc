@@ -32,63 +32,22 @@
 #include "server/scheduling/batcher.h"
 #include "server/observability/log.h"
 #include "server/store/tensor_store.h"
+#include "tests/resident_server_fixture.h"
 #include "tests/server_fixture.h"
 #include "tests/test_util.h"
 
 namespace gemmd {
 namespace {
 
+using ::gemmd::testing::AsFloats;
+using ::gemmd::testing::ControlledCpu;
 using ::gemmd::testing::Eventually;
+using ::gemmd::testing::Floats;
+using ::gemmd::testing::MaxRelError;
 using ::gemmd::testing::kAddressSanitizer;
 using ::gemmd::testing::RandomBytes;
 using ::gemmd::testing::SetTensor;
 using ::gemmd::testing::TestConfig;
-
-// The CPU device behind a gate, recording each launch (tests hold the device busy to
-// make the queue form batches).
-class GatedCpu : public Device {
- public:
-  GatedCpu() : cpu_(0) {}
-  const DeviceDescription& description() const override { return cpu_.description(); }
-  absl::Status Run(const DeviceLaunch& launch, int lane, LaunchTimes* times) override {
-    {
-      absl::MutexLock lock(&mu_);
-      launches_.push_back({static_cast<int>(launch.items.size()), launch.stacked,
-                           launch.problem.m});
-    }
-    if (gated_) gate_.WaitForNotification();
-    return cpu_.Run(launch, lane, times);
-  }
-  bool healthy() const override { return true; }
-  void Close() { gated_ = true; }
-  void Open() { gate_.Notify(); }
-  struct Launch {
-    int items;
-    bool stacked;
-    int64_t m;
-  };
-  std::vector<Launch> launches() {
-    absl::MutexLock lock(&mu_);
-    return launches_;
-  }
-
- private:
-  CpuDevice cpu_;
-  std::atomic<bool> gated_{false};
-  absl::Notification gate_;
-  absl::Mutex mu_;
-  std::vector<Launch> launches_;
-};
-
-std::string Floats(const std::vector<float>& values) {
-  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4);
-}
-
-std::vector<float> AsFloats(const std::string& bytes) {
-  std::vector<float> out(bytes.size() / 4);
-  std::memcpy(out.data(), bytes.data(), out.size() * 4);
-  return out;
-}
 
 int64_t RssBytes() {
   std::ifstream status("/proc/self/status");
@@ -106,104 +65,7 @@ int64_t RssBytes() {
   return -1;
 }
 
-class ResidentTensorTest : public ::gemmd::testing::InProcessServerTest {
- protected:
-  void SetUp() override { SetLogEnabled(false); }
-  void TearDown() override { SetLogEnabled(true); }
-
-  ServerConfig Config(int64_t store_bytes = int64_t{256} << 20) {
-    ServerConfig config = TestConfig();
-    config.tensor_store_bytes = store_bytes;
-    return config;
-  }
-
-  // A PutTensor of `chunks` as written; the handle or the status.
-  absl::StatusOr<std::string> PutChunks(const std::vector<gemm::v1::TensorChunk>& chunks) {
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
-    gemm::v1::TensorHandle handle;
-    std::unique_ptr<grpc::ClientWriter<gemm::v1::TensorChunk>> writer =
-        stub_->PutTensor(&context, &handle);
-    for (const gemm::v1::TensorChunk& chunk : chunks) {
-      if (!writer->Write(chunk)) break;
-    }
-    writer->WritesDone();
-    const grpc::Status status = writer->Finish();
-    if (!status.ok()) {
-      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                          status.error_message());
-    }
-    return handle.handle();
-  }
-
-  static gemm::v1::TensorChunk Header(std::vector<int64_t> shape, gemm::v1::DataType dtype) {
-    gemm::v1::TensorChunk chunk;
-    for (int64_t d : shape) chunk.mutable_header()->add_shape(d);
-    chunk.mutable_header()->set_dtype(dtype);
-    return chunk;
-  }
-
-  // A dense FLOAT32 tensor in chunks of `chunk_bytes`.
-  absl::StatusOr<std::string> PutDense(std::vector<int64_t> shape, const std::string& bytes,
-                                       size_t chunk_bytes = 1000, uint32_t ttl_s = 0) {
-    std::vector<gemm::v1::TensorChunk> chunks = {Header(shape, gemm::v1::DATA_TYPE_FLOAT32)};
-    chunks[0].mutable_header()->set_ttl_s(ttl_s);
-    for (size_t at = 0; at < bytes.size(); at += chunk_bytes) {
-      gemm::v1::TensorChunk chunk;
-      chunk.set_data(bytes.substr(at, chunk_bytes));
-      chunks.push_back(std::move(chunk));
-    }
-    return PutChunks(chunks);
-  }
-
-  std::string Get(const std::string& handle, gemm::v1::TensorHeader* header = nullptr) {
-    grpc::ClientContext context;
-    gemm::v1::TensorHandle request;
-    request.set_handle(handle);
-    auto reader = stub_->GetTensor(&context, request);
-    gemm::v1::TensorChunk chunk;
-    std::string data;
-    while (reader->Read(&chunk)) {
-      if (chunk.has_header() && header != nullptr) *header = chunk.header();
-      data += chunk.data();
-    }
-    EXPECT_TRUE(reader->Finish().ok());
-    return data;
-  }
-
-  grpc::Status Delete(const std::string& handle) {
-    grpc::ClientContext context;
-    gemm::v1::TensorHandle request;
-    request.set_handle(handle);
-    gemm::v1::DeleteTensorResponse response;
-    return stub_->DeleteTensor(&context, request, &response);
-  }
-
-  gemm::v1::ListTensorsResponse List() {
-    grpc::ClientContext context;
-    gemm::v1::ListTensorsResponse response;
-    EXPECT_TRUE(stub_->ListTensors(&context, {}, &response).ok());
-    return response;
-  }
-
-  // Nothing stored, nothing counted.
-  void ExpectEmptyStore() {
-    EXPECT_TRUE(Eventually([&] { return server_->store()->used_bytes() == 0; }))
-        << server_->store()->used_bytes();
-    EXPECT_EQ(List().tensors_size(), 0);
-  }
-
-  std::mt19937_64 rng_{11};
-};
-
-double MaxRelError(const std::vector<double>& ref, const std::vector<float>& got) {
-  double max_abs = 0, err = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    max_abs = std::max(max_abs, std::abs(ref[i]));
-    err = std::max(err, std::abs(ref[i] - got[i]));
-  }
-  return err / std::max(max_abs, 1e-30);
-}
+class ResidentTensorTest : public ::gemmd::testing::ResidentServerTest {};
 
 TEST_F(ResidentTensorTest, MatmulByReferenceMatchesFp64) {
   Start(Config());
@@ -448,8 +310,8 @@ TEST_F(ResidentTensorTest, ExpiresAfterItsTtlAndIsCounted) {
 }
 
 TEST_F(ResidentTensorTest, DeleteWhileAJobUsesTheTensorWaitsForIt) {
-  auto device = std::make_unique<GatedCpu>();
-  GatedCpu* gated = device.get();
+  auto device = std::make_unique<ControlledCpu>();
+  ControlledCpu* gated = device.get();
   Backend backend = OpenCpuBackend();
   backend.devices.clear();
   backend.devices.push_back(std::move(device));
@@ -542,8 +404,8 @@ TEST_F(ResidentTensorTest, ParallelPartsMakeOneTensor) {
 }
 
 TEST_F(ResidentTensorTest, CallsAgainstOneWeightStackIntoOneLaunch) {
-  auto device = std::make_unique<GatedCpu>();
-  GatedCpu* gated = device.get();
+  auto device = std::make_unique<ControlledCpu>();
+  ControlledCpu* gated = device.get();
   Backend backend = OpenCpuBackend();
   backend.devices.clear();
   backend.devices.push_back(std::move(device));
@@ -586,7 +448,7 @@ TEST_F(ResidentTensorTest, CallsAgainstOneWeightStackIntoOneLaunch) {
         << "caller " << i;
     EXPECT_EQ(calls[i]->response.timing().batch_size(), i == 0 ? 1u : 5u);
   }
-  const std::vector<GatedCpu::Launch> launches = gated->launches();
+  const std::vector<ControlledCpu::Launch> launches = gated->launches();
   ASSERT_EQ(launches.size(), 2u);
   EXPECT_EQ(launches[1].items, 5);
   EXPECT_TRUE(launches[1].stacked);
@@ -594,8 +456,8 @@ TEST_F(ResidentTensorTest, CallsAgainstOneWeightStackIntoOneLaunch) {
 }
 
 TEST_F(ResidentTensorTest, WeightOnlyCallsAgainstOneQuantizedWeightStack) {
-  auto device = std::make_unique<GatedCpu>();
-  GatedCpu* gated = device.get();
+  auto device = std::make_unique<ControlledCpu>();
+  ControlledCpu* gated = device.get();
   Backend backend = OpenCpuBackend();
   backend.devices.clear();
   backend.devices.push_back(std::move(device));
@@ -658,7 +520,7 @@ TEST_F(ResidentTensorTest, WeightOnlyCallsAgainstOneQuantizedWeightStack) {
               1e-5);
     EXPECT_EQ(calls[i]->response.timing().batch_size(), i == 0 ? 1u : 4u);
   }
-  const std::vector<GatedCpu::Launch> launches = gated->launches();
+  const std::vector<ControlledCpu::Launch> launches = gated->launches();
   ASSERT_EQ(launches.size(), 2u);
   EXPECT_EQ(launches[1].items, 4);
   EXPECT_TRUE(launches[1].stacked);

@@ -305,5 +305,71 @@ TEST_F(TensorStoreTest, PublishesItsGauges) {
   EXPECT_TRUE(seen);
 }
 
+// Two devices: the store's choice spreads tensors by resident bytes and skips a faulted
+// device; header.device places a tensor where it is asked to, parts included, and a name
+// of no device or of a faulted one is refused before anything is taken.
+TEST_F(TensorStoreTest, PlacesTensorsOnTheNamedOrLeastUsedHealthyDevice) {
+  FakeDevice second(false, 1, 1);
+  ServerMetrics metrics(2);
+  TensorStoreOptions options;
+  options.cap_bytes = 1 << 20;
+  options.sweep_interval = absl::Hours(1);
+  TensorStore store(options, {&device_, &second}, &metrics, &clock_);
+  auto device_of = [&](const std::string& handle) {
+    absl::StatusOr<TensorPin> pin = store.Acquire(handle);
+    EXPECT_TRUE(pin.ok()) << pin.status();
+    return pin.ok() ? (*pin)->device->description().name : std::string();
+  };
+  auto put_on = [&](absl::string_view device, int64_t floats) -> absl::StatusOr<std::string> {
+    absl::StatusOr<std::unique_ptr<TensorStore::Upload>> upload =
+        store.Begin(Dense({1, floats}), {}, "", "", device);
+    if (!upload.ok()) return upload.status();
+    if (absl::Status s = (*upload)->Append(Floats(floats, 0), {}); !s.ok()) return s;
+    return (*upload)->Finish();
+  };
+
+  absl::StatusOr<std::string> first = put_on("", 64);  // both empty: the first device
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(device_of(*first), "fake:0");
+  absl::StatusOr<std::string> spread = put_on("", 16);  // fewer bytes on fake:1
+  ASSERT_TRUE(spread.ok());
+  EXPECT_EQ(device_of(*spread), "fake:1");
+  absl::StatusOr<std::string> named = put_on("fake:1", 64);  // asked, though fake:1 has more
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(device_of(*named), "fake:1");
+  absl::StatusOr<std::string> parts = store.OpenParts(Dense({4, 4}), {}, "", 2, "", "fake:1");
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  for (const TensorListing& t : store.List()) {
+    if (t.handle == *parts) EXPECT_EQ(t.device, "fake:1");
+  }
+
+  const int64_t used = store.used_bytes();
+  absl::StatusOr<std::string> unknown = put_on("cuda:7", 4);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(unknown.status().message(),
+            "header.device \"cuda:7\" is no device of this server; its devices: fake:0, fake:1");
+
+  // fake:0 faults: the store's choice is fake:1 even with more bytes there, and fake:0
+  // by name is UNAVAILABLE.
+  device_.FailWith(absl::InternalError("fault"), /*fault=*/true);
+  DeviceLaunch launch;
+  LaunchTimes times;
+  (void)device_.Run(launch, 0, &times);
+  ASSERT_FALSE(device_.healthy());
+  absl::StatusOr<std::string> refused = put_on("fake:0", 4);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "fake:0 has faulted"))
+      << refused.status();
+  EXPECT_EQ(store.used_bytes(), used);  // refused before any byte was taken
+  absl::StatusOr<std::string> avoided = put_on("", 4);
+  ASSERT_TRUE(avoided.ok());
+  EXPECT_EQ(device_of(*avoided), "fake:1");
+
+  // Both faulted: nowhere to keep a tensor.
+  second.FailWith(absl::InternalError("fault"), /*fault=*/true);
+  (void)second.Run(launch, 0, &times);
+  EXPECT_EQ(put_on("", 4).status().code(), absl::StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace gemmd

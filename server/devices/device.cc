@@ -8,6 +8,11 @@
 #include "absl/strings/str_cat.h"
 
 namespace gemmd {
+
+std::string DeviceId(const DeviceDescription& description) {
+  return absl::StrCat(description.kind, ":", description.index);
+}
+
 namespace {
 
 struct OperandSizes {

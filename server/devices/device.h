@@ -32,6 +32,9 @@ struct DeviceDescription {
   int threads = 0;
 };
 
+// A device's short id, its kind and index ("cuda:1"): what clients name it by.
+std::string DeviceId(const DeviceDescription& description);
+
 // Operands still in the pieces they arrived in (a received message's slices), for a
 // device that gathers them itself (Device::gathers_pieces): an operand whose pointer in
 // GemmOperands is null is these pieces, back to back.

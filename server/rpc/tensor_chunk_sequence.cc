@@ -84,10 +84,10 @@ absl::Status TensorChunkSequence::Consume(const wire::ByteRuns& chunk_bytes) {
 
 absl::Status TensorChunkSequence::BeginFrom(const gemm::v1::TensorHeader& header) {
   if (header.has_part_of()) {
-    if (header.shape_size() > 0 || header.parts() > 0) {
+    if (header.shape_size() > 0 || header.parts() > 0 || !header.device().empty()) {
       return absl::InvalidArgumentError(
-          "a part's header carries part_of and part only; the tensor's shape was given when it "
-          "was opened");
+          "a part's header carries part_of and part only; the tensor's shape and device were "
+          "given when it was opened");
     }
     absl::StatusOr<std::unique_ptr<TensorStore::Upload>> part =
         store_->BeginPart(header.part_of().handle(), static_cast<int>(header.part()), tenant_);
@@ -100,13 +100,14 @@ absl::Status TensorChunkSequence::BeginFrom(const gemm::v1::TensorHeader& header
   const absl::Duration ttl = absl::Seconds(header.ttl_s());
   if (header.parts() >= 2) {
     absl::StatusOr<std::string> handle =
-        store_->OpenParts(*spec, ttl, header.label(), static_cast<int>(header.parts()), tenant_);
+        store_->OpenParts(*spec, ttl, header.label(), static_cast<int>(header.parts()), tenant_,
+                          header.device());
     if (!handle.ok()) return handle.status();
     opened_ = *std::move(handle);
     return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<TensorStore::Upload>> upload =
-      store_->Begin(*spec, ttl, header.label(), tenant_);
+      store_->Begin(*spec, ttl, header.label(), tenant_, header.device());
   if (!upload.ok()) return upload.status();
   upload_ = *std::move(upload);
   return absl::OkStatus();

@@ -39,12 +39,14 @@ gemm::v1::TensorHeader HeaderOf(const TensorSpec& spec, absl::Time expires,
 TensorDownloadCall::TensorDownloadCall(TensorPin pin, const absl::Status& status,
                                        ServerMetrics* metrics, std::string tenant)
     : pin_(std::move(pin)), metrics_(metrics), tenant_(std::move(tenant)), started_(absl::Now()) {
-  if (!status.ok()) {
-    code_ = status.code();
-    Finish(ToGrpcStatus(status));
+  const absl::Status usable = status.ok() ? pin_->CheckDeviceHealthy() : status;
+  if (!usable.ok()) {
+    code_ = usable.code();
+    Finish(ToGrpcStatus(usable));
     return;
   }
   *chunk_.mutable_header() = HeaderOf(pin_->spec, pin_->expires, pin_->label, absl::Now());
+  chunk_.mutable_header()->set_device(DeviceId(pin_->device->description()));
   StartWrite(&chunk_);
 }
 

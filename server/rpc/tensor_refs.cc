@@ -1,6 +1,7 @@
 #include "server/rpc/tensor_refs.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "proto/proto_types.h"
@@ -40,17 +41,25 @@ absl::Status WrongKind(absl::string_view name, const StoredTensor& t, absl::stri
 }  // namespace
 
 absl::StatusOr<int> TensorRefs::Device() const {
-  int device = -1;
-  for (const TensorPin* pin : {&a, &b, &c}) {
+  const TensorPin* first = nullptr;
+  const char* first_name = nullptr;
+  const std::pair<const TensorPin*, const char*> pins[] = {{&a, "A"}, {&b, "B"}, {&c, "C"}};
+  for (const auto& [pin, name] : pins) {
     if (*pin == nullptr) continue;
-    if (device >= 0 && (*pin)->device_index != device) {
+    if (first == nullptr) {
+      first = pin;
+      first_name = name;
+    } else if ((*pin)->device_index != (*first)->device_index) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "the referenced tensors are on different devices (", device, " and ",
-          (*pin)->device_index, "); one GEMM reads operands of one device"));
+          first_name, " is resident on ", DeviceId((*first)->device->description()), " and ",
+          name, " on ", DeviceId((*pin)->device->description()),
+          "; one GEMM reads the resident operands of one device (upload them with the same "
+          "header.device; ListTensors shows where each one is)"));
     }
-    device = (*pin)->device_index;
   }
-  return device;
+  if (first == nullptr) return -1;
+  if (absl::Status s = (*first)->CheckDeviceHealthy(); !s.ok()) return s;
+  return (*first)->device_index;
 }
 
 int64_t TensorRefs::Bytes() const {

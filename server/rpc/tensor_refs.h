@@ -25,7 +25,7 @@ struct TensorRefs {
   TensorPin a, b, c;
 
   // The device every pinned tensor is on (-1: none pinned); FAILED_PRECONDITION when
-  // they are on different devices.
+  // they are on different devices, UNAVAILABLE when theirs has faulted.
   absl::StatusOr<int> Device() const;
   // Bytes of the pinned operands (not received with the request).
   int64_t Bytes() const;

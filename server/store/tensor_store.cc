@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/observability/log.h"
@@ -157,6 +158,42 @@ int TensorStore::PickDevice() const {
   return best;
 }
 
+absl::Status StoredTensor::CheckDeviceHealthy() const {
+  if (device->healthy()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "tensor ", handle, " is resident on ", DeviceId(device->description()),
+      ", which has faulted: the tensor is lost (delete it and upload it again; a new upload "
+      "goes to a healthy device)"));
+}
+
+absl::StatusOr<int> TensorStore::ResolveDevice(absl::string_view name) const {
+  if (name.empty()) {
+    const int picked = PickDevice();
+    if (picked < 0) return absl::UnavailableError("no healthy device to keep the tensor on");
+    return picked;
+  }
+  // A device answers to its short id ("cuda:1") and to its whole name as listed
+  // ("cuda:1 (NVIDIA H200)").
+  std::vector<std::string> ids;
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    const DeviceDescription& description = devices_[d]->description();
+    const std::string id = DeviceId(description);
+    if (name != id && name != description.name) {
+      ids.push_back(id);
+      continue;
+    }
+    if (!devices_[d]->healthy()) {
+      return absl::UnavailableError(absl::StrCat(
+          "header.device ", id, " has faulted; it keeps no tensors (leave the field empty "
+          "for a healthy device)"));
+    }
+    return static_cast<int>(d);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("header.device \"", name,
+                                                 "\" is no device of this server; its devices: ",
+                                                 absl::StrJoin(ids, ", ")));
+}
+
 std::string TensorStore::NewHandle() const {
   return absl::StrCat(kHandlePrefix, instance_, "-", RandomHex(16));
 }
@@ -172,7 +209,8 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSp
     return absl::InvalidArgumentError(
         absl::StrCat("header.label has ", label.size(), " bytes; at most 256 are kept"));
   }
-  if (device_index < 0 || device_index >= static_cast<int>(devices_.size())) {
+  if (device_index < 0 || device_index >= static_cast<int>(devices_.size()) ||
+      !devices_[device_index]->healthy()) {
     return absl::UnavailableError("no healthy device to keep the tensor on");
   }
   const int64_t bytes = StoredBytes(spec);
@@ -217,9 +255,12 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSp
 absl::StatusOr<std::unique_ptr<TensorStore::Upload>> TensorStore::Begin(const TensorSpec& spec,
                                                                         absl::Duration ttl,
                                                                         std::string label,
-                                                                        std::string tenant) {
+                                                                        std::string tenant,
+                                                                        absl::string_view device) {
+  absl::StatusOr<int> device_index = ResolveDevice(device);
+  if (!device_index.ok()) return device_index.status();
   absl::StatusOr<std::shared_ptr<StoredTensor>> tensor =
-      Create(spec, PickDevice(), ttl, std::move(label), std::move(tenant));
+      Create(spec, *device_index, ttl, std::move(label), std::move(tenant));
   if (!tensor.ok()) return tensor.status();
   std::unique_ptr<Upload> upload(new Upload());
   upload->store_ = this;
@@ -232,14 +273,17 @@ absl::StatusOr<std::unique_ptr<TensorStore::Upload>> TensorStore::Begin(const Te
 
 absl::StatusOr<std::string> TensorStore::OpenParts(const TensorSpec& spec, absl::Duration ttl,
                                                    std::string label, int parts,
-                                                   std::string tenant) {
+                                                   std::string tenant,
+                                                   absl::string_view device) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
   if (parts < 2 || parts > Rows(spec) || parts > 1024) {
     return absl::InvalidArgumentError(absl::StrCat(
         "header.parts is ", parts, "; expected 2 to min(1024, rows = ", Rows(spec), ")"));
   }
+  absl::StatusOr<int> device_index = ResolveDevice(device);
+  if (!device_index.ok()) return device_index.status();
   absl::StatusOr<std::shared_ptr<StoredTensor>> tensor =
-      Create(spec, PickDevice(), ttl, std::move(label), std::move(tenant));
+      Create(spec, *device_index, ttl, std::move(label), std::move(tenant));
   if (!tensor.ok()) return tensor.status();
   // Until every part is in, the tensor lives for the upload timeout (then its own TTL).
   (*tensor)->expires = (*tensor)->created + options_.part_upload_timeout;

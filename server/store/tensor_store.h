@@ -61,6 +61,10 @@ struct StoredTensor {
   // The tenant that stored it ("" without authentication): only that tenant's calls find
   // it; to any other it does not exist (NOT_FOUND, as an unknown handle).
   std::string tenant;
+
+  // UNAVAILABLE (naming the tensor and its device) once its device has faulted: a faulted
+  // GPU's memory cannot be read, so the tensor is lost; OK otherwise.
+  absl::Status CheckDeviceHealthy() const;
 };
 using TensorPin = std::shared_ptr<const StoredTensor>;
 
@@ -129,13 +133,17 @@ class TensorStore {
 
   // A new tensor, uploaded by one stream. INVALID_ARGUMENT for a bad spec, ttl or label;
   // RESOURCE_EXHAUSTED (bytes asked and free) when it does not fit the cap or the
-  // device's memory. `ttl` zero: no expiry.
+  // device's memory. `ttl` zero: no expiry. `device`: the name of the device to keep it
+  // on, or empty for the store's choice (the healthy device with the fewest resident
+  // bytes); INVALID_ARGUMENT for a name of no device, UNAVAILABLE for one that faulted.
   absl::StatusOr<std::unique_ptr<Upload>> Begin(const TensorSpec& spec, absl::Duration ttl,
-                                                std::string label, std::string tenant = "");
+                                                std::string label, std::string tenant = "",
+                                                absl::string_view device = "");
   // A new tensor uploaded in `parts` parts (2 <= parts <= its rows): its handle. Errors
   // as Begin.
   absl::StatusOr<std::string> OpenParts(const TensorSpec& spec, absl::Duration ttl,
-                                        std::string label, int parts, std::string tenant = "");
+                                        std::string label, int parts, std::string tenant = "",
+                                        absl::string_view device = "");
   // Part `part` of an open tensor: NOT_FOUND for an unknown handle, INVALID_ARGUMENT for
   // a part out of range, FAILED_PRECONDITION for one already started or a complete tensor.
   absl::StatusOr<std::unique_ptr<Upload>> BeginPart(absl::string_view handle, int part,
@@ -182,6 +190,8 @@ class TensorStore {
   void PartFinished(const StoredTensor& tensor, int part, bool ok);
   void Publish(int device_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int PickDevice() const;
+  // The index of the device named `name` ("" = PickDevice), healthy, or why not.
+  absl::StatusOr<int> ResolveDevice(absl::string_view name) const;
   void SweepLoop();
 
   const TensorStoreOptions options_;

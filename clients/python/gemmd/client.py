@@ -443,15 +443,17 @@ class Client:
 
     # -- resident tensors -------------------------------------------------------------
 
-    def put_tensor(self, x, ttl_s=None, label=None, *, chunk_bytes=CHUNK_BYTES,
+    def put_tensor(self, x, ttl_s=None, label=None, *, device=None, chunk_bytes=CHUNK_BYTES,
                    timeout_s=_DEFAULT):
         """Uploads a dense array (2-D/3-D float32, float16, BFloat16) or a QuantizedTensor
-        as a resident tensor; returns its Handle. ttl_s None/0: until deleted.
+        as a resident tensor; returns its Handle. ttl_s None/0: until deleted. device: the
+        server device to keep it on ("cuda:1", as server_info() names them); None: the
+        server's choice. Tensors one matmul reads by handle must be on one device.
 
         One stream of chunks (the C++ client's parallel parts are not implemented)."""
         if not 0 < chunk_bytes <= CHUNK_BYTES:
             raise _invalid(f"chunk_bytes must be in (0, {CHUNK_BYTES}], got {chunk_bytes}")
-        header = pb.TensorHeader(ttl_s=int(ttl_s or 0), label=label or "")
+        header = pb.TensorHeader(ttl_s=int(ttl_s or 0), label=label or "", device=device or "")
         if isinstance(x, QuantizedTensor):
             header.shape.extend(x.shape)
             header.format = _FORMAT_ENUM[x.format]

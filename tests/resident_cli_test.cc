@@ -143,6 +143,24 @@ TEST_F(ResidentCliTest, PutGetLsRmRoundTrip) {
   EXPECT_FALSE(absl::StrContains(r.out, handle)) << r.out;
 }
 
+TEST_F(ResidentCliTest, PutOnANamedDevice) {
+  const std::string in = Path("on_device.npy");
+  WriteFloats(in, {4, 8}, 3);
+  const std::string handle = Put(in, {"--device=cpu:0"});
+  Run r = Cli({"ls"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const size_t line_at = r.out.find(handle);
+  ASSERT_NE(line_at, std::string::npos) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out.substr(line_at, r.out.find('\n', line_at) - line_at),
+                                "cpu:0"));
+  r = Cli({"put", in, "--device=cuda:3"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(absl::StrContains(
+      r.err, "header.device \"cuda:3\" is no device of this server; its devices: cpu:0"))
+      << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
 TEST_F(ResidentCliTest, QuantizedPutReadsBackDequantized) {
   const std::string in = Path("w.npy"), out = Path("w_out.npy");
   const int64_t rows = 64, k = 256;

@@ -483,6 +483,17 @@ class ResidentTest(OneServerTest):
         self.assertGreaterEqual(listing.store_bytes, t.bytes)
         self.client.delete_tensor(handle)
 
+    def test_put_on_a_named_device(self):
+        handle = self.client.put_tensor(self.normal(3, 4), device="cpu:0")
+        listed = [t for t in self.client.list_tensors() if t.handle == handle]
+        self.assertTrue(listed[0].device.startswith("cpu:0 "), listed[0].device)
+        self.client.delete_tensor(handle)
+        with self.assertRaises(gemmd.InvalidArgument) as raised:
+            self.client.put_tensor(self.normal(3, 4), device="cuda:3")
+        self.assertEqual(raised.exception.message,
+                         'header.device "cuda:3" is no device of this server; '
+                         'its devices: cpu:0')
+
     def test_put_errors(self):
         with self.assertRaisesRegex(gemmd.InvalidArgument, "dtype float64"):
             self.client.put_tensor(np.ones((2, 2)))

@@ -32,9 +32,27 @@ class FaultInjectingDevice : public Device {
   int lanes() const override { return device_->lanes(); }
   int64_t max_batch_bytes() const override { return device_->max_batch_bytes(); }
   DeviceMemoryUsage memory() const override { return device_->memory(); }
+  bool gathers_pieces() const override { return device_->gathers_pieces(); }
 
   absl::Status Run(const DeviceLaunch& launch, int lane, LaunchTimes* times) override;
   bool healthy() const override;
+
+  // Resident tensors stay the wrapped GPU's, in its device memory.
+  absl::StatusOr<void*> AllocateResident(int64_t bytes) override {
+    return device_->AllocateResident(bytes);
+  }
+  void FreeResident(void* memory, int64_t bytes) override { device_->FreeResident(memory, bytes); }
+  absl::Status WriteResident(void* resident, const void* host, size_t bytes) override {
+    return device_->WriteResident(resident, host, bytes);
+  }
+  absl::Status WriteResidentRuns(void* resident,
+                                 const std::vector<absl::string_view>& runs) override {
+    return device_->WriteResidentRuns(resident, runs);
+  }
+  absl::Status ReadResident(void* host, const void* resident, size_t bytes) override {
+    return device_->ReadResident(host, resident, bytes);
+  }
+  bool resident_in_host_memory() const override { return device_->resident_in_host_memory(); }
 
  private:
   const std::unique_ptr<Device> device_;

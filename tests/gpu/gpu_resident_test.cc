@@ -2,7 +2,9 @@
 // in device memory, read in place by the dense and quantized launches, results kept on
 // the device, and callers against one weight stacked into one launch. Each result is
 // checked against FP64 (FP32: 1e-5 relative; FP16 tensor path: 2e-3; quantized weights:
-// 1e-5 against the dequantized weight). Skips where there is no GPU.
+// 1e-5 against the dequantized weight). With several GPUs every tensor goes to the last
+// one (header.device), so a GPU other than the first serves them, and the round trip
+// runs on each. Skips where there is no GPU.
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
@@ -35,7 +37,9 @@ using ::gemmd::testing::RandomBytes;
 class GpuResidentTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device here: GPU test skipped";
+    gpus_ = CudaDeviceCount();
+    if (gpus_ == 0) GTEST_SKIP() << "no CUDA device here: GPU test skipped";
+    device_ = absl::StrCat("cuda:", gpus_ - 1);
     SetLogEnabled(false);
     ServerConfig config;
     config.host = "127.0.0.1";
@@ -55,6 +59,7 @@ class GpuResidentTest : public ::testing::Test {
   }
   void TearDown() override { SetLogEnabled(true); }
 
+  // Uploads to header.device, or to device_ when that is empty.
   std::string Put(const gemm::v1::TensorHeader& header, const std::string& data,
                   const std::string& scales = "") {
     grpc::ClientContext context;
@@ -62,6 +67,7 @@ class GpuResidentTest : public ::testing::Test {
     auto writer = stub_->PutTensor(&context, &handle);
     gemm::v1::TensorChunk first;
     *first.mutable_header() = header;
+    if (header.device().empty()) first.mutable_header()->set_device(device_);
     writer->Write(first);
     constexpr size_t kChunk = 3 << 20;
     for (size_t at = 0; at < data.size(); at += kChunk) {
@@ -99,6 +105,8 @@ class GpuResidentTest : public ::testing::Test {
     return header;
   }
 
+  int gpus_ = 0;
+  std::string device_;  // where Put keeps tensors: the last GPU
   std::unique_ptr<GemmServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<gemm::v1::GemmService::Stub> stub_;
@@ -114,8 +122,11 @@ struct Pending {
 TEST_F(GpuResidentTest, TensorsRoundTripThroughDeviceMemory) {
   std::mt19937_64 rng(1);
   const std::string bytes = RandomBytes(DataType::kFloat32, 3 * 1024 * 1024 + 17, rng);
-  const std::string handle = Put(Dense({1, 3 * 1024 * 1024 + 17}, DataType::kFloat32), bytes);
-  EXPECT_EQ(Get(handle), bytes);
+  for (int gpu = 0; gpu < gpus_; ++gpu) {
+    gemm::v1::TensorHeader header = Dense({1, 3 * 1024 * 1024 + 17}, DataType::kFloat32);
+    header.set_device(absl::StrCat("cuda:", gpu));
+    EXPECT_EQ(Get(Put(header, bytes)), bytes) << header.device();
+  }
 }
 
 TEST_F(GpuResidentTest, DenseCallersAgainstOneResidentBAreCorrectAndShareLaunches) {
@@ -183,6 +194,7 @@ TEST_F(GpuResidentTest, ResidentAAndCInAndAKeptResult) {
   grpc::ClientContext context;
   const grpc::Status s = stub_->Matmul(&context, request, &response);
   ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(response.device().rfind(device_ + " ", 0), 0u) << response.device();
   ASSERT_FALSE(response.c_ref().handle().empty());
   GemmProblem p;
   p.m = m;

@@ -81,6 +81,10 @@ absl::Status CheckConfig(const ServerConfig& c) {
     return absl::InvalidArgumentError(
         "--grpc_buffer_bytes must be >= 0 (0 = twice --max_message_bytes, at least 64 MiB)");
   }
+  if (c.cpu_devices < 1 || c.cpu_devices > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cpu_devices=", c.cpu_devices, " is not in [1, 64]"));
+  }
   if (c.cuda_sync != "blocking" && c.cuda_sync != "spin") {
     return absl::InvalidArgumentError(
         absl::StrCat("--cuda_sync=", c.cuda_sync, " is not one of blocking, spin"));
@@ -128,7 +132,7 @@ absl::StatusOr<Backend> OpenBackend(const ServerConfig& config) {
         "use --backend=cpu or auto");
   }
 #endif
-  return OpenCpuBackend();
+  return OpenCpuBackend(config.cpu_devices);
 }
 
 // --tensor_store_bytes=-1: 40% of the GPUs' memory, or a quarter of the host's.

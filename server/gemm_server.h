@@ -62,6 +62,8 @@ struct ServerConfig {
   // Memory gRPC's transports may hold for bytes on their way in (a grpc::ResourceQuota);
   // past it gRPC resets streams. 0 = DefaultGrpcBufferBytes(max_message_bytes).
   int64_t grpc_buffer_bytes = 0;
+  // CPU backend: how many devices it serves as (--cpu_devices).
+  int cpu_devices = 1;
   // CUDA backend.
   std::string devices = "all";            // all | comma list of ordinals
   int64_t device_memory_limit_bytes = 0;  // per GPU; 0 = 90% of its free memory

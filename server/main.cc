@@ -57,6 +57,11 @@ ABSL_FLAG(int64_t, tenant_tensor_store_bytes, 0,
 ABSL_FLAG(std::string, backend, "auto",
           "auto | cpu | cuda. auto = cuda when this build has CUDA and a GPU is present, "
           "else cpu (OpenBLAS).");
+ABSL_FLAG(int, cpu_devices, 1,
+          "CPU backend: serve as this many devices (cpu:0, cpu:1, ...), each running its own "
+          "launches at the same time as the others (OpenBLAS's threads are shared). Lets "
+          "placement, resident tensors on several devices (PutTensor's header.device) and "
+          "per-device metrics be tried without GPUs.");
 ABSL_FLAG(std::string, devices, "all",
           "CUDA backend: GPUs to serve on, 'all' or a comma list of ordinals (e.g. 0,2).");
 ABSL_FLAG(std::string, cuda_sync, "spin",
@@ -212,6 +217,7 @@ int main(int argc, char** argv) {
   config.shutdown_grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_s));
   config.max_connection_age = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_s));
   config.devices = absl::GetFlag(FLAGS_devices);
+  config.cpu_devices = absl::GetFlag(FLAGS_cpu_devices);
   config.device_memory_limit_bytes = absl::GetFlag(FLAGS_device_memory_limit_bytes);
   config.tensor_store_bytes = absl::GetFlag(FLAGS_tensor_store_bytes);
   config.cuda_sync = absl::GetFlag(FLAGS_cuda_sync);

@@ -2,7 +2,8 @@
 // (--backend cpu): put prints the handle alone on stdout, get writes back what was put
 // (dense, quantized dequantized, parallel parts), ls lists it, matmul and quantized by
 // handle equal the same call inline, --keep_c, bench --resident_b deletes its B, and a
-// removed tensor is NOT_FOUND.
+// removed tensor is NOT_FOUND. The server serves as two devices (--cpu_devices=2), so
+// tensors spread over them and put --device places one.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -24,8 +25,8 @@ namespace {
 class ResidentCliTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new ChildProcess({GEMM_SERVER_BINARY, "--backend=cpu", "--host=127.0.0.1",
-                                "--port=0", "--metrics_port=-1"});
+    server_ = new ChildProcess({GEMM_SERVER_BINARY, "--backend=cpu", "--cpu_devices=2",
+                                "--host=127.0.0.1", "--port=0", "--metrics_port=-1"});
     port_ = StartedServerPort(*server_);
   }
   static void TearDownTestSuite() {
@@ -125,7 +126,7 @@ TEST_F(ResidentCliTest, PutGetLsRmRoundTrip) {
   size_t line_at = r.out.find(handle);
   ASSERT_NE(line_at, std::string::npos) << r.out;
   const std::string line = r.out.substr(line_at, r.out.find('\n', line_at) - line_at);
-  for (const char* field : {"[300,70]", "FLOAT32", "round-trip", "cpu:0"}) {
+  for (const char* field : {"[300,70]", "FLOAT32", "round-trip", "cpu:"}) {
     EXPECT_TRUE(absl::StrContains(line, field)) << field << "\n" << line;
   }
   EXPECT_FALSE(absl::StrContains(line, "never")) << line;  // it has a TTL
@@ -143,22 +144,39 @@ TEST_F(ResidentCliTest, PutGetLsRmRoundTrip) {
   EXPECT_FALSE(absl::StrContains(r.out, handle)) << r.out;
 }
 
-TEST_F(ResidentCliTest, PutOnANamedDevice) {
-  const std::string in = Path("on_device.npy");
-  WriteFloats(in, {4, 8}, 3);
-  const std::string handle = Put(in, {"--device=cpu:0"});
+TEST_F(ResidentCliTest, PutOnANamedDeviceAndOperandsOnTwoDevices) {
+  const std::string a_path = Path("a_on_device.npy"), b_path = Path("b_on_device.npy");
+  WriteFloats(a_path, {4, 8}, 3);
+  WriteFloats(b_path, {8, 5}, 4);
+  const std::string a = Put(a_path, {"--device=cpu:1"});
+  const std::string b0 = Put(b_path, {"--device=cpu:0"});
+  const std::string b1 = Put(b_path, {"--device=cpu:1"});
   Run r = Cli({"ls"});
   ASSERT_EQ(r.code, 0) << r.err;
-  const size_t line_at = r.out.find(handle);
-  ASSERT_NE(line_at, std::string::npos) << r.out;
-  EXPECT_TRUE(absl::StrContains(r.out.substr(line_at, r.out.find('\n', line_at) - line_at),
-                                "cpu:0"));
-  r = Cli({"put", in, "--device=cuda:3"});
+  auto line_of = [&](const std::string& handle) {
+    const size_t at = r.out.find(handle);
+    return at == std::string::npos ? std::string() : r.out.substr(at, r.out.find('\n', at) - at);
+  };
+  EXPECT_TRUE(absl::StrContains(line_of(a), "cpu:1")) << r.out;
+  EXPECT_TRUE(absl::StrContains(line_of(b0), "cpu:0")) << r.out;
+  EXPECT_TRUE(absl::StrContains(line_of(b1), "cpu:1")) << r.out;
+
+  r = Cli({"matmul", "--a", "@" + a, "--b", "@" + b1, "--verify"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "PASS")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "cpu:1")) << r.out;  // where it ran
+  r = Cli({"matmul", "--a", "@" + a, "--b", "@" + b0});
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(absl::StrContains(r.err, "FAILED_PRECONDITION")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "A is resident on cpu:1 and B on cpu:0")) << r.err;
+
+  r = Cli({"put", a_path, "--device=cuda:3"});
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(absl::StrContains(
-      r.err, "header.device \"cuda:3\" is no device of this server; its devices: cpu:0"))
+      r.err, "header.device \"cuda:3\" is no device of this server; its devices: cpu:0, cpu:1"))
       << r.err;
   EXPECT_EQ(r.out, "");
+  for (const std::string& handle : {a, b0, b1}) EXPECT_EQ(Cli({"rm", handle}).code, 0);
 }
 
 TEST_F(ResidentCliTest, QuantizedPutReadsBackDequantized) {

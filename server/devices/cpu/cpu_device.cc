@@ -41,11 +41,11 @@ absl::Status CpuDevice::Run(const DeviceLaunch& launch, int /*lane*/, LaunchTime
   return status;
 }
 
-Backend OpenCpuBackend() {
+Backend OpenCpuBackend(int devices) {
   Backend cpu;
   cpu.name = "cpu";
   cpu.catalogue = std::make_unique<CpuCatalogue>();
-  cpu.devices.push_back(std::make_unique<CpuDevice>(0));
+  for (int d = 0; d < devices; ++d) cpu.devices.push_back(std::make_unique<CpuDevice>(d));
   return cpu;
 }
 

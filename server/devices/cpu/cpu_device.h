@@ -25,8 +25,9 @@ class CpuDevice : public Device {
   DeviceDescription description_;
 };
 
-// The CPU backend: one CpuDevice and the CpuCatalogue.
-Backend OpenCpuBackend();
+// The CPU backend: `devices` CpuDevices (cpu:0, cpu:1, ...) and the CpuCatalogue. Each
+// device runs its own launches, so several run at once; OpenBLAS's threads are shared.
+Backend OpenCpuBackend(int devices = 1);
 
 }  // namespace gemmd
 

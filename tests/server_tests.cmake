@@ -99,3 +99,13 @@ endif()
 add_test(NAME soak_60s
          COMMAND bash ${PROJECT_SOURCE_DIR}/bench/soak.sh ${CMAKE_BINARY_DIR} 60)
 set_tests_properties(soak_60s PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE LABELS soak)
+
+# bench/multi_device_bench.sh on a server of two CPU devices, briefly: the script the
+# GPU session runs on two GPUs keeps working, and its checks hold (work spread over both
+# devices, a weight's callers on its device only, operands on two devices refused).
+add_test(NAME multi_device_bench_cpu
+         COMMAND ${CMAKE_COMMAND} -E env DURATION_S=1 WARMUP_S=0.2
+                 OUT_DIR=${CMAKE_CURRENT_BINARY_DIR}/multi_device_bench
+                 bash ${PROJECT_SOURCE_DIR}/bench/multi_device_bench.sh ${CMAKE_BINARY_DIR} cpu)
+set_tests_properties(multi_device_bench_cpu PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE
+                     LABELS bench)

@@ -348,6 +348,10 @@ TEST_F(TensorStoreTest, PlacesTensorsOnTheNamedOrLeastUsedHealthyDevice) {
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(unknown.status().message(),
             "header.device \"cuda:7\" is no device of this server; its devices: fake:0, fake:1");
+  EXPECT_EQ(put_on("a\nb", 4).status().message(),
+            "header.device \"a\\nb\" is no device of this server; its devices: fake:0, fake:1");
+  EXPECT_EQ(put_on(std::string(300, 'x'), 4).status().message(),
+            "header.device has 300 bytes; expected a device id such as cuda:1");
 
   // fake:0 faults: the store's choice is fake:1 even with more bytes there, and fake:0
   // by name is UNAVAILABLE.

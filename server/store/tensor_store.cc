@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "absl/strings/escaping.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "server/observability/log.h"
 
@@ -172,6 +172,10 @@ absl::StatusOr<int> TensorStore::ResolveDevice(absl::string_view name) const {
     if (picked < 0) return absl::UnavailableError("no healthy device to keep the tensor on");
     return picked;
   }
+  if (name.size() > 256) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "header.device has ", name.size(), " bytes; expected a device id such as cuda:1"));
+  }
   // A device answers to its short id ("cuda:1") and to its whole name as listed
   // ("cuda:1 (NVIDIA H200)").
   std::vector<std::string> ids;
@@ -189,7 +193,7 @@ absl::StatusOr<int> TensorStore::ResolveDevice(absl::string_view name) const {
     }
     return static_cast<int>(d);
   }
-  return absl::InvalidArgumentError(absl::StrCat("header.device \"", name,
+  return absl::InvalidArgumentError(absl::StrCat("header.device \"", absl::CHexEscape(name),
                                                  "\" is no device of this server; its devices: ",
                                                  absl::StrJoin(ids, ", ")));
 }

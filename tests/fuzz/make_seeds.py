@@ -155,7 +155,7 @@ def put_tensor_seeds():
     def complete(stream):
         return bytes([stream << 4 | 12])
 
-    def header(shape, dtype=0, fmt=0, scale=None, parts=0, label=b""):
+    def header(shape, dtype=0, fmt=0, scale=None, parts=0, label=b"", device=b""):
         h = ld(1, b"".join(varint(d) for d in shape))
         if dtype:
             h += vi(2, dtype)
@@ -167,6 +167,8 @@ def put_tensor_seeds():
             h += vi(7, parts)
         if label:
             h += ld(6, label)
+        if device:
+            h += ld(10, device)
         return ld(1, h)
 
     yield "dense_one_chunk", chunk(0, header([2, 4], dtype=1) + ld(2, bytes(range(32)))) + \
@@ -184,6 +186,10 @@ def put_tensor_seeds():
     yield "disconnect_and_delete", chunk(0, header([8, 8], dtype=1)) + chunk(
         0, ld(2, bytes(64))) + bytes([0 << 4 | 13]) + chunk(1, header([1, 4], dtype=1) + ld(
             2, bytes(16))) + complete(1) + bytes([15, 0])
+    yield "named_devices", chunk(0, header([2, 4], dtype=1, device=b"host:0") + ld(
+        2, bytes(32))) + complete(0) + chunk(1, header([2, 4], dtype=1, device=b"cuda:7")) + \
+        complete(1) + chunk(2, header([4, 4], dtype=1, parts=2, device=b"host:0")) + \
+        complete(2)
     yield "too_few_bytes", chunk(0, header([2, 4], dtype=1) + ld(2, bytes(8))) + complete(0)
 
 

@@ -26,21 +26,16 @@ warmup=${WARMUP_S:-1}
 out=${OUT_DIR:-/tmp/multi_device_bench}
 mkdir -p "$out"
 rm -f "$out"/*.json "$out"/*.log "$out"/*.err "$out"/*.txt
-exe() {
-  for p in "$bin/$1" "$bin/server/$1" "$bin/client_cli/$1"; do
-    [ -x "$p" ] && { echo "$p"; return; }
-  done
-  echo "missing $1 under $bin" >&2; exit 1
-}
-server_bin=$(exe gemm-server) cli=$(exe gemm-cli)
+port=50793
+mport=9493
+target=127.0.0.1:$port
+source "$here/server_control.sh"
+server_bin=$(bench_exe gemm-server) && cli=$(bench_exe gemm-cli) || exit 1
 py=
 for candidate in python3 /usr/bin/python3; do  # one with numpy (it writes the .npy files)
   "$candidate" -c "import numpy" 2>/dev/null && { py=$candidate; break; }
 done
 [ -n "$py" ] || { echo "no python3 with numpy here"; exit 1; }
-port=50793
-mport=9493
-target=127.0.0.1:$port
 
 case $mode in
   cuda)
@@ -65,20 +60,13 @@ esac
 echo "## $(date -u +%Y-%m-%dT%H:%MZ) $mode, $devices devices, $(nproc) cores"
 [ "$mode" = cuda ] && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 
-pid=
 start() {  # NAME ARGS...: gemm-server on $port with ARGS, waiting until it answers
   local name=$1
   shift
-  "$server_bin" --host 127.0.0.1 --port "$port" --metrics_host 127.0.0.1 \
-    --metrics_port "$mport" "$@" >"$out/$name.log" 2>&1 &
-  pid=$!
-  for _ in $(seq 200); do
-    "$cli" info --target "$target" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "$name did not start:"; cat "$out/$name.log"; return 1
+  bench_start "$name" "$server_bin" --host 127.0.0.1 --port "$port" --metrics_host 127.0.0.1 \
+    --metrics_port "$mport" "$@"
 }
-stop() { [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; pid=; }
+stop() { bench_stop; }
 trap stop EXIT
 busy() {  # each device's gemm_device_busy_seconds_total, "device seconds" per line
   "$py" - "$mport" <<'EOF'

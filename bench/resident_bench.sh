@@ -29,43 +29,31 @@ out=${OUT_DIR:-/tmp/resident_bench}
 data=${DATA_DIR:-$out}
 mkdir -p "$out" "$data"
 rm -f "$out"/*.json "$out"/*.log "$out"/*.err "$out"/*.txt
-exe() {
-  for p in "$bin/$1" "$bin/server/$1" "$bin/client_cli/$1" "$bin/bench/$1"; do
-    [ -x "$p" ] && { echo "$p"; return; }
-  done
-  echo "missing $1 under $bin" >&2; exit 1
-}
-server_bin=$(exe gemm-server) cli=$(exe gemm-cli)
-floor_bin=$(exe grpc-floor 2>/dev/null || true)
+port=50791
+target=127.0.0.1:$port
+source "$here/server_control.sh"
+server_bin=$(bench_exe gemm-server) && cli=$(bench_exe gemm-cli) || exit 1
+floor_bin=$(bench_exe grpc-floor 2>/dev/null || true)
 iperf=$(command -v iperf3 || echo "$bin/iperf3")
 py=
 for candidate in python3 /usr/bin/python3; do  # one with numpy (it writes the .npy files)
   "$candidate" -c "import numpy" 2>/dev/null && { py=$candidate; break; }
 done
 [ -n "$py" ] || { echo "no python3 with numpy here"; exit 1; }
-port=50791
-target=127.0.0.1:$port
 
 echo "## $(date -u +%Y-%m-%dT%H:%MZ) $mode, $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 [ "$mode" = cuda ] && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
 
-pid=
-start() {  # NAME ARGS...: gemm-server on $port with ARGS, waiting until it answers
+start() {  # NAME ARGS...: gemm-server on $port with ARGS (or grpc-floor for NAME floor)
   local name=$1
   shift
   if [ "$name" = floor ]; then
-    "$floor_bin" --port "$port" >"$out/$name.log" 2>&1 &
+    bench_start "$name" "$floor_bin" --port "$port"
   else
-    "$server_bin" --port "$port" --metrics_port -1 --backend "$mode" "$@" >"$out/$name.log" 2>&1 &
+    bench_start "$name" "$server_bin" --port "$port" --metrics_port -1 --backend "$mode" "$@"
   fi
-  pid=$!
-  for _ in $(seq 200); do
-    "$cli" info --target "$target" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "$name did not start:"; cat "$out/$name.log"; return 1
 }
-stop() { [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; pid=; }
+stop() { bench_stop; }
 trap stop EXIT
 bench() {  # CASE ARGS...: one gemm-cli bench run, kept as CASE.json
   local name=$1

@@ -165,22 +165,17 @@ TEST_F(MultiDeviceServerTest, CallsAgainstAWeightOnTheSecondDeviceStackThere) {
   StartTwo(config);
   std::string w;
   const std::string handle = PutWeight(&w, "cpu:1");
-  cpu1_->Close();
   // A first call holds cpu:1; four more, each its own M, wait for it and then go as one.
   const std::vector<int64_t> ms = {1, 2, 3, 1, 4};
   std::vector<std::unique_ptr<AsyncCall>> calls;
-  for (size_t i = 0; i < ms.size(); ++i) {
+  StartBehindTheFirst(cpu1_, ms.size(), [&](size_t i) {
     auto call = std::make_unique<AsyncCall>();
     SetTensor(call->request.mutable_a(), {ms[i], kK}, DataType::kFloat32,
               RandomBytes(DataType::kFloat32, ms[i] * kK, rng_));
     call->request.mutable_b_ref()->set_handle(handle);
     call->Start(stub_.get());
     calls.push_back(std::move(call));
-    if (i == 0) ASSERT_TRUE(Eventually([&] { return cpu1_->launches().size() == 1; }));
-  }
-  ASSERT_TRUE(Eventually([&] { return server_->executor().QueueDepth() == ms.size() - 1; }));
-  server_->executor().Poke();
-  cpu1_->Open();
+  });
   for (size_t i = 0; i < ms.size(); ++i) {
     calls[i]->done.WaitForNotification();
     ASSERT_TRUE(calls[i]->status.ok()) << calls[i]->status.error_message();

@@ -11,11 +11,13 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -25,6 +27,7 @@
 #include "server/devices/cpu/cpu_device.h"
 #include "server/gemm_server.h"
 #include "server/observability/log.h"
+#include "server/scheduling/batcher.h"
 #include "server/store/tensor_store.h"
 #include "tests/server_fixture.h"
 
@@ -176,6 +179,22 @@ class ResidentServerTest : public InProcessServerTest {
     gemm::v1::ListTensorsResponse response;
     EXPECT_TRUE(stub_->ListTensors(&context, {}, &response).ok());
     return response;
+  }
+
+  // Starts `count` calls (start(i) starts call i) against a closed `device`: the first
+  // holds it, the others queue behind it; then opens it, so they leave the queue as one
+  // batch. The device has run nothing before; it is open again however this returns, so
+  // a failed expectation here leaves no call hanging.
+  void StartBehindTheFirst(ControlledCpu* device, size_t count,
+                           const std::function<void(size_t)>& start) {
+    device->Close();
+    absl::Cleanup open = [device] { device->Open(); };
+    for (size_t i = 0; i < count; ++i) {
+      start(i);
+      if (i == 0) ASSERT_TRUE(Eventually([&] { return device->launches().size() == 1; }));
+    }
+    ASSERT_TRUE(Eventually([&] { return server_->executor().QueueDepth() == count - 1; }));
+    server_->executor().Poke();
   }
 
   // Nothing stored, nothing counted.

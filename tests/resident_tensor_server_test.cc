@@ -47,7 +47,6 @@ using ::gemmd::testing::MaxRelError;
 using ::gemmd::testing::kAddressSanitizer;
 using ::gemmd::testing::RandomBytes;
 using ::gemmd::testing::SetTensor;
-using ::gemmd::testing::TestConfig;
 
 int64_t RssBytes() {
   std::ifstream status("/proc/self/status");
@@ -416,24 +415,17 @@ TEST_F(ResidentTensorTest, CallsAgainstOneWeightStackIntoOneLaunch) {
   const std::string b = RandomBytes(DataType::kFloat32, k * n, rng_);
   absl::StatusOr<std::string> handle = PutDense({k, n}, b);
   ASSERT_TRUE(handle.ok());
-  gated->Close();
   // A first call holds the device; five more, each its own M, wait and then go as one.
   const std::vector<int64_t> ms = {1, 1, 3, 2, 5, 1};
   std::vector<std::unique_ptr<::gemmd::testing::AsyncCall>> calls;
-  for (size_t i = 0; i < ms.size(); ++i) {
+  StartBehindTheFirst(gated, ms.size(), [&](size_t i) {
     auto call = std::make_unique<::gemmd::testing::AsyncCall>();
     SetTensor(call->request.mutable_a(), {ms[i], k}, DataType::kFloat32,
               RandomBytes(DataType::kFloat32, ms[i] * k, rng_));
     call->request.mutable_b_ref()->set_handle(*handle);
     call->Start(stub_.get());
     calls.push_back(std::move(call));
-    if (i == 0) {
-      ASSERT_TRUE(Eventually([&] { return gated->launches().size() == 1; }));
-    }
-  }
-  ASSERT_TRUE(Eventually([&] { return server_->executor().QueueDepth() == ms.size() - 1; }));
-  server_->executor().Poke();
-  gated->Open();
+  });
   for (size_t i = 0; i < ms.size(); ++i) {
     calls[i]->done.WaitForNotification();
     ASSERT_TRUE(calls[i]->status.ok()) << calls[i]->status.error_message();
@@ -480,7 +472,6 @@ TEST_F(ResidentTensorTest, WeightOnlyCallsAgainstOneQuantizedWeightStack) {
   ASSERT_TRUE(handle.ok()) << handle.status();
   std::vector<float> deq(static_cast<size_t>(n * k));
   ASSERT_TRUE(DequantizeNvfp4(q, deq.data()).ok());
-  gated->Close();
   const std::vector<int64_t> ms = {1, 1, 2, 1, 3};
   struct Quantized {
     grpc::ClientContext context;
@@ -490,7 +481,7 @@ TEST_F(ResidentTensorTest, WeightOnlyCallsAgainstOneQuantizedWeightStack) {
     absl::Notification done;
   };
   std::vector<std::unique_ptr<Quantized>> calls;
-  for (size_t i = 0; i < ms.size(); ++i) {
+  StartBehindTheFirst(gated, ms.size(), [&](size_t i) {
     auto call = std::make_unique<Quantized>();
     SetTensor(call->request.mutable_a_dense(), {ms[i], k}, DataType::kFloat32,
               RandomBytes(DataType::kFloat32, ms[i] * k, rng_));
@@ -502,10 +493,7 @@ TEST_F(ResidentTensorTest, WeightOnlyCallsAgainstOneQuantizedWeightStack) {
                                       c->done.Notify();
                                     });
     calls.push_back(std::move(call));
-    if (i == 0) ASSERT_TRUE(Eventually([&] { return gated->launches().size() == 1; }));
-  }
-  ASSERT_TRUE(Eventually([&] { return server_->executor().QueueDepth() == ms.size() - 1; }));
-  gated->Open();
+  });
   for (size_t i = 0; i < ms.size(); ++i) {
     calls[i]->done.WaitForNotification();
     ASSERT_TRUE(calls[i]->status.ok()) << calls[i]->status.error_message();

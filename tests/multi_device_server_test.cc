@@ -210,17 +210,9 @@ TEST_F(MultiDeviceServerTest, AFaultedDeviceLeavesTheOtherServingItsTensors) {
   s = CallAgainst(h0, w0, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(s.error_message(), lost);
-  {
-    grpc::ClientContext context;
-    gemm::v1::TensorHandle get;
-    get.set_handle(h0);
-    auto reader = stub_->GetTensor(&context, get);
-    gemm::v1::TensorChunk chunk;
-    EXPECT_FALSE(reader->Read(&chunk));
-    const grpc::Status read = reader->Finish();
-    EXPECT_EQ(read.error_code(), grpc::StatusCode::UNAVAILABLE);
-    EXPECT_EQ(read.error_message(), lost);
-  }
+  const grpc::Status read = RefusedGet(h0);
+  EXPECT_EQ(read.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(read.error_message(), lost);
   EXPECT_TRUE(Delete(h0).ok());
 
   // The other device serves its tensors and everything inline, and health stays SERVING.

@@ -166,6 +166,17 @@ class ResidentServerTest : public InProcessServerTest {
     return data;
   }
 
+  // A GetTensor that is refused: its status (and no chunk came before it).
+  grpc::Status RefusedGet(const std::string& handle) {
+    grpc::ClientContext context;
+    gemm::v1::TensorHandle request;
+    request.set_handle(handle);
+    auto reader = stub_->GetTensor(&context, request);
+    gemm::v1::TensorChunk chunk;
+    EXPECT_FALSE(reader->Read(&chunk)) << handle;
+    return reader->Finish();
+  }
+
   grpc::Status Delete(const std::string& handle) {
     grpc::ClientContext context;
     gemm::v1::TensorHandle request;

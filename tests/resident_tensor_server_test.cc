@@ -255,13 +255,7 @@ TEST_F(ResidentTensorTest, HandlesThatNameNothingAreNotFound) {
     EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << h;
     EXPECT_TRUE(absl::StartsWith(s.error_message(), "b_ref: ")) << s.error_message();
     EXPECT_EQ(Delete(h).error_code(), grpc::StatusCode::NOT_FOUND);
-    grpc::ClientContext context;
-    gemm::v1::TensorHandle get;
-    get.set_handle(h);
-    auto reader = stub_->GetTensor(&context, get);
-    gemm::v1::TensorChunk chunk;
-    EXPECT_FALSE(reader->Read(&chunk));
-    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(RefusedGet(h).error_code(), grpc::StatusCode::NOT_FOUND);
   }
 }
 

@@ -3,7 +3,8 @@
 # GPU machine: gemm-bench's in-process copies + kernel at 4096^3, then gemm-server on the
 # CUDA backend driven by gemm-cli bench: batching on vs --max_batch_size=1 (128 x 128^3
 # and 64 x 256^3 FP16_TENSOR), one 4096^3 FP16_TENSOR request at a time, and overload
-# (concurrency 512, small queue) with the server's peak RSS.
+# (concurrency 512, small queue) with the server's peak RSS; on a machine with two GPUs
+# or more, bench/multi_device_bench.sh (one GPU against all, resident weights on each).
 # Usage: bench/gpu_service_bench.sh [BIN_DIR]   (BIN_DIR holds gemm-server, gemm-cli,
 # gemm-bench, grpc-floor, iperf3; default .devpack/bin as device-pack lays it out). Ends
 # with the transport benchmark (transport_bench.sh). Prints JSON lines, then a
@@ -112,16 +113,12 @@ awk '{a[NR]=$1} END {n=NR; if (n==0) exit; m=a[1]; for(i=1;i<=n;i++) if(a[i]>m) 
   printf "server RSS kB: first %d, 25%% %d, 50%% %d, 75%% %d, last %d, peak %d (%d samples)\n",
   a[1], a[int(n/4)+1], a[int(n/2)+1], a[int(3*n/4)+1], a[n], m, n}' "$out/rss.txt"
 
-# Several GPUs: one server on all of them; placement should spread the work.
-if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
-  DEVICES=all start_server || exit 1
-  bench multi_gpu_256 --m 256 --n 256 --k 256 --dtype float16 --precision fp16_tensor \
-    --concurrency 128 --channels 8
-  scrape | grep -E '^gemm_(flops_total\{precision="FP16_TENSOR"|device_busy_seconds_total)'
-  stop_server
-fi
-
 python3 "$(dirname "$0")/gpu_service_summary.py" "$out"
+
+# Several GPUs: one GPU against all of them, resident weights on each (its own table).
+if [ "$(nvidia-smi -L | grep -c '^GPU')" -ge 2 ]; then
+  OUT_DIR="$out/multi_device" "$(dirname "$0")/multi_device_bench.sh" "$bin" cuda
+fi
 
 # The transport side by side (needs grpc-floor and iperf3 in BIN_DIR or on PATH).
 "$(dirname "$0")/transport_bench.sh" "$bin" cuda

@@ -19,8 +19,7 @@ def load(name):
 print("\n| run | req/s | p50 ms | p99 ms | mean batch | server total ms | errors |")
 print("|---|---:|---:|---:|---:|---:|---|")
 for name in ["b64_128", "b1_128", "b64_256", "b1_256", "b64_128_async", "b1_128_async",
-             "b64_256_async", "b1_256_async", "big_4096", "overload_512", "overload_b1_512",
-             "multi_gpu_256"]:
+             "b64_256_async", "b1_256_async", "big_4096", "overload_512", "overload_b1_512"]:
     r = load(name)
     if r is None:
         print(f"| {name} | missing | | | | | |")

@@ -86,13 +86,15 @@ class Child {
     return mu_.AwaitWithTimeout(absl::Condition(&found), timeout);
   }
 
-  // The exit status (waitpid's), or -1 if it is still running after `timeout`.
+  // The exit status (waitpid's), or -1 if it is still running after `timeout`. Once it
+  // has exited, output() holds all it wrote (the reader has met the pipe's end).
   int Wait(absl::Duration timeout) {
     const absl::Time limit = absl::Now() + timeout;
     while (absl::Now() < limit) {
       int status = 0;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         exited_ = true;
+        if (reader_.joinable()) reader_.join();
         return status;
       }
       absl::SleepFor(absl::Milliseconds(5));

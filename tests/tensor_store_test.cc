@@ -339,9 +339,13 @@ TEST_F(TensorStoreTest, PlacesTensorsOnTheNamedOrLeastUsedHealthyDevice) {
   EXPECT_EQ(device_of(*named), "fake:1");
   absl::StatusOr<std::string> parts = store.OpenParts(Dense({4, 4}), {}, "", 2, "", "fake:1");
   ASSERT_TRUE(parts.ok()) << parts.status();
+  int listed = 0;
   for (const TensorListing& t : store.List()) {
-    if (t.handle == *parts) EXPECT_EQ(t.device, "fake:1");
+    if (t.handle != *parts) continue;
+    ++listed;
+    EXPECT_EQ(t.device, "fake:1");
   }
+  EXPECT_EQ(listed, 1);
 
   const int64_t used = store.used_bytes();
   absl::StatusOr<std::string> unknown = put_on("cuda:7", 4);

@@ -1,5 +1,5 @@
 # Sourced by the benchmark scripts that drive a server process (resident_bench.sh,
-# multi_device_bench.sh): finding the binaries, starting a server and waiting until it
+# multi_device_bench.sh, transport_bench.sh): finding the binaries, starting a server and waiting until it
 # answers, stopping it. The script sets `bin` (a build tree or a flat folder of binaries),
 # `out` (where logs go) and `target` (host:port the server listens on) first.
 

@@ -26,16 +26,13 @@ warmup=${WARMUP_S:-1}
 out=${OUT_DIR:-/tmp/transport_bench}
 mkdir -p "$out"
 rm -f "$out"/*.json "$out"/*.log
-exe() {  # NAME: the binary, in a build tree or a flat folder
-  for p in "$bin/$1" "$bin/server/$1" "$bin/client_cli/$1" "$bin/bench/$1"; do
-    [ -x "$p" ] && { echo "$p"; return; }
-  done
-  echo "missing $1 under $bin" >&2; exit 1
-}
-server_bin=$(exe gemm-server) cli=$(exe gemm-cli) floor_bin=$(exe grpc-floor)
+port=50781
+target=127.0.0.1:$port
+source "$here/server_control.sh"
+server_bin=$(bench_exe gemm-server) && cli=$(bench_exe gemm-cli) &&
+  floor_bin=$(bench_exe grpc-floor) || exit 1
 iperf=$(command -v iperf3 || echo "$bin/iperf3")
 py=$(command -v /usr/bin/python3 || command -v python3)
-port=50781
 
 echo "## $(date -u +%Y-%m-%dT%H:%MZ) $mode, $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 [ "$mode" = cuda ] && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
@@ -50,19 +47,8 @@ for streams in 1 4; do
   wait
 done
 
-pid=
-start() {  # NAME COMMAND...: start a server on $port and wait until it answers
-  local name=$1
-  shift
-  "$@" >"$out/$name.log" 2>&1 &
-  pid=$!
-  for _ in $(seq 100); do
-    "$cli" info --target "127.0.0.1:$port" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "$name did not start:"; cat "$out/$name.log"; return 1
-}
-stop() { kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
+start() { bench_start "$@"; }  # NAME COMMAND...: a server on $port, answering
+stop() { bench_stop; }
 trap stop EXIT
 bench() {  # SERVER CASE ARGS...: one gemm-cli bench run, kept as SERVER__CASE.json
   local server=$1 name=$2

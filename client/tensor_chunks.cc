@@ -70,31 +70,6 @@ RowRange PartRows(int64_t rows, int part, int parts) {
   return {rows * part / parts, rows * (part + 1) / parts};
 }
 
-wire::EncodedMessage EncodeTensorChunk(const gemm::v1::TensorHeader* header,
-                                       absl::string_view data, absl::string_view scales) {
-  wire::EncodedMessage out;
-  std::string heads;
-  if (header != nullptr) {
-    const std::string bytes = header->SerializeAsString();
-    wire::AppendLengthDelimitedHead(&heads, kHeaderField, bytes.size());
-    heads += bytes;
-  }
-  if (!data.empty()) {
-    wire::AppendLengthDelimitedHead(&heads, kDataField, data.size());
-    out.AddOwned(heads);
-    out.AddPayload(data);
-    heads.clear();
-  }
-  if (!scales.empty()) {
-    wire::AppendLengthDelimitedHead(&heads, kScalesField, scales.size());
-    out.AddOwned(heads);
-    out.AddPayload(scales);
-    heads.clear();
-  }
-  out.AddOwned(heads);
-  return out;
-}
-
 absl::Status ParseTensorChunk(const wire::ByteRuns& bytes, TensorChunkWire* out) {
   wire::WireCursor in(bytes);
   bool seen_data = false, seen_scales = false;

@@ -47,10 +47,8 @@ struct RowRange {
 };
 RowRange PartRows(int64_t rows, int part, int parts);
 
-// One TensorChunk: the header when given, then `data` and `scales` as payloads the
-// message references (each left out when empty).
-wire::EncodedMessage EncodeTensorChunk(const gemm::v1::TensorHeader* header,
-                                       absl::string_view data, absl::string_view scales);
+// One TensorChunk, as the server encodes it too (proto/wire/gemm_wire.h).
+using wire::EncodeTensorChunk;
 
 // A received TensorChunk: its header when it has one, its data and scales as views into
 // the received bytes. INVALID_ARGUMENT for malformed bytes or a field sent twice.

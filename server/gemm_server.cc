@@ -7,25 +7,24 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 #include <prometheus/exposer.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
 #include <exception>
 #include <limits>
 
-#include <unistd.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "proto/transport_arguments.h"
-#include "server/scheduling/batcher.h"
 #include "server/devices/cpu/cpu_device.h"
-#include "server/rpc/gemm_service.h"
-#include "server/rpc/host_memory.h"
 #include "server/observability/log.h"
 #include "server/observability/metrics.h"
 #include "server/port_probe.h"
+#include "server/rpc/gemm_service.h"
+#include "server/rpc/host_memory.h"
+#include "server/scheduling/batcher.h"
 #include "server/store/tensor_store.h"
 #ifdef GEMM_HAVE_CUDA
 #include "server/devices/cuda/cuda_device_pool.h"
@@ -33,6 +32,8 @@
 
 namespace gemmd {
 namespace {
+
+constexpr char kServiceName[] = "gemm.v1.GemmService";
 
 absl::Status CheckConfig(const ServerConfig& c) {
   if (c.port < 0 || c.port > 65535) {
@@ -104,6 +105,19 @@ absl::Status CheckConfig(const ServerConfig& c) {
   if (c.tensor_store_bytes < -1) {
     return absl::InvalidArgumentError(
         "--tensor_store_bytes must be -1 (a share of memory), 0 (no store) or a byte count");
+  }
+  if (c.tensor_store_max_tensors < 1) {
+    return absl::InvalidArgumentError("--tensor_store_max_tensors must be >= 1");
+  }
+  if (c.max_open_uploads < 0) {
+    return absl::InvalidArgumentError("--max_open_uploads must be >= 0 (0 = no limit)");
+  }
+  if (c.part_upload_timeout < absl::Seconds(1) || c.part_upload_timeout > absl::Hours(24)) {
+    return absl::InvalidArgumentError("--part_upload_timeout_s must be in [1, 86400]");
+  }
+  if (c.upload_idle_timeout < absl::ZeroDuration() || c.upload_idle_timeout > absl::Hours(24)) {
+    return absl::InvalidArgumentError(
+        "--upload_idle_timeout_s must be in [0, 86400] (0 = uploads never time out)");
   }
   if (c.device_memory_limit_bytes < 0) {
     return absl::InvalidArgumentError(
@@ -181,6 +195,9 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
     TensorStoreOptions store;
     store.cap_bytes = store_bytes;
     store.tenant_cap_bytes = config.tenant_tensor_store_bytes;
+    store.max_tensors = config.tensor_store_max_tensors;
+    store.max_open_uploads = config.max_open_uploads;
+    store.part_upload_timeout = config.part_upload_timeout;
     server->store_ = std::make_unique<TensorStore>(store, devices, server->metrics_.get());
   }
   Batcher::Options batching;
@@ -217,6 +234,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   settings.max_queue_delay = config.max_queue_delay;
   settings.max_inflight_bytes = config.max_inflight_bytes;
   settings.tenant_max_inflight_bytes = config.tenant_max_inflight_bytes;
+  settings.upload_idle_timeout = config.upload_idle_timeout;
   if (!config.auth_tokens_file.empty()) {
     absl::StatusOr<std::unique_ptr<TokenAuthenticator>> tokens =
         TokenAuthenticator::FromFile(config.auth_tokens_file);
@@ -295,7 +313,10 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
         absl::StrCat("cannot serve gRPC on ", address, ": ",
                      why.empty() ? std::string("gRPC could not listen there (see its log)") : why));
   }
+  // Health answers for the server ("") and for the service by its name, as probes ask
+  // either way.
   server->server_->GetHealthCheckService()->SetServingStatus(true);
+  server->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
   // With every device faulted the server can answer nothing: tell health checkers, so a
   // balancer stops sending work here (requests meanwhile get UNAVAILABLE).
   grpc::Server* grpc_server = server->server_.get();
@@ -333,6 +354,10 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
        {"max_connection_age_s",
         absl::StrCat(absl::ToDoubleSeconds(config.max_connection_age))},
        {"tensor_store_bytes", absl::StrCat(store_bytes)},
+       {"tensor_store_max_tensors", absl::StrCat(config.tensor_store_max_tensors)},
+       {"max_open_uploads", absl::StrCat(config.max_open_uploads)},
+       {"upload_idle_timeout_s", absl::StrCat(absl::ToDoubleSeconds(config.upload_idle_timeout))},
+       {"part_upload_timeout_s", absl::StrCat(absl::ToDoubleSeconds(config.part_upload_timeout))},
        {"instance", server->store_ != nullptr ? server->store_->instance() : "-"}});
   return server;
 }
@@ -346,8 +371,12 @@ absl::Status GemmServer::ReloadTokens() {
   }
   const absl::Status status = tokens_->Reload();
   if (status.ok()) {
+    const int64_t dropped =
+        store_ != nullptr ? store_->DropTenantsOtherThan(tokens_->tenants()) : 0;
     Log(LogLevel::kInfo, "tokens_reloaded",
-        {{"file", tokens_->path()}, {"tenants", absl::StrJoin(tokens_->tenants(), ",")}});
+        {{"file", tokens_->path()},
+         {"tenants", absl::StrJoin(tokens_->tenants(), ",")},
+         {"tensors_of_removed_tenants_deleted", absl::StrCat(dropped)}});
   } else {
     Log(LogLevel::kError, "tokens_reload_failed",
         {{"message", std::string(status.message())}, {"kept", "the tokens in use"}});
@@ -365,14 +394,16 @@ void GemmServer::Shutdown() {
       {{"grace_s", absl::StrCat(absl::ToDoubleSeconds(config_.shutdown_grace))}});
   // Refuse new work (UNAVAILABLE, which clients and balancers retry elsewhere) before
   // advertising NOT_SERVING, so a client that sees NOT_SERVING knows no later request
-  // of its will be accepted. A call still sending its request is refused too: it has not
-  // been accepted, and waiting for a stalled upload would hold the drain. gRPC keeps its
-  // listener open meanwhile: closing it first would answer late arrivals with CANCELLED.
+  // of its will be accepted. A call whose headers came before is served to its end, its
+  // request still arriving included (one rule for every method; a client cannot retry a
+  // large request it has half sent). gRPC keeps its listener open meanwhile: closing it
+  // first would answer late arrivals with CANCELLED.
   service_->StartDraining();
   server_->GetHealthCheckService()->SetServingStatus(false);
+  server_->GetHealthCheckService()->SetServingStatus(kServiceName, false);
   const bool idle = service_->AwaitIdle(grace_end);
   if (!idle) Log(LogLevel::kWarning, "shutdown_grace_expired", {});
-  // Every GEMM call is done, its response sent. gRPC's own shutdown turns away calls that
+  // Every call is done, its response sent. gRPC's own shutdown turns away calls that
   // arrive before its clients have heard its GOAWAY, and those get CANCELLED, which says
   // the wrong thing (clients retry UNAVAILABLE, not CANCELLED). So first let clients
   // hear UNAVAILABLE and NOT_SERVING and stop: wait until none has arrived for a moment

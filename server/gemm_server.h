@@ -78,6 +78,13 @@ struct ServerConfig {
   // tensors' bytes; 0 = no limit beyond the server's.
   int64_t tenant_max_inflight_bytes = 0;
   int64_t tenant_tensor_store_bytes = 0;
+  // The tensor store's other limits (TensorStoreOptions): most tensors, most uploads one
+  // tenant has open, how long an open tensor may wait with no part uploading.
+  int64_t tensor_store_max_tensors = 16384;
+  int64_t max_open_uploads = 64;
+  absl::Duration part_upload_timeout = absl::Seconds(10);
+  // An upload stream that sends nothing for this long is ended (zero: never).
+  absl::Duration upload_idle_timeout = absl::Seconds(10);
 };
 
 inline constexpr char kGemmdVersion[] = "0.1.0";
@@ -112,12 +119,14 @@ class GemmServer {
 
   // Reads the tokens file again (SIGHUP) and logs the outcome: tokens_reloaded (tenants,
   // tokens) or tokens_reload_failed (why; the tokens in use stay). No-op without one.
+  // The resident tensors of tenants the new file no longer names are deleted (nobody
+  // can reach them any more).
   absl::Status ReloadTokens();
 
-  // New GEMM calls refused (UNAVAILABLE, also those still sending their request),
-  // health NOT_SERVING, accepted calls completed and their responses sent (those still
-  // running when the grace period ends are cancelled), devices drained: all within the
-  // grace period. Idempotent; thread-safe.
+  // Health NOT_SERVING and new calls of every method refused (UNAVAILABLE); calls taken
+  // before (requests still arriving, uploads and downloads included) completed and their
+  // responses sent (those still running when the grace period ends are cancelled),
+  // devices drained: all within the grace period. Idempotent; thread-safe.
   void Shutdown();
 
  private:

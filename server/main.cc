@@ -1,7 +1,6 @@
 // gemm-server: serves GemmService (Matmul, QuantizedMatmul, GetServerInfo),
 // grpc.health.v1 and server reflection over gRPC, and Prometheus metrics over HTTP on its
 // own port.
-#include <grpc/support/log.h>
 #include <malloc.h>
 #include <signal.h>
 
@@ -19,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/blas_thread_wait.h"
 #include "server/gemm_server.h"
+#include "server/library_logs.h"
 #include "server/observability/log.h"
 #include "server/stop_signals.h"
 
@@ -54,6 +54,20 @@ ABSL_FLAG(int64_t, tenant_tensor_store_bytes, 0,
           "With --auth_tokens_file: bytes one tenant's resident tensors may take of the store; "
           "beyond it PutTensor / keep_c get RESOURCE_EXHAUSTED naming this flag. 0 = only "
           "--tensor_store_bytes.");
+ABSL_FLAG(int64_t, tensor_store_max_tensors, 16384,
+          "Most resident tensors at once (uploads in progress included); beyond it PutTensor "
+          "and keep_c get RESOURCE_EXHAUSTED naming this flag. Each tensor also counts at "
+          "its real cost against --tensor_store_bytes (whole pages, and ~2 KB of record).");
+ABSL_FLAG(int64_t, max_open_uploads, 64,
+          "Most uploads one tenant (everyone, without --auth_tokens_file) may have open at "
+          "once: header sent, not yet complete (each holds its tensor's room in the store). "
+          "0 = no limit.");
+ABSL_FLAG(double, upload_idle_timeout_s, 10,
+          "A PutTensor stream that sends nothing for this long is ended (DEADLINE_EXCEEDED) "
+          "and its room in the store freed. 0 = never.");
+ABSL_FLAG(double, part_upload_timeout_s, 10,
+          "A tensor opened for parallel parts (header.parts) with no part uploading for this "
+          "long (since it was opened or a part last began or finished) is dropped.");
 ABSL_FLAG(std::string, backend, "auto",
           "auto | cpu | cuda. auto = cuda when this build has CUDA and a GPU is present, "
           "else cpu (OpenBLAS).");
@@ -130,7 +144,11 @@ ABSL_FLAG(double, shutdown_grace_s, 30.0,
 
 namespace {
 
-bool ServerFlagFile(absl::string_view file) { return absl::StrContains(file, "server/main.cc"); }
+// The flags of server/main.cc are gemm-server's own; --help names them so, wherever the
+// binary was built.
+bool ServerFlagFile(absl::string_view file) {
+  return file == "gemm-server" || absl::EndsWith(file, "server/main.cc");
+}
 
 std::string VersionString() {
 #ifdef GEMM_HAVE_CUDA
@@ -139,16 +157,6 @@ std::string VersionString() {
   constexpr const char* kCuda = "CPU backend only (built without CUDA)";
 #endif
   return absl::StrCat("gemm-server ", gemmd::kGemmdVersion, " (gemmd; ", kCuda, ")\n");
-}
-
-// gRPC's own log lines (a port it cannot bind, say) in the server's logfmt, one line each.
-void LogFromGrpc(gpr_log_func_args* args) {
-  const gemmd::LogLevel level = args->severity == GPR_LOG_SEVERITY_ERROR ? gemmd::LogLevel::kError
-                                : args->severity == GPR_LOG_SEVERITY_INFO
-                                    ? gemmd::LogLevel::kInfo
-                                    : gemmd::LogLevel::kWarning;
-  gemmd::Log(level, "grpc_log",
-             {{"at", absl::StrCat(args->file, ":", args->line)}, {"message", args->message}});
 }
 
 }  // namespace
@@ -165,16 +173,19 @@ int main(int argc, char** argv) {
       "matrix multiplication as a gRPC service.\n"
       "Usage: gemm-server [--port=50051] [--metrics_port=9464] [--backend=auto|cpu|cuda]\n"
       "                   [--max_batch_size=64] [--max_queue_delay_us=100] ...\n"
-      "Stops gracefully on SIGTERM/SIGINT: new requests are refused (UNAVAILABLE), health "
-      "goes\nNOT_SERVING, accepted ones complete (up to --shutdown_grace_s; a repeated signal "
-      "changes\nnothing), exit status 0.");
+      "Stops gracefully on SIGTERM/SIGINT: health goes NOT_SERVING, calls arriving after "
+      "the\nsignal are refused (UNAVAILABLE), calls taken before complete, uploads included "
+      "(up to\n--shutdown_grace_s; a repeated signal changes nothing), exit status 0.");
   absl::FlagsUsageConfig usage;
   usage.contains_help_flags = ServerFlagFile;
   usage.contains_helpshort_flags = ServerFlagFile;
   usage.version_string = VersionString;
+  usage.normalize_filename = [](absl::string_view file) {
+    return ServerFlagFile(file) ? std::string("gemm-server") : std::string(file);
+  };
   absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
-  gpr_set_log_function(LogFromGrpc);
+  gemmd::RouteLibraryLogs();
   // Debian's abseil is built without NDEBUG, which turns on absl::Mutex's deadlock
   // detector: every lock then updates one process-wide graph under one global lock. On
   // the 16-core GPU host that serialized the request path (docs/BENCHMARKS.md). The tests
@@ -231,6 +242,10 @@ int main(int argc, char** argv) {
   config.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
   config.tenant_max_inflight_bytes = absl::GetFlag(FLAGS_tenant_max_inflight_bytes);
   config.tenant_tensor_store_bytes = absl::GetFlag(FLAGS_tenant_tensor_store_bytes);
+  config.tensor_store_max_tensors = absl::GetFlag(FLAGS_tensor_store_max_tensors);
+  config.max_open_uploads = absl::GetFlag(FLAGS_max_open_uploads);
+  config.upload_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_upload_idle_timeout_s));
+  config.part_upload_timeout = absl::Seconds(absl::GetFlag(FLAGS_part_upload_timeout_s));
 
   absl::StatusOr<std::unique_ptr<gemmd::GemmServer>> server = gemmd::GemmServer::Create(config);
   if (!server.ok()) {

@@ -96,6 +96,31 @@ class FakeDevice : public Device {
     return healthy_;
   }
 
+  // Resident memory is host memory (Device's), counted; frees can be made to fail as a
+  // munmap does at vm.max_map_count.
+  absl::StatusOr<void*> AllocateResident(int64_t bytes) override {
+    absl::StatusOr<void*> memory = Device::AllocateResident(bytes);
+    absl::MutexLock lock(&mu_);
+    if (memory.ok()) ++resident_allocations_;
+    return memory;
+  }
+  absl::Status FreeResident(void* memory, int64_t bytes) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (fail_frees_) return absl::InternalError("munmap: Cannot allocate memory (injected)");
+      --resident_allocations_;
+    }
+    return Device::FreeResident(memory, bytes);
+  }
+  int resident_allocations() {
+    absl::MutexLock lock(&mu_);
+    return resident_allocations_;
+  }
+  void set_fail_frees(bool fail) {
+    absl::MutexLock lock(&mu_);
+    fail_frees_ = fail;
+  }
+
   void Open() { gate_.Notify(); }
   // Every later run fails with `status`; with `fault`, the device also turns unhealthy.
   void FailWith(absl::Status status, bool fault = false) {
@@ -148,6 +173,8 @@ class FakeDevice : public Device {
   bool fault_ ABSL_GUARDED_BY(mu_) = false;
   bool healthy_ ABSL_GUARDED_BY(mu_) = true;
   int started_ ABSL_GUARDED_BY(mu_) = 0;
+  int resident_allocations_ ABSL_GUARDED_BY(mu_) = 0;
+  bool fail_frees_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<int64_t> ran_m_ ABSL_GUARDED_BY(mu_);
   std::vector<int> batch_sizes_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> packed_batch_ ABSL_GUARDED_BY(mu_);

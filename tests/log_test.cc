@@ -69,6 +69,20 @@ TEST(LogRateLimiterTest, LetsABurstThroughThenTheRateAndCountsTheRest) {
   EXPECT_EQ(limiter.TakeSuppressed(), 0);
 }
 
+// A kernel name with a newline or bytes that are not UTF-8 came back raw in status
+// messages; now escaped, with valid UTF-8 kept as it is.
+TEST(ClientTextTest, EscapesControlCharactersAndBytesThatAreNotUtf8) {
+  EXPECT_EQ(ClientText("a\nb\tc\r"), "a\\nb\\tc\\r");
+  EXPECT_EQ(ClientText(std::string("k\0\x7f\x1b", 4)), "k\\x00\\x7f\\x1b");
+  EXPECT_EQ(ClientText("\xff\xfe ok"), "\\xff\\xfe ok");
+  EXPECT_EQ(ClientText("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
+            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");    // é € 😀 stay
+  EXPECT_EQ(ClientText("\xc3"), "\\xc3");                    // truncated
+  EXPECT_EQ(ClientText("\xc0\xaf"), "\\xc0\\xaf");           // overlong '/'
+  EXPECT_EQ(ClientText("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(ClientText("back\\slash"), "back\\\\slash");
+}
+
 TEST(ClientTextTest, LongStringsAndShapesAreCapped) {
   EXPECT_EQ(ClientText("sgemm"), "sgemm");
   const std::string big(1 << 20, 'k');

@@ -1,7 +1,7 @@
 // Resident tensors on a server with two devices, on the CPU so that CI runs it: two
 // CpuDevices stand in for two GPUs (the same Device interface, placement, batcher and
-// store code as on the CUDA backend). Where PutTensor puts a tensor (spread by resident
-// bytes, or header.device), that a GEMM runs on the device of its tensors, that operands
+// store code as on the CUDA backend). Where PutTensor puts a tensor (with its caller's
+// other tensors, or header.device), that a GEMM runs on the device of its tensors, that operands
 // on two devices are refused saying where each is, that shared-weight batching still
 // stacks on the second device, and that a fault on one device leaves the other serving,
 // its tensors included, while the faulted device's tensors answer UNAVAILABLE.
@@ -97,25 +97,40 @@ class MultiDeviceServerTest : public ResidentServerTest {
   ControlledCpu* cpu1_ = nullptr;
 };
 
-TEST_F(MultiDeviceServerTest, TensorsSpreadOverTheDevicesAndGemmsRunWhereTheirTensorsAre) {
+// A caller's tensors stay together unless it names devices: put x, put w, matmul(x, w)
+// works as written (the store once spread them, and the GEMM was refused for operands on
+// two devices). Named devices spread them, and each GEMM runs where its tensors are.
+TEST_F(MultiDeviceServerTest, TensorsFollowTheirCallerAndGemmsRunWhereTheirTensorsAre) {
   StartTwo(Config());
   std::string w0, w1;
   const std::string h0 = PutWeight(&w0);  // both devices empty: the first
-  const std::string h1 = PutWeight(&w1);  // the second holds fewer bytes now
   EXPECT_TRUE(absl::StartsWith(ListedDevice(h0), "cpu:0 ")) << ListedDevice(h0);
+  const int64_t m = 3;
+  const std::string x = RandomBytes(DataType::kFloat32, m * kK, rng_);
+  absl::StatusOr<std::string> x_handle = PutDense({m, kK}, x);  // with the weight
+  ASSERT_TRUE(x_handle.ok()) << x_handle.status();
+  EXPECT_TRUE(absl::StartsWith(ListedDevice(*x_handle), "cpu:0 ")) << ListedDevice(*x_handle);
+  gemm::v1::MatmulRequest natural;
+  natural.mutable_a_ref()->set_handle(*x_handle);
+  natural.mutable_b_ref()->set_handle(h0);
+  gemm::v1::MatmulResponse response;
+  const grpc::Status s = Call(natural, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ExpectProduct(x, w0, m, response.c().data());
+
+  const std::string h1 = PutWeight(&w1, "cpu:1");
   EXPECT_TRUE(absl::StartsWith(ListedDevice(h1), "cpu:1 ")) << ListedDevice(h1);
   gemm::v1::TensorHeader header;
   EXPECT_EQ(Get(h1, &header), w1);
   EXPECT_EQ(header.device(), "cpu:1");
 
   for (int round = 0; round < 3; ++round) {
-    gemm::v1::MatmulResponse response;
     ASSERT_TRUE(CallAgainst(h1, w1, &response).ok());
     EXPECT_TRUE(absl::StartsWith(response.device(), "cpu:1 ")) << response.device();
     ASSERT_TRUE(CallAgainst(h0, w0, &response).ok());
     EXPECT_TRUE(absl::StartsWith(response.device(), "cpu:0 ")) << response.device();
   }
-  EXPECT_EQ(cpu0_->launches().size(), 3u);
+  EXPECT_EQ(cpu0_->launches().size(), 4u);
   EXPECT_EQ(cpu1_->launches().size(), 3u);
 }
 
@@ -126,7 +141,7 @@ TEST_F(MultiDeviceServerTest, NamedDevicesColocateOperandsAndMixedDevicesAreRefu
   absl::StatusOr<std::string> a_handle = PutDense({m, kK}, a, 1000, 0, "cpu:1");
   ASSERT_TRUE(a_handle.ok()) << a_handle.status();
   std::string w, w_near;
-  const std::string elsewhere = PutWeight(&w);  // the server's choice: cpu:0, emptier
+  const std::string elsewhere = PutWeight(&w, "cpu:0");
   ASSERT_TRUE(absl::StartsWith(ListedDevice(elsewhere), "cpu:0 "));
 
   gemm::v1::MatmulRequest request;

@@ -26,11 +26,11 @@
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "kernels/quant_formats.h"
 #include "kernels/reference_gemm.h"
-#include "server/devices/cpu/cpu_device.h"
 #include "server/devices/cpu/cpu_catalogue.h"
+#include "server/devices/cpu/cpu_device.h"
 #include "server/gemm_server.h"
-#include "server/scheduling/batcher.h"
 #include "server/observability/log.h"
+#include "server/scheduling/batcher.h"
 #include "server/store/tensor_store.h"
 #include "tests/resident_server_fixture.h"
 #include "tests/server_fixture.h"
@@ -43,8 +43,8 @@ using ::gemmd::testing::AsFloats;
 using ::gemmd::testing::ControlledCpu;
 using ::gemmd::testing::Eventually;
 using ::gemmd::testing::Floats;
-using ::gemmd::testing::MaxRelError;
 using ::gemmd::testing::kAddressSanitizer;
+using ::gemmd::testing::MaxRelError;
 using ::gemmd::testing::RandomBytes;
 using ::gemmd::testing::SetTensor;
 
@@ -210,6 +210,19 @@ TEST_F(ResidentTensorTest, RefusedUploadsSayWhyAndStoreNothing) {
   nan_scales.set_data(std::string(32, '\0'));
   nan_scales.set_scales(std::string("\x38\x38\x38\xff", 4));
   gemm::v1::TensorChunk full = Header({1024, 1024}, gemm::v1::DATA_TYPE_FLOAT32);
+  gemm::v1::TensorChunk huge_parts = Header({4096, 4}, gemm::v1::DATA_TYPE_FLOAT32);
+  huge_parts.mutable_header()->set_parts(4294967295u);
+  // A part's header that sets what the open already said was once accepted and ignored.
+  gemm::v1::TensorChunk part_with_dtype;
+  part_with_dtype.mutable_header()->mutable_part_of()->set_handle("t1-x-y");
+  part_with_dtype.mutable_header()->set_dtype(gemm::v1::DATA_TYPE_FLOAT16);
+  gemm::v1::TensorChunk part_with_label;
+  part_with_label.mutable_header()->mutable_part_of()->set_handle("t1-x-y");
+  part_with_label.mutable_header()->set_label("w");
+  part_with_label.mutable_header()->set_ttl_s(5);
+  gemm::v1::TensorChunk part_huge;
+  part_huge.mutable_header()->mutable_part_of()->set_handle("t1-x-y");
+  part_huge.mutable_header()->set_part(4294967295u);
   const std::vector<Case> cases = {
       {"no header", {data}, absl::StatusCode::kInvalidArgument, "first chunk has no header"},
       {"no chunks", {}, absl::StatusCode::kInvalidArgument, "ended before its first chunk"},
@@ -228,8 +241,27 @@ TEST_F(ResidentTensorTest, RefusedUploadsSayWhyAndStoreNothing) {
       {"chunk over 4 MiB", {Header({1, 4}, gemm::v1::DATA_TYPE_FLOAT32), huge},
        absl::StatusCode::kInvalidArgument, "chunk 2 carries 4194305 bytes"},
       {"NaN E4M3", {nan_scales}, absl::StatusCode::kInvalidArgument, "a NaN in E4M3"},
-      {"store full", {full}, absl::StatusCode::kResourceExhausted,
-       "needs 4194304 bytes and 1048576 of 1048576 are free"},
+      {"larger than the store",
+       {full},
+       absl::StatusCode::kResourceExhausted,
+       "this tensor needs 4196352 bytes of the tensor store, more than its whole cap of "
+       "1048576 (--tensor_store_bytes)"},
+      {"2^32-1 parts",
+       {huge_parts},
+       absl::StatusCode::kInvalidArgument,
+       "header.parts is 4294967295; expected 2 to min(1024, rows)"},
+      {"a part's header with a dtype",
+       {part_with_dtype},
+       absl::StatusCode::kInvalidArgument,
+       "a part's header carries part_of and part only"},
+      {"a part's header with a label",
+       {part_with_label},
+       absl::StatusCode::kInvalidArgument,
+       "a part's header carries part_of and part only"},
+      {"part 2^32-1",
+       {part_huge},
+       absl::StatusCode::kInvalidArgument,
+       "header.part is 4294967295; a tensor has at most 1024 parts"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<std::string> put = PutChunks(c.chunks);
@@ -322,7 +354,8 @@ TEST_F(ResidentTensorTest, DeleteWhileAJobUsesTheTensorWaitsForIt) {
   ASSERT_TRUE(Eventually([&] { return !gated->launches().empty(); }));
   ASSERT_TRUE(Delete(*handle).ok());
   EXPECT_EQ(List().tensors_size(), 0);
-  EXPECT_EQ(server_->store()->used_bytes(), k * n * 4);  // the running job still holds it
+  // The running job still holds it.
+  EXPECT_EQ(server_->store()->used_bytes(), server_->store()->ChargeFor(k * n * 4, 0));
   gated->Open();
   call.done.WaitForNotification();
   ASSERT_TRUE(call.status.ok()) << call.status.error_message();

@@ -25,10 +25,10 @@ target_link_libraries(server_integration_test PRIVATE gemm_server_lib GTest::gte
 gtest_discover_tests(server_integration_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 
 # Resident tensors through the generated stub: every error, TTL, deletes under running
-# jobs, disconnects, parts, shared-weight batching; and on a server of two (CPU) devices:
-# placement, header.device, faults.
+# jobs, disconnects, parts, shared-weight batching; on a server of two (CPU) devices:
+# placement, header.device, faults; and hostile or careless callers of the store.
 add_executable(resident_tensor_server_test resident_tensor_server_test.cc
-  multi_device_server_test.cc)
+  multi_device_server_test.cc store_hardening_test.cc raw_http2_client.cc)
 target_link_libraries(resident_tensor_server_test PRIVATE gemm_server_lib GTest::gtest_main)
 gtest_discover_tests(resident_tensor_server_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 

@@ -57,11 +57,9 @@ class TensorStoreTest : public ::testing::Test {
   void SetUp() override { SetLogEnabled(false); }
   void TearDown() override { SetLogEnabled(true); }
 
-  std::unique_ptr<TensorStore> MakeStore(int64_t cap) {
-    TensorStoreOptions options;
+  std::unique_ptr<TensorStore> MakeStore(int64_t cap, TensorStoreOptions options = {}) {
     options.cap_bytes = cap;
     options.sweep_interval = absl::Hours(1);  // the tests sweep by hand
-    options.part_upload_timeout = absl::Minutes(5);
     return std::make_unique<TensorStore>(options, std::vector<Device*>{&device_}, &metrics_,
                                          &clock_);
   }
@@ -100,7 +98,10 @@ TEST_F(TensorStoreTest, StoresAndPinsATensorWithItsBytes) {
   absl::StatusOr<TensorPin> pin = store->Acquire(*handle);
   ASSERT_TRUE(pin.ok()) << pin.status();
   EXPECT_EQ(std::string((*pin)->data(), 24), bytes);
-  EXPECT_EQ(store->used_bytes(), 24);
+  // Counted at what it takes: a page of host memory and its record.
+  EXPECT_EQ(store->used_bytes(), 4096 + kTensorRecordBytes);
+  EXPECT_EQ(store->ChargeFor(24, 0), 4096 + kTensorRecordBytes);
+  EXPECT_EQ(store->tensor_count(), 1);
   ASSERT_EQ(store->List().size(), 1u);
   EXPECT_EQ(store->List()[0].label, "t");
   // Two uploads never share a handle.
@@ -110,14 +111,24 @@ TEST_F(TensorStoreTest, StoresAndPinsATensorWithItsBytes) {
 }
 
 TEST_F(TensorStoreTest, RefusesWhatDoesNotFitTheCapBeforeTakingMemory) {
-  auto store = MakeStore(100);
-  ASSERT_TRUE(Put(*store, Dense({4, 4}), Floats(16, 0)).ok());  // 64 bytes
-  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> big =
-      store->Begin(Dense({4, 4}), {}, "");
+  const int64_t one = 4096 + kTensorRecordBytes;  // a 64-byte tensor's charge
+  auto store = MakeStore(one + 100);
+  ASSERT_TRUE(Put(*store, Dense({4, 4}), Floats(16, 0)).ok());
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> big = store->Begin(Dense({4, 4}), {}, "");
   ASSERT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_TRUE(absl::StrContains(big.status().message(), "needs 64 bytes and 36 of 100 are free"))
+  EXPECT_TRUE(
+      absl::StrContains(big.status().message(),
+                        absl::StrCat("needs ", one, " bytes and 100 of ", one + 100, " are free")))
       << big.status();
-  EXPECT_EQ(store->used_bytes(), 64);
+  EXPECT_EQ(store->used_bytes(), one);
+  EXPECT_EQ(device_.resident_allocations(), 1);  // the refused one took no memory
+  // More than the whole cap says so, not "full".
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> huge =
+      store->Begin(Dense({1024, 1024}), {}, "");
+  EXPECT_EQ(huge.status().message(),
+            absl::StrCat("this tensor needs ", 4 * 1024 * 1024 + kTensorRecordBytes,
+                         " bytes of the tensor store, more than its whole cap of ", one + 100,
+                         " (--tensor_store_bytes)"));
 }
 
 TEST_F(TensorStoreTest, AnUnfinishedUploadLeavesNothing) {
@@ -127,7 +138,7 @@ TEST_F(TensorStoreTest, AnUnfinishedUploadLeavesNothing) {
         store->Begin(Dense({8, 8}), {}, "");
     ASSERT_TRUE(upload.ok());
     ASSERT_TRUE((*upload)->Append(Floats(10, 0), {}).ok());
-    EXPECT_EQ(store->used_bytes(), 256);  // counted while it uploads
+    EXPECT_EQ(store->used_bytes(), store->ChargeFor(256, 0));  // counted while it uploads
     absl::StatusOr<std::string> short_of = (*upload)->Finish();
     EXPECT_EQ(short_of.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_TRUE(absl::StrContains(short_of.status().message(),
@@ -161,7 +172,7 @@ TEST_F(TensorStoreTest, DeleteTakesEffectWhenTheLastPinGoes) {
   EXPECT_EQ(store->Delete(*handle).code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(store->List().empty());
   // ...while the job that holds it still reads its bytes.
-  EXPECT_EQ(store->used_bytes(), 16);
+  EXPECT_EQ(store->used_bytes(), store->ChargeFor(16, 0));
   EXPECT_EQ(std::string((*pin)->data(), 16), Floats(4, 3));
   pin->reset();
   EXPECT_EQ(store->used_bytes(), 0);
@@ -182,7 +193,7 @@ TEST_F(TensorStoreTest, ExpiresAfterItsTtl) {
   EXPECT_EQ(store->Acquire(*handle).status().code(), absl::StatusCode::kNotFound);
   store->Sweep();
   EXPECT_EQ(store->List().size(), 1u);
-  EXPECT_EQ(store->used_bytes(), 16);
+  EXPECT_EQ(store->used_bytes(), store->ChargeFor(16, 0));
   EXPECT_TRUE(store->Acquire(*forever).ok());
   EXPECT_EQ(store->Begin(Dense({1, 1}), absl::Seconds(-1), "").status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -227,14 +238,135 @@ TEST_F(TensorStoreTest, AFailedPartTakesTheWholeTensorOut) {
   EXPECT_TRUE(store->List().empty());
 }
 
-TEST_F(TensorStoreTest, AbandonedPartUploadsTimeOut) {
-  auto store = MakeStore(1 << 20);
+// An opened tensor holds its room while no part uploads only for part_upload_timeout
+// (counted from the open, and from each part's start or end); a part in progress is the
+// stream's to time out (the service's idle watch), not the sweep's.
+TEST_F(TensorStoreTest, AnOpenTensorWithNoPartUploadingIsDroppedAfterTheTimeout) {
+  auto store = MakeStore(1 << 20);  // part_upload_timeout: 10 s by default
   absl::StatusOr<std::string> handle = store->OpenParts(Dense({4, 4}), {}, "", 2);
   ASSERT_TRUE(handle.ok());
-  clock_.Advance(absl::Minutes(6));
+  clock_.Advance(absl::Seconds(9));
+  store->Sweep();
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> part = store->BeginPart(*handle, 0);
+  ASSERT_TRUE(part.ok()) << part.status();
+  clock_.Advance(absl::Minutes(5));  // a slow part: still uploading
+  store->Sweep();
+  ASSERT_TRUE((*part)->Append(Floats(8, 0), {}).ok());
+  ASSERT_TRUE((*part)->Finish().ok());
+  part->reset();  // its stream ends
+  clock_.Advance(absl::Seconds(9));
+  store->Sweep();
+  EXPECT_EQ(store->Acquire(*handle).status().code(), absl::StatusCode::kFailedPrecondition);
+  clock_.Advance(absl::Seconds(2));  // 11 s since the part finished, none since
   store->Sweep();
   EXPECT_EQ(store->used_bytes(), 0);
   EXPECT_EQ(store->Acquire(*handle).status().code(), absl::StatusCode::kNotFound);
+  // A header alone (parts never started) goes after 10 s too.
+  absl::StatusOr<std::string> idle = store->OpenParts(Dense({4, 4}), {}, "", 2);
+  ASSERT_TRUE(idle.ok());
+  clock_.Advance(absl::Seconds(10));
+  store->Sweep();
+  EXPECT_EQ(store->used_bytes(), 0);
+  EXPECT_EQ(store->tensor_count(), 0);
+}
+
+// 30 000 [1,1] tensors under a 1 MiB cap once took 190 MB: each was counted at its 4
+// bytes. Now each counts its page and record, and their number is capped as well.
+TEST_F(TensorStoreTest, CountsTinyTensorsAtTheirRealCostAndCapsTheirNumber) {
+  auto store = MakeStore(1 << 20);
+  int stored = 0;
+  absl::Status refused;
+  for (int i = 0; i < 30000 && refused.ok(); ++i) {
+    absl::StatusOr<std::string> h = Put(*store, Dense({1, 1}), Floats(1, 0));
+    if (h.ok()) ++stored;
+    refused = h.status();
+  }
+  EXPECT_EQ(stored, (1 << 20) / (4096 + kTensorRecordBytes));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(refused.message(), "the tensor store is full")) << refused;
+  EXPECT_EQ(device_.resident_allocations(), stored);
+
+  TensorStoreOptions few;
+  few.max_tensors = 3;
+  auto small = MakeStore(1 << 20, few);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Put(*small, Dense({1, 1}), Floats(1, 0)).ok());
+  const absl::Status fourth = Put(*small, Dense({1, 1}), Floats(1, 0)).status();
+  EXPECT_EQ(fourth.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(fourth.message(),
+            "the tensor store holds 3 tensors, its most (--tensor_store_max_tensors=3); delete "
+            "tensors or let them expire");
+}
+
+// Memory the device cannot give back (munmap failing at vm.max_map_count) stays counted:
+// the cap keeps saying what is really taken, and the failure is logged.
+TEST_F(TensorStoreTest, MemoryThatCannotBeFreedStaysCounted) {
+  auto store = MakeStore(1 << 20);
+  absl::StatusOr<std::string> handle = Put(*store, Dense({2, 2}), Floats(4, 0));
+  ASSERT_TRUE(handle.ok());
+  device_.set_fail_frees(true);
+  ASSERT_TRUE(store->Delete(*handle).ok());
+  EXPECT_EQ(store->used_bytes(), store->ChargeFor(16, 0));
+  EXPECT_EQ(store->tensor_count(), 1);
+  device_.set_fail_frees(false);
+}
+
+// A tenant's uploads in progress (each holding its tensor's room) are capped.
+TEST_F(TensorStoreTest, CapsTheUploadsOneTenantHasOpen) {
+  TensorStoreOptions options;
+  options.max_open_uploads = 2;
+  auto store = MakeStore(1 << 20, options);
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> one =
+      store->Begin(Dense({2, 2}), {}, "", "a");
+  ASSERT_TRUE(one.ok());
+  absl::StatusOr<std::string> opened = store->OpenParts(Dense({2, 2}), {}, "", 2, "a");
+  ASSERT_TRUE(opened.ok());
+  const absl::Status third = store->Begin(Dense({2, 2}), {}, "", "a").status();
+  EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(third.message(),
+            "tenant a has 2 uploads open, its most (--max_open_uploads=2); finish or cancel one "
+            "first");
+  EXPECT_TRUE(store->Begin(Dense({2, 2}), {}, "", "b").ok());  // another tenant's own count
+  ASSERT_TRUE((*one)->Append(Floats(4, 0), {}).ok());
+  ASSERT_TRUE((*one)->Finish().ok());  // a finished upload gives its place back
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> again =
+      store->Begin(Dense({2, 2}), {}, "", "a");
+  ASSERT_TRUE(again.ok()) << again.status();
+  again->reset();                         // so does an abandoned one
+  for (int part = 0; part < 2; ++part) {  // and a tensor whose parts all arrived
+    absl::StatusOr<std::unique_ptr<TensorStore::Upload>> p = store->BeginPart(*opened, part, "a");
+    ASSERT_TRUE(p.ok());
+    ASSERT_TRUE((*p)->Append(Floats(2, 0), {}).ok());
+    ASSERT_TRUE((*p)->Finish().ok());
+  }
+  std::vector<std::unique_ptr<TensorStore::Upload>> open;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<std::unique_ptr<TensorStore::Upload>> u =
+        store->Begin(Dense({2, 2}), {}, "", "a");
+    ASSERT_TRUE(u.ok()) << i << ": " << u.status();
+    open.push_back(*std::move(u));
+  }
+}
+
+// A tenant the reloaded tokens file no longer names loses its tensors (nobody can reach
+// them); tenant "" (no authentication) and the others keep theirs.
+TEST_F(TensorStoreTest, DropsTheTensorsOfTenantsNoLongerKnown) {
+  auto store = MakeStore(1 << 20);
+  auto put_as = [&](const std::string& tenant) {
+    absl::StatusOr<std::unique_ptr<TensorStore::Upload>> u =
+        store->Begin(Dense({1, 1}), {}, "", tenant);
+    EXPECT_TRUE(u.ok());
+    EXPECT_TRUE((*u)->Append(Floats(1, 0), {}).ok());
+    return *(*u)->Finish();
+  };
+  put_as("a");
+  put_as("a");
+  const std::string kept = put_as("b");
+  put_as("");
+  EXPECT_EQ(store->DropTenantsOtherThan({"b"}), 2);
+  EXPECT_TRUE(store->List("a").empty());
+  EXPECT_TRUE(store->Acquire(kept, "b").ok());
+  EXPECT_EQ(store->List("").size(), 1u);
+  EXPECT_EQ(store->used_bytes(), 2 * store->ChargeFor(4, 0));
 }
 
 TEST_F(TensorStoreTest, HandlesOfAnotherInstanceSaySo) {
@@ -292,17 +424,30 @@ TEST(TensorSpecTest, RefusesMalformedSpecsWithWhatIsExpected) {
   EXPECT_EQ(StoredBytes(Dense({3, 5}, DataType::kFloat16)), 30);
 }
 
-TEST_F(TensorStoreTest, PublishesItsGauges) {
+// The gauges follow the store's memory from the moment an upload takes it, not only once
+// it completes (ListTensors' store_bytes counts uploads in progress; the gauge did not).
+TEST_F(TensorStoreTest, PublishesItsGaugesWhileUploadsAreInProgressToo) {
   auto store = MakeStore(1 << 20);
-  ASSERT_TRUE(Put(*store, Dense({2, 2}), Floats(4, 0)).ok());
-  bool seen = false;
-  for (const auto& family : metrics_.registry()->Collect()) {
-    if (family.name != "gemm_tensor_store_bytes") continue;
-    ASSERT_EQ(family.metric.size(), 1u);
-    EXPECT_EQ(family.metric[0].gauge.value, 16);
-    seen = true;
-  }
-  EXPECT_TRUE(seen);
+  auto gauge = [&](const std::string& name) {
+    for (const auto& family : metrics_.registry()->Collect()) {
+      if (family.name == name && family.metric.size() == 1) return family.metric[0].gauge.value;
+    }
+    ADD_FAILURE() << "no " << name;
+    return -1.0;
+  };
+  const double charge = static_cast<double>(store->ChargeFor(16, 0));
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> upload = store->Begin(Dense({2, 2}), {}, "");
+  ASSERT_TRUE(upload.ok());
+  EXPECT_EQ(gauge("gemm_tensor_store_bytes"), charge);
+  ASSERT_TRUE((*upload)->Append(Floats(4, 0), {}).ok());
+  absl::StatusOr<std::string> handle = (*upload)->Finish();
+  ASSERT_TRUE(handle.ok());
+  EXPECT_EQ(gauge("gemm_tensor_store_bytes"), charge);
+  EXPECT_EQ(gauge("gemm_tensor_store_tensors"), 1);
+  ASSERT_TRUE(store->Delete(*handle).ok());
+  upload->reset();
+  EXPECT_EQ(gauge("gemm_tensor_store_bytes"), 0);
+  EXPECT_EQ(gauge("gemm_tensor_store_tensors"), 0);
 }
 
 // Two devices: the store's choice spreads tensors by resident bytes and skips a faulted
@@ -320,20 +465,35 @@ TEST_F(TensorStoreTest, PlacesTensorsOnTheNamedOrLeastUsedHealthyDevice) {
     EXPECT_TRUE(pin.ok()) << pin.status();
     return pin.ok() ? (*pin)->device->description().name : std::string();
   };
-  auto put_on = [&](absl::string_view device, int64_t floats) -> absl::StatusOr<std::string> {
+  auto put_on = [&](absl::string_view device, int64_t floats,
+                    const std::string& tenant = "") -> absl::StatusOr<std::string> {
     absl::StatusOr<std::unique_ptr<TensorStore::Upload>> upload =
-        store.Begin(Dense({1, floats}), {}, "", "", device);
+        store.Begin(Dense({1, floats}), {}, "", tenant, device);
     if (!upload.ok()) return upload.status();
     if (absl::Status s = (*upload)->Append(Floats(floats, 0), {}); !s.ok()) return s;
     return (*upload)->Finish();
+  };
+  auto device_of_tenant = [&](const std::string& handle, const std::string& tenant) {
+    absl::StatusOr<TensorPin> pin = store.Acquire(handle, tenant);
+    EXPECT_TRUE(pin.ok()) << pin.status();
+    return pin.ok() ? (*pin)->device->description().name : std::string();
   };
 
   absl::StatusOr<std::string> first = put_on("", 64);  // both empty: the first device
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(device_of(*first), "fake:0");
-  absl::StatusOr<std::string> spread = put_on("", 16);  // fewer bytes on fake:1
-  ASSERT_TRUE(spread.ok());
-  EXPECT_EQ(device_of(*spread), "fake:1");
+  // The caller's next tensor goes with its first, so a GEMM of the two finds both on one
+  // device (the natural flow: put x, put w, matmul(x, w)).
+  absl::StatusOr<std::string> together = put_on("", 16);
+  ASSERT_TRUE(together.ok());
+  EXPECT_EQ(device_of(*together), "fake:0");
+  // Another tenant's first tensor goes where the fewest bytes are, and its second with it.
+  absl::StatusOr<std::string> other = put_on("", 16, "b");
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(device_of_tenant(*other, "b"), "fake:1");
+  absl::StatusOr<std::string> other2 = put_on("", 4096, "b");
+  ASSERT_TRUE(other2.ok());
+  EXPECT_EQ(device_of_tenant(*other2, "b"), "fake:1");
   absl::StatusOr<std::string> named = put_on("fake:1", 64);  // asked, though fake:1 has more
   ASSERT_TRUE(named.ok()) << named.status();
   EXPECT_EQ(device_of(*named), "fake:1");

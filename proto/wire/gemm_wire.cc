@@ -506,4 +506,29 @@ EncodedMessage EncodeMatmulResponse(const gemm::v1::Tensor& c_head, absl::string
   return out;
 }
 
+EncodedMessage EncodeTensorChunk(const gemm::v1::TensorHeader* header, absl::string_view data,
+                                 absl::string_view scales) {
+  EncodedMessage out;
+  std::string heads;
+  if (header != nullptr) {
+    const std::string bytes = header->SerializeAsString();
+    AppendLengthDelimitedHead(&heads, gemm::v1::TensorChunk::kHeaderFieldNumber, bytes.size());
+    heads += bytes;
+  }
+  if (!data.empty()) {
+    AppendLengthDelimitedHead(&heads, gemm::v1::TensorChunk::kDataFieldNumber, data.size());
+    out.AddOwned(heads);
+    out.AddPayload(data);
+    heads.clear();
+  }
+  if (!scales.empty()) {
+    AppendLengthDelimitedHead(&heads, gemm::v1::TensorChunk::kScalesFieldNumber, scales.size());
+    out.AddOwned(heads);
+    out.AddPayload(scales);
+    heads.clear();
+  }
+  out.AddOwned(heads);
+  return out;
+}
+
 }  // namespace gemmd::wire

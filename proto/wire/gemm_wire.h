@@ -100,6 +100,11 @@ EncodedMessage EncodeQuantizedMatmulRequest(const gemm::v1::QuantizedMatmulReque
 EncodedMessage EncodeMatmulResponse(const gemm::v1::Tensor& c_head, absl::string_view c_data,
                                     const gemm::v1::MatmulResponse& rest);
 
+// One TensorChunk (PutTensor's and GetTensor's stream): the header when given, then
+// `data` and `scales` as payloads the message references (each left out when empty).
+EncodedMessage EncodeTensorChunk(const gemm::v1::TensorHeader* header, absl::string_view data,
+                                 absl::string_view scales);
+
 }  // namespace gemmd::wire
 
 #endif  // GEMMD_PROTO_WIRE_GEMM_WIRE_H_

@@ -1,7 +1,10 @@
 #include "server/devices/device.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -63,8 +66,19 @@ absl::StatusOr<void*> Device::AllocateResident(int64_t bytes) {
   return memory;
 }
 
-void Device::FreeResident(void* memory, int64_t bytes) {
-  munmap(memory, static_cast<size_t>(bytes));
+absl::Status Device::FreeResident(void* memory, int64_t bytes) {
+  if (munmap(memory, static_cast<size_t>(bytes)) != 0) {
+    const int error = errno;
+    return absl::InternalError(absl::StrCat("munmap of a ", bytes,
+                                            "-byte resident tensor: ", std::strerror(error),
+                                            error == ENOMEM ? " (vm.max_map_count reached?)" : ""));
+  }
+  return absl::OkStatus();
+}
+
+int64_t Device::ResidentFootprint(int64_t bytes) const {
+  static const int64_t kPage = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+  return (std::max<int64_t>(bytes, 1) + kPage - 1) / kPage * kPage;
 }
 
 absl::Status Device::WriteResident(void* resident, const void* host, size_t bytes) {

@@ -147,12 +147,16 @@ class Device {
   // Resident tensors (the tensor store): memory that stays on this device between
   // launches. Host memory unless a backend says otherwise (a GPU: its device memory).
   // AllocateResident gives `bytes` (256-byte aligned, contents undefined) or
-  // RESOURCE_EXHAUSTED; FreeResident takes it back (with the same size); Write/Read copy
-  // between host memory and resident memory. All thread-safe, from any thread. Host
-  // memory is mapped for each tensor, so a freed tensor's memory goes back to the system
-  // at once (the allocator would keep it for reuse).
+  // RESOURCE_EXHAUSTED; FreeResident takes it back (with the same size), or says why it
+  // could not (the memory is then still taken); Write/Read copy between host memory and
+  // resident memory. All thread-safe, from any thread. Host memory is mapped for each
+  // tensor, so a freed tensor's memory goes back to the system at once (the allocator
+  // would keep it for reuse).
   virtual absl::StatusOr<void*> AllocateResident(int64_t bytes);
-  virtual void FreeResident(void* memory, int64_t bytes);
+  virtual absl::Status FreeResident(void* memory, int64_t bytes);
+  // What an allocation of `bytes` really takes of the device's memory (whole pages for
+  // host memory), so the store's cap counts small tensors at their real cost.
+  virtual int64_t ResidentFootprint(int64_t bytes) const;
   virtual absl::Status WriteResident(void* resident, const void* host, size_t bytes);
   // Host pieces back to back into resident memory (a received chunk's slices): one
   // transfer where the device can gather them.

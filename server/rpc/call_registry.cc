@@ -6,19 +6,26 @@
 
 namespace gemmd {
 
-absl::Status CallRegistry::Enter(Member* call) {
+absl::Status CallRegistry::RefuseLocked() {
+  last_refused_ = absl::Now();
+  return absl::UnavailableError("server is shutting down");
+}
+
+absl::Status CallRegistry::Enter(const void* call) {
   absl::MutexLock lock(&mu_);
-  if (draining_) {
-    last_refused_ = absl::Now();
-    return absl::UnavailableError("server is shutting down");
-  }
+  if (draining_) return RefuseLocked();
   calls_.insert(call);
   return absl::OkStatus();
 }
 
-void CallRegistry::Leave(Member* call) {
+void CallRegistry::Leave(const void* call) {
   absl::MutexLock lock(&mu_);
   calls_.erase(call);
+}
+
+absl::Status CallRegistry::CheckOpen() {
+  absl::MutexLock lock(&mu_);
+  return draining_ ? RefuseLocked() : absl::OkStatus();
 }
 
 void CallRegistry::StartDraining() {
@@ -26,8 +33,6 @@ void CallRegistry::StartDraining() {
   if (draining_) return;
   draining_ = true;
   last_refused_ = absl::Now();  // quiet counts from here: clients have yet to hear
-  const absl::Status status = absl::UnavailableError("server is shutting down");
-  for (Member* call : calls_) call->OnDraining(status);
 }
 
 bool CallRegistry::draining() const {

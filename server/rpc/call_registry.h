@@ -1,7 +1,9 @@
-// The GEMM calls the server has taken and not yet finished, so shutdown can drain them:
-// once draining starts, new calls are refused (UNAVAILABLE) and every registered call
-// hears about it (a call still receiving its request is then answered UNAVAILABLE; one
-// whose request arrived completes). Thread-safe.
+// The GemmService calls in progress, so shutdown can drain them. One rule for every
+// method: a call whose headers arrived before draining started is served to its end
+// (its request still uploading included); one that arrives after is refused UNAVAILABLE
+// ("server is shutting down"), which clients retry elsewhere. Streams and calls that
+// outlive their handler (GEMMs, uploads, downloads) register; the quick unary methods
+// only ask draining(). Thread-safe.
 #ifndef GEMMD_SERVER_RPC_CALL_REGISTRY_H_
 #define GEMMD_SERVER_RPC_CALL_REGISTRY_H_
 
@@ -17,21 +19,12 @@ namespace gemmd {
 
 class CallRegistry {
  public:
-  class Member {
-   public:
-    // Runs once, under the registry's lock, when draining starts: it must not call back
-    // into the registry.
-    virtual void OnDraining(const absl::Status& status) = 0;
-
-   protected:
-    ~Member() = default;
-  };
-
-  // UNAVAILABLE ("server is shutting down") once draining has started; the call is then
-  // not registered.
-  absl::Status Enter(Member* call);
-  // Waits for a drain in progress to be done with `call`, so it may be destroyed after.
-  void Leave(Member* call);
+  // UNAVAILABLE once draining has started (the call is then not registered).
+  absl::Status Enter(const void* call);
+  void Leave(const void* call);
+  // UNAVAILABLE once draining has started, for a call that does not register; counts as
+  // a refusal for AwaitQuiet.
+  absl::Status CheckOpen();
 
   void StartDraining();
   bool draining() const;
@@ -43,9 +36,11 @@ class CallRegistry {
   bool AwaitQuiet(absl::Duration quiet, absl::Time deadline);
 
  private:
+  absl::Status RefuseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
-  absl::flat_hash_set<Member*> calls_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<const void*> calls_ ABSL_GUARDED_BY(mu_);
   absl::Time last_refused_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 

@@ -17,7 +17,9 @@ namespace gemmd {
 inline constexpr size_t kMaxClientTextBytes = 200;
 
 // `text` when it is short enough, else its first bytes (cut at a UTF-8 character
-// boundary) + "... (N bytes)".
+// boundary) + "... (N bytes)"; in both, control characters, bytes that are not UTF-8 and
+// the backslash escaped (\n, \xHH, \\), so a client's string can neither break a log
+// line nor make a status message a client cannot decode.
 std::string ClientText(absl::string_view text);
 
 // A client's tensor shape as "[d0,d1,...]": at most kMaxShownDims dimensions, then

@@ -1,6 +1,5 @@
 #include "server/rpc/gemm_call.h"
 
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,12 +12,6 @@
 
 namespace gemmd {
 namespace {
-
-absl::Time DeadlineOf(const grpc::ServerContextBase& context) {
-  const auto deadline = context.deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
-  return absl::FromChrono(deadline);
-}
 
 int64_t Micros(absl::Duration d) { return absl::ToInt64Microseconds(d); }
 
@@ -38,16 +31,11 @@ GemmCall::GemmCall(const GemmCallEnvironment* env, grpc::GenericCallbackServerCo
       received_(absl::Now()) {
   env_->metrics->AddInflight(1);
   const absl::Status admitted = Admit();
-  absl::MutexLock lock(&mu_);
-  if (state_ != State::kReceiving) {  // a drain has answered it already
-    LeaveArriving();
-    return;
-  }
   if (admitted.ok()) {
     StartRead(&request_bytes_);
   } else {
     LeaveArriving();  // at once: a refused call must not crowd out the next one
-    FinishLocked(admitted);
+    FinishWith(admitted);
   }
 }
 
@@ -72,23 +60,12 @@ void GemmCall::LeaveArriving() {
   arriving_ = false;
 }
 
-void GemmCall::OnDraining(const absl::Status& status) {
-  absl::MutexLock lock(&mu_);
-  if (state_ == State::kReceiving) FinishLocked(status);
-}
-
-void GemmCall::FinishLocked(const absl::Status& status) {
-  state_ = State::kFinished;
+void GemmCall::FinishWith(const absl::Status& status) {
   status_ = status;
   Finish(ToGrpcStatus(status));
 }
 
 void GemmCall::OnReadDone(bool ok) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (state_ != State::kReceiving) return;  // answered by a drain meanwhile
-    state_ = State::kAccepted;
-  }
   received_ = absl::Now();
   absl::Status status;
   if (!ok) {
@@ -105,8 +82,7 @@ void GemmCall::OnReadDone(bool ok) {
   if (!status.ok()) {
     request_.reset();  // not queued: the request and what it holds go now
     result_.reset();
-    absl::MutexLock lock(&mu_);
-    FinishLocked(status);
+    FinishWith(status);
   }
 }
 
@@ -172,68 +148,40 @@ void GemmCall::JobDone(const GemmRequest& r, const absl::Status& status,
     if (r.kept_c != nullptr) {
       // C stays: the response names it instead of carrying it.
       absl::StatusOr<std::string> handle = env_->request.store->Commit(r.kept_c);
-      rest.mutable_c_ref()->set_handle(handle.ok() ? *handle : "");
+      if (handle.ok()) kept_handle_ = *handle;
+      rest.mutable_c_ref()->set_handle(kept_handle_);
     }
     response_bytes_ = EncodeMatmulResponse(c_head, std::move(result_), rest);
   }
   // The request itself (message, operands) goes when the executor lets go of it, right
   // after this returns.
   result_.reset();  // an error carries no result
-  absl::MutexLock lock(&mu_);
   if (status.ok()) {
-    state_ = State::kFinished;
     status_ = status;
     StartWriteAndFinish(&response_bytes_, grpc::WriteOptions(), grpc::Status::OK);
   } else {
-    FinishLocked(status);
+    FinishWith(status);
   }
-}
-
-absl::Status GemmCall::Outcome() const {
-  absl::Status finished;
-  {
-    absl::MutexLock lock(&mu_);
-    finished = status_;
-  }
-  if (!context_->IsCancelled()) return finished;
-  // The client got no answer of ours: its deadline passed, it cancelled, or the
-  // connection went (or gRPC reset the stream: its buffers were full).
-  if (absl::Now() >= DeadlineOf(*context_)) {
-    return absl::DeadlineExceededError(
-        finished.ok() ? "the deadline passed before the response was sent"
-                      : absl::StrCat("the deadline passed; the server's answer was: ",
-                                     finished.message()));
-  }
-  return absl::CancelledError(finished.ok()
-                                  ? "the client cancelled before the response was sent"
-                                  : absl::StrCat("the client cancelled; the server's answer was: ",
-                                                 finished.message()));
 }
 
 void GemmCall::OnDone() {
-  const absl::Status outcome = Outcome();
-  ServerMetrics* m = env_->metrics;
-  m->RecordRequest(method_, label_, outcome.code(), tenant_);
-  m->ObservePhase(method_, Phase::kTotal, absl::Now() - received_);
+  const absl::Time now = absl::Now();
+  const absl::Status outcome = ClientOutcome(*context_, status_, now);
+  if (!outcome.ok() && !kept_handle_.empty()) {
+    // The client never got the handle: nobody could use or delete the kept C.
+    Log(LogLevel::kInfo, "kept_result_dropped",
+        {{"handle", kept_handle_}, {"why", absl::StatusCodeToString(outcome.code())}});
+    env_->request.store->Delete(kept_handle_, tenant_).IgnoreError();
+  }
+  env_->reporter->Report(method_, label_, outcome, tenant_, context_->peer(), now - received_);
   if (outcome.ok()) {
-    m->AddBytesReceived(input_bytes_);
-    m->AddBytesSent(output_bytes_);
-  } else {
-    int64_t suppressed = 0;
-    if (env_->failure_log->Allow(&suppressed)) {
-      Log(LogLevel::kWarning, "request_failed",
-          {{"method", RpcMethodName(method_)},
-           {"code", absl::StatusCodeToString(outcome.code())},
-           {"message", std::string(outcome.message())},
-           {"peer", context_->peer()},
-           {"tenant", tenant_},
-           {"suppressed_before", absl::StrCat(suppressed)}});
-    }
+    env_->metrics->AddBytesReceived(input_bytes_);
+    env_->metrics->AddBytesSent(output_bytes_);
   }
   LeaveArriving();
   env_->tenant_budget->Release(tenant_, tenant_charged_);
   if (registered_) env_->registry->Leave(this);
-  m->AddInflight(-1);
+  env_->metrics->AddInflight(-1);
   delete this;
 }
 

@@ -15,8 +15,10 @@
 //      buffer and its reservation are released when gRPC lets go of the slice.
 //   4. done: the call is counted once by what the client got (a call the client gave up
 //      on is DEADLINE_EXCEEDED or CANCELLED, and no bytes count as sent for it), and
-//      failures are logged (rate-limited).
-// A drain (CallRegistry) answers a call still receiving its request with UNAVAILABLE.
+//      failures are logged (rate-limited). A C kept resident for a call whose client did
+//      not get the answer is deleted: nobody holds its handle.
+// A drain (CallRegistry) refuses calls that arrive after it; this one, once its headers
+// are in, is served to its end.
 //
 // Owns itself: created by the service per call, deleted when gRPC reports it done.
 #ifndef GEMMD_SERVER_RPC_GEMM_CALL_H_
@@ -29,17 +31,16 @@
 #include <cstdint>
 #include <memory>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/observability/log.h"
+#include "server/observability/metrics.h"
 #include "server/rpc/call_registry.h"
+#include "server/rpc/call_report.h"
 #include "server/rpc/gemm_request.h"
 #include "server/rpc/host_memory.h"
 #include "server/rpc/tenant_budget.h"
 #include "server/scheduling/job_executor.h"
-#include "server/observability/log.h"
-#include "server/observability/metrics.h"
 
 namespace gemmd {
 
@@ -49,7 +50,7 @@ struct GemmCallEnvironment {
   JobExecutor* executor = nullptr;
   ServerMetrics* metrics = nullptr;
   CallRegistry* registry = nullptr;
-  LogRateLimiter* failure_log = nullptr;
+  const CallReporter* reporter = nullptr;
   // Calls admitted at their headers whose job is not yet queued (JobExecutor::CheckRoom
   // bounds them), so a crowd of callers is refused before their requests are read.
   std::atomic<int64_t>* arriving = nullptr;
@@ -57,7 +58,7 @@ struct GemmCallEnvironment {
   TenantBudget* tenant_budget = nullptr;
 };
 
-class GemmCall final : public grpc::ServerGenericBidiReactor, public CallRegistry::Member {
+class GemmCall final : public grpc::ServerGenericBidiReactor {
  public:
   // `tenant`: the authenticated caller's ("" without authentication).
   GemmCall(const GemmCallEnvironment* env, grpc::GenericCallbackServerContext* context,
@@ -65,13 +66,8 @@ class GemmCall final : public grpc::ServerGenericBidiReactor, public CallRegistr
 
   void OnReadDone(bool ok) override;
   void OnDone() override;
-  void OnDraining(const absl::Status& status) override;
 
  private:
-  // kReceiving: a drain may still answer it. kAccepted: its request arrived, it runs to
-  // its end. kFinished: Finish has been called.
-  enum class State { kReceiving, kAccepted, kFinished };
-
   ~GemmCall() override = default;
 
   // Admission at the headers: OK to read the request.
@@ -79,10 +75,8 @@ class GemmCall final : public grpc::ServerGenericBidiReactor, public CallRegistr
   // From the read request to a queued job.
   absl::Status PrepareAndSubmit();
   void JobDone(const GemmRequest& request, const absl::Status& status, const JobResult& result);
-  void FinishLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishWith(const absl::Status& status);
   void LeaveArriving();
-  // What the client got, for the metrics and the log.
-  absl::Status Outcome() const;
 
   const GemmCallEnvironment* const env_;
   grpc::GenericCallbackServerContext* const context_;
@@ -93,9 +87,10 @@ class GemmCall final : public grpc::ServerGenericBidiReactor, public CallRegistr
   bool arriving_ = false;     // holds a place in env_->arriving
   bool registered_ = false;
 
-  mutable absl::Mutex mu_;
-  State state_ ABSL_GUARDED_BY(mu_) = State::kReceiving;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);  // what the call was finished with
+  // What the call was finished with (written before Finish, read in OnDone).
+  absl::Status status_;
+  // The handle of a C kept resident (keep_c), committed before the answer is sent.
+  std::string kept_handle_;
 
   grpc::ByteBuffer request_bytes_;
   grpc::ByteBuffer response_bytes_;

@@ -1,17 +1,57 @@
 #include "server/rpc/gemm_service.h"
 
+#include <algorithm>
+#include <tuple>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "proto/proto_types.h"
 #include "server/observability/log.h"
+#include "server/rpc/client_text.h"
 #include "server/rpc/grpc_status.h"
-#include "server/rpc/tensor_download_call.h"
+#include "server/rpc/raw_messages.h"
 #include "server/rpc/tensor_chunk_sequence.h"
+#include "server/rpc/tensor_download_call.h"
 #include "server/rpc/tensor_upload_call.h"
 
 namespace gemmd {
+namespace {
+
+// ListTensors' page sizes.
+constexpr uint32_t kDefaultListPage = 1000;
+constexpr uint32_t kMaxListPage = 10000;
+
+absl::Status NoStore() {
+  return absl::FailedPreconditionError(
+      "this server keeps no resident tensors (--tensor_store_bytes=0)");
+}
+
+int64_t UnixMillis(absl::Time t) { return t == absl::InfiniteFuture() ? 0 : absl::ToUnixMillis(t); }
+
+// A page ends after a tensor; the next starts after it in the listing's order (created,
+// then handle), so tensors stored or deleted meanwhile shift nothing.
+std::string PageToken(const TensorListing& last) {
+  return absl::StrCat(absl::ToUnixNanos(last.created), ".", last.handle);
+}
+
+absl::Status ParsePageToken(absl::string_view token, absl::Time* created, std::string* handle) {
+  const std::pair<absl::string_view, absl::string_view> parts =
+      absl::StrSplit(token, absl::MaxSplits('.', 1));
+  int64_t nanos = 0;
+  if (!absl::SimpleAtoi(parts.first, &nanos) || parts.second.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_token '", ClientText(token),
+                     "' is not one this server gave (pass next_page_token as it came)"));
+  }
+  *created = absl::FromUnixNanos(nanos);
+  *handle = std::string(parts.second);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> devices,
                                  const KernelCatalogue* catalogue, JobExecutor* executor,
@@ -24,7 +64,8 @@ GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> 
       memory_(std::move(memory)),
       store_(store),
       auth_(tokens, metrics, &failure_log_),
-      tenant_budget_(settings_.tenant_max_inflight_bytes) {
+      tenant_budget_(std::make_shared<TenantBudget>(settings_.tenant_max_inflight_bytes)),
+      upload_watch_(settings_.upload_idle_timeout) {
   environment_.request.limits = settings_.limits;
   environment_.request.catalogue = catalogue_;
   environment_.request.memory = memory_.get();
@@ -38,9 +79,16 @@ GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> 
   environment_.executor = executor;
   environment_.metrics = metrics_;
   environment_.registry = &registry_;
-  environment_.failure_log = &failure_log_;
+  environment_.reporter = &reporter_;
   environment_.arriving = &arriving_;
-  environment_.tenant_budget = &tenant_budget_;
+  environment_.tenant_budget = tenant_budget_.get();
+  tensor_environment_.store = store_;
+  tensor_environment_.memory = memory_;
+  tensor_environment_.tenant_budget = tenant_budget_;
+  tensor_environment_.registry = &registry_;
+  tensor_environment_.reporter = &reporter_;
+  tensor_environment_.metrics = metrics_;
+  tensor_environment_.upload_watch = &upload_watch_;
 }
 
 GemmServiceImpl::~GemmServiceImpl() {
@@ -63,45 +111,45 @@ grpc::ServerGenericBidiReactor* GemmServiceImpl::GenericCalls::CreateReactor(
   absl::StatusOr<std::string> tenant = service_->auth_.TenantOf(*context, method);
   if (!tenant.ok()) return RefusedCall(tenant.status());
   if (method == RpcMethod::kPutTensor) {
-    return new TensorUploadCall(service_->store_, service_->metrics_, context, *std::move(tenant));
+    return new TensorUploadCall(&service_->tensor_environment_, context, *std::move(tenant));
   }
   return new GemmCall(&service_->environment_, context, method, *std::move(tenant));
 }
 
-grpc::ServerUnaryReactor* GemmServiceImpl::GetServerInfo(
-    grpc::CallbackServerContext* context, const gemm::v1::GetServerInfoRequest* /*request*/,
-    gemm::v1::ServerInfo* response) {
-  const absl::Time accepted = absl::Now();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kGetServerInfo);
-  if (!tenant.ok()) {
-    reactor->Finish(ToGrpcStatus(tenant.status()));
-    return reactor;
-  }
-  response->set_version(settings_.version);
-  response->set_backend(settings_.backend);
+void GemmServiceImpl::FinishUnary(grpc::ServerUnaryReactor* reactor,
+                                  const grpc::CallbackServerContext& context, RpcMethod method,
+                                  const std::string& tenant, const absl::Status& status,
+                                  absl::Time accepted) {
+  reporter_.Report(method, PrecisionLabel::None(), status, tenant, context.peer(),
+                   absl::Now() - accepted);
+  reactor->Finish(ToGrpcStatus(status));
+}
+
+void GemmServiceImpl::DescribeServer(gemm::v1::ServerInfo* info) const {
+  info->set_version(settings_.version);
+  info->set_backend(settings_.backend);
   for (const Device* device : devices_) {
     const DeviceDescription& d = device->description();
-    gemm::v1::DeviceInfo* info = response->add_devices();
-    info->set_index(d.index);
-    info->set_kind(d.kind);
-    info->set_name(d.name);
-    info->set_compute_capability(d.compute_capability);
-    info->set_memory_bytes(d.memory_bytes);
-    info->set_healthy(device->healthy());
-    info->set_threads(d.threads);
+    gemm::v1::DeviceInfo* di = info->add_devices();
+    di->set_index(d.index);
+    di->set_kind(d.kind);
+    di->set_name(d.name);
+    di->set_compute_capability(d.compute_capability);
+    di->set_memory_bytes(d.memory_bytes);
+    di->set_healthy(device->healthy());
+    di->set_threads(d.threads);
   }
   for (const KernelDescription& k : catalogue_->Kernels()) {
     if (k.input == KernelInput::kQuantized) {
-      response->add_quantized_kernels(k.name);
+      info->add_quantized_kernels(k.name);
       continue;
     }
-    gemm::v1::KernelInfo* info = response->add_kernels();
-    info->set_name(k.name);
-    info->set_precision(PrecisionToProto(k.precision));
-    info->set_min_compute_capability(k.min_compute_capability);
+    gemm::v1::KernelInfo* ki = info->add_kernels();
+    ki->set_name(k.name);
+    ki->set_precision(PrecisionToProto(k.precision));
+    ki->set_min_compute_capability(k.min_compute_capability);
   }
-  gemm::v1::Limits* limits = response->mutable_limits();
+  gemm::v1::Limits* limits = info->mutable_limits();
   limits->set_max_message_bytes(settings_.limits.max_message_bytes);
   limits->set_max_elements(settings_.limits.max_elements);
   limits->set_max_batch_size(settings_.max_batch_size);
@@ -109,41 +157,51 @@ grpc::ServerUnaryReactor* GemmServiceImpl::GetServerInfo(
   limits->set_max_queue_size(settings_.max_queue_size);
   limits->set_max_inflight_bytes(settings_.max_inflight_bytes);
   limits->set_tensor_store_bytes(store_ != nullptr ? store_->cap_bytes() : 0);
+  limits->set_tensor_store_max_tensors(store_ != nullptr ? store_->max_tensors() : 0);
   limits->set_max_tensor_chunk_bytes(kMaxTensorChunkBytes);
-  if (store_ != nullptr) response->set_instance(store_->instance());
-  metrics_->RecordRequest(RpcMethod::kGetServerInfo, PrecisionLabel::None(), absl::StatusCode::kOk,
-                          *tenant);
-  metrics_->ObservePhase(RpcMethod::kGetServerInfo, Phase::kTotal, absl::Now() - accepted);
-  reactor->Finish(grpc::Status::OK);
+  limits->set_upload_idle_timeout_ms(absl::ToInt64Milliseconds(settings_.upload_idle_timeout));
+  if (store_ != nullptr) info->set_instance(store_->instance());
+}
+
+grpc::ServerUnaryReactor* GemmServiceImpl::GetServerInfo(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
+  const absl::Time accepted = absl::Now();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kGetServerInfo);
+  if (!tenant.ok()) {
+    reactor->Finish(ToGrpcStatus(tenant.status()));
+    return reactor;
+  }
+  absl::Status status = registry_.CheckOpen();
+  gemm::v1::GetServerInfoRequest parsed;
+  if (status.ok()) status = ParseSmallRequest(*request, &parsed);
+  if (status.ok()) {
+    gemm::v1::ServerInfo info;
+    DescribeServer(&info);
+    *response = SerializeToByteBuffer(info);
+  }
+  FinishUnary(reactor, *context, RpcMethod::kGetServerInfo, *tenant, status, accepted);
   return reactor;
 }
 
-namespace {
-
-absl::Status NoStore() {
-  return absl::FailedPreconditionError(
-      "this server keeps no resident tensors (--tensor_store_bytes=0)");
-}
-
-int64_t UnixMillis(absl::Time t) {
-  return t == absl::InfiniteFuture() ? 0 : absl::ToUnixMillis(t);
-}
-
-}  // namespace
-
-grpc::ServerWriteReactor<gemm::v1::TensorChunk>* GemmServiceImpl::GetTensor(
-    grpc::CallbackServerContext* context, const gemm::v1::TensorHandle* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GemmServiceImpl::GetTensor(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kGetTensor);
-  if (!tenant.ok()) return new TensorDownloadCall(nullptr, tenant.status(), nullptr);
-  absl::StatusOr<TensorPin> pin = store_ != nullptr ? store_->Acquire(request->handle(), *tenant)
-                                                    : absl::StatusOr<TensorPin>(NoStore());
-  if (!pin.ok()) return new TensorDownloadCall(nullptr, pin.status(), metrics_, *tenant);
-  return new TensorDownloadCall(*std::move(pin), absl::OkStatus(), metrics_, *tenant);
+  if (!tenant.ok()) {
+    class Refused final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+     public:
+      explicit Refused(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+      void OnDone() override { delete this; }
+    };
+    return new Refused(tenant.status());
+  }
+  return new TensorDownloadCall(&tensor_environment_, context, *request, *std::move(tenant));
 }
 
-grpc::ServerUnaryReactor* GemmServiceImpl::DeleteTensor(
-    grpc::CallbackServerContext* context, const gemm::v1::TensorHandle* request,
-    gemm::v1::DeleteTensorResponse* /*response*/) {
+grpc::ServerUnaryReactor* GemmServiceImpl::DeleteTensor(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
   const absl::Time accepted = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kDeleteTensor);
@@ -151,30 +209,50 @@ grpc::ServerUnaryReactor* GemmServiceImpl::DeleteTensor(
     reactor->Finish(ToGrpcStatus(tenant.status()));
     return reactor;
   }
-  const absl::Status status =
-      store_ != nullptr ? store_->Delete(request->handle(), *tenant) : NoStore();
-  metrics_->RecordRequest(RpcMethod::kDeleteTensor, PrecisionLabel::None(), status.code(),
-                          *tenant);
-  metrics_->ObservePhase(RpcMethod::kDeleteTensor, Phase::kTotal, absl::Now() - accepted);
-  reactor->Finish(ToGrpcStatus(status));
+  absl::Status status = registry_.CheckOpen();
+  gemm::v1::TensorHandle handle;
+  if (status.ok()) status = ParseSmallRequest(*request, &handle);
+  if (status.ok())
+    status = store_ != nullptr ? store_->Delete(handle.handle(), *tenant) : NoStore();
+  if (status.ok()) *response = SerializeToByteBuffer(gemm::v1::DeleteTensorResponse());
+  FinishUnary(reactor, *context, RpcMethod::kDeleteTensor, *tenant, status, accepted);
   return reactor;
 }
 
-grpc::ServerUnaryReactor* GemmServiceImpl::ListTensors(
-    grpc::CallbackServerContext* context, const gemm::v1::ListTensorsRequest* /*request*/,
-    gemm::v1::ListTensorsResponse* response) {
-  const absl::Time accepted = absl::Now();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kListTensors);
-  if (!tenant.ok()) {
-    reactor->Finish(ToGrpcStatus(tenant.status()));
-    return reactor;
+absl::Status GemmServiceImpl::ListTensorsOf(const std::string& tenant,
+                                            const grpc::ByteBuffer& request, absl::Time now,
+                                            grpc::ByteBuffer* response) {
+  if (absl::Status s = registry_.CheckOpen(); !s.ok()) return s;
+  gemm::v1::ListTensorsRequest parsed;
+  if (absl::Status s = ParseSmallRequest(request, &parsed); !s.ok()) return s;
+  if (parsed.page_size() > kMaxListPage) {
+    return absl::InvalidArgumentError(absl::StrCat("page_size is ", parsed.page_size(),
+                                                   "; at most ", kMaxListPage,
+                                                   " (0 = ", kDefaultListPage, ")"));
   }
+  const uint32_t page_size = parsed.page_size() > 0 ? parsed.page_size() : kDefaultListPage;
+  absl::Time after_created = absl::InfinitePast();
+  std::string after_handle;
+  if (!parsed.page_token().empty()) {
+    if (absl::Status s = ParsePageToken(parsed.page_token(), &after_created, &after_handle);
+        !s.ok()) {
+      return s;
+    }
+  }
+  gemm::v1::ListTensorsResponse reply;
   if (store_ != nullptr) {
-    for (const TensorListing& t : store_->List(*tenant)) {
-      gemm::v1::TensorInfo* info = response->add_tensors();
+    const std::vector<TensorListing> all = store_->List(tenant);
+    // The listing is sorted by (created, handle): the page starts after the token's.
+    auto it = std::upper_bound(
+        all.begin(), all.end(), std::tie(after_created, after_handle),
+        [](const std::tuple<const absl::Time&, const std::string&>& key, const TensorListing& t) {
+          return key < std::tie(t.created, t.handle);
+        });
+    for (; it != all.end() && reply.tensors_size() < static_cast<int>(page_size); ++it) {
+      const TensorListing& t = *it;
+      gemm::v1::TensorInfo* info = reply.add_tensors();
       info->mutable_handle()->set_handle(t.handle);
-      const gemm::v1::TensorHeader header = HeaderOf(t.spec, t.expires, t.label, accepted);
+      const gemm::v1::TensorHeader header = HeaderOf(t.spec, t.expires, t.label, now);
       *info->mutable_shape() = header.shape();
       info->set_dtype(header.dtype());
       info->set_format(header.format());
@@ -186,13 +264,28 @@ grpc::ServerUnaryReactor* GemmServiceImpl::ListTensors(
       info->set_label(t.label);
       info->set_complete(t.complete);
     }
-    response->set_store_bytes(store_->used_bytes());
-    response->set_store_cap_bytes(store_->cap_bytes());
+    if (it != all.end()) reply.set_next_page_token(PageToken(*std::prev(it)));
+    reply.set_store_bytes(store_->used_bytes());
+    reply.set_store_cap_bytes(store_->cap_bytes());
+    reply.set_store_tensors(store_->tensor_count());
+    reply.set_store_max_tensors(store_->max_tensors());
   }
-  metrics_->RecordRequest(RpcMethod::kListTensors, PrecisionLabel::None(), absl::StatusCode::kOk,
-                          *tenant);
-  metrics_->ObservePhase(RpcMethod::kListTensors, Phase::kTotal, absl::Now() - accepted);
-  reactor->Finish(grpc::Status::OK);
+  *response = SerializeToByteBuffer(reply);
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* GemmServiceImpl::ListTensors(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  const absl::Time accepted = absl::Now();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kListTensors);
+  if (!tenant.ok()) {
+    reactor->Finish(ToGrpcStatus(tenant.status()));
+    return reactor;
+  }
+  const absl::Status status = ListTensorsOf(*tenant, *request, accepted, response);
+  FinishUnary(reactor, *context, RpcMethod::kListTensors, *tenant, status, accepted);
   return reactor;
 }
 

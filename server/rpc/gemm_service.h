@@ -1,7 +1,11 @@
-// The gRPC face of the server. Matmul and QuantizedMatmul go through gRPC's generic
-// callback API, one GemmCall per call (gemm_call.h says why and what it does);
-// GetServerInfo through the generated callback API. No gRPC thread ever waits for a
-// GEMM. Thread-safe.
+// The gRPC face of the server. Matmul, QuantizedMatmul and PutTensor go through gRPC's
+// generic callback API, one GemmCall or TensorUploadCall per call (gemm_call.h says why);
+// the other methods through the generated callback API, raw: each parses its own
+// request (raw_messages.h), so a request protobuf refuses is answered, counted and
+// logged like any other failure. No gRPC thread ever waits for a GEMM.
+//
+// Draining (shutdown): every method refuses calls that arrive after StartDraining
+// (UNAVAILABLE) and serves those that arrived before to their end. Thread-safe.
 #ifndef GEMMD_SERVER_RPC_GEMM_SERVICE_H_
 #define GEMMD_SERVER_RPC_GEMM_SERVICE_H_
 
@@ -14,16 +18,19 @@
 
 #include "absl/time/time.h"
 #include "gemm/v1/gemm.grpc.pb.h"
-#include "server/rpc/call_auth.h"
-#include "server/rpc/call_registry.h"
 #include "server/devices/device.h"
-#include "server/rpc/gemm_call.h"
-#include "server/rpc/host_memory.h"
-#include "server/scheduling/job_executor.h"
 #include "server/devices/kernel_catalogue.h"
 #include "server/observability/log.h"
-#include "server/rpc/matmul_validation.h"
 #include "server/observability/metrics.h"
+#include "server/rpc/call_auth.h"
+#include "server/rpc/call_registry.h"
+#include "server/rpc/call_report.h"
+#include "server/rpc/gemm_call.h"
+#include "server/rpc/host_memory.h"
+#include "server/rpc/matmul_validation.h"
+#include "server/rpc/tensor_call_environment.h"
+#include "server/rpc/upload_watch.h"
+#include "server/scheduling/job_executor.h"
 #include "server/store/tensor_store.h"
 
 namespace gemmd {
@@ -37,17 +44,21 @@ struct ServiceSettings {
   absl::Duration max_queue_delay;
   int64_t max_inflight_bytes = 0;
   int64_t tenant_max_inflight_bytes = 0;  // 0: no per-tenant cap
+  // An upload that sends nothing for this long is ended (zero: never).
+  absl::Duration upload_idle_timeout = absl::Seconds(10);
 };
 
-// GetServerInfo and the small tensor-store calls served by the generated code; Matmul,
-// QuantizedMatmul and PutTensor are left to the generic service below (marked generic,
-// so gRPC does not parse their messages: their tensors are read from the received bytes).
+// GetServerInfo and the small tensor-store calls served by the generated code, raw;
+// Matmul, QuantizedMatmul and PutTensor are left to the generic service below (marked
+// generic, so gRPC does not parse their messages: their tensors are read from the
+// received bytes).
 using GemmService = gemm::v1::GemmService;
-using GemmTypedService = GemmService::WithGenericMethod_Matmul<
-    GemmService::WithGenericMethod_QuantizedMatmul<GemmService::WithGenericMethod_PutTensor<
-        GemmService::WithCallbackMethod_GetTensor<GemmService::WithCallbackMethod_DeleteTensor<
-            GemmService::WithCallbackMethod_ListTensors<
-                GemmService::WithCallbackMethod_GetServerInfo<GemmService::Service>>>>>>>;
+using GemmTypedService =
+    GemmService::WithGenericMethod_Matmul<GemmService::WithGenericMethod_QuantizedMatmul<
+        GemmService::WithGenericMethod_PutTensor<GemmService::WithRawCallbackMethod_GetTensor<
+            GemmService::WithRawCallbackMethod_DeleteTensor<
+                GemmService::WithRawCallbackMethod_ListTensors<
+                    GemmService::WithRawCallbackMethod_GetServerInfo<GemmService::Service>>>>>>>;
 
 class GemmServiceImpl final : public GemmTypedService {
  public:
@@ -64,24 +75,25 @@ class GemmServiceImpl final : public GemmTypedService {
   grpc::CallbackGenericService* generic_service() { return &generic_; }
 
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
-                                          const gemm::v1::GetServerInfoRequest* request,
-                                          gemm::v1::ServerInfo* response) override;
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
 
-  // Resident tensors (PutTensor is a generic call: tensor_upload_call.h).
-  grpc::ServerWriteReactor<gemm::v1::TensorChunk>* GetTensor(
-      grpc::CallbackServerContext* context, const gemm::v1::TensorHandle* request) override;
+  // Resident tensors (PutTensor is a generic call: tensor_upload_call.h; GetTensor:
+  // tensor_download_call.h).
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* GetTensor(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* DeleteTensor(grpc::CallbackServerContext* context,
-                                         const gemm::v1::TensorHandle* request,
-                                         gemm::v1::DeleteTensorResponse* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListTensors(grpc::CallbackServerContext* context,
-                                        const gemm::v1::ListTensorsRequest* request,
-                                        gemm::v1::ListTensorsResponse* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
-  // From now on new GEMM calls get UNAVAILABLE at once, and so do those still receiving
-  // their request; those whose request arrived complete.
+  // From now on new calls of every method get UNAVAILABLE at once; calls already taken
+  // (a request still arriving included) run to their end.
   void StartDraining() { registry_.StartDraining(); }
 
-  // Waits until every GEMM call is done (its response sent, or the call abandoned) or
+  // Waits until every call taken is done (its response sent, or the call abandoned) or
   // `deadline` passes; true when all are.
   bool AwaitIdle(absl::Time deadline) { return registry_.AwaitEmpty(deadline); }
 
@@ -89,7 +101,7 @@ class GemmServiceImpl final : public GemmTypedService {
   // none is on its way, an idle device need not wait for company).
   const std::atomic<int64_t>* arriving() const { return &arriving_; }
 
-  // Waits until no GEMM call has been refused for draining in the last `quiet`, or
+  // Waits until no call has been refused for draining in the last `quiet`, or
   // `deadline`; true when quiet.
   bool AwaitQuiet(absl::Duration quiet, absl::Time deadline) {
     return registry_.AwaitQuiet(quiet, deadline);
@@ -106,6 +118,14 @@ class GemmServiceImpl final : public GemmTypedService {
     GemmServiceImpl* const service_;
   };
 
+  // A unary call's end: counted, logged when it failed, answered.
+  void FinishUnary(grpc::ServerUnaryReactor* reactor, const grpc::CallbackServerContext& context,
+                   RpcMethod method, const std::string& tenant, const absl::Status& status,
+                   absl::Time accepted);
+  absl::Status ListTensorsOf(const std::string& tenant, const grpc::ByteBuffer& request,
+                             absl::Time now, grpc::ByteBuffer* response);
+  void DescribeServer(gemm::v1::ServerInfo* info) const;
+
   const ServiceSettings settings_;
   const std::vector<Device*> devices_;
   const KernelCatalogue* const catalogue_;
@@ -115,12 +135,16 @@ class GemmServiceImpl final : public GemmTypedService {
   CallRegistry registry_;
   // At most 20 request_failed lines at once and 10 a second after that.
   LogRateLimiter failure_log_{10, 20};
+  const CallReporter reporter_{metrics_, &failure_log_};
   const CallAuth auth_;
-  TenantBudget tenant_budget_;
+  // Shared with the download chunks gRPC still holds.
+  std::shared_ptr<TenantBudget> tenant_budget_;
   std::atomic<int64_t> arriving_{0};
   // Copies large payloads off the wire (PlacePayloads) with a few helper threads.
   HostCopier copier_{3};
+  UploadWatch upload_watch_;
   GemmCallEnvironment environment_;
+  TensorCallEnvironment tensor_environment_;
   GenericCalls generic_{this};
 };
 

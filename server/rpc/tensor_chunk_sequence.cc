@@ -84,10 +84,17 @@ absl::Status TensorChunkSequence::Consume(const wire::ByteRuns& chunk_bytes) {
 
 absl::Status TensorChunkSequence::BeginFrom(const gemm::v1::TensorHeader& header) {
   if (header.has_part_of()) {
-    if (header.shape_size() > 0 || header.parts() > 0 || !header.device().empty()) {
+    if (header.shape_size() > 0 || header.parts() > 0 || !header.device().empty() ||
+        header.dtype() != gemm::v1::DATA_TYPE_UNSPECIFIED ||
+        header.format() != gemm::v1::QUANT_FORMAT_UNSPECIFIED || header.tensor_scale() != 0 ||
+        header.ttl_s() != 0 || !header.label().empty()) {
       return absl::InvalidArgumentError(
-          "a part's header carries part_of and part only; the tensor's shape and device were "
-          "given when it was opened");
+          "a part's header carries part_of and part only; the tensor's shape, dtype or "
+          "format, tensor_scale, ttl_s, label and device were given when it was opened");
+    }
+    if (header.part() >= kMaxParts) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "header.part is ", header.part(), "; a tensor has at most ", kMaxParts, " parts"));
     }
     absl::StatusOr<std::unique_ptr<TensorStore::Upload>> part =
         store_->BeginPart(header.part_of().handle(), static_cast<int>(header.part()), tenant_);
@@ -98,6 +105,10 @@ absl::Status TensorChunkSequence::BeginFrom(const gemm::v1::TensorHeader& header
   absl::StatusOr<TensorSpec> spec = SpecFromHeader(header);
   if (!spec.ok()) return spec.status();
   const absl::Duration ttl = absl::Seconds(header.ttl_s());
+  if (header.parts() > kMaxParts) {
+    return absl::InvalidArgumentError(absl::StrCat("header.parts is ", header.parts(),
+                                                   "; expected 2 to min(", kMaxParts, ", rows)"));
+  }
   if (header.parts() >= 2) {
     absl::StatusOr<std::string> handle =
         store_->OpenParts(*spec, ttl, header.label(), static_cast<int>(header.parts()), tenant_,
@@ -118,7 +129,13 @@ absl::StatusOr<std::string> TensorChunkSequence::Complete() {
     return absl::InvalidArgumentError("the stream ended before its first chunk (the header)");
   }
   if (upload_ == nullptr) return opened_;
-  return upload_->Finish();
+  absl::StatusOr<std::string> handle = upload_->Finish();
+  completed_ = handle.ok();
+  return handle;
+}
+
+std::string TensorChunkSequence::handle() const {
+  return upload_ != nullptr ? upload_->handle() : opened_;
 }
 
 }  // namespace gemmd

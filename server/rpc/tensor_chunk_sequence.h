@@ -45,6 +45,10 @@ class TensorChunkSequence {
   absl::StatusOr<std::string> Complete();
   // Drops an unfinished upload now (its memory is free before the caller answers).
   void Abandon() { upload_.reset(); }
+  // A tensor (or part) was begun and has not completed.
+  bool in_progress() const { return upload_ != nullptr && !completed_; }
+  // The handle of the tensor this stream writes or opened ("" before its header).
+  std::string handle() const;
 
   int64_t chunks() const { return chunks_; }
   // The stream opened a tensor for parts (and carried none of its bytes).
@@ -59,6 +63,7 @@ class TensorChunkSequence {
   int64_t chunks_ = 0;
   std::unique_ptr<TensorStore::Upload> upload_;
   std::string opened_;  // the handle of a tensor opened for parts
+  bool completed_ = false;
 };
 
 }  // namespace gemmd

@@ -1,19 +1,64 @@
 #include "server/rpc/tensor_download_call.h"
 
+#include <grpcpp/support/slice.h>
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "proto/proto_types.h"
+#include "proto/wire/gemm_wire.h"
 #include "server/rpc/grpc_status.h"
+#include "server/rpc/raw_messages.h"
 
 namespace gemmd {
+
+// Host memory the chunks of one copying download may take: reserved when it starts,
+// given back (to --max_inflight_bytes and the tenant) when the call and every chunk
+// gRPC still held are gone.
+class TensorDownloadCall::Room {
+ public:
+  Room(Reservation reservation, std::shared_ptr<TenantBudget> budget, std::string tenant,
+       int64_t charged)
+      : reservation_(std::move(reservation)),
+        budget_(std::move(budget)),
+        tenant_(std::move(tenant)),
+        charged_(charged) {}
+  ~Room() { budget_->Release(tenant_, charged_); }
+
+ private:
+  Reservation reservation_;
+  std::shared_ptr<TenantBudget> budget_;
+  std::string tenant_;
+  int64_t charged_;
+};
+
 namespace {
 
-// Well under the 4 MiB a default gRPC client accepts per message (grpcio, C++), with the
-// chunk's framing.
-constexpr int64_t kDownloadChunkBytes = int64_t{2} << 20;
+// A chunk's bytes that are the tensor's own memory: the slice keeps the tensor.
+void ReleasePin(void* pin) { delete static_cast<TensorPin*>(pin); }
+
+// A chunk copied out of device memory: mapped for this chunk alone, so its pages go back
+// to the system when gRPC is done with it (a freed heap block would stay in the process).
+struct CopiedChunk {
+  void* data = nullptr;
+  size_t bytes = 0;
+  std::shared_ptr<TensorDownloadCall::Room> room;
+};
+void FreeCopiedChunk(void* chunk) {
+  auto* c = static_cast<CopiedChunk*>(chunk);
+  munmap(c->data, c->bytes);
+  delete c;
+}
+
+absl::Status NoStore() {
+  return absl::FailedPreconditionError(
+      "this server keeps no resident tensors (--tensor_store_bytes=0)");
+}
 
 }  // namespace
 
@@ -36,67 +81,114 @@ gemm::v1::TensorHeader HeaderOf(const TensorSpec& spec, absl::Time expires,
   return header;
 }
 
-TensorDownloadCall::TensorDownloadCall(TensorPin pin, const absl::Status& status,
-                                       ServerMetrics* metrics, std::string tenant)
-    : pin_(std::move(pin)), metrics_(metrics), tenant_(std::move(tenant)), started_(absl::Now()) {
-  const absl::Status usable = status.ok() ? pin_->CheckDeviceHealthy() : status;
-  if (!usable.ok()) {
-    code_ = usable.code();
-    Finish(ToGrpcStatus(usable));
+TensorDownloadCall::TensorDownloadCall(const TensorCallEnvironment* env,
+                                       grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer& request, std::string tenant)
+    : env_(env), context_(context), tenant_(std::move(tenant)), started_(absl::Now()) {
+  env_->metrics->AddInflight(1);
+  if (absl::Status s = Start(request); !s.ok()) {
+    pin_.reset();
+    room_.reset();
+    FinishWith(s);
     return;
   }
-  *chunk_.mutable_header() = HeaderOf(pin_->spec, pin_->expires, pin_->label, absl::Now());
-  chunk_.mutable_header()->set_device(DeviceId(pin_->device->description()));
+  gemm::v1::TensorHeader header = HeaderOf(pin_->spec, pin_->expires, pin_->label, absl::Now());
+  header.set_device(DeviceId(pin_->device->description()));
+  const wire::EncodedMessage chunk = wire::EncodeTensorChunk(&header, "", "");
+  grpc::Slice slice(chunk.Flatten());
+  chunk_ = grpc::ByteBuffer(&slice, 1);
   StartWrite(&chunk_);
+}
+
+absl::Status TensorDownloadCall::Start(const grpc::ByteBuffer& request) {
+  if (absl::Status s = env_->registry->Enter(this); !s.ok()) return s;
+  registered_ = true;
+  gemm::v1::TensorHandle handle;
+  if (absl::Status s = ParseSmallRequest(request, &handle); !s.ok()) return s;
+  if (env_->store == nullptr) return NoStore();
+  absl::StatusOr<TensorPin> pin = env_->store->Acquire(handle.handle(), tenant_);
+  if (!pin.ok()) return pin.status();
+  pin_ = *std::move(pin);
+  if (absl::Status s = pin_->CheckDeviceHealthy(); !s.ok()) return s;
+  if (pin_->device->resident_in_host_memory()) return absl::OkStatus();
+  const int64_t room =
+      std::min(2 * kDownloadChunkBytes, DataBytes(pin_->spec) + ScaleBytes(pin_->spec));
+  absl::StatusOr<Reservation> reservation = env_->memory->Reserve(room);
+  if (!reservation.ok()) return reservation.status();
+  if (absl::Status s = env_->tenant_budget->Charge(tenant_, room); !s.ok()) return s;
+  room_ = std::make_shared<Room>(*std::move(reservation), env_->tenant_budget, tenant_, room);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<grpc::Slice> TensorDownloadCall::ChunkSlice(const char* resident, size_t n) {
+  if (room_ == nullptr) {
+    return grpc::Slice(const_cast<char*>(resident), n, &ReleasePin, new TensorPin(pin_));
+  }
+  void* data =
+      mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (data == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no host memory for a ", n, "-byte chunk; retry later"));
+  }
+  if (absl::Status s = pin_->device->ReadResident(data, resident, n); !s.ok()) {
+    munmap(data, n);
+    return absl::Status(s.code(), absl::StrCat("reading the tensor: ", s.message()));
+  }
+  return grpc::Slice(data, n, &FreeCopiedChunk, new CopiedChunk{data, n, room_});
 }
 
 void TensorDownloadCall::OnWriteDone(bool ok) {
   if (!ok) {  // the client went away
-    code_ = absl::StatusCode::kCancelled;
-    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the download"));
+    FinishWith(absl::CancelledError("the client cancelled the download"));
     return;
   }
   Next();
 }
 
 void TensorDownloadCall::Next() {
-  chunk_.Clear();
   const int64_t data_bytes = DataBytes(pin_->spec);
   const int64_t scale_bytes = ScaleBytes(pin_->spec);
-  absl::Status status;
-  if (data_sent_ < data_bytes) {
-    const int64_t n = std::min(kDownloadChunkBytes, data_bytes - data_sent_);
-    std::string* data = chunk_.mutable_data();
-    data->resize(static_cast<size_t>(n));
-    status = pin_->device->ReadResident(data->data(), pin_->data() + data_sent_,
-                                        static_cast<size_t>(n));
-    data_sent_ += n;
-  } else if (scales_sent_ < scale_bytes) {
-    const int64_t n = std::min(kDownloadChunkBytes, scale_bytes - scales_sent_);
-    std::string* scales = chunk_.mutable_scales();
-    scales->resize(static_cast<size_t>(n));
-    status = pin_->device->ReadResident(scales->data(), pin_->scales() + scales_sent_,
-                                        static_cast<size_t>(n));
-    scales_sent_ += n;
-  } else {
-    Finish(grpc::Status::OK);
+  const bool data = data_sent_ < data_bytes;
+  if (!data && scales_sent_ >= scale_bytes) {
+    FinishWith(absl::OkStatus());
     return;
   }
-  if (!status.ok()) {
-    code_ = status.code();
-    Finish(ToGrpcStatus(absl::Status(status.code(),
-                                     absl::StrCat("reading the tensor: ", status.message()))));
+  const int64_t n = data ? std::min(kDownloadChunkBytes, data_bytes - data_sent_)
+                         : std::min(kDownloadChunkBytes, scale_bytes - scales_sent_);
+  const char* from = data ? pin_->data() + data_sent_ : pin_->scales() + scales_sent_;
+  absl::StatusOr<grpc::Slice> payload = ChunkSlice(from, static_cast<size_t>(n));
+  if (!payload.ok()) {
+    FinishWith(payload.status());
     return;
   }
+  (data ? data_sent_ : scales_sent_) += n;
+  // The field's tag and length, then the payload slice itself.
+  const absl::string_view view(reinterpret_cast<const char*>(payload->begin()), payload->size());
+  const wire::EncodedMessage message =
+      wire::EncodeTensorChunk(nullptr, data ? view : "", data ? "" : view);
+  std::vector<grpc::Slice> slices;
+  for (const wire::EncodedMessage::Piece& piece : message.pieces()) {
+    slices.push_back(piece.is_payload ? *payload : grpc::Slice(piece.owned));
+  }
+  chunk_ = grpc::ByteBuffer(slices.data(), slices.size());
   StartWrite(&chunk_);
 }
 
+void TensorDownloadCall::FinishWith(const absl::Status& status) {
+  status_ = status;
+  Finish(ToGrpcStatus(status));
+}
+
 void TensorDownloadCall::OnDone() {
+  const absl::Time now = absl::Now();
+  chunk_.Clear();
   pin_.reset();
-  if (metrics_ != nullptr) {
-    metrics_->RecordRequest(RpcMethod::kGetTensor, PrecisionLabel::None(), code_, tenant_);
-    metrics_->ObservePhase(RpcMethod::kGetTensor, Phase::kTotal, absl::Now() - started_);
-  }
+  room_.reset();
+  env_->reporter->Report(RpcMethod::kGetTensor, PrecisionLabel::None(),
+                         ClientOutcome(*context_, status_, now), tenant_, context_->peer(),
+                         now - started_);
+  if (registered_) env_->registry->Leave(this);
+  env_->metrics->AddInflight(-1);
   delete this;
 }
 

@@ -1,18 +1,33 @@
 // One GetTensor call: a resident tensor streamed back as TensorChunks (the header, then
-// the data, then the scales, at most 2 MiB each: a default client takes them), read from the device one chunk at a
-// time as gRPC takes the previous one. The tensor stays pinned until the call ends, so
-// a delete meanwhile does not cut the stream short. Owns itself.
+// the data, then the scales, at most 2 MiB each: a default client takes them), one chunk
+// at a time as gRPC takes the previous one. The tensor stays pinned until the call ends,
+// so a delete meanwhile does not cut the stream short.
+//
+// What a download holds while its client is slow, or never reads: the chunk gRPC is
+// sending, never a second serialized copy of it (chunks go out as slices, like a Matmul's
+// C). Where resident memory is host memory (the CPU backend) the slice is the tensor's
+// own memory, so a download takes no memory of its own. Otherwise (a GPU) each chunk is
+// copied into host memory that the download reserved when it started, two chunks' worth
+// under --max_inflight_bytes and the tenant's --tenant_max_inflight_bytes (the chunk
+// gRPC sends and the next); a download that finds no room is refused RESOURCE_EXHAUSTED
+// before it starts. That memory goes back to the system when the last chunk is sent.
+//
+// Counted in gemm_inflight_requests while it runs; served to its end by a drain that
+// starts after it did. Owns itself.
 #ifndef GEMMD_SERVER_RPC_TENSOR_DOWNLOAD_CALL_H_
 #define GEMMD_SERVER_RPC_TENSOR_DOWNLOAD_CALL_H_
 
+#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/server_callback.h>
 
 #include <cstdint>
+#include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gemm/v1/gemm.pb.h"
-#include "server/observability/metrics.h"
+#include "server/rpc/tensor_call_environment.h"
 #include "server/store/tensor_store.h"
 
 namespace gemmd {
@@ -21,29 +36,43 @@ namespace gemmd {
 gemm::v1::TensorHeader HeaderOf(const TensorSpec& spec, absl::Time expires,
                                 const std::string& label, absl::Time now);
 
-class TensorDownloadCall final : public grpc::ServerWriteReactor<gemm::v1::TensorChunk> {
+// Data and scales of one chunk of a download.
+inline constexpr int64_t kDownloadChunkBytes = int64_t{2} << 20;
+
+class TensorDownloadCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  // Answers `status` at once when it is not OK (then `pin` is null).
-  // `tenant`: the caller's, for the metrics.
-  TensorDownloadCall(TensorPin pin, const absl::Status& status, ServerMetrics* metrics,
-                     std::string tenant = "");
+  // Starts streaming the tensor `request` (a TensorHandle) names, for `tenant`, or
+  // answers why not: INVALID_ARGUMENT (not a TensorHandle), UNAVAILABLE (draining; the
+  // tensor's device faulted), NOT_FOUND, FAILED_PRECONDITION (no store; still uploading),
+  // RESOURCE_EXHAUSTED (no room for its chunks).
+  TensorDownloadCall(const TensorCallEnvironment* env, grpc::CallbackServerContext* context,
+                     const grpc::ByteBuffer& request, std::string tenant);
 
   void OnWriteDone(bool ok) override;
   void OnDone() override;
 
+  class Room;  // the host memory the chunks take (copying downloads)
+
  private:
   ~TensorDownloadCall() override = default;
+  absl::Status Start(const grpc::ByteBuffer& request);
   // Writes the next chunk, or finishes when all went.
   void Next();
+  // The next `n` bytes at `resident` as a slice: the tensor's memory itself, or a copy.
+  absl::StatusOr<grpc::Slice> ChunkSlice(const char* resident, size_t n);
+  void FinishWith(const absl::Status& status);
 
-  TensorPin pin_;
-  ServerMetrics* const metrics_;
+  const TensorCallEnvironment* const env_;
+  grpc::CallbackServerContext* const context_;
   const std::string tenant_;
   const absl::Time started_;
-  gemm::v1::TensorChunk chunk_;
+  bool registered_ = false;
+  TensorPin pin_;
+  std::shared_ptr<Room> room_;  // null when the chunks are the tensor's own memory
+  grpc::ByteBuffer chunk_;
   int64_t data_sent_ = 0;
   int64_t scales_sent_ = 0;
-  absl::StatusCode code_ = absl::StatusCode::kOk;
+  absl::Status status_;  // what the call was finished with
 };
 
 }  // namespace gemmd

@@ -8,33 +8,76 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "proto/wire/gemm_wire.h"
+#include "server/observability/log.h"
 #include "server/rpc/grpc_status.h"
 
 namespace gemmd {
+namespace {
 
-TensorUploadCall::TensorUploadCall(TensorStore* store, ServerMetrics* metrics,
+int64_t NowNanos() { return absl::ToUnixNanos(absl::Now()); }
+
+}  // namespace
+
+TensorUploadCall::TensorUploadCall(const TensorCallEnvironment* env,
                                    grpc::GenericCallbackServerContext* context, std::string tenant)
-    : store_(store),
-      metrics_(metrics),
+    : env_(env),
       context_(context),
       tenant_(std::move(tenant)),
       started_(absl::Now()),
-      sequence_(store, tenant_) {
-  if (store_ == nullptr) {
-    End(absl::FailedPreconditionError(
-        "this server keeps no resident tensors (--tensor_store_bytes=0)"));
+      last_activity_ns_(NowNanos()),
+      sequence_(env->store, tenant_) {
+  env_->metrics->AddInflight(1);
+  absl::Status admitted = env_->registry->Enter(this);
+  registered_ = admitted.ok();
+  if (admitted.ok() && env_->store == nullptr) {
+    admitted = absl::FailedPreconditionError(
+        "this server keeps no resident tensors (--tensor_store_bytes=0)");
+  }
+  if (!admitted.ok()) {
+    bool end;
+    {
+      absl::MutexLock lock(&mu_);
+      end = EndLocked(admitted);
+    }
+    if (end) SendEnd();
+    return;
+  }
+  env_->upload_watch->Add(this);
+  watched_ = true;
+  StartRead(&chunk_);
+}
+
+absl::Time TensorUploadCall::last_activity() const {
+  return absl::FromUnixNanos(last_activity_ns_.load(std::memory_order_relaxed));
+}
+
+void TensorUploadCall::OnReadDone(bool ok) {
+  last_activity_ns_.store(NowNanos(), std::memory_order_relaxed);
+  bool end = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ended_) return;  // ended while this chunk was on its way (idle, say)
+    const absl::Status status = ok ? Consume() : Complete();
+    if (!status.ok() || !ok) end = EndLocked(status);
+  }
+  if (end) {
+    SendEnd();
     return;
   }
   StartRead(&chunk_);
 }
 
-void TensorUploadCall::OnReadDone(bool ok) {
-  const absl::Status status = ok ? Consume() : Complete();
-  if (!status.ok() || !ok) {
-    End(status);
-    return;
+void TensorUploadCall::EndIdle(absl::Duration idle) {
+  bool end;
+  {
+    absl::MutexLock lock(&mu_);
+    end = EndLocked(absl::DeadlineExceededError(absl::StrCat(
+        "the upload sent nothing for ",
+        absl::FormatDuration(absl::Trunc(idle, absl::Milliseconds(1))),
+        " (--upload_idle_timeout_s=", absl::ToDoubleSeconds(env_->upload_watch->timeout()),
+        "); nothing was stored")));
   }
-  StartRead(&chunk_);
+  if (end) SendEnd();
 }
 
 absl::Status TensorUploadCall::Consume() {
@@ -58,21 +101,42 @@ absl::Status TensorUploadCall::Complete() {
   }
   absl::StatusOr<std::string> handle = sequence_.Complete();
   if (!handle.ok()) return handle.status();
-  if (metrics_ != nullptr && !sequence_.opened_parts()) {
-    metrics_->ObserveUpload(sequence_.bytes_written(), absl::Now() - started_);
+  if (!sequence_.opened_parts()) {
+    env_->metrics->ObserveUpload(sequence_.bytes_written(), absl::Now() - started_);
   }
   gemm::v1::TensorHandle reply;
-  reply.set_handle(*std::move(handle));
-  const std::string bytes = reply.SerializeAsString();
-  grpc::Slice slice(bytes);
+  reply.set_handle(*handle);
+  answered_handle_ = *std::move(handle);
+  grpc::Slice slice(reply.SerializeAsString());
   response_ = grpc::ByteBuffer(&slice, 1);
   return absl::OkStatus();
 }
 
-void TensorUploadCall::End(const absl::Status& status) {
-  code_ = status.code();
-  // An unfinished upload goes now: its memory is free before the client hears why.
-  if (!status.ok()) sequence_.Abandon();
+bool TensorUploadCall::EndLocked(const absl::Status& status) {
+  if (ended_) return false;
+  ended_ = true;
+  status_ = status;
+  if (!status.ok()) {
+    // An unfinished upload goes now: its room is free before the client hears why.
+    if (sequence_.in_progress()) {
+      Log(LogLevel::kWarning, "tensor_upload_aborted",
+          {{"handle", sequence_.handle()},
+           {"tenant", tenant_},
+           {"bytes_received", absl::StrCat(sequence_.bytes_written())},
+           {"code", absl::StatusCodeToString(status.code())},
+           {"peer", context_->peer()}});
+    }
+    sequence_.Abandon();
+  }
+  return true;
+}
+
+void TensorUploadCall::SendEnd() {
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    status = status_;
+  }
   if (status.ok()) {
     StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
   } else {
@@ -81,12 +145,38 @@ void TensorUploadCall::End(const absl::Status& status) {
 }
 
 void TensorUploadCall::OnDone() {
-  sequence_.Abandon();  // cancelled mid-stream: nothing stays
-  if (metrics_ != nullptr) {
-    metrics_->RecordRequest(RpcMethod::kPutTensor, PrecisionLabel::None(), code_, tenant_);
-    metrics_->ObservePhase(RpcMethod::kPutTensor, Phase::kTotal, absl::Now() - started_);
+  if (watched_) env_->upload_watch->Remove(this);
+  const absl::Time now = absl::Now();
+  absl::Status answered;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!ended_) {
+      // gRPC ended the call without a last read (the connection went): nothing stays.
+      EndLocked(absl::CancelledError("the call ended before the upload completed"));
+    }
+    answered = status_;
   }
-  delete this;
+  const absl::Status outcome = ClientOutcome(*context_, answered, now);
+  if (answered.ok() && !outcome.ok()) {
+    // Stored, but the client never got the handle: nobody could use or delete it (for a
+    // part: the client takes the whole upload as failed, as a failed part does).
+    Log(LogLevel::kWarning, "tensor_upload_aborted",
+        {{"handle", answered_handle_},
+         {"tenant", tenant_},
+         {"code", absl::StatusCodeToString(outcome.code())},
+         {"why", "the client did not get the answer"},
+         {"peer", context_->peer()}});
+    env_->store->Delete(answered_handle_, tenant_).IgnoreError();
+  }
+  env_->reporter->Report(RpcMethod::kPutTensor, PrecisionLabel::None(), outcome, tenant_,
+                         context_->peer(), now - started_);
+  if (registered_) env_->registry->Leave(this);
+  env_->metrics->AddInflight(-1);
+  Unref();
+}
+
+void TensorUploadCall::Unref() {
+  if (refs_.fetch_sub(1) == 1) delete this;
 }
 
 }  // namespace gemmd

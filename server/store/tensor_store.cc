@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -47,25 +48,40 @@ std::string Shown(absl::string_view handle) {
 
 }  // namespace
 
-// Bytes taken from the cap, per device; shared with the tensors' deleters, which give
-// bytes back when the last pin of a tensor goes (possibly after the store itself).
+// Bytes taken from the cap and tensors alive, per device and per tenant; shared with the
+// tensors' deleters, which give them back when the last pin of a tensor goes (possibly
+// after the store itself).
 struct TensorStore::Accounts {
   absl::Mutex mu;
   int64_t used ABSL_GUARDED_BY(mu) = 0;
+  int64_t count ABSL_GUARDED_BY(mu) = 0;
   std::vector<int64_t> per_device ABSL_GUARDED_BY(mu);
-  // Per tenant, when authentication names tenants ("" is everyone without it).
+  // Per tenant ("" is everyone without authentication): bytes in all, and per device.
   absl::flat_hash_map<std::string, int64_t> per_tenant ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<std::string, std::vector<int64_t>> per_tenant_device ABSL_GUARDED_BY(mu);
+  // Uploads open per tenant (max_open_uploads).
+  absl::flat_hash_map<std::string, int64_t> open ABSL_GUARDED_BY(mu);
 
-  // Takes `bytes` of `cap` for `device` (and of `tenant_cap` for `tenant`, when both are
-  // set), or RESOURCE_EXHAUSTED with what was asked and free.
-  absl::Status Take(int64_t bytes, int64_t cap, int device, const std::string& tenant,
-                    int64_t tenant_cap) {
+  // Takes `bytes` of `cap` and one of `max_tensors` for `device` (and of `tenant_cap` for
+  // `tenant`, when both are set), or RESOURCE_EXHAUSTED with what was asked and free.
+  absl::Status Take(int64_t bytes, int64_t cap, int64_t max_tensors, int device,
+                    const std::string& tenant, int64_t tenant_cap) {
     absl::MutexLock lock(&mu);
-    if (bytes > cap - used) {
+    if (bytes > cap) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "the tensor store is full: this tensor needs ", bytes, " bytes and ",
-          std::max<int64_t>(0, cap - used), " of ", cap,
-          " are free (--tensor_store_bytes); delete tensors or let them expire"));
+          "this tensor needs ", bytes, " bytes of the tensor store, more than its whole cap of ",
+          cap, " (--tensor_store_bytes)"));
+    }
+    if (bytes > cap - used) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the tensor store is full: this tensor needs ", bytes, " bytes and ",
+                       std::max<int64_t>(0, cap - used), " of ", cap,
+                       " are free (--tensor_store_bytes); delete tensors or let them expire"));
+    }
+    if (max_tensors > 0 && count >= max_tensors) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the tensor store holds ", count, " tensors, its most (--tensor_store_max_tensors=",
+          max_tensors, "); delete tensors or let them expire"));
     }
     const auto it = per_tenant.find(tenant);
     const int64_t tenant_used = it == per_tenant.end() ? 0 : it->second;
@@ -76,24 +92,44 @@ struct TensorStore::Accounts {
           " are free (--tenant_tensor_store_bytes); delete tensors or let them expire"));
     }
     used += bytes;
+    ++count;
     per_device[device] += bytes;
     per_tenant[tenant] += bytes;
+    std::vector<int64_t>& mine = per_tenant_device[tenant];
+    mine.resize(per_device.size(), 0);
+    mine[device] += bytes;
     return absl::OkStatus();
   }
   void Give(int64_t bytes, int device, const std::string& tenant) {
     absl::MutexLock lock(&mu);
     used -= bytes;
+    --count;
     per_device[device] -= bytes;
     auto it = per_tenant.find(tenant);
-    if (it != per_tenant.end() && (it->second -= bytes) == 0) per_tenant.erase(it);
+    if (it != per_tenant.end() && (it->second -= bytes) == 0) {
+      per_tenant.erase(it);
+      per_tenant_device.erase(tenant);
+    } else if (auto mine = per_tenant_device.find(tenant); mine != per_tenant_device.end()) {
+      mine->second[device] -= bytes;
+    }
   }
   int64_t Used() {
     absl::MutexLock lock(&mu);
     return used;
   }
+  int64_t Count() {
+    absl::MutexLock lock(&mu);
+    return count;
+  }
   int64_t UsedOn(int device) {
     absl::MutexLock lock(&mu);
     return per_device[device];
+  }
+  // The tenant's bytes per device (empty when it holds none).
+  std::vector<int64_t> TenantUse(const std::string& tenant) {
+    absl::MutexLock lock(&mu);
+    const auto it = per_tenant_device.find(tenant);
+    return it == per_tenant_device.end() ? std::vector<int64_t>() : it->second;
   }
 };
 
@@ -128,6 +164,35 @@ TensorStore::~TensorStore() {
 
 int64_t TensorStore::used_bytes() const { return accounts_->Used(); }
 
+int64_t TensorStore::tensor_count() const { return accounts_->Count(); }
+
+int64_t TensorStore::ChargeFor(int64_t bytes, int device_index) const {
+  return devices_[device_index]->ResidentFootprint(std::max<int64_t>(bytes, 1)) +
+         kTensorRecordBytes;
+}
+
+absl::StatusOr<std::shared_ptr<void>> TensorStore::OpenSlot(const std::string& tenant) {
+  if (options_.max_open_uploads <= 0) return std::shared_ptr<void>();
+  std::shared_ptr<Accounts> accounts = accounts_;
+  {
+    absl::MutexLock lock(&accounts->mu);
+    int64_t& open = accounts->open[tenant];
+    if (open >= options_.max_open_uploads) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          tenant.empty() ? std::string("this server") : absl::StrCat("tenant ", tenant), " has ",
+          open, " uploads open, its most (--max_open_uploads=", options_.max_open_uploads,
+          "); finish or cancel one first"));
+    }
+    ++open;
+  }
+  // The slot's "pointer" is the accounts; its deleter gives the place back.
+  return std::shared_ptr<void>(accounts.get(), [accounts, tenant](void*) {
+    absl::MutexLock lock(&accounts->mu);
+    auto it = accounts->open.find(tenant);
+    if (it != accounts->open.end() && --it->second <= 0) accounts->open.erase(it);
+  });
+}
+
 void TensorStore::Publish(int device_index) {
   if (metrics_ == nullptr) return;
   metrics_->SetTensorStoreBytes(device_index, accounts_->UsedOn(device_index));
@@ -143,15 +208,19 @@ absl::Status TensorStore::CheckTtl(absl::Duration ttl) const {
   return absl::OkStatus();
 }
 
-int TensorStore::PickDevice() const {
-  // The healthy device with the fewest resident bytes (tensors spread over GPUs).
+int TensorStore::PickDevice(const std::string& tenant) const {
+  // With the tenant's other tensors, so that a GEMM finds its operands on one device;
+  // a tenant's first tensor where the fewest resident bytes are (tenants spread).
+  const std::vector<int64_t> mine = accounts_->TenantUse(tenant);
   int best = -1;
-  int64_t best_bytes = 0;
+  int64_t best_mine = 0, best_bytes = 0;
   for (size_t d = 0; d < devices_.size(); ++d) {
     if (!devices_[d]->healthy()) continue;
+    const int64_t own = d < mine.size() ? mine[d] : 0;
     const int64_t used = accounts_->UsedOn(static_cast<int>(d));
-    if (best < 0 || used < best_bytes) {
+    if (best < 0 || own > best_mine || (own == best_mine && used < best_bytes)) {
       best = static_cast<int>(d);
+      best_mine = own;
       best_bytes = used;
     }
   }
@@ -166,9 +235,10 @@ absl::Status StoredTensor::CheckDeviceHealthy() const {
       "goes to a healthy device)"));
 }
 
-absl::StatusOr<int> TensorStore::ResolveDevice(absl::string_view name) const {
+absl::StatusOr<int> TensorStore::ResolveDevice(absl::string_view name,
+                                               const std::string& tenant) const {
   if (name.empty()) {
-    const int picked = PickDevice();
+    const int picked = PickDevice(tenant);
     if (picked < 0) return absl::UnavailableError("no healthy device to keep the tensor on");
     return picked;
   }
@@ -218,25 +288,39 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSp
     return absl::UnavailableError("no healthy device to keep the tensor on");
   }
   const int64_t bytes = StoredBytes(spec);
-  // The cap first, then the memory: nothing is allocated for a tensor that cannot stay.
-  if (absl::Status s = accounts_->Take(bytes, options_.cap_bytes, device_index, tenant,
-                                       options_.tenant_cap_bytes);
+  const int64_t charged = ChargeFor(bytes, device_index);
+  // The caps first, then the memory: nothing is allocated for a tensor that cannot stay.
+  if (absl::Status s = accounts_->Take(charged, options_.cap_bytes, options_.max_tensors,
+                                       device_index, tenant, options_.tenant_cap_bytes);
       !s.ok()) {
     return s;
   }
   Device* device = devices_[device_index];
   absl::StatusOr<void*> memory = device->AllocateResident(std::max<int64_t>(bytes, 1));
   if (!memory.ok()) {
-    accounts_->Give(bytes, device_index, tenant);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "no memory for a ", bytes, "-byte tensor on ", device->description().name, ": ",
-        memory.status().message()));
+    accounts_->Give(charged, device_index, tenant);
+    return absl::ResourceExhaustedError(absl::StrCat("no memory for a ", bytes, "-byte tensor on ",
+                                                     device->description().name, ": ",
+                                                     memory.status().message()));
+  }
+  if (metrics_ != nullptr) {
+    metrics_->SetTensorStoreBytes(device_index, accounts_->UsedOn(device_index));
   }
   std::shared_ptr<Accounts> accounts = accounts_;
   ServerMetrics* metrics = metrics_;
   auto free_tensor = [accounts, metrics](StoredTensor* t) {
-    t->device->FreeResident(t->memory, t->bytes);
-    accounts->Give(t->bytes, t->device_index, t->tenant);
+    const absl::Status freed = t->device->FreeResident(t->memory, std::max<int64_t>(t->bytes, 1));
+    if (freed.ok()) {
+      accounts->Give(t->charged, t->device_index, t->tenant);
+    } else {
+      // The memory is still taken: it stays counted, so the cap never hides it.
+      Log(LogLevel::kError, "resident_free_failed",
+          {{"handle", t->handle},
+           {"bytes", absl::StrCat(t->bytes)},
+           {"device", t->device->description().name},
+           {"message", std::string(freed.message())},
+           {"counted", "the bytes stay counted against --tensor_store_bytes"}});
+    }
     if (metrics != nullptr) {
       metrics->SetTensorStoreBytes(t->device_index, accounts->UsedOn(t->device_index));
     }
@@ -249,6 +333,7 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSp
   tensor->device = device;
   tensor->memory = *memory;
   tensor->bytes = bytes;
+  tensor->charged = charged;
   tensor->created = clock_->Now();
   if (ttl > absl::ZeroDuration()) tensor->expires = tensor->created + ttl;
   tensor->label = std::move(label);
@@ -261,14 +346,17 @@ absl::StatusOr<std::unique_ptr<TensorStore::Upload>> TensorStore::Begin(const Te
                                                                         std::string label,
                                                                         std::string tenant,
                                                                         absl::string_view device) {
-  absl::StatusOr<int> device_index = ResolveDevice(device);
+  absl::StatusOr<int> device_index = ResolveDevice(device, tenant);
   if (!device_index.ok()) return device_index.status();
+  absl::StatusOr<std::shared_ptr<void>> slot = OpenSlot(tenant);
+  if (!slot.ok()) return slot.status();
   absl::StatusOr<std::shared_ptr<StoredTensor>> tensor =
       Create(spec, *device_index, ttl, std::move(label), std::move(tenant));
   if (!tensor.ok()) return tensor.status();
   std::unique_ptr<Upload> upload(new Upload());
   upload->store_ = this;
   upload->tensor_ = *std::move(tensor);
+  upload->open_slot_ = *std::move(slot);
   upload->data_bytes_ = DataBytes(spec);
   upload->scales_bytes_ = ScaleBytes(spec);
   upload->checker_ = ScaleChecker(spec, 0);
@@ -280,22 +368,28 @@ absl::StatusOr<std::string> TensorStore::OpenParts(const TensorSpec& spec, absl:
                                                    std::string tenant,
                                                    absl::string_view device) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
-  if (parts < 2 || parts > Rows(spec) || parts > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "header.parts is ", parts, "; expected 2 to min(1024, rows = ", Rows(spec), ")"));
+  if (parts < 2 || parts > Rows(spec) || parts > static_cast<int>(kMaxParts)) {
+    return absl::InvalidArgumentError(absl::StrCat("header.parts is ", parts,
+                                                   "; expected 2 to min(", kMaxParts,
+                                                   ", rows = ", Rows(spec), ")"));
   }
-  absl::StatusOr<int> device_index = ResolveDevice(device);
+  absl::StatusOr<int> device_index = ResolveDevice(device, tenant);
   if (!device_index.ok()) return device_index.status();
+  absl::StatusOr<std::shared_ptr<void>> slot = OpenSlot(tenant);
+  if (!slot.ok()) return slot.status();
   absl::StatusOr<std::shared_ptr<StoredTensor>> tensor =
       Create(spec, *device_index, ttl, std::move(label), std::move(tenant));
   if (!tensor.ok()) return tensor.status();
-  // Until every part is in, the tensor lives for the upload timeout (then its own TTL).
-  (*tensor)->expires = (*tensor)->created + options_.part_upload_timeout;
+  // Until every part is in, the tensor has no TTL; the sweep drops it when no part has
+  // been uploading for part_upload_timeout.
+  (*tensor)->expires = absl::InfiniteFuture();
   Entry entry;
   entry.tensor = *tensor;
   entry.complete = false;
   entry.parts.assign(static_cast<size_t>(parts), 0);
+  entry.last_part_activity = clock_->Now();
   entry.ttl = ttl;
+  entry.open_slot = *std::move(slot);
   const std::string handle = entry.tensor->handle;
   absl::MutexLock lock(&mu_);
   ++tensors_per_device_[entry.tensor->device_index];
@@ -326,6 +420,8 @@ absl::StatusOr<std::unique_ptr<TensorStore::Upload>> TensorStore::BeginPart(
         entry.parts[part] == 1 ? "being uploaded" : "uploaded"));
   }
   entry.parts[part] = 1;
+  ++entry.parts_uploading;
+  entry.last_part_activity = clock_->Now();
   const TensorSpec& spec = entry.tensor->spec;
   const int64_t rows = Rows(spec);
   const int64_t first = rows * part / parts;
@@ -407,6 +503,7 @@ absl::StatusOr<std::string> TensorStore::Upload::Finish() {
     store_->PartFinished(*tensor_, part_, true);
     return tensor_->handle;
   }
+  open_slot_.reset();
   return store_->Commit(tensor_);
 }
 
@@ -415,28 +512,42 @@ TensorStore::Upload::~Upload() {
 }
 
 void TensorStore::PartFinished(const StoredTensor& tensor, int part, bool ok) {
+  std::shared_ptr<StoredTensor> dropped;  // released after the lock
   absl::MutexLock lock(&mu_);
   auto it = tensors_.find(tensor.handle);
   if (it == tensors_.end() || it->second.tensor.get() != &tensor) return;  // already gone
   Entry& entry = it->second;
+  --entry.parts_uploading;
+  entry.last_part_activity = clock_->Now();
   if (!ok) {
     Log(LogLevel::kWarning, "tensor_upload_aborted",
-        {{"handle", tensor.handle}, {"part", absl::StrCat(part)}});
-    const int device = entry.tensor->device_index;
-    --tensors_per_device_[device];
-    tensors_.erase(it);
-    Publish(device);
+        {{"handle", tensor.handle}, {"part", absl::StrCat(part)}, {"tenant", tensor.tenant}});
+    dropped = EraseLocked(it);
     return;
   }
   entry.parts[part] = 2;
   if (++entry.parts_done < static_cast<int>(entry.parts.size())) return;
   entry.complete = true;
-  entry.tensor->expires = entry.ttl > absl::ZeroDuration() ? clock_->Now() + entry.ttl
-                                                           : absl::InfiniteFuture();
+  entry.open_slot.reset();
+  entry.tensor->expires =
+      entry.ttl > absl::ZeroDuration() ? clock_->Now() + entry.ttl : absl::InfiniteFuture();
   Log(LogLevel::kInfo, "tensor_put",
-      {{"handle", tensor.handle}, {"tensor", SpecText(tensor.spec)},
-       {"bytes", absl::StrCat(tensor.bytes)}, {"device", tensor.device->description().name},
-       {"parts", absl::StrCat(entry.parts.size())}, {"label", tensor.label}});
+      {{"handle", tensor.handle},
+       {"tensor", SpecText(tensor.spec)},
+       {"bytes", absl::StrCat(tensor.bytes)},
+       {"device", tensor.device->description().name},
+       {"parts", absl::StrCat(entry.parts.size())},
+       {"label", tensor.label},
+       {"tenant", tensor.tenant}});
+}
+
+std::shared_ptr<StoredTensor> TensorStore::EraseLocked(
+    absl::flat_hash_map<std::string, Entry>::iterator it) {
+  std::shared_ptr<StoredTensor> tensor = std::move(it->second.tensor);
+  tensors_.erase(it);
+  --tensors_per_device_[tensor->device_index];
+  Publish(tensor->device_index);
+  return tensor;
 }
 
 absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Allocate(const TensorSpec& spec,
@@ -444,8 +555,8 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Allocate(const Tensor
                                                                     absl::Duration ttl,
                                                                     std::string label,
                                                                     std::string tenant) {
-  return Create(spec, device_index >= 0 ? device_index : PickDevice(), ttl, std::move(label),
-                std::move(tenant));
+  const int device = device_index >= 0 ? device_index : PickDevice(tenant);
+  return Create(spec, device, ttl, std::move(label), std::move(tenant));
 }
 
 absl::StatusOr<std::string> TensorStore::Commit(std::shared_ptr<StoredTensor> tensor) {
@@ -504,10 +615,7 @@ absl::Status TensorStore::Delete(absl::string_view handle, absl::string_view ten
     absl::MutexLock lock(&mu_);
     auto it = tensors_.find(handle);
     if (it == tensors_.end() || it->second.tensor->tenant != tenant) return NotFound(handle);
-    tensor = std::move(it->second.tensor);
-    tensors_.erase(it);
-    --tensors_per_device_[tensor->device_index];
-    Publish(tensor->device_index);
+    tensor = EraseLocked(it);
   }
   Log(LogLevel::kInfo, "tensor_deleted",
       {{"handle", tensor->handle}, {"bytes", absl::StrCat(tensor->bytes)},
@@ -522,7 +630,7 @@ std::vector<TensorListing> TensorStore::List(absl::string_view tenant) {
   for (const auto& [handle, entry] : tensors_) {
     const StoredTensor& t = *entry.tensor;
     if (t.tenant != tenant) continue;
-    out.push_back({handle, t.spec, t.bytes, t.device->description().name, t.created, t.expires,
+    out.push_back({handle, t.spec, t.charged, t.device->description().name, t.created, t.expires,
                    t.label, entry.complete});
   }
   std::sort(out.begin(), out.end(), [](const TensorListing& a, const TensorListing& b) {
@@ -539,21 +647,46 @@ void TensorStore::Sweep() {
     const absl::Time now = clock_->Now();
     for (auto it = tensors_.begin(); it != tensors_.end();) {
       auto next = std::next(it);
-      if (it->second.tensor->expires <= now) {
-        const StoredTensor& t = *it->second.tensor;
-        const bool complete = it->second.complete;
-        Log(LogLevel::kInfo, complete ? "tensor_expired" : "tensor_upload_timed_out",
-            {{"handle", t.handle}, {"bytes", absl::StrCat(t.bytes)}, {"label", t.label}});
-        if (complete) ++expired;
-        --tensors_per_device_[t.device_index];
-        Publish(t.device_index);
-        gone.push_back(std::move(it->second.tensor));
-        tensors_.erase(it);
+      const Entry& entry = it->second;
+      const StoredTensor& t = *entry.tensor;
+      const bool expires = entry.complete && t.expires <= now;
+      const bool abandoned = !entry.complete && entry.parts_uploading == 0 &&
+                             now - entry.last_part_activity >= options_.part_upload_timeout;
+      if (expires || abandoned) {
+        Log(LogLevel::kInfo, expires ? "tensor_expired" : "tensor_upload_timed_out",
+            {{"handle", t.handle},
+             {"bytes", absl::StrCat(t.bytes)},
+             {"label", t.label},
+             {"tenant", t.tenant}});
+        if (expires) ++expired;
+        gone.push_back(EraseLocked(it));
       }
       it = next;
     }
   }
   if (metrics_ != nullptr && expired > 0) metrics_->AddTensorsExpired(expired);
+}
+
+int64_t TensorStore::DropTenantsOtherThan(const std::vector<std::string>& tenants) {
+  const absl::flat_hash_set<std::string> kept(tenants.begin(), tenants.end());
+  std::vector<std::shared_ptr<StoredTensor>> gone;  // released after the lock
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = tensors_.begin(); it != tensors_.end();) {
+      auto next = std::next(it);
+      const std::string& tenant = it->second.tensor->tenant;
+      if (!tenant.empty() && !kept.contains(tenant)) gone.push_back(EraseLocked(it));
+      it = next;
+    }
+  }
+  for (const auto& t : gone) {
+    Log(LogLevel::kInfo, "tensor_deleted",
+        {{"handle", t->handle},
+         {"bytes", absl::StrCat(t->bytes)},
+         {"tenant", t->tenant},
+         {"why", "its tenant is no longer in the tokens file"}});
+  }
+  return static_cast<int64_t>(gone.size());
 }
 
 void TensorStore::SweepLoop() {

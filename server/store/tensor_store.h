@@ -3,23 +3,33 @@
 //
 // A tensor lives on one device, in that device's resident memory (Device::
 // AllocateResident: device memory on a GPU, host memory on the CPU backend), packed as
-// uploaded for a quantized one. Its bytes count against one cap (--tensor_store_bytes)
-// from the moment an upload is admitted until its memory is freed, and the cap is checked
-// before that memory is taken.
+// uploaded for a quantized one. What it really takes counts against one cap
+// (--tensor_store_bytes) from the moment an upload is admitted until its memory is
+// freed: its allocation's footprint on the device (Device::ResidentFootprint: whole
+// pages of host memory) and the store's own record of it (kTensorRecordBytes), so a
+// crowd of tiny tensors cannot take more memory than the cap says. Their number is
+// capped too (max_tensors), and so are the uploads one tenant may have open at once
+// (max_open_uploads). Every cap is checked before any memory is taken.
 //
 // Lifetime: a tensor is a shared StoredTensor. The store's map holds one reference; every
 // job that uses it holds a TensorPin. Delete and TTL expiry take it out of the map (new
 // lookups answer NOT_FOUND at once) and its memory is freed when the last pin goes, so a
 // queued or running job never loses its operand. An upload that is not finished
-// (disconnect, bad chunk) is never in the map and its memory goes with the Upload.
+// (disconnect, bad chunk) is never in the map and its memory goes with the Upload. Memory
+// the device fails to free stays counted (and is logged): the cap never pretends.
 //
 // Handles: "t1-" + the instance (64 random bits) + "-" + 128 random bits, in hex; a
 // handle of another instance is NOT_FOUND saying so.
 //
+// Placement: a tensor goes to the device its upload names, else to the device that
+// already holds most of its tenant's tensors (so tensors a caller uses together are
+// together), else to the healthy device with the fewest resident bytes.
+//
 // Parallel upload: OpenParts makes an incomplete tensor that parts upload into, each on
 // its own stream (BeginPart); it becomes usable when every part has finished. A part
-// that fails takes the whole tensor out; one left unfinished for `part_upload_timeout`
-// does too. Thread-safe.
+// that fails takes the whole tensor out; so does an open tensor with no part uploading
+// for `part_upload_timeout` (since it was opened or a part last began or finished).
+// Thread-safe.
 #ifndef GEMMD_SERVER_STORE_TENSOR_STORE_H_
 #define GEMMD_SERVER_STORE_TENSOR_STORE_H_
 
@@ -52,7 +62,8 @@ struct StoredTensor {
   Device* device = nullptr;
   // In the device's resident memory: data, then scales (quantized) at an aligned offset.
   void* memory = nullptr;
-  int64_t bytes = 0;  // the allocation, counted against the cap
+  int64_t bytes = 0;    // the allocation
+  int64_t charged = 0;  // what the cap counts for it: the allocation's footprint, the record
   const char* data() const { return static_cast<const char*>(memory); }
   const char* scales() const { return data() + ScalesOffset(spec); }
   absl::Time created;
@@ -68,14 +79,27 @@ struct StoredTensor {
 };
 using TensorPin = std::shared_ptr<const StoredTensor>;
 
+// What the store counts for each tensor's record (handle, spec, label, map entry) on top
+// of its memory: measured at about 2 KB of heap per tensor on the CPU backend.
+inline constexpr int64_t kTensorRecordBytes = 2048;
+
+// Most parts one parallel upload may have.
+inline constexpr uint32_t kMaxParts = 1024;
+
 struct TensorStoreOptions {
   int64_t cap_bytes = 0;  // 0: nothing can be stored
   // Most bytes one tenant's tensors may take (0: only the cap above). Applies to named
   // tenants, i.e. when the server authenticates callers.
   int64_t tenant_cap_bytes = 0;
+  // Most tensors at once (uploads in progress and deleted tensors still pinned included).
+  int64_t max_tensors = 16384;
+  // Most uploads one tenant (everyone, without authentication) may have open at once:
+  // begun (the room taken) and not complete. 0: no limit.
+  int64_t max_open_uploads = 64;
   // How often expired tensors and abandoned part uploads are looked for.
   absl::Duration sweep_interval = absl::Seconds(1);
-  absl::Duration part_upload_timeout = absl::Minutes(10);
+  // An open tensor with no part uploading for this long is dropped.
+  absl::Duration part_upload_timeout = absl::Seconds(10);
   absl::Duration max_ttl = absl::Hours(24 * 365);
 };
 
@@ -83,7 +107,7 @@ struct TensorStoreOptions {
 struct TensorListing {
   std::string handle;
   TensorSpec spec;
-  int64_t bytes = 0;
+  int64_t bytes = 0;  // what the store's cap counts for it
   std::string device;
   absl::Time created;
   absl::Time expires = absl::InfiniteFuture();
@@ -102,7 +126,12 @@ class TensorStore {
 
   const std::string& instance() const { return instance_; }
   int64_t cap_bytes() const { return options_.cap_bytes; }
+  int64_t max_tensors() const { return options_.max_tensors; }
   int64_t used_bytes() const;
+  // Tensors that hold memory now (uploads in progress and pinned deleted ones included).
+  int64_t tensor_count() const;
+  // What the cap counts for a tensor of `bytes` on device `device_index`.
+  int64_t ChargeFor(int64_t bytes, int device_index) const;
 
   // One stream's writes into a tensor: the whole tensor, or one part of it. Data and
   // scales each arrive in order; Finish checks that every byte came.
@@ -118,13 +147,15 @@ class TensorStore {
     // The handle, once every byte arrived (INVALID_ARGUMENT saying how many are missing).
     absl::StatusOr<std::string> Finish();
     int64_t bytes_written() const { return data_done_ + scales_done_; }
+    const std::string& handle() const { return tensor_->handle; }
 
    private:
     friend class TensorStore;
     Upload() = default;
     TensorStore* store_ = nullptr;
     std::shared_ptr<StoredTensor> tensor_;
-    int part_ = -1;  // -1: the whole tensor
+    std::shared_ptr<void> open_slot_;  // counts against max_open_uploads until finished
+    int part_ = -1;                    // -1: the whole tensor
     int64_t data_begin_ = 0, data_bytes_ = 0, data_done_ = 0;
     int64_t scales_begin_ = 0, scales_bytes_ = 0, scales_done_ = 0;
     ScaleChecker checker_;
@@ -133,9 +164,10 @@ class TensorStore {
 
   // A new tensor, uploaded by one stream. INVALID_ARGUMENT for a bad spec, ttl or label;
   // RESOURCE_EXHAUSTED (bytes asked and free) when it does not fit the cap or the
-  // device's memory. `ttl` zero: no expiry. `device`: the name of the device to keep it
-  // on, or empty for the store's choice (the healthy device with the fewest resident
-  // bytes); INVALID_ARGUMENT for a name of no device, UNAVAILABLE for one that faulted.
+  // device's memory, or when the store holds max_tensors or the tenant has
+  // max_open_uploads open. `ttl` zero: no expiry. `device`: the name of the device to
+  // keep it on, or empty for the store's choice (see Placement above); INVALID_ARGUMENT
+  // for a name of no device, UNAVAILABLE for one that faulted.
   absl::StatusOr<std::unique_ptr<Upload>> Begin(const TensorSpec& spec, absl::Duration ttl,
                                                 std::string label, std::string tenant = "",
                                                 absl::string_view device = "");
@@ -170,13 +202,21 @@ class TensorStore {
   // Takes expired tensors and abandoned part uploads out now (the sweeper calls it).
   void Sweep();
 
+  // Takes out every tensor of a tenant not in `tenants` (the tokens file no longer names
+  // it, so nobody can reach them); returns how many. Tenant "" (no authentication) is
+  // never dropped.
+  int64_t DropTenantsOtherThan(const std::vector<std::string>& tenants);
+
  private:
   struct Entry {
     std::shared_ptr<StoredTensor> tensor;
     bool complete = true;
     std::vector<uint8_t> parts;  // per part: 0 waiting, 1 uploading, 2 done
     int parts_done = 0;
-    absl::Duration ttl;  // a part upload's TTL, counted once it is complete
+    int parts_uploading = 0;
+    absl::Time last_part_activity;    // opened, or a part began or finished
+    absl::Duration ttl;               // a part upload's TTL, counted once it is complete
+    std::shared_ptr<void> open_slot;  // until complete (max_open_uploads)
   };
   struct Accounts;  // bytes per device, shared with the tensors' deleters
 
@@ -184,14 +224,20 @@ class TensorStore {
   absl::StatusOr<std::shared_ptr<StoredTensor>> Create(const TensorSpec& spec, int device_index,
                                                        absl::Duration ttl, std::string label,
                                                        std::string tenant);
+  // A place among the tenant's open uploads (max_open_uploads), held until released.
+  absl::StatusOr<std::shared_ptr<void>> OpenSlot(const std::string& tenant);
+  // Takes an entry out of the map (its memory goes with its last pin).
+  std::shared_ptr<StoredTensor> EraseLocked(absl::flat_hash_map<std::string, Entry>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NewHandle() const;
   // NOT_FOUND naming the handle (and the instance that issued it, if not this one).
   absl::Status NotFound(absl::string_view handle) const;
   void PartFinished(const StoredTensor& tensor, int part, bool ok);
   void Publish(int device_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int PickDevice() const;
+  // The store's choice for a tensor of `tenant` (Placement above); -1: none healthy.
+  int PickDevice(const std::string& tenant) const;
   // The index of the device named `name` ("" = PickDevice), healthy, or why not.
-  absl::StatusOr<int> ResolveDevice(absl::string_view name) const;
+  absl::StatusOr<int> ResolveDevice(absl::string_view name, const std::string& tenant) const;
   void SweepLoop();
 
   const TensorStoreOptions options_;

@@ -41,7 +41,12 @@ class FaultInjectingDevice : public Device {
   absl::StatusOr<void*> AllocateResident(int64_t bytes) override {
     return device_->AllocateResident(bytes);
   }
-  void FreeResident(void* memory, int64_t bytes) override { device_->FreeResident(memory, bytes); }
+  absl::Status FreeResident(void* memory, int64_t bytes) override {
+    return device_->FreeResident(memory, bytes);
+  }
+  int64_t ResidentFootprint(int64_t bytes) const override {
+    return device_->ResidentFootprint(bytes);
+  }
   absl::Status WriteResident(void* resident, const void* host, size_t bytes) override {
     return device_->WriteResident(resident, host, bytes);
   }

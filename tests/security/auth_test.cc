@@ -24,6 +24,7 @@
 #include "kernels/reference_gemm.h"
 #include "server/gemm_server.h"
 #include "server/security/auth_tokens.h"
+#include "server/store/tensor_store.h"
 #include "tests/metrics_util.h"
 #include "tests/security/matmul_check.h"
 #include "tests/server_fixture.h"
@@ -255,6 +256,27 @@ TEST_F(AuthServerTest, ReloadTakesNewTokensAndKeepsTheOldOnesWhenTheFileIsBad) {
   EXPECT_TRUE(Info(kAliceToken).ok());
 }
 
+// A tenant the reloaded file no longer names cannot reach its tensors again: they are
+// deleted at the reload (they stayed, counted against the store, until a restart).
+TEST_F(AuthServerTest, AReloadThatRemovesATenantDeletesItsTensors) {
+  const std::vector<float> values(16, 2.0f);
+  const TensorRef tensor{
+      {4, 4}, gemm::v1::DATA_TYPE_FLOAT32, {reinterpret_cast<const char*>(values.data()), 64}};
+  TensorStoreClient alice(ConnectChannel(As(kAliceToken)));
+  TensorStoreClient bob(ConnectChannel(As(kBobToken)));
+  ASSERT_TRUE(bob.PutTensor(tensor).ok());
+  ASSERT_TRUE(bob.PutTensor(tensor).ok());
+  absl::StatusOr<std::string> kept = alice.PutTensor(tensor);
+  ASSERT_TRUE(kept.ok());
+  const int64_t one = server_->store()->ChargeFor(64, 0);
+  EXPECT_EQ(server_->store()->used_bytes(), 3 * one);
+  WriteFile("auth_test_tokens", absl::StrCat("alice:", kAliceToken, "\n"));
+  ASSERT_TRUE(server_->ReloadTokens().ok());
+  EXPECT_EQ(server_->store()->used_bytes(), one);
+  EXPECT_EQ(server_->store()->tensor_count(), 1);
+  EXPECT_TRUE(alice.GetTensor(*kept).ok());
+}
+
 TEST(AuthStartTest, ABadTokensFileStopsTheStart) {
   ServerConfig config = testing::TestConfig();
   config.backend = "cpu";
@@ -274,7 +296,7 @@ TEST(TenantLimitsTest, EachTenantHasItsOwnShareOfTheStoreAndOfHostMemory) {
   config.auth_tokens_file = WriteFile(
       "auth_test_limits", absl::StrCat("alice:", kAliceToken, "\nbob:", kBobToken, "\n"));
   config.tensor_store_bytes = 1 << 20;
-  config.tenant_tensor_store_bytes = 1024;
+  config.tenant_tensor_store_bytes = 6144;  // one small tensor at its real cost: a page, its record
   config.tenant_max_inflight_bytes = 12000;
   absl::StatusOr<std::unique_ptr<GemmServer>> server = GemmServer::Create(config);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -289,7 +311,7 @@ TEST(TenantLimitsTest, EachTenantHasItsOwnShareOfTheStoreAndOfHostMemory) {
   const TensorRef four_bytes{{1, 1}, gemm::v1::DATA_TYPE_FLOAT32,
                              {reinterpret_cast<const char*>(one.data()), 4}};
 
-  // The store: alice's 1024 bytes fill her share, not bob's.
+  // The store: alice's kilobyte fills her share (its page and record), not bob's.
   TensorStoreClient alice(ConnectChannel(as(kAliceToken)));
   TensorStoreClient bob(ConnectChannel(as(kBobToken)));
   absl::StatusOr<std::string> first = alice.PutTensor(kilobyte);

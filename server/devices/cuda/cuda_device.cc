@@ -3,9 +3,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <functional>
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -580,9 +580,14 @@ absl::StatusOr<void*> CudaDevice::AllocateResident(int64_t bytes) {
   return memory;
 }
 
-void CudaDevice::FreeResident(void* memory, int64_t /*bytes*/) {
+absl::Status CudaDevice::FreeResident(void* memory, int64_t /*bytes*/) {
   absl::StatusOr<gpu::ScopedDevice> current = gpu::ScopedDevice::Create(ordinal_);
-  (void)cudaFree(memory);
+  if (!current.ok()) return current.status();
+  return GEMMD_CUDA_STATUS(cudaFree(memory));
+}
+
+int64_t CudaDevice::ResidentFootprint(int64_t bytes) const {
+  return (std::max<int64_t>(bytes, 1) + 511) / 512 * 512;
 }
 
 absl::Status CudaDevice::WriteResident(void* resident, const void* host, size_t bytes) {

@@ -5,9 +5,9 @@
 // arena: for a dense launch regions A | B | C_in | C | workspace, so a batch's items are
 // back to back, the dense strided-batch layout one launch serves; for a quantized one
 // A | A scales | B codes | B scales | C | workspace, the packed bytes as they came),
-// compute (one launch) and copy-out (the C region scattered to each item's c_out). Each lane has its own stream, staging ring
-// and arena, so two batches on two lanes run at once and one's copies overlap the
-// other's compute.
+// compute (one launch) and copy-out (the C region scattered to each item's c_out). Each lane has
+// its own stream, staging ring and arena, so two batches on two lanes run at once and one's copies
+// overlap the other's compute.
 //
 // Threads: Run may be called concurrently for different lanes (one caller per
 // lane); everything else is thread-safe. A CUDA fault (any CUDA error of a copy, launch
@@ -31,8 +31,8 @@
 #include "kernels/cuda/quantized/quantized_kernels.h"
 #include "server/devices/cuda/device_memory_pool.h"
 #include "server/devices/cuda/pinned_staging.h"
-#include "server/devices/host_copier.h"
 #include "server/devices/device.h"
+#include "server/devices/host_copier.h"
 
 namespace gemmd {
 
@@ -93,7 +93,9 @@ class CudaDevice : public Device {
   // leaves room for the store's, CudaDeviceOptions::resident_bytes). Copies go through
   // the calling thread's default stream, so they never wait for a lane's launches.
   absl::StatusOr<void*> AllocateResident(int64_t bytes) override;
-  void FreeResident(void* memory, int64_t bytes) override;
+  absl::Status FreeResident(void* memory, int64_t bytes) override;
+  // cudaMalloc hands out at least 512 bytes at a time.
+  int64_t ResidentFootprint(int64_t bytes) const override;
   absl::Status WriteResident(void* resident, const void* host, size_t bytes) override;
   // Gathered into a page-locked bounce buffer, then one DMA per buffer's worth.
   absl::Status WriteResidentRuns(void* resident,

@@ -24,8 +24,10 @@ constexpr char kServiceConfigJson[] =
 
 // A request is retried only while gRPC still holds all of it: up to this many bytes per
 // call. gRPC's default (256 KiB) would leave every request with a real matrix
-// unretriable. gRPC keeps the request's slices (reference-counted), not a copy.
-constexpr int kRetryBufferBytesPerCall = 64 << 20;
+// unretriable, and a draining server answers calls that arrive after its signal
+// UNAVAILABLE, to be retried on another. gRPC keeps the request's slices
+// (reference-counted), not a copy: the server's default --max_message_bytes.
+constexpr int kRetryBufferBytesPerCall = 512 << 20;
 
 }  // namespace
 

@@ -83,8 +83,10 @@ bool AppendRuns(const wire::ByteRuns& runs, int64_t limit, std::string* out) {
 int UploadConnections(int64_t bytes, int64_t rows, int requested) {
   const int64_t parts = requested > 0                     ? requested
                         : bytes >= kParallelUploadBytes ? kDefaultUploadConnections
-                                                          : 1;
-  return static_cast<int>(std::max<int64_t>(1, std::min(parts, rows)));
+                                                        : 1;
+  const int64_t most = std::min<int64_t>(
+      {kMaxUploadConnections, rows, std::max<int64_t>(1, bytes / kMinUploadPartBytes)});
+  return static_cast<int>(std::max<int64_t>(1, std::min(parts, most)));
 }
 
 TensorStoreClient::TensorStoreClient(std::shared_ptr<grpc::ChannelInterface> channel,
@@ -255,11 +257,22 @@ absl::Status TensorStoreClient::DeleteTensor(const std::string& handle, absl::Du
 absl::StatusOr<gemm::v1::ListTensorsResponse> TensorStoreClient::ListTensors(
     absl::Duration timeout) {
   auto stub = gemm::v1::GemmService::NewStub(channel_);
-  grpc::ClientContext context;
-  SetDeadline(&context, timeout);
-  gemm::v1::ListTensorsResponse response;
-  if (absl::Status s = FromGrpc(stub->ListTensors(&context, {}, &response)); !s.ok()) return s;
-  return response;
+  const absl::Time deadline = absl::Now() + timeout;
+  // Page by page (the server sends at most page_size tensors a reply), into one listing.
+  gemm::v1::ListTensorsRequest request;
+  gemm::v1::ListTensorsResponse all;
+  do {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    gemm::v1::ListTensorsResponse page;
+    if (absl::Status s = FromGrpc(stub->ListTensors(&context, request, &page)); !s.ok()) return s;
+    for (gemm::v1::TensorInfo& t : *page.mutable_tensors()) *all.add_tensors() = std::move(t);
+    page.clear_tensors();
+    request.set_page_token(page.next_page_token());
+    page.clear_next_page_token();
+    all.MergeFrom(page);  // the store's totals, from the last page
+  } while (!request.page_token().empty());
+  return all;
 }
 
 }  // namespace gemmd

@@ -44,6 +44,10 @@ namespace gemmd {
 // docs/BENCHMARKS.md, "Resident tensors", has the rates by connection count).
 inline constexpr int64_t kParallelUploadBytes = int64_t{64} << 20;
 inline constexpr int kDefaultUploadConnections = 8;
+// Most connections one upload uses, and the least a part carries: past these, opening
+// connections costs more than it carries (1000 once opened 256 connections for 128 KB).
+inline constexpr int kMaxUploadConnections = 64;
+inline constexpr int64_t kMinUploadPartBytes = int64_t{1} << 20;
 
 struct PutOptions {
   uint32_t ttl_s = 0;  // the server drops the tensor this long after the upload; 0 = never
@@ -52,8 +56,8 @@ struct PutOptions {
   // choice. Tensors one GEMM reads by handle must be on one device.
   std::string device;
   // Part uploads in parallel, each on its own connection: 0 = 1 for tensors under
-  // kParallelUploadBytes (data + scales), else kDefaultUploadConnections. Capped at the
-  // tensor's rows.
+  // kParallelUploadBytes (data + scales), else kDefaultUploadConnections. Capped at
+  // kMaxUploadConnections, the tensor's rows, and one part per kMinUploadPartBytes.
   int connections = 0;
   // Data + scales per TensorChunk (the server's Limits.max_tensor_chunk_bytes, at most).
   int64_t chunk_bytes = int64_t{4} << 20;
@@ -94,9 +98,10 @@ class TensorStoreClient {
 
   // Downloads a tensor: its header, data and scales.
   absl::StatusOr<DownloadedTensor> GetTensor(const std::string& handle,
-                                         absl::Duration timeout = absl::Seconds(60));
-  absl::Status DeleteTensor(const std::string& handle,
-                            absl::Duration timeout = absl::Seconds(60));
+                                             absl::Duration timeout = absl::Seconds(60));
+  absl::Status DeleteTensor(const std::string& handle, absl::Duration timeout = absl::Seconds(60));
+  // Every tensor of the caller's, all pages of the listing in one response (the store's
+  // totals as of its last page); `timeout` bounds the whole listing.
   absl::StatusOr<gemm::v1::ListTensorsResponse> ListTensors(
       absl::Duration timeout = absl::Seconds(60));
 

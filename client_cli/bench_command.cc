@@ -24,18 +24,18 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "client_cli/bench_report.h"
 #include "client/gemm_client.h"
 #include "client/tensor_store_client.h"
+#include "client_cli/bench_report.h"
 #include "client_cli/commands.h"
-#include "client_cli/process_cpu.h"
-#include "proto/transport_arguments.h"
 #include "client_cli/matmul_inputs.h"
+#include "client_cli/process_cpu.h"
 #include "client_cli/quantized_inputs.h"
 #include "client_cli/request_args.h"
 #include "client_cli/resident_operands.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "kernels/cpu/cpu_gemm.h"
+#include "proto/transport_arguments.h"
 
 namespace gemmd {
 namespace {
@@ -556,6 +556,13 @@ int RunBench(const CliOptions& o) {
   }
   const std::string text = o.json ? FormatBenchJson(report) : FormatBenchText(report);
   std::fputs(text.c_str(), stdout);
+  if (report.dropped > 0) {
+    std::fprintf(stderr,
+                 "warning: %d arrivals were dropped: each found %d calls in flight "
+                 "(--concurrency), so the server fell behind %.1f/s; latencies do not count "
+                 "them (raise --concurrency to queue them instead)\n",
+                 report.dropped, o.concurrency, o.rate);
+  }
   return report.ok > 0 ? 0 : 1;
 }
 

@@ -81,8 +81,11 @@ std::string FormatBenchText(const BenchReport& r) {
                           r.arrivals, r.target_rate, r.RequestsPerSecond(), r.dropped);
   }
   if (r.server_cpu_us_per_request > 0 || r.client_cpu_us_per_request > 0) {
-    absl::StrAppendFormat(&out, "cpu us/request: server=%.1f client=%.1f\n",
-                          r.server_cpu_us_per_request, r.client_cpu_us_per_request);
+    const std::string server = r.server_cpu_us_per_request > 0
+                                   ? absl::StrFormat("%.1f", r.server_cpu_us_per_request)
+                                   : std::string("n/a (--server_pid PID)");
+    absl::StrAppendFormat(&out, "cpu us/request: server=%s client=%.1f\n", server,
+                          r.client_cpu_us_per_request);
   }
   if (r.mode != "in-process") {
     absl::StrAppendFormat(&out,

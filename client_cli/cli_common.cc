@@ -1,13 +1,13 @@
+#include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
-
-#include <grpcpp/client_context.h>
 
 #include <cstdio>
 #include <optional>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "client_cli/commands.h"
 #include "client_cli/preflight.h"
@@ -20,9 +20,41 @@ std::string StatusCodeName(grpc::StatusCode code) {
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
 }
 
+namespace {
+
+// How this process's channels connect (set once by main).
+bool tls_on = false;
+bool client_certificate = false;
+
+// Why a server may close a new connection without a word.
+std::string ConnectionHint(const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+      !absl::StrContains(status.error_message(), "Socket closed")) {
+    return "";
+  }
+  if (!tls_on) {
+    return " (the server closed the connection at once: it may speak TLS only; pass "
+           "--tls_ca_file, and --tls_cert_file/--tls_key_file if it asks for a client "
+           "certificate)";
+  }
+  return client_certificate
+             ? " (the server refused the TLS handshake: it may not trust this client "
+               "certificate, or not speak TLS)"
+             : " (the server refused the TLS handshake: it may want a client certificate, "
+               "--tls_cert_file and --tls_key_file, or not speak TLS)";
+}
+
+}  // namespace
+
+void SetConnectionSecurity(const ChannelSecurity& security) {
+  tls_on = security.tls;
+  client_certificate = !security.cert_pem.empty();
+}
+
 int ReportRpcError(const std::string& what, const grpc::Status& status) {
-  std::fprintf(stderr, "error: %s failed: %s: %s\n", what.c_str(),
-               StatusCodeName(status.error_code()).c_str(), status.error_message().c_str());
+  std::fprintf(stderr, "error: %s failed: %s: %s%s\n", what.c_str(),
+               StatusCodeName(status.error_code()).c_str(), status.error_message().c_str(),
+               ConnectionHint(status).c_str());
   return 1;
 }
 

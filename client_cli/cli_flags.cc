@@ -53,7 +53,10 @@ ABSL_FLAG(uint64_t, seed, 1, "Seed for random operands.");
 ABSL_FLAG(bool, verify, false,
           "matmul: recompute C in FP64 here and print rel_error (exit 3 above tolerance). "
           "Operands given as @HANDLE are downloaded first (GetTensor) to compute it.");
-ABSL_FLAG(int, concurrency, 1, "bench: requests in flight (closed loop).");
+ABSL_FLAG(int, concurrency, 0,
+          "bench: requests in flight: a closed loop keeps this many going; an open loop "
+          "(--rate) lets at most this many be in flight and drops (and counts) arrivals "
+          "past it. 0 = 1 for a closed loop, 256 for an open one.");
 ABSL_FLAG(int, channels, 1, "bench: TCP connections the workers share round-robin.");
 ABSL_FLAG(double, duration_s, 10, "bench: measured seconds.");
 ABSL_FLAG(double, warmup_s, 2, "bench: seconds run before measuring.");
@@ -66,8 +69,8 @@ ABSL_FLAG(bool, json, false, "info/bench: print JSON.");
 ABSL_FLAG(double, rate, 0,
           "bench: open loop: start requests at this rate (per second) whatever the server "
           "does, latency counted from each request's intended send time (no coordinated "
-          "omission); --concurrency caps calls in flight, arrivals past it are dropped and "
-          "counted. 0 = closed loop.");
+          "omission); --concurrency caps calls in flight (256 unless set), arrivals past it "
+          "are dropped, counted and warned about. 0 = closed loop.");
 ABSL_FLAG(std::string, arrivals, "poisson",
           "bench --rate: poisson (exponential gaps) or fixed (evenly spaced) arrivals.");
 ABSL_FLAG(std::string, grpc_arg, "",
@@ -87,9 +90,10 @@ ABSL_FLAG(std::string, device, "",
           "put: the server device to keep the tensor on, as `gemm-cli info` names it (e.g. "
           "cuda:1); empty = the server's choice. Tensors one matmul reads by handle must "
           "be on one device.");
-ABSL_FLAG(int, connections, 0,
-          "put: upload in this many parts at once, each on its own connection (one HTTP/2 "
-          "connection tops out near 1 GB/s); 0 = 1 under 64 MiB, else 8; at most the rows.");
+ABSL_FLAG(int, connections, -1,
+          "put: upload in up to this many parts at once (1 to 64), each on its own connection "
+          "(one HTTP/2 connection tops out near 1 GB/s); a part is at least 1 MiB and one "
+          "row. Unset: 1 under 64 MiB, else 8.");
 ABSL_FLAG(bool, keep_c, false,
           "matmul: keep C on the server as a resident tensor (--ttl_s, --label) and print "
           "its handle (c_ref=HANDLE); C is not sent back (--out / --verify download it).");
@@ -139,6 +143,7 @@ CliOptions CliOptionsFromFlags() {
   o.seed = absl::GetFlag(FLAGS_seed);
   o.verify = absl::GetFlag(FLAGS_verify);
   o.concurrency = absl::GetFlag(FLAGS_concurrency);
+  if (o.concurrency == 0) o.concurrency = o.rate > 0 ? 256 : 1;
   o.channels = absl::GetFlag(FLAGS_channels);
   o.duration_s = absl::GetFlag(FLAGS_duration_s);
   o.warmup_s = absl::GetFlag(FLAGS_warmup_s);

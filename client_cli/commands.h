@@ -28,16 +28,20 @@ int RunGet(const CliOptions& options);
 int RunRm(const CliOptions& options);
 int RunLs(const CliOptions& options);
 
-// Prints "error: CODE: message" to stderr and returns 1.
+// Prints "error: CODE: message" to stderr and returns 1. A connection the server closed at
+// once (gRPC says only "Socket closed") is usually a TLS mismatch: the message then says
+// which flags may be missing, for the security the command was run with
+// (SetConnectionSecurity).
 int ReportRpcError(const std::string& what, const grpc::Status& status);
+void SetConnectionSecurity(const ChannelSecurity& security);
 int ReportRpcError(const std::string& what, const absl::Status& status);
 // Prints "error: message" to stderr and returns 1.
 int ReportError(const absl::Status& status);
 
-// What a command that sends a request checks first (preflight.h): the request's size against the server's limits (one GetServerInfo on `channel`; none
-// with --local, when `channel` is null) and this machine's memory. `extra_results` more
-// responses are held at once (bench: concurrency - 1). Returns 0 when all is well, else
-// the exit status after printing why.
+// What a command that sends a request checks first (preflight.h): the request's size against the
+// server's limits (one GetServerInfo on `channel`; none with --local, when `channel` is null) and
+// this machine's memory. `extra_results` more responses are held at once (bench: concurrency - 1).
+// Returns 0 when all is well, else the exit status after printing why.
 int Preflight(const CliOptions& options, bool quantized, grpc::Channel* channel,
               int64_t extra_results = 0);
 

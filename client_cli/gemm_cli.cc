@@ -68,6 +68,13 @@ int main(int argc, char** argv) {
   absl::StatusOr<gemmd::ChannelSecurity> security = gemmd::LoadChannelSecurity(o.security_files);
   if (!security.ok()) return gemmd::ReportError(security.status());
   o.security = *std::move(security);
+  gemmd::SetConnectionSecurity(o.security);
+  if (!o.security.token.empty() && !o.security.tls) {
+    std::fprintf(stderr,
+                 "warning: sending the bearer token to %s without TLS: anyone on the path "
+                 "can read it (--tls_ca_file)\n",
+                 o.target.c_str());
+  }
   try {
     return spec->run(o);
   } catch (const std::bad_alloc&) {

@@ -52,9 +52,13 @@ int RunInfo(const CliOptions& o) {
       static_cast<long long>(l.max_message_bytes()), static_cast<long long>(l.max_elements()),
       l.max_queue_size(), l.max_batch_size(), static_cast<long long>(l.max_queue_delay_us()),
       static_cast<long long>(l.max_inflight_bytes()));
-  std::printf("tensors:  tensor_store_bytes=%lld max_tensor_chunk_bytes=%lld instance=%s\n",
-              static_cast<long long>(l.tensor_store_bytes()),
-              static_cast<long long>(l.max_tensor_chunk_bytes()), info.instance().c_str());
+  std::printf(
+      "tensors:  tensor_store_bytes=%lld tensor_store_max_tensors=%lld "
+      "max_tensor_chunk_bytes=%lld upload_idle_timeout_ms=%lld instance=%s\n",
+      static_cast<long long>(l.tensor_store_bytes()),
+      static_cast<long long>(l.tensor_store_max_tensors()),
+      static_cast<long long>(l.max_tensor_chunk_bytes()),
+      static_cast<long long>(l.upload_idle_timeout_ms()), info.instance().c_str());
   return 0;
 }
 

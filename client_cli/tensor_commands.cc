@@ -74,8 +74,10 @@ int RunPut(const CliOptions& o) {
   const std::string& path = o.args[0];
   absl::StatusOr<uint32_t> ttl = TtlOf(o);
   if (!ttl.ok()) return ReportError(ttl.status());
-  if (o.connections < 0) {
-    return ReportError(absl::InvalidArgumentError("--connections must be >= 0 (0 = automatic)"));
+  if (o.connections != -1 && (o.connections < 1 || o.connections > kMaxUploadConnections)) {
+    return ReportError(absl::InvalidArgumentError(
+        absl::StrCat("--connections=", o.connections, " is not in [1, ", kMaxUploadConnections,
+                     "] (leave it unset for the automatic choice)")));
   }
   // The tensor as it goes: the file's bytes (dense), or quantized here (--format).
   TensorRef dense;
@@ -122,7 +124,7 @@ int RunPut(const CliOptions& o) {
   PutOptions put;
   put.ttl_s = *ttl;
   put.label = o.label;
-  put.connections = o.connections;
+  put.connections = std::max(o.connections, 0);
   put.device = o.device;
   put.timeout = absl::Seconds(o.timeout_s);
   if (limits->max_tensor_chunk_bytes() > 0) {
@@ -135,7 +137,7 @@ int RunPut(const CliOptions& o) {
                        : array.shape.size() == 3 ? array.shape[0] * array.shape[1]
                        : array.shape.empty()     ? 0
                                                  : array.shape[0];
-  const int connections = UploadConnections(bytes, rows, o.connections);
+  const int connections = UploadConnections(bytes, rows, put.connections);
 
   const absl::Time start = absl::Now();
   absl::StatusOr<std::string> handle =

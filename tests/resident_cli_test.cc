@@ -273,5 +273,43 @@ TEST_F(ResidentCliTest, BenchWithAResidentBDeletesItAfterwards) {
   }
 }
 
+// --connections 0 was taken, and 1000 opened 256 connections for 128 KB. Now: 1 to 64,
+// and never more parts than 1 MiB each.
+TEST_F(ResidentCliTest, PutConnectionsAreCheckedAndSmallTensorsGoInOnePart) {
+  const std::string small = Path("small.npy");
+  WriteFloats(small, {256, 128}, 5);  // 128 KiB
+  for (const char* bad : {"--connections=0", "--connections=1000", "--connections=-3"}) {
+    const Run r = Cli({"put", small, bad});
+    EXPECT_EQ(r.code, 1) << bad;
+    EXPECT_TRUE(absl::StrContains(r.err,
+                                  "is not in [1, 64] (leave it unset for the automatic "
+                                  "choice)"))
+        << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  Run r = Cli({"put", small, "--connections=64"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "over 1 connection\n")) << r.err;
+  EXPECT_EQ(Cli({"rm", std::string(absl::StripSuffix(r.out, "\n"))}).code, 0);
+}
+
+// An open loop kept --concurrency 1 and dropped arrivals without a word; now it takes 256
+// calls in flight unless told otherwise, and says when arrivals were dropped. Without
+// --server_pid the server's CPU is "n/a", not 0.0.
+TEST_F(ResidentCliTest, BenchOpenLoopKeepsUpAndSaysWhatItDropped) {
+  Run r =
+      Cli({"bench", "--m=8", "--n=8", "--k=8", "--rate=400", "--duration_s=0.5", "--warmup_s=0"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, " 0 dropped")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.err, "dropped")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "cpu us/request: server=n/a (--server_pid PID)")) << r.out;
+  // One call in flight at most against a server that takes longer than the gaps.
+  r = Cli({"bench", "--m=512", "--n=512", "--k=512", "--rate=400", "--concurrency=1",
+           "--duration_s=0.5", "--warmup_s=0"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "arrivals were dropped: each found 1 calls in flight"))
+      << r.err;
+}
+
 }  // namespace
 }  // namespace gemmd::testing

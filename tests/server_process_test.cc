@@ -305,5 +305,54 @@ TEST(ServerProcessTest, VersionSaysWhatItIs) {
   }
 }
 
+// --help named the flags "Flags from tmp/.../server/main.cc", wherever the binary was
+// built; now gemm-server's own.
+TEST(ServerProcessTest, HelpNamesTheServersFlagsByTheBinary) {
+  Child help({GEMM_SERVER_BINARY, "--help"});
+  help.Wait(absl::Seconds(20));
+  EXPECT_TRUE(absl::StrContains(help.output(), "Flags from gemm-server:")) << help.output();
+  EXPECT_FALSE(absl::StrContains(help.output(), "main.cc")) << help.output();
+  EXPECT_TRUE(absl::StrContains(help.output(), "--upload_idle_timeout_s")) << help.output();
+  EXPECT_TRUE(absl::StrContains(help.output(), "--tensor_store_max_tensors")) << help.output();
+}
+
+// A TLS server refuses a plaintext client and a TLS client without the certificate it
+// wants; gRPC says only "Socket closed", gemm-cli says what is likely missing. A token
+// sent in plaintext is warned about.
+TEST(ServerProcessTest, TheCliSaysWhatIsLikelyMissingWhenTlsIsRefused) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "process_certs_", getpid());
+  Child certs({"/bin/sh", "-c",
+               absl::StrCat("mkdir -p ", dir, " && sh ", GEMM_SOURCE_DIR,
+                            "/tests/security/make_test_certs.sh ", dir, " >/dev/null 2>&1")});
+  ASSERT_EQ(WEXITSTATUS(certs.Wait(absl::Seconds(60))), 0) << certs.output();
+  Child server({GEMM_SERVER_BINARY, "--backend=cpu", "--host=127.0.0.1", "--port=0",
+                "--metrics_port=-1", absl::StrCat("--tls_cert_file=", dir, "/server.pem"),
+                absl::StrCat("--tls_key_file=", dir, "/server.key"),
+                absl::StrCat("--tls_client_ca_file=", dir, "/ca.pem")});
+  const int port = StartedPort(server);
+  ASSERT_GT(port, 0) << server.output();
+  const std::string target = absl::StrCat("--target=127.0.0.1:", port);
+  Child plaintext({GEMM_CLI_BINARY, "info", target, "--timeout_s=5"});
+  EXPECT_EQ(WEXITSTATUS(plaintext.Wait(absl::Seconds(30))), 1);
+  EXPECT_TRUE(absl::StrContains(plaintext.output(),
+                                "Socket closed (the server closed the connection at once: it "
+                                "may speak TLS only; pass --tls_ca_file"))
+      << plaintext.output();
+  Child no_certificate({GEMM_CLI_BINARY, "info", target,
+                        absl::StrCat("--tls_ca_file=", dir, "/ca.pem"), "--timeout_s=5"});
+  EXPECT_EQ(WEXITSTATUS(no_certificate.Wait(absl::Seconds(30))), 1);
+  EXPECT_TRUE(absl::StrContains(no_certificate.output(),
+                                "it may want a client certificate, --tls_cert_file and "
+                                "--tls_key_file"))
+      << no_certificate.output();
+  setenv("GEMMD_TOKEN", "alice-0123456789abcdef", 1);
+  Child token({GEMM_CLI_BINARY, "health", target, "--timeout_s=5"});
+  unsetenv("GEMMD_TOKEN");
+  token.Wait(absl::Seconds(30));
+  EXPECT_TRUE(absl::StrContains(token.output(), "warning: sending the bearer token to 127.0.0.1:"))
+      << token.output();
+  EXPECT_TRUE(absl::StrContains(token.output(), "without TLS")) << token.output();
+}
+
 }  // namespace
 }  // namespace gemmd

@@ -474,14 +474,22 @@ TEST_F(RobustnessTest, CallsThatArrivedBeforeTheDrainAreServedAndLaterOnesRefuse
   (*client)->SendData(upload, RawHttp2Client::GrpcMessage(header.SerializeAsString()), false);
   ASSERT_TRUE(Eventually([&] { return server_->metrics().inflight() == 4; }));
 
-  std::thread drain([&] { server_->Shutdown(); });
+  // Health answers for the server ("") and for the service by name (which was NOT_FOUND).
   auto health = grpc::health::v1::Health::NewStub(channel_);
-  ASSERT_TRUE(Eventually([&] {
+  auto status_of = [&](const std::string& service) {
     grpc::ClientContext context;
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
     grpc::health::v1::HealthCheckResponse response;
-    return health->Check(&context, {}, &response).ok() &&
-           response.status() == grpc::health::v1::HealthCheckResponse::NOT_SERVING;
-  }));
+    const grpc::Status s = health->Check(&context, request, &response);
+    return s.ok() ? grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status())
+                  : absl::StrCat("error ", s.error_code());
+  };
+  EXPECT_EQ(status_of(""), "SERVING");
+  EXPECT_EQ(status_of("gemm.v1.GemmService"), "SERVING");
+  std::thread drain([&] { server_->Shutdown(); });
+  ASSERT_TRUE(Eventually([&] { return status_of("") == "NOT_SERVING"; }));
+  EXPECT_EQ(status_of("gemm.v1.GemmService"), "NOT_SERVING");
   // Every method refuses new calls now.
   std::map<std::string, grpc::StatusCode> refused;
   {

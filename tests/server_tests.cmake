@@ -74,7 +74,8 @@ gtest_discover_tests(server_robustness_test DISCOVERY_TIMEOUT 60 PROPERTIES TIME
 add_executable(server_process_test server_process_test.cc)
 target_link_libraries(server_process_test PRIVATE gemm_server_lib GTest::gtest_main)
 target_compile_definitions(server_process_test PRIVATE
-  GEMM_SERVER_BINARY="$<TARGET_FILE:gemm-server>" GEMM_CLI_BINARY="$<TARGET_FILE:gemm-cli>")
+  GEMM_SERVER_BINARY="$<TARGET_FILE:gemm-server>" GEMM_CLI_BINARY="$<TARGET_FILE:gemm-cli>"
+  GEMM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 add_dependencies(server_process_test gemm-server gemm-cli)
 gtest_discover_tests(server_process_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 
@@ -91,6 +92,13 @@ if(GEMM_DEBIAN_PYTHON)
            COMMAND ${GEMM_DEBIAN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python_client_test.py
                    $<TARGET_FILE:gemm-server> ${PROJECT_SOURCE_DIR})
   set_tests_properties(python_client_test PROPERTIES TIMEOUT 120)
+  # The READMEs' examples as written: README.md's gemm-cli session (output matched but for
+  # numbers) and clients/python/README.md's Python blocks, against a default server.
+  add_test(NAME readme_examples_test
+           COMMAND ${GEMM_DEBIAN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/readme_examples_test.py
+                   $<TARGET_FILE:gemm-server> $<TARGET_FILE:gemm-cli> ${PROJECT_SOURCE_DIR}
+                   ${CMAKE_CURRENT_BINARY_DIR}/readme_stubs)
+  set_tests_properties(readme_examples_test PROPERTIES TIMEOUT 300)
 endif()
 
 # bench/soak.sh for 60 s (the record run is 10 minutes): mixed load with deadlines,

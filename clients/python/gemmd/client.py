@@ -1,6 +1,7 @@
 """gemmd.Client: numpy in, numpy out, over one gRPC channel."""
 import json
 import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
@@ -48,9 +49,11 @@ DEFAULT_SERVICE_CONFIG = {
 # floats. The server enforces its own limits, so the client takes what it is sent.
 _MAX_MESSAGE = 2**31 - 1
 # gRPC retries a call only while its request is still buffered (256 KiB by default),
-# which would leave any real Matmul unretried. The buffer holds the serialized request
-# until the first response arrives, so this is memory per call in flight.
-_RETRY_BUFFER = 64 << 20
+# which would leave any real Matmul unretried (a draining server refuses new calls with
+# UNAVAILABLE, which is retried on another). The buffer keeps a reference to the request
+# gRPC already holds until the first response arrives; the server's default
+# --max_message_bytes is the most worth keeping.
+_RETRY_BUFFER = 512 << 20
 CHUNK_BYTES = 4 << 20  # PutTensor: data + scales per TensorChunk, at most (server limit)
 
 _DTYPES = {
@@ -288,11 +291,20 @@ class Client:
             credentials = _tls_credentials(tls_ca_file, tls_cert_file, tls_key_file)
         metadata = list(metadata or ())
         if token:
-            if any(c <= " " or c > "~" for c in token):
-                raise _invalid("the token has a space or a character outside printable ASCII")
+            # As gemm-cli reads --token_file: surrounding whitespace (a file's newline) is
+            # not part of the token.
+            token = token.strip()
+            if not token or any(c <= " " or c > "~" for c in token):
+                raise _invalid("the token is empty, or has a space or a character outside "
+                               "printable ASCII")
+            if credentials is None:
+                warnings.warn(f"sending a bearer token to {target} without TLS: anyone on the "
+                              "path can read it (pass tls_ca_file= or tls=True)",
+                              stacklevel=2)
             metadata.append(("authorization", f"Bearer {token}"))
         self.target = target
         self._options, self._credentials = merged, credentials
+        self._client_certificate = bool(tls_cert_file)
         self._channel = self._open(merged)
         self._health_channel = None
         self._health_lock = threading.Lock()
@@ -337,25 +349,35 @@ class Client:
         return {"timeout": self.timeout_s if timeout_s is _DEFAULT else timeout_s,
                 "metadata": self._metadata, "wait_for_ready": self._wait_for_ready}
 
+    def _error(self, rpc_error, method):
+        return errors.error_from_rpc(rpc_error, method, tls=self._credentials is not None,
+                                     client_certificate=self._client_certificate)
+
     def _call(self, method, rpc, request, timeout_s):
         try:
             return rpc(request, **self._kw(timeout_s))
         except grpc.RpcError as e:
-            raise errors.error_from_rpc(e, method) from e
+            raise self._error(e, method) from e
 
     # -- GEMM -------------------------------------------------------------------------
 
-    def matmul(self, a, b, c=None, *, alpha=1.0, beta=0.0, precision="auto", out_dtype=None,
-               transpose_a=False, transpose_b=False, kernel=None, keep_c=False,
-               return_info=False, timeout_s=_DEFAULT):
+    def matmul(self, a, b, c=None, *, alpha=1.0, beta=0.0, precision="auto",
+               output_dtype=None, transpose_a=False, transpose_b=False, kernel=None,
+               keep_c=False, return_info=False, timeout_s=_DEFAULT, out_dtype=None):
         """C = alpha * op(A) @ op(B) + beta * C, per batch item.
 
         a, b, c: numpy arrays (float32, float16; 2-D or 3-D), BFloat16, or Handles.
-        precision: "auto" | "fp32" | "fp16_tensor". out_dtype: "float32" | "float16" |
+        precision: "auto" | "fp32" | "fp16_tensor". output_dtype (the proto's and
+        gemm-cli's name; out_dtype is an older spelling of it): "float32" | "float16" |
         "bfloat16" (default: c's dtype when c is an array, else float32; bfloat16 comes
         back widened to float32). Returns C as numpy; with keep_c the Handle of C kept on
         the server; with return_info=True a MatmulResult (C, handle, kernel, device,
         precision, timing)."""
+        if out_dtype is not None:
+            if output_dtype is not None:
+                raise _invalid("give output_dtype or out_dtype (its older name), not both")
+            output_dtype = out_dtype
+        out_dtype = output_dtype
         request = pb.MatmulRequest(transpose_a=bool(transpose_a),
                                    transpose_b=bool(transpose_b), kernel=kernel or "")
         for name, x in (("a", a), ("b", b), ("c", c)):
@@ -383,7 +405,8 @@ class Client:
         except TypeError:
             out_name = None
         if out_name not in ("float32", "float16", "bfloat16"):
-            raise _invalid(f"out_dtype {out_dtype!r} is not one of float32, float16, bfloat16")
+            raise _invalid(f"output_dtype {out_dtype!r} is not one of float32, float16, "
+                           "bfloat16")
         request.output_dtype = _DTYPE_ENUM[out_name]
         keep = _keep(keep_c)
         if keep is not None:
@@ -492,7 +515,7 @@ class Client:
                 data.append(chunk.data)
                 scales.append(chunk.scales)
         except grpc.RpcError as e:
-            raise errors.error_from_rpc(e, "GetTensor") from e
+            raise self._error(e, "GetTensor") from e
         if header is None:
             raise errors.DataLoss("GetTensor: the stream had no header", method="GetTensor")
         data, scales = b"".join(data), b"".join(scales)
@@ -509,10 +532,17 @@ class Client:
     def list_tensors(self, *, timeout_s=_DEFAULT):
         """The resident tensors: a TensorList of TensorInfo (.store_bytes,
         .store_cap_bytes)."""
-        response = self._call("ListTensors", self._stub.ListTensors, pb.ListTensorsRequest(),
-                              timeout_s)
+        # The server answers in pages (at most 1000 tensors each): follow them all.
+        tensors = []
+        request = pb.ListTensorsRequest()
+        while True:
+            response = self._call("ListTensors", self._stub.ListTensors, request, timeout_s)
+            tensors.extend(response.tensors)
+            if not response.next_page_token:
+                break
+            request = pb.ListTensorsRequest(page_token=response.next_page_token)
         items = []
-        for t in response.tensors:
+        for t in tensors:
             dtype = _DTYPES.get(t.dtype) if t.dtype else None
             fmt = _FORMATS.get(t.format) if t.format else None
             items.append(TensorInfo(

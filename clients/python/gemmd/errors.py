@@ -109,10 +109,24 @@ _BY_CODE = {cls.grpc_code: cls for cls in (
     Unimplemented, Internal, Unavailable, DataLoss, Unauthenticated)}
 
 
-def error_from_rpc(error, method=None):
-    """The GemmError for a grpc.RpcError (a failed call)."""
+def error_from_rpc(error, method=None, tls=None, client_certificate=False):
+    """The GemmError for a grpc.RpcError (a failed call). With `tls` (whether the channel
+    speaks TLS), a connection the server closed at once, which gRPC reports only as
+    "Socket closed", says what is likely missing."""
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     message = error.details() if hasattr(error, "details") else str(error)
+    if (tls is not None and code == grpc.StatusCode.UNAVAILABLE
+            and "Socket closed" in (message or "")):
+        if not tls:
+            message += (" (the server closed the connection at once: it may speak TLS only; "
+                        "pass tls_ca_file=, and tls_cert_file= and tls_key_file= if it asks "
+                        "for a client certificate)")
+        elif client_certificate:
+            message += (" (the server refused the TLS handshake: it may not trust this "
+                        "client certificate, or not speak TLS)")
+        else:
+            message += (" (the server refused the TLS handshake: it may want a client "
+                        "certificate, tls_cert_file= and tls_key_file=, or not speak TLS)")
     cls = _BY_CODE.get(code, GemmError)
     # A code this module has no class for (none today) still reports its own name.
     return cls(message or "", method=method, grpc_code=code)

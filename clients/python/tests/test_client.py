@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 import unittest
+import warnings
 import zlib
 
 import numpy as np
@@ -136,10 +137,15 @@ class MatmulTest(OneServerTest):
         # float16 operands: AUTO resolves to FP16_TENSOR; a float16 C comes back float16.
         a16, b16 = a.astype(np.float16), b.astype(np.float16)
         ref16 = a16.astype(np.float64) @ b16.astype(np.float64)
-        result = self.client.matmul(a16, b16, out_dtype="float16", return_info=True)
+        result = self.client.matmul(a16, b16, output_dtype="float16", return_info=True)
         self.assertEqual(result.precision, "FP16_TENSOR")
         self.assertEqual(result.c.dtype, np.float16)
         self.assertLess(rel_error(result.c, ref16), FP16_TOLERANCE)
+        # out_dtype: the older name, still taken; both at once is an error.
+        np.testing.assert_array_equal(self.client.matmul(a16, b16, out_dtype="float16"),
+                                      result.c)
+        with self.assertRaisesRegex(gemmd.InvalidArgument, "not both"):
+            self.client.matmul(a16, b16, output_dtype="float16", out_dtype="float16")
 
     def test_bfloat16(self):
         a = gemmd.BFloat16.from_float(self.normal(16, 64))
@@ -214,7 +220,7 @@ class MatmulTest(OneServerTest):
             (dict(a=np.ones((0, 8), np.float32), b=b), "empty dimension"),
             (dict(a=a, b=b, beta=1.0), "no c was given"),
             (dict(a=a, b=b, precision="tf32"), "precision 'tf32'"),
-            (dict(a=a, b=b, out_dtype="int8"), "out_dtype"),
+            (dict(a=a, b=b, output_dtype="int8"), "output_dtype 'int8' is not one of"),
             (dict(a=a, b=gemmd.quantize_int8(self.normal(3, 8))), "use quantized_matmul"),
             (dict(a=a, b=b, keep_c="yes"), "keep_c"),
         ]
@@ -469,6 +475,15 @@ class ResidentTest(OneServerTest):
             self.assertIsInstance(raised.exception, LookupError)
             self.assertIn(handle.handle[:20], raised.exception.message)
 
+    def test_list_tensors_follows_every_page(self):
+        # The server answers at most 1000 tensors a page; the client returns them all.
+        before = {t.handle for t in self.client.list_tensors()}
+        handles = [self.client.put_tensor(np.ones((1, 1), np.float32)) for _ in range(1003)]
+        listed = [t.handle for t in self.client.list_tensors() if t.handle not in before]
+        self.assertEqual(listed, handles)
+        for h in handles:
+            self.client.delete_tensor(h)
+
     def test_list_tensors(self):
         handle = self.client.put_tensor(self.normal(5, 6), label="listed-label", ttl_s=300)
         listing = self.client.list_tensors()
@@ -665,12 +680,33 @@ class SecurityTest(unittest.TestCase):
             self.assertNotIn("wrong-0123456789abcdef", str(caught.exception))
 
     def test_without_a_client_certificate_the_handshake_fails(self):
+        # gRPC says only "Socket closed"; the error says what is likely missing.
         with self.client(tls_ca_file=self.c("ca.pem"), token=self.token) as client:
-            with self.assertRaises(gemmd.errors.Unavailable):
+            with self.assertRaises(gemmd.errors.Unavailable) as caught:
                 client.list_tensors()
-        with self.client(token=self.token) as client:  # plaintext
-            with self.assertRaises(gemmd.errors.Unavailable):
+            self.assertIn("it may want a client certificate, tls_cert_file= and tls_key_file=",
+                          caught.exception.message)
+        with warnings.catch_warnings(record=True):
+            client = self.client(token=self.token)  # plaintext
+        with client:
+            with self.assertRaises(gemmd.errors.Unavailable) as caught:
                 client.list_tensors()
+            self.assertIn("it may speak TLS only; pass tls_ca_file=", caught.exception.message)
+
+    def test_a_token_file_newline_is_not_part_of_the_token_and_plaintext_warns(self):
+        # As gemm-cli reads --token_file: "alice-...\n" is the token alice-...
+        with self.client(tls_ca_file=self.c("ca.pem"), tls_cert_file=self.c("client.pem"),
+                         tls_key_file=self.c("client.key"), token=self.token + "\n") as client:
+            self.assertEqual(list(client.list_tensors()), [])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.client(token=self.token).close()
+        self.assertEqual(len(caught), 1)
+        self.assertIn("without TLS", str(caught[0].message))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.client(tls_ca_file=self.c("ca.pem"), token=self.token).close()
+        self.assertEqual(caught, [])
 
     def test_bad_security_arguments_are_refused_before_any_call(self):
         with self.assertRaises(gemmd.errors.InvalidArgument):

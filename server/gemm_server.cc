@@ -273,10 +273,10 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   const std::string address = absl::StrCat(config.host, ":", config.port);
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (config.tls.enabled()) {
-    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tls =
-        MakeServerTlsCredentials(config.tls);
+    absl::StatusOr<std::unique_ptr<ServerTls>> tls = ServerTls::Start(config.tls);
     if (!tls.ok()) return tls.status();
-    credentials = *std::move(tls);
+    server->tls_ = *std::move(tls);
+    credentials = server->tls_->credentials();
   }
   builder.AddListeningPort(address, credentials, &server->port_);
   // gRPC would otherwise let a second server bind the same port (SO_REUSEPORT) and take

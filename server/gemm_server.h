@@ -139,6 +139,8 @@ class GemmServer {
   int64_t grpc_buffer_bytes_ = 0;
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<TokenAuthenticator> tokens_;
+  // The TLS credentials and their rotation watch (null without TLS); outlives server_.
+  std::unique_ptr<ServerTls> tls_;
   // Outlives the executor: queued jobs hold pins on its tensors.
   std::unique_ptr<TensorStore> store_;
   std::unique_ptr<Batcher> executor_;

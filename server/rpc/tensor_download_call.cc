@@ -187,8 +187,8 @@ void TensorDownloadCall::OnDone() {
   env_->reporter->Report(RpcMethod::kGetTensor, PrecisionLabel::None(),
                          ClientOutcome(*context_, status_, now), tenant_, context_->peer(),
                          now - started_);
-  if (registered_) env_->registry->Leave(this);
   env_->metrics->AddInflight(-1);
+  if (registered_) env_->registry->Leave(this);
   delete this;
 }
 

@@ -170,8 +170,8 @@ void TensorUploadCall::OnDone() {
   }
   env_->reporter->Report(RpcMethod::kPutTensor, PrecisionLabel::None(), outcome, tenant_,
                          context_->peer(), now - started_);
-  if (registered_) env_->registry->Leave(this);
   env_->metrics->AddInflight(-1);
+  if (registered_) env_->registry->Leave(this);
   Unref();
 }
 

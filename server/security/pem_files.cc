@@ -112,4 +112,19 @@ absl::Status CheckKeyMatches(const std::string& key_flag, const std::string& key
   return absl::OkStatus();
 }
 
+absl::StatusOr<absl::Time> CertificateNotAfter(const std::string& cert_pem) {
+  Bio bio = MemoryBio(cert_pem);
+  std::unique_ptr<X509, X509Free> cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  if (cert == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("no certificate: ", OpenSslReason()));
+  }
+  // The difference from now, which OpenSSL computes from the ASN.1 time exactly.
+  int days = 0, seconds = 0;
+  if (ASN1_TIME_diff(&days, &seconds, nullptr, X509_get0_notAfter(cert.get())) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the certificate's notAfter does not parse: ", OpenSslReason()));
+  }
+  return absl::Now() + absl::Hours(24) * days + absl::Seconds(seconds);
+}
+
 }  // namespace gemmd

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace gemmd {
 
@@ -21,6 +22,9 @@ absl::Status CheckCertificates(const std::string& flag, const std::string& path,
 // `cert_pem`.
 absl::Status CheckKeyMatches(const std::string& key_flag, const std::string& key_path,
                              const std::string& key_pem, const std::string& cert_pem);
+
+// When the first certificate of `cert_pem` stops being valid (its notAfter).
+absl::StatusOr<absl::Time> CertificateNotAfter(const std::string& cert_pem);
 
 }  // namespace gemmd
 

@@ -4,11 +4,18 @@
 #include <grpcpp/client_context.h>
 #include <grpcpp/security/auth_context.h>
 #include <gtest/gtest.h>
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -22,6 +29,7 @@
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "kernels/reference_gemm.h"
 #include "server/gemm_server.h"
+#include "server/observability/log.h"
 #include "server/security/tls_credentials.h"
 #include "tests/security/matmul_check.h"
 #include "tests/server_fixture.h"
@@ -193,6 +201,130 @@ TEST(TlsTest, ReplacedCertificateIsServedToTheNextConnectionWithoutRestart) {
   }
   EXPECT_EQ(served, "gemmd-test-server-2")
       << "the replaced certificate was not served within 15 s (refresh 1 s)";
+}
+
+// Rotation as the README describes it: the new key moved into place first, the
+// certificate some seconds later. In between, and while a file holds garbage or a
+// certificate of another key, the old pair serves every new connection (gRPC alone served
+// the mismatched pair, and every handshake failed until the certificate followed); the
+// refusal is logged once.
+class TlsRotationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = Cert(absl::StrCat("rotation_", ::testing::UnitTest::GetInstance()->random_seed(), "_",
+                             getpid(), "_", counter_++));
+    ASSERT_EQ(std::system(absl::StrCat("mkdir -p ", dir_).c_str()), 0);
+    files_.cert_file = dir_ + "/server.pem";
+    files_.key_file = dir_ + "/server.key";
+    files_.refresh = absl::Seconds(1);
+    ReplaceFile(files_.cert_file, ReadFile(Cert("server.pem")));
+    ReplaceFile(files_.key_file, ReadFile(Cert("server.key")));
+    server_ = StartServer(files_);
+    ASSERT_NE(server_, nullptr);
+    endpoint_ = Endpoint(Target(*server_), ClientSecurity());
+    ASSERT_EQ(CallInfo(*endpoint_, 0).server_cn, "gemmd-test-server-1");
+  }
+
+  // New connections for `d`: every one must be served, by `cn`.
+  void ExpectServedBy(const std::string& cn, absl::Duration d) {
+    const absl::Time end = absl::Now() + d;
+    while (absl::Now() < end) {
+      const InfoCall call = CallInfo(*endpoint_, index_++);
+      ASSERT_TRUE(call.status.ok()) << call.status.error_message();
+      ASSERT_EQ(call.server_cn, cn);
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  }
+
+  // Within `d`, new connections are served by `cn`.
+  bool EventuallyServedBy(const std::string& cn, absl::Duration d) {
+    const absl::Time end = absl::Now() + d;
+    while (absl::Now() < end) {
+      const InfoCall call = CallInfo(*endpoint_, index_++);
+      EXPECT_TRUE(call.status.ok()) << call.status.error_message();
+      if (call.server_cn == cn) return true;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return false;
+  }
+
+  static int counter_;
+  std::string dir_;
+  ServerTlsFiles files_;
+  std::unique_ptr<GemmServer> server_;
+  std::optional<Endpoint> endpoint_;
+  int index_ = 1;
+};
+int TlsRotationTest::counter_ = 0;
+
+TEST_F(TlsRotationTest, AKeyMovedBeforeItsCertificateLeavesTheOldPairServing) {
+  ReplaceFile(files_.key_file, ReadFile(Cert("server2.key")));
+  ExpectServedBy("gemmd-test-server-1", absl::Milliseconds(2500));  // > 2 refreshes
+  ReplaceFile(files_.cert_file, ReadFile(Cert("server2.pem")));
+  EXPECT_TRUE(EventuallyServedBy("gemmd-test-server-2", absl::Seconds(10)));
+}
+
+TEST_F(TlsRotationTest, GarbageOrAMismatchedCertificateIsRefusedAndTheOldPairServes) {
+  ::testing::internal::CaptureStderr();
+  SetLogEnabled(true);
+  ReplaceFile(files_.cert_file, "-----BEGIN CERTIFICATE-----\ngarbage\n");
+  ExpectServedBy("gemmd-test-server-1", absl::Milliseconds(2500));
+  ReplaceFile(files_.cert_file, ReadFile(Cert("server2.pem")));  // not server.key's
+  ExpectServedBy("gemmd-test-server-1", absl::Milliseconds(2500));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(absl::StrContains(log, "event=tls_rotation_refused")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "does not belong to the certificate")) << log;
+  // Each refused content is logged once, not at every refresh.
+  EXPECT_LE(std::count(log.begin(), log.end(), '\n'), 3) << log;
+  ReplaceFile(files_.key_file, ReadFile(Cert("server2.key")));
+  EXPECT_TRUE(EventuallyServedBy("gemmd-test-server-2", absl::Seconds(10)));
+}
+
+// A PEM certificate for `key_pem` whose validity ended a day ago.
+std::string ExpiredCertificate(const std::string& key_pem) {
+  BIO* bio = BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size()));
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
+  BIO_free(bio);
+  X509* cert = X509_new();
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 7);
+  X509_gmtime_adj(X509_getm_notBefore(cert), -2 * 86400);
+  X509_gmtime_adj(X509_getm_notAfter(cert), -86400);
+  X509_set_pubkey(cert, key);
+  X509_NAME* name = X509_get_subject_name(cert);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("expired"), -1, -1, 0);
+  X509_set_issuer_name(cert, name);
+  X509_sign(cert, key, EVP_sha256());
+  BIO* out = BIO_new(BIO_s_mem());
+  PEM_write_bio_X509(out, cert);
+  char* data = nullptr;
+  const long length = BIO_get_mem_data(out, &data);
+  std::string pem(data, static_cast<size_t>(length));
+  BIO_free(out);
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  return pem;
+}
+
+// A server started with an expired certificate said nothing: now it logs why clients
+// will refuse it (and one close to its end is warned about).
+TEST(TlsTest, AnExpiredOrExpiringCertificateIsLoggedAtStart) {
+  const std::string expired = Cert("expired.pem");
+  ReplaceFile(expired, ExpiredCertificate(ReadFile(Cert("server.key"))));
+  ServerTlsFiles files = ServerFiles(false);
+  files.cert_file = expired;
+  ::testing::internal::CaptureStderr();
+  SetLogEnabled(true);
+  std::unique_ptr<GemmServer> server = StartServer(files);
+  ASSERT_NE(server, nullptr);
+  server.reset();
+  std::unique_ptr<GemmServer> soon = StartServer(ServerFiles(false));  // made for 2 days
+  ASSERT_NE(soon, nullptr);
+  soon.reset();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(absl::StrContains(log, "event=tls_certificate_expired")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "event=tls_certificate_expires_soon")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "days_left=1")) << log;
 }
 
 TEST(TlsTest, BadFilesAreRefusedAtStartNamingTheFlag) {

@@ -8,6 +8,9 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +32,7 @@
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "kernels/reference_gemm.h"
 #include "server/gemm_server.h"
+#include "server/library_logs.h"
 #include "server/observability/log.h"
 #include "server/security/tls_credentials.h"
 #include "tests/security/matmul_check.h"
@@ -325,6 +329,40 @@ TEST(TlsTest, AnExpiredOrExpiringCertificateIsLoggedAtStart) {
   EXPECT_TRUE(absl::StrContains(log, "event=tls_certificate_expired")) << log;
   EXPECT_TRUE(absl::StrContains(log, "event=tls_certificate_expires_soon")) << log;
   EXPECT_TRUE(absl::StrContains(log, "days_left=1")) << log;
+}
+
+// 2000 junk connections to a TLS port once wrote 2000 unthrottled grpc_log lines. gRPC's
+// lines now go through the server's logfmt with a rate limit.
+TEST(TlsTest, JunkConnectionsDoNotFloodTheLog) {
+  RouteLibraryLogs();
+  std::unique_ptr<GemmServer> server = StartServer(ServerFiles(false));
+  ASSERT_NE(server, nullptr);
+  ::testing::internal::CaptureStderr();
+  SetLogEnabled(true);
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 300; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(server->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+      (void)!write(fd, junk, sizeof(junk) - 1);
+    }
+    close(fd);
+  }
+  absl::SleepFor(absl::Seconds(1));
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  server.reset();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  int grpc_lines = 0;
+  for (absl::string_view line : absl::StrSplit(log, '\n', absl::SkipEmpty())) {
+    EXPECT_TRUE(absl::StartsWith(line, "ts=")) << line;  // logfmt, nothing raw
+    if (absl::StrContains(line, "event=grpc_log")) ++grpc_lines;
+  }
+  EXPECT_GT(grpc_lines, 0) << log;
+  EXPECT_LE(grpc_lines, 20 + 10 * seconds + 2) << log;
 }
 
 TEST(TlsTest, BadFilesAreRefusedAtStartNamingTheFlag) {

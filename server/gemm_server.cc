@@ -235,6 +235,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   settings.max_inflight_bytes = config.max_inflight_bytes;
   settings.tenant_max_inflight_bytes = config.tenant_max_inflight_bytes;
   settings.upload_idle_timeout = config.upload_idle_timeout;
+  settings.download_copies = config.download_copies;
   if (!config.auth_tokens_file.empty()) {
     absl::StatusOr<std::unique_ptr<TokenAuthenticator>> tokens =
         TokenAuthenticator::FromFile(config.auth_tokens_file);

@@ -85,6 +85,8 @@ struct ServerConfig {
   absl::Duration part_upload_timeout = absl::Seconds(10);
   // An upload stream that sends nothing for this long is ended (zero: never).
   absl::Duration upload_idle_timeout = absl::Seconds(10);
+  // GetTensor copies its chunks out even of host memory, as on a GPU (for measuring).
+  bool download_copies = false;
 };
 
 inline constexpr char kGemmdVersion[] = "0.1.0";

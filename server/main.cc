@@ -68,6 +68,10 @@ ABSL_FLAG(double, upload_idle_timeout_s, 10,
 ABSL_FLAG(double, part_upload_timeout_s, 10,
           "A tensor opened for parallel parts (header.parts) with no part uploading for this "
           "long (since it was opened or a part last began or finished) is dropped.");
+ABSL_FLAG(bool, download_copies, false,
+          "GetTensor copies each chunk out of resident memory into host memory reserved for "
+          "the download, as the CUDA backend must, even where the tensor is host memory (the "
+          "CPU backend sends it in place): for measuring that path without a GPU.");
 ABSL_FLAG(std::string, backend, "auto",
           "auto | cpu | cuda. auto = cuda when this build has CUDA and a GPU is present, "
           "else cpu (OpenBLAS).");
@@ -246,6 +250,7 @@ int main(int argc, char** argv) {
   config.max_open_uploads = absl::GetFlag(FLAGS_max_open_uploads);
   config.upload_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_upload_idle_timeout_s));
   config.part_upload_timeout = absl::Seconds(absl::GetFlag(FLAGS_part_upload_timeout_s));
+  config.download_copies = absl::GetFlag(FLAGS_download_copies);
 
   absl::StatusOr<std::unique_ptr<gemmd::GemmServer>> server = gemmd::GemmServer::Create(config);
   if (!server.ok()) {

@@ -9,6 +9,12 @@
 //       one Matmul call whose length prefix announces L bytes, then zeros as fast as the
 //       server's windows allow, until the stream ends or B bytes are sent; prints the
 //       bytes sent, how the stream ended and how long it took.
+//   hostile-client download-never-read --port P --handle H --streams N [--connections C]
+//                  [--hold_s S]
+//       C connections (default 2) that announce a zero receive window, N GetTensor
+//       streams of tensor H spread over them, held S seconds without reading a byte;
+//       prints how many streams ended (refused) and how many hang.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -25,6 +31,14 @@ namespace {
 using ::gemmd::testing::RawHttp2Client;
 
 constexpr char kMatmulPath[] = "/gemm.v1.GemmService/Matmul";
+constexpr char kGetTensorPath[] = "/gemm.v1.GemmService/GetTensor";
+
+std::string StringFlag(int argc, char** argv, const std::string& name) {
+  for (int i = 2; i + 1 < argc; ++i) {
+    if (argv[i] == "--" + name) return argv[i + 1];
+  }
+  return "";
+}
 
 int64_t Flag(int argc, char** argv, const std::string& name, int64_t fallback) {
   for (int i = 2; i + 1 < argc; ++i) {
@@ -101,15 +115,58 @@ int Oversize(int argc, char** argv) {
   return end.ended ? 0 : 2;
 }
 
+int DownloadNeverRead(int argc, char** argv) {
+  const int port = static_cast<int>(Flag(argc, argv, "port", 50051));
+  const int streams = static_cast<int>(Flag(argc, argv, "streams", 600));
+  const int connections =
+      static_cast<int>(std::max<int64_t>(1, Flag(argc, argv, "connections", 2)));
+  const int64_t hold_s = Flag(argc, argv, "hold_s", 10);
+  gemm::v1::TensorHandle handle;
+  handle.set_handle(StringFlag(argc, argv, "handle"));
+  const std::string message = RawHttp2Client::GrpcMessage(handle.SerializeAsString());
+  std::vector<std::unique_ptr<RawHttp2Client>> clients;
+  for (int c = 0; c < connections; ++c) {
+    absl::StatusOr<std::unique_ptr<RawHttp2Client>> client = RawHttp2Client::Connect(port, 0);
+    if (!client.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(client.status().message()).c_str());
+      return 1;
+    }
+    clients.push_back(*std::move(client));
+  }
+  std::vector<std::pair<int, uint32_t>> ids;
+  for (int i = 0; i < streams; ++i) {
+    RawHttp2Client& client = *clients[static_cast<size_t>(i % connections)];
+    ids.emplace_back(i % connections, client.StartCall(kGetTensorPath));
+    client.SendData(ids.back().second, message, /*end_stream=*/true);
+  }
+  const absl::Time until = absl::Now() + absl::Seconds(hold_s);
+  while (absl::Now() < until) {
+    for (auto& client : clients) client->Poll();
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  int ended = 0, hanging = 0;
+  for (const auto& [c, id] : ids)
+    (clients[static_cast<size_t>(c)]->state(id).ended ? ended : hanging)++;
+  std::printf(
+      "download-never-read: %d GetTensor streams on %d connections: %d ended "
+      "(refused), %d hanging after %lld s\n",
+      streams, connections, ended, hanging, static_cast<long long>(hold_s));
+  for (auto& client : clients) client->Close();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "never-read") return NeverRead(argc, argv);
   if (mode == "oversize") return Oversize(argc, argv);
+  if (mode == "download-never-read") return DownloadNeverRead(argc, argv);
   std::fprintf(stderr,
                "usage: hostile-client never-read --port P --calls N --m M --n N --k K "
                "[--hold_s S]\n"
-               "       hostile-client oversize --port P --prefix_bytes L [--send_bytes B]\n");
+               "       hostile-client oversize --port P --prefix_bytes L [--send_bytes B]\n"
+               "       hostile-client download-never-read --port P --handle H --streams N "
+               "[--connections C] [--hold_s S]\n");
   return 2;
 }

@@ -46,6 +46,7 @@ struct ServiceSettings {
   int64_t tenant_max_inflight_bytes = 0;  // 0: no per-tenant cap
   // An upload that sends nothing for this long is ended (zero: never).
   absl::Duration upload_idle_timeout = absl::Seconds(10);
+  bool download_copies = false;  // TensorCallEnvironment::copy_downloads
 };
 
 // GetServerInfo and the small tensor-store calls served by the generated code, raw;

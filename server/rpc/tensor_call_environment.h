@@ -29,6 +29,9 @@ struct TensorCallEnvironment {
   ServerMetrics* metrics = nullptr;
   // Ends uploads that have sent nothing for a while (--upload_idle_timeout_s).
   UploadWatch* upload_watch = nullptr;
+  // Downloads copy their chunks even where resident memory is host memory (the path a GPU
+  // takes), for measuring it on the CPU backend (--download_copies).
+  bool copy_downloads = false;
 };
 
 }  // namespace gemmd

@@ -110,7 +110,7 @@ absl::Status TensorDownloadCall::Start(const grpc::ByteBuffer& request) {
   if (!pin.ok()) return pin.status();
   pin_ = *std::move(pin);
   if (absl::Status s = pin_->CheckDeviceHealthy(); !s.ok()) return s;
-  if (pin_->device->resident_in_host_memory()) return absl::OkStatus();
+  if (pin_->device->resident_in_host_memory() && !env_->copy_downloads) return absl::OkStatus();
   const int64_t room =
       std::min(2 * kDownloadChunkBytes, DataBytes(pin_->spec) + ScaleBytes(pin_->spec));
   absl::StatusOr<Reservation> reservation = env_->memory->Reserve(room);

@@ -10,12 +10,14 @@
 #   3. 30 000 [1,1] PutTensor calls into a 1 MiB store: how many fit, RSS growth
 #   4. a PutTensor header and then nothing: when the server ends it, the store's bytes
 #   5. SIGTERM while three 72 MiB Matmuls (FP32 3072^2, a grpcio client) still upload
-# Usage: bench/store_hardening_bench.sh [BUILD_DIR]
+# Usage: bench/store_hardening_bench.sh [BUILD_DIR]   (SERVER=... CLI=... to measure another
+# gemm-server; EXTRA=0 skips the run that needs this version's --download_copies)
 set -uo pipefail
 build=${1:-build}
-server=$build/server/gemm-server
-cli=$build/client_cli/gemm-cli
+server=${SERVER:-$build/server/gemm-server}
+cli=${CLI:-$build/client_cli/gemm-cli}
 hostile=$build/tests/hostile-client
+extra=${EXTRA:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 port=${PORT:-56400}
 log=$(mktemp)
@@ -52,6 +54,7 @@ for copies in 0 1; do
     echo "### 1. 600 never-read GetTensor streams of a 4 MiB tensor (--max_inflight_bytes=256MiB)"
     start --max_inflight_bytes=268435456
   else
+    [ "$extra" = 1 ] || continue
     echo "### 2. the same, chunks copied out as on a GPU (--download_copies)"
     start --max_inflight_bytes=268435456 --download_copies
   fi

@@ -70,7 +70,7 @@ def idle_upload(args):
     def chunks():
         yield pb.TensorChunk(header=pb.TensorHeader(shape=[args.rows, args.cols],
                                                     dtype=pb.DATA_TYPE_FLOAT32))
-        closed.wait(args.hold_s)  # then nothing: an upload that stalls
+        closed.wait()  # then nothing: an upload that stalls, until the probe gives up
 
     outcome = {}
 
@@ -90,14 +90,15 @@ def idle_upload(args):
     while t.is_alive() and time.monotonic() - start < args.hold_s:
         samples.append((time.monotonic() - start, store_use(s)[0]))
         time.sleep(0.5)
+    held = max(b for _, b in samples) if samples else 0
+    ended_by_server = t.is_alive() is False
+    left = store_use(s)[0]
     closed.set()
     t.join()
-    held = max(b for _, b in samples) if samples else 0
-    first_held = next((i for i, (_, b) in enumerate(samples) if b > 0), len(samples))
-    freed = next((f"{at:.1f}" for at, b in samples[first_held:] if b == 0), "never")
-    print(f"idle-upload: header of [{args.rows},{args.cols}] FLOAT32 held {held} store bytes; "
-          f"store back to 0 at {freed} s; the stream ended after {outcome['after_s']:.1f} s "
-          f"with {outcome['status']}")
+    print(f"idle-upload: a header of [{args.rows},{args.cols}] FLOAT32 held {held} store bytes; "
+          f"the stream ended after {outcome['after_s']:.1f} s "
+          f"({'by the server' if ended_by_server else f'when the client gave up at {args.hold_s:.0f} s'}) "
+          f"with {outcome['status']}; store bytes then: {left}")
 
 
 def drain(args):

@@ -11,8 +11,8 @@
 //       bytes sent, how the stream ended and how long it took.
 //   hostile-client download-never-read --port P --handle H --streams N [--connections C]
 //                  [--hold_s S]
-//       C connections (default 2) that announce a zero receive window, N GetTensor
-//       streams of tensor H spread over them, held S seconds without reading a byte;
+//       C connections (default 2) with HTTP/2's default windows, never replenished, N
+//       GetTensor streams of tensor H spread over them, held S seconds without reading;
 //       prints how many streams ended (refused) and how many hang.
 #include <algorithm>
 #include <cstdio>
@@ -126,7 +126,10 @@ int DownloadNeverRead(int argc, char** argv) {
   const std::string message = RawHttp2Client::GrpcMessage(handle.SerializeAsString());
   std::vector<std::unique_ptr<RawHttp2Client>> clients;
   for (int c = 0; c < connections; ++c) {
-    absl::StatusOr<std::unique_ptr<RawHttp2Client>> client = RawHttp2Client::Connect(port, 0);
+    // HTTP/2's default windows, never replenished: the server sends the header and the
+    // first 64 KiB, then every stream's next chunk waits in the server.
+    absl::StatusOr<std::unique_ptr<RawHttp2Client>> client =
+        RawHttp2Client::Connect(port, 65535);
     if (!client.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(client.status().message()).c_str());
       return 1;

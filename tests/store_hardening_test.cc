@@ -45,7 +45,8 @@ class StoreHardeningTest : public ResidentServerTest {
     Start(config, std::move(backend));
   }
 
-  // `streams` GetTensor calls of `handle` on one connection whose client never reads.
+  // `streams` GetTensor calls of `handle` on one connection whose client never reads (its
+  // windows stay at HTTP/2's 64 KiB: the server sends a little, then holds the rest).
   std::vector<uint32_t> StartDownloadsNobodyReads(RawHttp2Client* client, const std::string& handle,
                                                   int streams) {
     gemm::v1::TensorHandle request;
@@ -77,7 +78,7 @@ TEST_F(StoreHardeningTest, DownloadsNobodyReadsTakeNoMemoryWhereTheTensorIsInHos
   absl::StatusOr<std::string> handle = PutDense({1024, 1024}, bytes, 1 << 20);
   ASSERT_TRUE(handle.ok()) << handle.status();
   absl::StatusOr<std::unique_ptr<RawHttp2Client>> client =
-      RawHttp2Client::Connect(server_->port(), /*initial_window_bytes=*/0);
+      RawHttp2Client::Connect(server_->port(), /*initial_window_bytes=*/65535);
   ASSERT_TRUE(client.ok());
   StartDownloadsNobodyReads(client->get(), *handle, 20);
   ASSERT_TRUE(Eventually([&] { return server_->metrics().inflight() == 20; }));
@@ -96,7 +97,7 @@ TEST_F(StoreHardeningTest, DownloadsNobodyReadsAreBoundedByTheInflightCapWhereCh
   absl::StatusOr<std::string> handle = PutDense({1024, 1024}, bytes, 1 << 20);
   ASSERT_TRUE(handle.ok()) << handle.status();
   absl::StatusOr<std::unique_ptr<RawHttp2Client>> client =
-      RawHttp2Client::Connect(server_->port(), /*initial_window_bytes=*/0);
+      RawHttp2Client::Connect(server_->port(), /*initial_window_bytes=*/65535);
   ASSERT_TRUE(client.ok());
   StartDownloadsNobodyReads(client->get(), *handle, 20);
   // Each holds two chunks' room (4 MiB): four fit under 16 MiB, sixteen are refused.

@@ -220,17 +220,15 @@ ServerTls::Outcome ServerTls::CheckFiles() {
   absl::StatusOr<Set> set = ReadAndCheck();
   absl::MutexLock lock(&mu_);
   if (!set.ok()) {
-    // Logged once per content: the refusal repeats every refresh until the files change.
-    Set seen;
-    seen.cert = std::string(set.status().message());
-    if (refused_ == seen) return Outcome::kRefused;
-    refused_ = seen;
+    // Logged once per reason: the refusal repeats every refresh until the files change.
+    if (refused_ == set.status().message()) return Outcome::kRefused;
+    refused_ = std::string(set.status().message());
     Log(LogLevel::kError, "tls_rotation_refused",
         {{"message", std::string(set.status().message())},
          {"kept", "the certificate in use serves on until the files check out"}});
     return Outcome::kRefused;
   }
-  refused_ = Set();
+  refused_.clear();
   if (*set == served_) return Outcome::kUnchanged;
   if (absl::Status s = Stage(*set); !s.ok()) {
     Log(LogLevel::kError, "tls_rotation_failed",

@@ -77,7 +77,7 @@ class ServerTls {
   std::shared_ptr<grpc::ServerCredentials> credentials_;
   absl::Mutex mu_;
   Set served_ ABSL_GUARDED_BY(mu_);
-  Set refused_ ABSL_GUARDED_BY(mu_);  // the last set refused (logged once)
+  std::string refused_ ABSL_GUARDED_BY(mu_);  // why the files were last refused (logged once)
   int generation_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread watcher_;

@@ -277,7 +277,9 @@ TEST_F(StoreHardeningTest, RequestsProtobufCannotParseAreRefusedCountedAndLogged
       {"GetServerInfo", std::string("\x08", 1)},            // a truncated varint
   };
   ::testing::internal::CaptureStderr();
-  for (const auto& [method, bytes] : calls) {
+  for (const auto& call : calls) {
+    const std::string& method = call.first;  // (a lambda below uses it: no binding)
+    const std::string& bytes = call.second;
     grpc::ClientContext context;
     grpc::Slice slice(bytes);
     grpc::ByteBuffer request(&slice, 1);

@@ -4,6 +4,8 @@
 #include <grpcpp/client_context.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -88,7 +90,10 @@ std::string WriteFile(const std::string& name, const std::string& text) {
 class AuthServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    tokens_file_ = WriteFile("auth_test_tokens",
+    // A file of this process's own: ctest runs the tests of this fixture in parallel
+    // processes, and some rewrite it.
+    tokens_name_ = absl::StrCat("auth_test_tokens_", getpid());
+    tokens_file_ = WriteFile(tokens_name_,
                              absl::StrCat("alice:", kAliceToken, "\nbob:", kBobToken, "\n"));
     ServerConfig config = testing::TestConfig();
     config.backend = "cpu";
@@ -112,6 +117,7 @@ class AuthServerTest : public ::testing::Test {
     return stub->GetServerInfo(&context, {}, &info);
   }
 
+  std::string tokens_name_;
   std::string tokens_file_;
   std::unique_ptr<GemmServer> server_;
 };
@@ -243,12 +249,12 @@ TEST_F(AuthServerTest, ResidentTensorsBelongToTheirTenant) {
 
 TEST_F(AuthServerTest, ReloadTakesNewTokensAndKeepsTheOldOnesWhenTheFileIsBad) {
   EXPECT_EQ(Info(kCarolToken).error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  WriteFile("auth_test_tokens", absl::StrCat("alice:", kAliceToken, "\ncarol:", kCarolToken, "\n"));
+  WriteFile(tokens_name_, absl::StrCat("alice:", kAliceToken, "\ncarol:", kCarolToken, "\n"));
   ASSERT_TRUE(server_->ReloadTokens().ok());
   EXPECT_TRUE(Info(kCarolToken).ok());
   EXPECT_EQ(Info(kBobToken).error_code(), grpc::StatusCode::UNAUTHENTICATED);  // removed
 
-  WriteFile("auth_test_tokens", "alice:short\n");
+  WriteFile(tokens_name_, "alice:short\n");
   const absl::Status bad = server_->ReloadTokens();
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(bad.message(), "line 1: token shorter")) << bad;
@@ -270,7 +276,7 @@ TEST_F(AuthServerTest, AReloadThatRemovesATenantDeletesItsTensors) {
   ASSERT_TRUE(kept.ok());
   const int64_t one = server_->store()->ChargeFor(64, 0);
   EXPECT_EQ(server_->store()->used_bytes(), 3 * one);
-  WriteFile("auth_test_tokens", absl::StrCat("alice:", kAliceToken, "\n"));
+  WriteFile(tokens_name_, absl::StrCat("alice:", kAliceToken, "\n"));
   ASSERT_TRUE(server_->ReloadTokens().ok());
   EXPECT_EQ(server_->store()->used_bytes(), one);
   EXPECT_EQ(server_->store()->tensor_count(), 1);
@@ -280,7 +286,7 @@ TEST_F(AuthServerTest, AReloadThatRemovesATenantDeletesItsTensors) {
 TEST(AuthStartTest, ABadTokensFileStopsTheStart) {
   ServerConfig config = testing::TestConfig();
   config.backend = "cpu";
-  config.auth_tokens_file = WriteFile("auth_test_empty", "# nobody\n");
+  config.auth_tokens_file = WriteFile(absl::StrCat("auth_test_empty_", getpid()), "# nobody\n");
   absl::StatusOr<std::unique_ptr<GemmServer>> server = GemmServer::Create(config);
   EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(server.status().message(), "no tenant:token line"))
@@ -294,7 +300,8 @@ TEST(TenantLimitsTest, EachTenantHasItsOwnShareOfTheStoreAndOfHostMemory) {
   ServerConfig config = testing::TestConfig();
   config.backend = "cpu";
   config.auth_tokens_file = WriteFile(
-      "auth_test_limits", absl::StrCat("alice:", kAliceToken, "\nbob:", kBobToken, "\n"));
+      absl::StrCat("auth_test_limits_", getpid()),
+      absl::StrCat("alice:", kAliceToken, "\nbob:", kBobToken, "\n"));
   config.tensor_store_bytes = 1 << 20;
   config.tenant_tensor_store_bytes = 6144;  // one small tensor at its real cost: a page, its record
   config.tenant_max_inflight_bytes = 12000;

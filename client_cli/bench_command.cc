@@ -320,6 +320,17 @@ int RunBench(const CliOptions& o) {
       rc != 0) {
     return rc;
   }
+  // Every connection up before the clock starts: a connection attempt that fails once (a
+  // busy machine; gRPC tries again after a backoff) is not the server's answer to a call,
+  // and calls would fail fast on it meanwhile.
+  for (size_t i = 0; i < channels.size(); ++i) {
+    if (!channels[i]->WaitForConnected(
+            absl::ToChronoTime(absl::Now() + absl::Seconds(o.timeout_s)))) {
+      std::fprintf(stderr, "error: connection %zu of %d to %s did not come up within %.0f s\n",
+                   i + 1, o.channels, o.target.c_str(), o.timeout_s);
+      return 1;
+    }
+  }
   if (o.resident_b && (o.local || HandleOf(o.b_path))) {
     std::fprintf(stderr,
                  "error: --resident_b uploads B to the server: not with --local, nor with a "

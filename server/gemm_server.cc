@@ -206,19 +206,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   batching.max_queue_size = config.max_queue_size;
   batching.wait_when_idle = config.wait_when_idle;
   // A stack of jobs against one resident B runs on the backend's kernel for its M.
-  const KernelCatalogue* catalogue = server->backend_.catalogue.get();
-  batching.stack_kernel = [catalogue](const Job& /*first*/, const GemmProblem& problem,
-                                      const QuantizedOperands* quantized)
-      -> absl::StatusOr<const Kernel*> {
-    if (quantized == nullptr) return catalogue->Select(problem, "");
-    absl::StatusOr<QuantizedChoice> choice = catalogue->SelectQuantized(*quantized, "");
-    if (!choice.ok()) return choice.status();
-    // (A stack's A is dense rows: dense_a, which only matters for a quantized A, is moot.)
-    if (choice->kernel == nullptr) {
-      return absl::FailedPreconditionError("no quantized kernel for the stack");
-    }
-    return choice->kernel;
-  };
+  batching.catalogue = server->backend_.catalogue.get();
   server->executor_ =
       std::make_unique<Batcher>(devices, batching, server->metrics_.get());
   server->memory_ = HostMemory::Create(config.max_inflight_bytes, config.message_pool_bytes,

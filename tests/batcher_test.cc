@@ -315,6 +315,83 @@ TEST(BatcherTest, OnlyJobsWithOneKeyShareALaunch) {
   for (const Outcome& out : o) EXPECT_TRUE(out.status.ok()) << out.status;
 }
 
+// A stack of jobs against one resident B launches on the kernel chosen for the stack's M
+// (off the batcher's lock), which here is not the one each job got alone; every job's
+// result names the kernel that ran, not the one chosen at admission.
+TEST(BatcherTest, AStackRunsOnTheKernelChosenForItsRowsAndEachResultSaysSo) {
+  FakeDevice device(/*gated=*/true);
+  testing::FakeCatalogue catalogue;
+  catalogue.set_tall_rows(4);
+  Batcher::Options options = Opts(3, absl::Milliseconds(1), 100);
+  options.catalogue = &catalogue;
+  Batcher batcher({&device}, options, nullptr);
+  Outcome lone, stacked[3];
+  ASSERT_TRUE(batcher.Submit(MakeJob(&lone, 2)).ok());
+  device.AwaitStarted(1);  // holds the device, so the three below wait together
+  float resident_b[2] = {1, 1};
+  for (Outcome& out : stacked) {
+    std::unique_ptr<Job> job = MakeJob(&out, 2);
+    job->shared_b = resident_b;
+    ASSERT_EQ(job->kernel, &testing::TheFakeKernel());  // what admission chose for M = 2
+    ASSERT_TRUE(batcher.Submit(std::move(job)).ok());
+  }
+  device.Open();
+  batcher.Drain();
+  EXPECT_EQ(device.kernels(), (std::vector<std::string>{"fake_kernel", "fake_tall_kernel"}));
+  EXPECT_EQ(device.batch_sizes(), (std::vector<int>{1, 3}));
+  ASSERT_TRUE(lone.status.ok()) << lone.status;
+  EXPECT_EQ(lone.result.kernel, &testing::TheFakeKernel());
+  for (const Outcome& out : stacked) {
+    ASSERT_TRUE(out.status.ok()) << out.status;
+    EXPECT_EQ(out.result.kernel, &testing::TheTallKernel());
+    EXPECT_EQ(out.result.batch_size, 3u);
+    EXPECT_EQ(out.c, std::vector<float>(4, 2.0f));  // its own rows: its own M
+  }
+}
+
+// A stack no kernel runs goes to the device one job at a time, each on the kernel chosen
+// for it alone; the jobs forced to one kernel stack on that kernel without asking.
+TEST(BatcherTest, AStackNoKernelRunsGoesOneJobAtATimeAndAForcedOneIsKept) {
+  FakeDevice device(/*gated=*/true);
+  testing::FakeCatalogue catalogue;
+  catalogue.set_refuse_rows(4);
+  Batcher::Options options = Opts(3, absl::Milliseconds(1), 100);
+  options.catalogue = &catalogue;
+  Batcher batcher({&device}, options, nullptr);
+  Outcome lone, unforced[3], forced[3];
+  ASSERT_TRUE(batcher.Submit(MakeJob(&lone, 2)).ok());
+  device.AwaitStarted(1);
+  float resident_b[2] = {1, 1};
+  for (Outcome& out : unforced) {
+    std::unique_ptr<Job> job = MakeJob(&out, 2);
+    job->shared_b = resident_b;
+    ASSERT_TRUE(batcher.Submit(std::move(job)).ok());
+  }
+  for (Outcome& out : forced) {
+    std::unique_ptr<Job> job = MakeJob(&out, 2);
+    job->shared_b = resident_b;
+    job->kernel = &testing::TheTallKernel();
+    job->kernel_forced = true;
+    ASSERT_TRUE(batcher.Submit(std::move(job)).ok());
+  }
+  device.Open();
+  batcher.Drain();
+  EXPECT_EQ(device.batch_sizes(), (std::vector<int>{1, 1, 1, 1, 3}));
+  EXPECT_EQ(device.kernels(),
+            (std::vector<std::string>{"fake_kernel", "fake_kernel", "fake_kernel", "fake_kernel",
+                                      "fake_tall_kernel"}));
+  for (const Outcome& out : unforced) {
+    ASSERT_TRUE(out.status.ok()) << out.status;
+    EXPECT_EQ(out.result.kernel, &testing::TheFakeKernel());
+    EXPECT_EQ(out.result.batch_size, 1u);
+  }
+  for (const Outcome& out : forced) {
+    ASSERT_TRUE(out.status.ok()) << out.status;
+    EXPECT_EQ(out.result.kernel, &testing::TheTallKernel());
+    EXPECT_EQ(out.result.batch_size, 3u);
+  }
+}
+
 TEST(BatcherTest, ExpiredAndCancelledJobsNeverReachTheDevice) {
   FakeDevice device(/*gated=*/true);
   Batcher batcher({&device}, Opts(1, absl::ZeroDuration(), 8), nullptr);

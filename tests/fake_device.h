@@ -2,13 +2,15 @@
 // hold every run until the test opens a gate, can fail (and then turn unhealthy, like a
 // CUDA fault), and writes a recognisable value into each item's C so tests can check
 // that results reach the right caller: the problem's m, or with set_tag_from_a(true) the
-// first float of the item's A. The catalogue has one kernel, "fake_kernel", for every
-// Matmul, and sends every QuantizedMatmul down the host path.
+// first float of the item's A. The catalogue chooses "fake_kernel" for every Matmul
+// (unless told to choose "fake_tall_kernel", or nothing, from some M on), and sends
+// every QuantizedMatmul down the host path.
 #ifndef GEMMD_TESTS_FAKE_DEVICE_H_
 #define GEMMD_TESTS_FAKE_DEVICE_H_
 
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -24,29 +26,54 @@ namespace gemmd::testing {
 
 class FakeKernel : public Kernel {
  public:
-  std::string_view name() const override { return "fake_kernel"; }
+  explicit FakeKernel(std::string_view name = "fake_kernel") : name_(name) {}
+  std::string_view name() const override { return name_; }
   KernelInput input() const override { return KernelInput::kDense; }
   Precision precision() const override { return Precision::kFp32; }
   int min_compute_capability() const override { return 0; }
+
+ private:
+  const std::string_view name_;
 };
 
 inline const FakeKernel& TheFakeKernel() {
   static const FakeKernel kernel;
   return kernel;
 }
+// What the catalogue chooses for tall problems (set_tall_rows).
+inline const FakeKernel& TheTallKernel() {
+  static const FakeKernel kernel("fake_tall_kernel");
+  return kernel;
+}
 
 class FakeCatalogue : public KernelCatalogue {
  public:
   std::vector<KernelDescription> Kernels() const override {
-    return {{"fake_kernel", KernelInput::kDense, Precision::kFp32, ""}};
+    return {{"fake_kernel", KernelInput::kDense, Precision::kFp32, ""},
+            {"fake_tall_kernel", KernelInput::kDense, Precision::kFp32, ""}};
   }
-  absl::StatusOr<const Kernel*> Select(const GemmProblem&, std::string_view) const override {
+  absl::StatusOr<const Kernel*> Select(const GemmProblem& problem,
+                                       std::string_view forced) const override {
+    if (problem.m >= refuse_rows_) {
+      return absl::FailedPreconditionError("no fake kernel for that many rows");
+    }
+    if (forced == "fake_tall_kernel" || (forced.empty() && problem.m >= tall_rows_)) {
+      return &TheTallKernel();
+    }
     return &TheFakeKernel();
   }
+  // Problems of at least `rows` rows get fake_tall_kernel.
+  void set_tall_rows(int64_t rows) { tall_rows_ = rows; }
+  // Problems of at least `rows` rows get no kernel (FAILED_PRECONDITION).
+  void set_refuse_rows(int64_t rows) { refuse_rows_ = rows; }
   absl::StatusOr<QuantizedChoice> SelectQuantized(const QuantizedOperands&,
                                                   std::string_view) const override {
     return QuantizedChoice();
   }
+
+ private:
+  int64_t tall_rows_ = std::numeric_limits<int64_t>::max();
+  int64_t refuse_rows_ = std::numeric_limits<int64_t>::max();
 };
 
 class FakeDevice : public Device {
@@ -67,6 +94,7 @@ class FakeDevice : public Device {
       absl::MutexLock lock(&mu_);
       ++started_;
       batch_sizes_.push_back(static_cast<int>(launch.items.size()));
+      kernels_.push_back(std::string(launch.kernel->name()));
       packed_batch_.push_back(launch.problem.batch);
       for (const LaunchItem& item : launch.items) {
         ran_m_.push_back(item.problem.m);
@@ -142,6 +170,11 @@ class FakeDevice : public Device {
     absl::MutexLock lock(&mu_);
     return batch_sizes_;
   }
+  // The kernel of each launch, in order.
+  std::vector<std::string> kernels() {
+    absl::MutexLock lock(&mu_);
+    return kernels_;
+  }
   std::vector<int64_t> packed_batch() {
     absl::MutexLock lock(&mu_);
     return packed_batch_;
@@ -177,6 +210,7 @@ class FakeDevice : public Device {
   bool fail_frees_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<int64_t> ran_m_ ABSL_GUARDED_BY(mu_);
   std::vector<int> batch_sizes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> kernels_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> packed_batch_ ABSL_GUARDED_BY(mu_);
   // The cancellation checks of the items that reached the gate (valid until it opens).
   std::vector<std::function<bool()>> held_ ABSL_GUARDED_BY(mu_);

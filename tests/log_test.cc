@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "server/rpc/client_text.h"
+#include "server/observability/client_text.h"
 
 namespace gemmd {
 namespace {

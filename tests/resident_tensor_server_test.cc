@@ -24,6 +24,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gemm/v1/gemm.grpc.pb.h"
+#include "kernels/cpu/cpu_catalogue.h"
+#include "kernels/cpu/cpu_gemm.h"
 #include "kernels/quant_formats.h"
 #include "kernels/reference_gemm.h"
 #include "server/devices/cpu/cpu_catalogue.h"
@@ -429,10 +431,52 @@ TEST_F(ResidentTensorTest, ParallelPartsMakeOneTensor) {
   EXPECT_EQ(Get(*handle), bytes);
 }
 
+// The CPU's FP32 kernel under another name, which the catalogue below chooses for tall
+// problems: a stack's kernel then differs from a lone call's.
+class TallKernel final : public CpuKernel {
+ public:
+  std::string_view name() const override { return "test_sgemm_tall"; }
+  KernelInput input() const override { return KernelInput::kDense; }
+  Precision precision() const override { return Precision::kFp32; }
+  absl::Status Check(const GemmProblem& p) const override { return sgemm().Check(p); }
+  absl::Status Check(const QuantizedOperands& q) const override { return sgemm().Check(q); }
+  absl::Status Run(const GemmProblem& p, const GemmOperands& host) const override {
+    return sgemm().Run(p, host);
+  }
+  absl::Status Run(const QuantizedOperands& q, float* c) const override {
+    return sgemm().Run(q, c);
+  }
+
+ private:
+  static const CpuKernel& sgemm() { return *FindCpuKernel(kCpuSgemmKernel); }
+};
+
+class TallRowsCatalogue final : public CpuCatalogue {
+ public:
+  std::vector<KernelDescription> Kernels() const override {
+    std::vector<KernelDescription> kernels = CpuCatalogue::Kernels();
+    kernels.insert(kernels.begin(), {"test_sgemm_tall", KernelInput::kDense, Precision::kFp32, ""});
+    return kernels;
+  }
+  absl::StatusOr<const Kernel*> Select(const GemmProblem& problem,
+                                       std::string_view forced) const override {
+    static const TallKernel tall;
+    if (forced == tall.name() ||
+        (forced.empty() && problem.precision == Precision::kFp32 && problem.m >= 8)) {
+      return &tall;
+    }
+    return CpuCatalogue::Select(problem, forced);
+  }
+};
+
+// Callers whose A rows stack onto one resident B: one launch, each caller its own rows,
+// on the kernel chosen for the stack's M, which every response names (not the kernel
+// each call would have had alone).
 TEST_F(ResidentTensorTest, CallsAgainstOneWeightStackIntoOneLaunch) {
   auto device = std::make_unique<ControlledCpu>();
   ControlledCpu* gated = device.get();
   Backend backend = OpenCpuBackend();
+  backend.catalogue = std::make_unique<TallRowsCatalogue>();
   backend.devices.clear();
   backend.devices.push_back(std::move(device));
   ServerConfig config = Config();
@@ -466,6 +510,8 @@ TEST_F(ResidentTensorTest, CallsAgainstOneWeightStackIntoOneLaunch) {
               1e-5)
         << "caller " << i;
     EXPECT_EQ(calls[i]->response.timing().batch_size(), i == 0 ? 1u : 5u);
+    EXPECT_EQ(calls[i]->response.kernel(), i == 0 ? kCpuSgemmKernel : "test_sgemm_tall")
+        << "caller " << i;
   }
   const std::vector<ControlledCpu::Launch> launches = gated->launches();
   ASSERT_EQ(launches.size(), 2u);

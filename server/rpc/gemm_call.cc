@@ -6,7 +6,7 @@
 #include "absl/time/clock.h"
 #include "gemm/v1/gemm.pb.h"
 #include "proto/proto_types.h"
-#include "server/rpc/client_text.h"
+#include "server/observability/client_text.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/response_encoding.h"
 
@@ -130,7 +130,7 @@ void GemmCall::JobDone(const GemmRequest& r, const absl::Status& status,
     for (int64_t dim : r.output_shape) c_head.add_shape(dim);
     c_head.set_dtype(DataTypeToProto(r.problem.c_type));
     gemm::v1::MatmulResponse rest;
-    rest.set_kernel(std::string(r.kernel->name()));
+    rest.set_kernel(std::string(result.kernel->name()));  // the one that ran
     rest.set_device(result.device);
     rest.set_precision(PrecisionToProto(r.problem.precision));
     gemm::v1::Timing* timing = rest.mutable_timing();

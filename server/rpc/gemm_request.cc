@@ -4,10 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "proto/wire/gemm_wire.h"
-#include "server/rpc/client_text.h"
 #include "server/rpc/payload_placement.h"
 #include "server/rpc/quantized_validation.h"
 
@@ -83,34 +81,6 @@ absl::Status KeepResult(const GemmRequestContext& context, const gemm::v1::Resid
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status CheckKernelName(const KernelCatalogue& catalogue, RpcMethod method,
-                             std::string_view name) {
-  if (name.empty()) return absl::OkStatus();
-  std::vector<std::string> dense, quantized;
-  bool is_dense = false, is_quantized = false;
-  for (const KernelDescription& k : catalogue.Kernels()) {
-    const bool q = k.input == KernelInput::kQuantized;
-    (q ? quantized : dense).push_back(k.name);
-    (q ? is_quantized : is_dense) |= k.name == name;
-  }
-  if (method == RpcMethod::kMatmul && is_quantized && !is_dense) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("kernel ", std::string(name),
-                     " is a QuantizedMatmul kernel (it multiplies quantized weights); Matmul "
-                     "kernels here: ",
-                     absl::StrJoin(dense, ", ")));
-  }
-  if (is_dense || is_quantized) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "no kernel named '", ClientText(absl::string_view(name.data(), name.size())),
-      "' on this server; Matmul kernels: ",
-      absl::StrJoin(dense, ", "), "; QuantizedMatmul kernels: ",
-      quantized.empty() ? std::string("none") : absl::StrJoin(quantized, ", ")));
-}
-
-namespace {
 
 absl::Status PrepareMatmul(const GemmRequestContext& context, const wire::ByteRuns& received,
                            GemmRequest* r, PrecisionLabel* label) {
@@ -140,13 +110,9 @@ absl::Status PrepareMatmul(const GemmRequestContext& context, const wire::ByteRu
       ValidateMatmul(parsed.head, payloads, context.limits, residency);
   if (!v.ok()) return v.status();
   *label = PrecisionLabel::Of(v->problem.precision);
-  if (absl::Status s = CheckKernelName(*context.catalogue, RpcMethod::kMatmul, v->kernel);
-      !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<const Kernel*> kernel = context.catalogue->Select(v->problem, v->kernel);
-  if (!kernel.ok()) return kernel.status();
-  r->kernel = *kernel;
+  absl::StatusOr<KernelChoice> choice = context.catalogue->Choose(v->problem, nullptr, v->kernel);
+  if (!choice.ok()) return choice.status();
+  r->kernel = choice->kernel;
   r->kernel_forced = !v->kernel.empty();
   r->problem = v->problem;
   r->operands = v->operands;  // point at the payloads, which the request owns
@@ -196,11 +162,6 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context,
       message, payloads, context.limits, {a_quantized_ref, r->refs.b != nullptr});
   if (!v.ok()) return v.status();
   *label = PrecisionLabel::Of(v->b_format);
-  if (absl::Status s =
-          CheckKernelName(*context.catalogue, RpcMethod::kQuantizedMatmul, v->kernel);
-      !s.ok()) {
-    return s;
-  }
   // The FP32 equivalent, C = A * B^T with B stored [N, K]: what placement (FLOPs) and the
   // host path use.
   r->problem.m = v->m;
@@ -212,45 +173,38 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context,
   r->input_bytes = v->input_bytes - r->refs.Bytes();
   r->output_bytes = v->output_bytes;
   r->kernel_forced = !v->kernel.empty();
+  // A backend with quantized kernels takes the packed bytes as they are (unless the
+  // request forces a dense kernel); validation has checked every scale byte already.
+  r->packed = PackedOperands(message, *v, payloads);
+  absl::StatusOr<KernelChoice> choice =
+      context.catalogue->Choose(r->problem, &r->packed, v->kernel);
+  if (!choice.ok()) return choice.status();
+  r->kernel = choice->kernel;
   if (absl::Status s = PinToDevice(r); !s.ok()) return s;
   if (message.has_keep_c()) {
     if (absl::Status s = KeepResult(context, message.keep_c(), DataType::kFloat32, r); !s.ok()) {
       return s;
     }
   }
-
-  // A backend with quantized kernels takes the packed bytes as they are (unless the
-  // request forces a dense kernel); validation has checked every scale byte already.
-  r->packed = PackedOperands(message, *v, payloads);
-  absl::StatusOr<QuantizedChoice> choice =
-      context.catalogue->SelectQuantized(r->packed, v->kernel);
-  if (!choice.ok()) return choice.status();
-  const bool dequantize_a = choice->kernel != nullptr && choice->dense_a && r->packed.a;
-  if (choice->kernel != nullptr && !dequantize_a) {
-    r->kernel = choice->kernel;
+  if (choice->path == KernelPath::kPacked) {
     r->quantized = &r->packed;
     PlaceResidentQuantized(context, r);
     return absl::OkStatus();
   }
+  const bool dequantize_a = choice->path == KernelPath::kDenseA;
   // The host path reads the operands on the host: a tensor in device memory cannot go.
-  const bool host_reads_resident = choice->kernel == nullptr
-                                       ? r->refs.a != nullptr || r->refs.b != nullptr
-                                       : r->refs.a != nullptr;  // A dequantized on the host
+  const bool host_reads_resident =
+      dequantize_a ? r->refs.a != nullptr : r->refs.a != nullptr || r->refs.b != nullptr;
   if (!context.resident_in_host_memory && host_reads_resident) {
     return absl::FailedPreconditionError(absl::StrCat(
         "no quantized kernel here takes these operands on the device (",
-        choice->kernel == nullptr ? "they would be dequantized on the host"
-                                  : "A would be dequantized on the host",
+        dequantize_a ? "A would be dequantized on the host"
+                     : "they would be dequantized on the host",
         "), and resident tensors in device memory are not read on the host; send them inline"));
   }
   // Otherwise dequantize on the host: A alone for a kernel that reads A dense (at most
-  // 64 rows), or both operands to FP32 for the FP32 GEMM, whose kernel must exist before
-  // anything is allocated. Either way the memory is reserved first.
-  if (!dequantize_a) {
-    absl::StatusOr<const Kernel*> kernel = context.catalogue->Select(r->problem, v->kernel);
-    if (!kernel.ok()) return kernel.status();
-    r->kernel = *kernel;
-  }
+  // 64 rows), or both operands to FP32 for the FP32 GEMM. Either way the memory is
+  // reserved first.
   const int64_t floats = (v->m + (dequantize_a ? 0 : v->n)) * v->k;
   absl::StatusOr<Reservation> reserved = context.memory->Reserve(floats * 4);
   if (!reserved.ok()) return reserved.status();
@@ -267,7 +221,6 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context,
     r->packed.a_dense_type = DataType::kFloat32;
     r->packed.a_dense = absl::string_view(reinterpret_cast<const char*>(a),
                                           static_cast<size_t>(v->m * v->k) * sizeof(float));
-    r->kernel = choice->kernel;
     r->quantized = &r->packed;
     PlaceResidentQuantized(context, r);
   } else {

@@ -94,12 +94,6 @@ absl::Status PrepareRequest(const GemmRequestContext& context, RpcMethod method,
                             grpc::ByteBuffer* received, GemmRequest* request,
                             PrecisionLabel* label);
 
-// FAILED_PRECONDITION for a forced kernel name this server has under neither RPC, or one
-// that belongs to the other RPC (a QuantizedMatmul kernel named in a Matmul); OK for ""
-// and names the RPC can use. The message lists what there is (names are capped).
-absl::Status CheckKernelName(const KernelCatalogue& catalogue, RpcMethod method,
-                             std::string_view name);
-
 }  // namespace gemmd
 
 #endif  // GEMMD_SERVER_RPC_GEMM_REQUEST_H_

@@ -10,7 +10,7 @@
 #include "absl/time/clock.h"
 #include "proto/proto_types.h"
 #include "server/observability/log.h"
-#include "server/rpc/client_text.h"
+#include "server/observability/client_text.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/raw_messages.h"
 #include "server/rpc/tensor_chunk_sequence.h"

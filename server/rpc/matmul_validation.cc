@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "proto/proto_types.h"
-#include "server/rpc/client_text.h"
+#include "server/observability/client_text.h"
 
 namespace gemmd {
 namespace {

@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "kernels/reference_gemm.h"
 #include "proto/proto_types.h"
-#include "server/rpc/client_text.h"
+#include "server/observability/client_text.h"
 
 namespace gemmd {
 namespace {

@@ -127,9 +127,57 @@ GemmProblem PackedProblem(const std::vector<std::unique_ptr<Job>>& jobs) {
   return packed;
 }
 
+namespace {
+
+absl::StatusOr<const Kernel*> StackKernel(const Batch& stack, const KernelCatalogue* catalogue) {
+  if (catalogue == nullptr) return absl::UnimplementedError("no catalogue");
+  absl::StatusOr<KernelChoice> choice =
+      catalogue->Choose(stack.problem, stack.stacked_quantized.get(), "");
+  if (!choice.ok()) return choice.status();
+  if (stack.stacked_quantized != nullptr && choice->path != KernelPath::kPacked) {
+    return absl::FailedPreconditionError("no quantized kernel for the stack");
+  }
+  return choice->kernel;
+}
+
+Batch Alone(std::unique_ptr<Job> job) {
+  Batch batch;
+  batch.jobs.push_back(std::move(job));
+  batch.problem = batch.jobs.front()->problem;
+  batch.kernel = batch.jobs.front()->kernel;
+  return batch;
+}
+
+}  // namespace
+
+std::vector<Batch> ReadyToLaunch(Batch batch, const KernelCatalogue* catalogue) {
+  std::vector<Batch> launches;
+  if (batch.jobs.empty()) return launches;
+  if (batch.stacked && batch.jobs.size() > 1) {
+    batch.problem = StackedProblem(batch.jobs);
+    if (batch.stacked_quantized != nullptr) batch.stacked_quantized = StackedQuantized(batch.jobs);
+    if (batch.kernel == nullptr) {
+      absl::StatusOr<const Kernel*> kernel = StackKernel(batch, catalogue);
+      if (kernel.ok()) batch.kernel = *kernel;
+    }
+    if (batch.kernel != nullptr) {
+      launches.push_back(std::move(batch));
+      return launches;
+    }
+  }
+  if (batch.stacked || batch.jobs.size() == 1) {
+    for (std::unique_ptr<Job>& job : batch.jobs) launches.push_back(Alone(std::move(job)));
+    return launches;
+  }
+  batch.problem = PackedProblem(batch.jobs);
+  batch.kernel = batch.jobs.front()->kernel;
+  launches.push_back(std::move(batch));
+  return launches;
+}
+
 DeviceLaunch LaunchOf(const Batch& batch) {
   DeviceLaunch launch;
-  launch.kernel = batch.kernel != nullptr ? batch.kernel : batch.jobs.front()->kernel;
+  launch.kernel = batch.kernel;
   launch.problem = batch.problem;
   launch.stacked = batch.stacked;
   launch.stacked_quantized = batch.stacked_quantized.get();

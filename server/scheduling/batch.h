@@ -11,6 +11,7 @@
 #include "kernels/gemm_problem.h"
 #include "kernels/kernel.h"
 #include "server/devices/device.h"
+#include "server/devices/kernel_catalogue.h"
 #include "server/scheduling/job.h"
 
 namespace gemmd {
@@ -81,7 +82,8 @@ struct Batch {
   // one GEMM of all the jobs' A rows against their shared B.
   GemmProblem problem;
   std::vector<std::unique_ptr<Job>> jobs;
-  // The kernel of the launch: the jobs' own, or for a stack the one chosen for it.
+  // The kernel of the launch: the jobs' own, or for a stack the one chosen for it
+  // (ReadyToLaunch); null until then for a stack whose jobs forced none.
   const Kernel* kernel = nullptr;
   bool stacked = false;
   // A stacked QuantizedMatmul's launch operands (StackedQuantized).
@@ -96,7 +98,16 @@ GemmProblem PackedProblem(const std::vector<std::unique_ptr<Job>>& jobs);
 GemmProblem StackedProblem(const std::vector<std::unique_ptr<Job>>& jobs);
 std::unique_ptr<QuantizedOperands> StackedQuantized(const std::vector<std::unique_ptr<Job>>& jobs);
 
-// The device's view of a batch: its kernel, problem and each job's operands.
+// The launches for `batch` as it leaves for its device, its jobs perhaps fewer than when
+// it formed (some dropped at the last look; none left: no launch): its problem for the
+// jobs it has, and its kernel: the jobs' own, or for a stack of several the one
+// `catalogue` chooses for the stack's M (KernelCatalogue::Choose; a stacked
+// QuantizedMatmul must stay on a quantized kernel). A stack of one job runs alone; a
+// stack no kernel runs (or with no catalogue) becomes each job alone, on its own kernel.
+std::vector<Batch> ReadyToLaunch(Batch batch, const KernelCatalogue* catalogue);
+
+// The device's view of a batch ready to launch: its kernel, problem and each job's
+// operands.
 DeviceLaunch LaunchOf(const Batch& batch);
 
 }  // namespace gemmd

@@ -252,43 +252,22 @@ Batcher::Placed Batcher::FormBatch(const BatchKey& key, KeyQueue& queue, absl::T
   }
   Placed placed;
   if (taken.empty()) return placed;
-  // A stack of several jobs runs on the kernel chosen for its M (unless the jobs named
-  // theirs); without one it shrinks to its first job and the others wait for the next.
-  Batch& batch = placed.batch;
-  if (key.stacked && taken.size() > 1) {
-    std::vector<std::unique_ptr<Job>> probe;
-    for (Queued& q : taken) probe.push_back(std::move(q.job));
-    GemmProblem problem = StackedProblem(probe);
-    std::unique_ptr<QuantizedOperands> stacked_q =
-        key.quantized ? StackedQuantized(probe) : nullptr;
-    absl::StatusOr<const Kernel*> kernel = probe.front()->kernel;
-    if (!probe.front()->kernel_forced) {
-      kernel = options_.stack_kernel
-                   ? options_.stack_kernel(*probe.front(), problem, stacked_q.get())
-                   : absl::StatusOr<const Kernel*>(absl::UnimplementedError("no stack kernel"));
-    }
-    for (size_t i = 0; i < taken.size(); ++i) taken[i].job = std::move(probe[i]);
-    if (kernel.ok() && *kernel != nullptr) {
-      batch.stacked = true;
-      batch.kernel = *kernel;
-      batch.problem = problem;
-      batch.stacked_quantized = std::move(stacked_q);
-    } else {
-      for (size_t i = taken.size(); i-- > 1;) {
-        queue.bytes += taken[i].bytes;
-        ++queued_;
-        bytes -= taken[i].bytes;
-        queue.jobs.push_front(std::move(taken[i]));
-      }
-      taken.resize(1);
-    }
-  }
   for (Queued& q : taken) {
     placed.flops += q.job->problem.Flops();
-    batch.jobs.push_back(std::move(q.job));
+    placed.bytes += q.bytes;
+    placed.batch.jobs.push_back(std::move(q.job));
   }
-  placed.bytes = bytes;
-  if (!batch.stacked) batch.problem = PackedProblem(batch.jobs);
+  // A stack launches on the kernel chosen for it on the lane (outside this lock), or on
+  // the one its jobs forced.
+  Batch& batch = placed.batch;
+  batch.stacked = key.stacked && batch.jobs.size() > 1;
+  if (batch.stacked) {
+    batch.problem = StackedProblem(batch.jobs);
+    if (key.quantized) batch.stacked_quantized = StackedQuantized(batch.jobs);
+    if (batch.jobs.front()->kernel_forced) batch.kernel = batch.jobs.front()->kernel;
+  } else {
+    batch.problem = PackedProblem(batch.jobs);
+  }
   return placed;
 }
 
@@ -439,14 +418,13 @@ void Batcher::LaneLoop(int device_index, int lane) {
       placed = std::move(d.pending.front());
       d.pending.pop_front();
     }
-    Batch& batch = placed.batch;
     // Last look before launch: callers may have given up while the batch waited.
     const absl::Time start = absl::Now();
     std::vector<Dropped> dropped;
     {
       const absl::Time now = clock_->Now();
       std::vector<std::unique_ptr<Job>> keep;
-      for (std::unique_ptr<Job>& job : batch.jobs) {
+      for (std::unique_ptr<Job>& job : placed.batch.jobs) {
         absl::Status reason = DropReason(*job, now);
         if (reason.ok()) {
           keep.push_back(std::move(job));
@@ -454,37 +432,19 @@ void Batcher::LaneLoop(int device_index, int lane) {
           dropped.push_back({std::move(job), std::move(reason)});
         }
       }
-      batch.jobs = std::move(keep);
-      if (!dropped.empty() && !batch.jobs.empty()) {
-        if (batch.stacked) {
-          batch.problem = StackedProblem(batch.jobs);
-          if (batch.stacked_quantized) batch.stacked_quantized = StackedQuantized(batch.jobs);
-        } else {
-          batch.problem = PackedProblem(batch.jobs);
-        }
-      }
+      placed.batch.jobs = std::move(keep);
     }
     Answer(std::move(dropped));
 
+    // The kernel decision for a stack happens here, off the batcher's lock.
+    std::vector<Batch> launches = ReadyToLaunch(std::move(placed.batch), options_.catalogue);
+    std::vector<Ran> ran;
     absl::Status status = absl::OkStatus();
-    LaunchTimes times;
-    if (!batch.jobs.empty()) {
-      const double flops = batch.problem.Flops();
-      status = device->Run(LaunchOf(batch), lane, &times);
-      const absl::Duration busy = absl::Now() - start;
-      if (metrics_ != nullptr) {
-        metrics_->ObserveBatch(static_cast<int64_t>(batch.jobs.size()));
-        metrics_->AddDeviceWork(device_index, batch.problem.precision, status.ok() ? flops : 0.0,
-                                busy);
-        PublishMemory(device_index, *device);
-      }
-      if (!status.ok()) {
-        Log(LogLevel::kWarning, "batch_failed",
-            {{"device", device->description().name},
-             {"jobs", absl::StrCat(batch.jobs.size())},
-             {"code", absl::StatusCodeToString(status.code())},
-             {"message", std::string(status.message())}});
-      }
+    for (Batch& batch : launches) {
+      // After a fault the device runs nothing more: the rest fail the same way.
+      ran.push_back(status.ok() ? RunOne(device, device_index, lane, std::move(batch), start)
+                                : Ran{std::move(batch.jobs), status, {}});
+      status = ran.back().status;
     }
     std::function<void()> on_none_healthy;
     {
@@ -502,32 +462,60 @@ void Batcher::LaneLoop(int device_index, int lane) {
       dispatch_cv_.Signal();
     }
     if (on_none_healthy) on_none_healthy();
-    // Answering is gRPC work (responses are encoded as RPCs finish). A small batch is
-    // answered here, which saves waking another thread per launch; a large one goes to
-    // the completion threads in slices, so the lane goes back to its device sooner.
-    constexpr size_t kJobsPerCompletion = 8;
-    auto jobs = std::make_shared<std::vector<std::unique_ptr<Job>>>(std::move(batch.jobs));
-    JobResult result;
-    result.device = device->description().name;
-    result.copy_in = times.copy_in;
-    result.compute = times.compute;
-    result.copy_out = times.copy_out;
-    result.batch_size = static_cast<uint32_t>(jobs->size());
-    auto answer = [jobs, status, result, start](size_t first, size_t last) {
-      for (size_t j = first; j < last; ++j) {
-        JobResult mine = result;
-        mine.queue = start - (*jobs)[j]->accepted;
-        (*jobs)[j]->done(status, mine);
-      }
-    };
-    if (jobs->size() <= kJobsPerCompletion) {
-      answer(0, jobs->size());
-      continue;
+    for (Ran& r : ran) Complete(std::move(r), start);
+  }
+}
+
+Batcher::Ran Batcher::RunOne(Device* device, int device_index, int lane, Batch batch,
+                             absl::Time start) {
+  const double flops = batch.problem.Flops();
+  LaunchTimes times;
+  const absl::Status status = device->Run(LaunchOf(batch), lane, &times);
+  if (metrics_ != nullptr) {
+    metrics_->ObserveBatch(static_cast<int64_t>(batch.jobs.size()));
+    metrics_->AddDeviceWork(device_index, batch.problem.precision, status.ok() ? flops : 0.0,
+                            absl::Now() - start);
+    PublishMemory(device_index, *device);
+  }
+  if (!status.ok()) {
+    Log(LogLevel::kWarning, "batch_failed",
+        {{"device", device->description().name},
+         {"kernel", std::string(batch.kernel->name())},
+         {"jobs", absl::StrCat(batch.jobs.size())},
+         {"code", absl::StatusCodeToString(status.code())},
+         {"message", std::string(status.message())}});
+  }
+  JobResult result;
+  result.device = device->description().name;
+  result.kernel = batch.kernel;
+  result.copy_in = times.copy_in;
+  result.compute = times.compute;
+  result.copy_out = times.copy_out;
+  result.batch_size = static_cast<uint32_t>(batch.jobs.size());
+  return {std::move(batch.jobs), status, result};
+}
+
+void Batcher::Complete(Ran ran, absl::Time start) {
+  // Answering is gRPC work (responses are encoded as RPCs finish). A small batch is
+  // answered here, which saves waking another thread per launch; a large one goes to
+  // the completion threads in slices, so the lane goes back to its device sooner.
+  constexpr size_t kJobsPerCompletion = 8;
+  auto jobs = std::make_shared<std::vector<std::unique_ptr<Job>>>(std::move(ran.jobs));
+  auto answer = [jobs, status = ran.status, result = ran.result, start](size_t first,
+                                                                         size_t last) {
+    for (size_t j = first; j < last; ++j) {
+      JobResult mine = result;
+      mine.queue = start - (*jobs)[j]->accepted;
+      (*jobs)[j]->done(status, mine);
     }
-    for (size_t first = 0; first < jobs->size(); first += kJobsPerCompletion) {
-      const size_t last = std::min(jobs->size(), first + kJobsPerCompletion);
-      completions_.Schedule([answer, first, last] { answer(first, last); });
-    }
+  };
+  if (jobs->size() <= kJobsPerCompletion) {
+    answer(0, jobs->size());
+    return;
+  }
+  for (size_t first = 0; first < jobs->size(); first += kJobsPerCompletion) {
+    const size_t last = std::min(jobs->size(), first + kJobsPerCompletion);
+    completions_.Schedule([answer, first, last] { answer(first, last); });
   }
 }
 

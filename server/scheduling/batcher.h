@@ -38,6 +38,7 @@
 #include "server/scheduling/batch.h"
 #include "server/observability/clock.h"
 #include "server/devices/device.h"
+#include "server/devices/kernel_catalogue.h"
 #include "server/scheduling/job_executor.h"
 #include "server/observability/metrics.h"
 #include "server/scheduling/thread_pool.h"
@@ -58,12 +59,10 @@ class Batcher : public JobExecutor {
     // Stacks of QuantizedMatmuls against one resident weight hold at most this many A
     // rows (the skinny kernels' range).
     int64_t max_stacked_quantized_rows = 64;
-    // The kernel for a stack of jobs against one resident B (`problem`, and for
-    // QuantizedMatmul `quantized`): the backend's choice for the stack's M. Unset, or an
-    // error: such jobs run one by one.
-    std::function<absl::StatusOr<const Kernel*>(const Job& first, const GemmProblem& problem,
-                                                const QuantizedOperands* quantized)>
-        stack_kernel;
+    // Chooses the kernel of a stack of jobs against one resident B (for the stack's M),
+    // on the lane that launches it. Null, or no kernel for a stack: its jobs run one by
+    // one, each on its own kernel. Must outlive the batcher.
+    const KernelCatalogue* catalogue = nullptr;
   };
 
   // `devices`, `metrics` (may be null) and `clock` must outlive the batcher.
@@ -123,8 +122,19 @@ class Batcher : public JobExecutor {
     absl::Status status;
   };
 
+  // One launch's jobs as they come off the device.
+  struct Ran {
+    std::vector<std::unique_ptr<Job>> jobs;
+    absl::Status status;
+    JobResult result;
+  };
+
   void DispatchLoop();
   void LaneLoop(int device, int lane);
+  // Runs a batch ready to launch on the lane's device (no lock held).
+  Ran RunOne(Device* device, int device_index, int lane, Batch batch, absl::Time start);
+  // Answers a launch's jobs, here or (many of them) on the completion threads.
+  void Complete(Ran ran, absl::Time start);
   // The key whose batch should go next (oldest head among ready ones), or null; sets
   // *next_ready to when the earliest not-yet-ready queue becomes ready.
   const BatchKey* ReadyKey(absl::Time now, absl::Time* next_ready) const

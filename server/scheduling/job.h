@@ -1,5 +1,5 @@
 // One accepted GEMM request on its way to a device, and what comes back. The service's
-// request object (server/gemm_request.h) is a Job: it carries the operands and the
+// request object (server/rpc/gemm_request.h) is a Job: it carries the operands and the
 // kernel chosen at admission through the scheduler, and owns what the operands point
 // into until its `done` has run.
 #ifndef GEMMD_SERVER_SCHEDULING_JOB_H_
@@ -20,6 +20,9 @@ namespace gemmd {
 
 struct JobResult {
   std::string device;
+  // The kernel that ran the job's launch (a stack's may not be the one chosen for the
+  // job alone); null when the job did not reach a device.
+  const Kernel* kernel = nullptr;
   absl::Duration queue;  // queued -> its batch started on a device
   absl::Duration copy_in;
   absl::Duration compute;
@@ -35,7 +38,9 @@ struct Job {
   // null is in `pieces` (only for devices that gather pieces).
   GemmOperands operands;
   HostPieces pieces;
-  // Chosen once, at admission, from the backend's catalogue; never null once queued.
+  // The kernel for the job's own launch, chosen at admission (KernelCatalogue::Choose);
+  // never null once queued. A stack of jobs against one resident B runs on the one
+  // chosen for the stack (Batch::kernel) unless the jobs forced theirs.
   const Kernel* kernel = nullptr;
   // Set for a QuantizedMatmul that runs on a quantized kernel: the packed operands
   // (operands.a/b are then unused; `problem` is the FP32 equivalent, which sizes

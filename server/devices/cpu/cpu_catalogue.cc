@@ -30,8 +30,8 @@ absl::StatusOr<const Kernel*> CpuCatalogue::Select(const GemmProblem& problem,
 absl::StatusOr<QuantizedChoice> CpuCatalogue::SelectQuantized(const QuantizedOperands& q,
                                                               std::string_view forced) const {
   const CpuKernel* kernel = forced.empty() ? SelectCpuQuantizedKernel(q) : FindCpuKernel(forced);
-  // None, or a Matmul kernel named: the host dequantizes and runs the FP32 GEMM.
-  if (kernel == nullptr || kernel->input() != KernelInput::kQuantized) return QuantizedChoice();
+  // None: the host dequantizes and runs the FP32 GEMM.
+  if (kernel == nullptr) return QuantizedChoice();
   if (absl::Status s = kernel->Check(q); !s.ok()) return s;
   return QuantizedChoice{kernel, /*dense_a=*/false};
 }

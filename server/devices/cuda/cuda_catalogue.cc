@@ -44,10 +44,6 @@ absl::StatusOr<const Kernel*> CudaCatalogue::Select(const GemmProblem& requested
 
 absl::StatusOr<QuantizedChoice> CudaCatalogue::SelectQuantized(const QuantizedOperands& q,
                                                                std::string_view forced) const {
-  // A dense kernel's name (CheckKernelName let it through): the host path.
-  if (!forced.empty() && gpu::KernelRegistry::Global().FindQuantized(forced) == nullptr) {
-    return QuantizedChoice();
-  }
   absl::StatusOr<gpu::ScopedDevice> current = gpu::ScopedDevice::Create(caps_.device);
   if (!current.ok()) return current.status();
   absl::StatusOr<const gpu::QuantizedGemmKernel*> kernel =

@@ -2,8 +2,8 @@
 // logs: at most kMaxClientTextBytes of them, then "..." and the full length. A client
 // that sends a megabyte of name must not get a megabyte of error back (gRPC clients
 // refuse status metadata that large) or write one into the log per request.
-#ifndef GEMMD_SERVER_RPC_CLIENT_TEXT_H_
-#define GEMMD_SERVER_RPC_CLIENT_TEXT_H_
+#ifndef GEMMD_SERVER_OBSERVABILITY_CLIENT_TEXT_H_
+#define GEMMD_SERVER_OBSERVABILITY_CLIENT_TEXT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -29,4 +29,4 @@ std::string ShapeText(absl::Span<const int64_t> shape);
 
 }  // namespace gemmd
 
-#endif  // GEMMD_SERVER_RPC_CLIENT_TEXT_H_
+#endif  // GEMMD_SERVER_OBSERVABILITY_CLIENT_TEXT_H_

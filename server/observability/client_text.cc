@@ -1,4 +1,4 @@
-#include "server/rpc/client_text.h"
+#include "server/observability/client_text.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

@@ -94,7 +94,7 @@ class FakeDevice : public Device {
       absl::MutexLock lock(&mu_);
       ++started_;
       batch_sizes_.push_back(static_cast<int>(launch.items.size()));
-      kernels_.push_back(std::string(launch.kernel->name()));
+      kernels_.push_back(launch.kernel != nullptr ? std::string(launch.kernel->name()) : "");
       packed_batch_.push_back(launch.problem.batch);
       for (const LaunchItem& item : launch.items) {
         ran_m_.push_back(item.problem.m);

@@ -1,6 +1,7 @@
 # Tests of the server core and of the whole server in-process (gRPC on 127.0.0.1:0).
 add_executable(server_unit_test
   matmul_validation_test.cc
+  arena_plan_test.cc
   batcher_test.cc
   grpc_status_test.cc
   host_copier_test.cc

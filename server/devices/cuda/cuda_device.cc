@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "kernels/cuda/common/cuda_status.h"
+#include "server/devices/cuda/arena_plan.h"
 #include "server/devices/cuda/cuda_device_internal.h"
 #include "server/devices/cuda/pinned_host_allocator.h"
 #include "server/observability/log.h"
@@ -25,10 +26,8 @@
 namespace gemmd {
 namespace {
 
-using cuda_device_internal::AlignUp;
 using cuda_device_internal::CapabilityString;
 using cuda_device_internal::Fp32Output;
-using cuda_device_internal::kRegionAlignment;
 
 // Zeros to fill the gaps between aligned regions, so that the copy-in of a whole launch
 // is one contiguous device range (one DMA per staging slot).
@@ -37,70 +36,11 @@ constexpr char kGapFill[kRegionAlignment] = {};
 // ones are gathered through the staging ring, where many share one DMA.
 constexpr int64_t kDirectDmaBytes = kPageLockedMinBytes;
 
-// Bytes of item j's piece of a region (LayoutOf gives the starts and the total).
-int64_t Span(const std::vector<int64_t>& offsets, int64_t region_bytes, size_t j) {
-  return (j + 1 < offsets.size() ? offsets[j + 1] : region_bytes) - offsets[j];
-}
-
-// Every host buffer the launch reads or writes is there: a null one would crash the
-// staging memcpy instead of failing the launch.
-absl::Status CheckHostBuffers(const DeviceLaunch& launch) {
-  static const HostPieces kNone;
-  for (size_t j = 0; j < launch.items.size(); ++j) {
-    const GemmProblem& p = launch.items[j].problem;
-    const GemmOperands& host = launch.items[j].host;
-    const HostPieces& pieces = launch.items[j].pieces ? *launch.items[j].pieces : kNone;
-    static const DeviceOperands kNotResident;
-    const DeviceOperands& r = launch.items[j].resident ? *launch.items[j].resident : kNotResident;
-    // A stacked launch reads B once, the first item's.
-    const bool needs_b = !launch.stacked || j == 0;
-    const bool missing =
-        (p.ElementsA() > 0 && host.a == nullptr && pieces.a.empty() && r.a == nullptr) ||
-        (needs_b && p.ElementsB() > 0 && host.b == nullptr && pieces.b.empty() && r.b == nullptr) ||
-        (p.beta != 0.0f && p.ElementsCIn() > 0 && host.c_in == nullptr && pieces.c_in.empty() &&
-         r.c_in == nullptr) ||
-        (p.ElementsC() > 0 && host.c_out == nullptr && r.c_out == nullptr);
-    if (missing) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("item ", j, " of the launch is missing a host operand buffer"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// The resident B every item of the launch reads (the device memory of one tensor), or
-// null when B comes from the host.
-const void* SharedResidentB(const DeviceLaunch& launch) {
-  const void* b = nullptr;
-  for (const LaunchItem& item : launch.items) {
-    const void* mine = item.resident != nullptr ? item.resident->b : nullptr;
-    if (mine == nullptr || (b != nullptr && mine != b)) return nullptr;
-    b = mine;
-    if (launch.stacked) break;
-  }
-  return b;
-}
-
 }  // namespace
 
-// Regions are arena offsets until the arena is acquired.
-struct CudaDevice::ArenaPlan {
-  // `host` is device memory (a resident tensor) when `device`: copied on the device.
-  struct In {
-    const void* host;
-    int64_t at;
-    int64_t bytes;
-    bool device = false;
-  };
-  struct Out {
-    int64_t at;
-    void* host;
-    int64_t bytes;
-    bool device = false;
-  };
-  std::vector<In> in;  // in arena order
-  std::vector<Out> out;
-  int64_t workspace_at = 0;
+// One launch: its arena (arena_plan.h) and how the kernel runs on it.
+struct CudaDevice::LaunchPlan {
+  ArenaCopies copies;
   size_t workspace_bytes = 0;
   // The exact workspace for the placed operands (dense kernels may need more where an
   // operand is misaligned); null when workspace_bytes is exact.
@@ -215,12 +155,23 @@ absl::Status CudaDevice::Run(const DeviceLaunch& launch, int lane, LaunchTimes* 
         absl::StrCat("lane ", lane, " is not in [0, ", lanes(), ") on ", description_.name));
   }
   if (launch.items.empty()) return absl::InvalidArgumentError("empty launch");
-  absl::StatusOr<ArenaPlan> plan;
-  if (const auto* dense = dynamic_cast<const gpu::GpuGemmKernel*>(launch.kernel)) {
-    plan = PlanDense(launch, *dense);
-  } else if (const auto* quantized = dynamic_cast<const gpu::QuantizedGemmKernel*>(launch.kernel)) {
-    plan = PlanQuantized(launch, *quantized);
-  } else {
+  absl::StatusOr<LaunchPlan> plan;
+  const gpu::GpuGemmKernel* dense = nullptr;
+  const gpu::QuantizedGemmKernel* quantized = nullptr;
+  if (launch.kernel != nullptr) {
+    // The input says which; the cast checks that the kernel is one of this backend's.
+    switch (launch.kernel->input()) {
+      case KernelInput::kDense:
+        dense = dynamic_cast<const gpu::GpuGemmKernel*>(launch.kernel);
+        if (dense != nullptr) plan = PlanDense(launch, *dense);
+        break;
+      case KernelInput::kQuantized:
+        quantized = dynamic_cast<const gpu::QuantizedGemmKernel*>(launch.kernel);
+        if (quantized != nullptr) plan = PlanQuantized(launch, *quantized);
+        break;
+    }
+  }
+  if (dense == nullptr && quantized == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "kernel ", launch.kernel == nullptr ? "(none)" : std::string(launch.kernel->name()),
         " is not a CUDA kernel"));
@@ -232,328 +183,189 @@ absl::Status CudaDevice::Run(const DeviceLaunch& launch, int lane, LaunchTimes* 
   return Execute(*plan, lanes_[static_cast<size_t>(lane)], lane, times);
 }
 
-absl::StatusOr<CudaDevice::ArenaPlan> CudaDevice::PlanDense(
+absl::StatusOr<CudaDevice::LaunchPlan> CudaDevice::PlanDense(
     const DeviceLaunch& launch, const gpu::GpuGemmKernel& kernel) const {
-  if (absl::Status s = CheckHostBuffers(launch); !s.ok()) return s;
-  const GemmProblem& problem = launch.problem;
-  // Arena: A | B | C_in | C | workspace, each region 256-byte aligned. Items sit back to
-  // back inside each region, which is the dense layout of the packed problem. With an
-  // FP16/BF16 result the kernel works on FP32 copies: C_in is widened into C_in32 and C32
-  // is rounded into C afterwards (element offsets are the same in both).
-  const LaunchLayout layout = LayoutOf(launch.items);
-  const bool reads_c = problem.beta != 0.0f;
-  const bool converts = problem.c_type != DataType::kFloat32;
+  absl::StatusOr<DenseArena> arena = PlanDenseArena(launch);
+  if (!arena.ok()) return arena.status();
+  // With an FP16/BF16 result the kernel works on FP32 copies: C_in is widened into
+  // C_in32 and C32 is rounded into C afterwards.
+  const GemmProblem problem = launch.problem;
   const GemmProblem fp32 = Fp32Output(problem);
-  const int64_t c_in_elements = reads_c ? problem.ElementsCIn() : 0;
-  const int64_t c_elements = problem.ElementsC();
-  // B read where it is resident, or once for a stacked launch (the items share it).
-  const void* shared_b = SharedResidentB(launch);
-  const int64_t b_region = shared_b != nullptr ? 0
-                           : launch.stacked    ? Span(layout.b_offset, layout.b_bytes, 0)
-                                               : layout.b_bytes;
-  const int64_t a_at = 0;
-  const int64_t b_at = AlignUp(a_at + layout.a_bytes);
-  const int64_t c_in_at = AlignUp(b_at + b_region);
-  // +16 bytes after each conversion target: LaunchConvert writes whole 16-byte groups.
-  const int64_t c_at = AlignUp(c_in_at + layout.c_in_bytes);
-  int64_t end = AlignUp(c_at + layout.c_bytes + 16);
-  int64_t c_in32_at = c_in_at;  // where the kernel reads C_in and writes C
-  int64_t c32_at = c_at;
-  if (converts) {
-    c_in32_at = end;
-    end = AlignUp(c_in32_at + c_in_elements * 4 + 16);
-    c32_at = end;
-    end = AlignUp(c32_at + c_elements * 4);
-  }
-
-  ArenaPlan plan;
-  const std::vector<LaunchItem>& items = launch.items;
-  static const DeviceOperands kNotResident;
-  auto resident = [&items](size_t j) -> const DeviceOperands& {
-    return items[j].resident != nullptr ? *items[j].resident : kNotResident;
-  };
-  // An operand resident on the device, at `host`, or (host null) in `pieces` back to back.
-  auto add_in = [&plan](const void* on_device, const void* host,
-                        const std::vector<absl::string_view>* pieces, int64_t at, int64_t bytes) {
-    if (on_device != nullptr) {
-      plan.in.push_back({on_device, at, bytes, true});
-      return;
-    }
-    if (host != nullptr || pieces == nullptr) {
-      plan.in.push_back({host, at, bytes});
-      return;
-    }
-    for (absl::string_view piece : *pieces) {
-      const int64_t n = std::min<int64_t>(bytes, static_cast<int64_t>(piece.size()));
-      if (n <= 0) break;
-      plan.in.push_back({piece.data(), at, n});
-      at += n;
-      bytes -= n;
-    }
-  };
-  for (size_t j = 0; j < items.size(); ++j) {
-    add_in(resident(j).a, items[j].host.a, items[j].pieces ? &items[j].pieces->a : nullptr,
-           a_at + layout.a_offset[j], Span(layout.a_offset, layout.a_bytes, j));
-  }
-  if (shared_b == nullptr) {
-    for (size_t j = 0; j < (launch.stacked ? 1 : items.size()); ++j) {
-      add_in(resident(j).b, items[j].host.b, items[j].pieces ? &items[j].pieces->b : nullptr,
-             b_at + layout.b_offset[j], Span(layout.b_offset, layout.b_bytes, j));
-    }
-  }
-  if (reads_c) {
-    for (size_t j = 0; j < items.size(); ++j) {
-      add_in(resident(j).c_in, items[j].host.c_in,
-             items[j].pieces ? &items[j].pieces->c_in : nullptr, c_in_at + layout.c_in_offset[j],
-             Span(layout.c_in_offset, layout.c_in_bytes, j));
-    }
-  }
-  // The C region is contiguous across items, so it leaves in as few DMAs as the slots
-  // allow and is scattered to each item's own buffer on the host (or, for a result kept
-  // resident, copied on the device).
-  for (size_t j = 0; j < items.size(); ++j) {
-    const int64_t bytes = Span(layout.c_offset, layout.c_bytes, j);
-    if (resident(j).c_out != nullptr) {
-      plan.out.push_back({c_at + layout.c_offset[j], resident(j).c_out, bytes, true});
-    } else {
-      plan.out.push_back({c_at + layout.c_offset[j], items[j].host.c_out, bytes});
-    }
-  }
-  plan.workspace_at = end;
+  LaunchPlan plan;
+  plan.copies = arena->copies;
   // The one-argument WorkspaceBytes assumes 16-byte-aligned operands, which the region
   // starts are; the exact count below can only differ if that assumption broke.
   plan.workspace_bytes = kernel.WorkspaceBytes(fp32);
-  auto operands = [=](char* arena) {
-    return GemmOperands{arena + a_at, shared_b != nullptr ? shared_b : arena + b_at,
-                        reads_c ? arena + c_in32_at : nullptr, arena + c32_at};
+  const DenseArena regions = *std::move(arena);
+  auto operands = [regions](char* base) {
+    return GemmOperands{base + regions.a_at,
+                        regions.resident_b != nullptr ? regions.resident_b : base + regions.b_at,
+                        regions.reads_c_in ? base + regions.c_in32_at : nullptr,
+                        base + regions.c32_at};
   };
-  plan.exact_workspace = [&kernel, fp32, operands](char* arena) {
-    return kernel.WorkspaceBytes(fp32, operands(arena));
+  plan.exact_workspace = [&kernel, fp32, operands](char* base) {
+    return kernel.WorkspaceBytes(fp32, operands(base));
   };
-  plan.launch = [&kernel, problem, fp32, operands, converts, reads_c, c_in_at, c_in32_at, c_at,
-                 c32_at, c_in_elements, c_elements](char* arena, void* workspace,
-                                                    size_t workspace_bytes, cudaStream_t stream) {
-    if (converts && reads_c) {
-      if (absl::Status s = gpu::LaunchConvert(problem.c_type, arena + c_in_at, DataType::kFloat32,
-                                              arena + c_in32_at, c_in_elements, stream);
+  plan.launch = [&kernel, problem, fp32, operands, regions](
+                    char* base, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+    if (regions.converts && regions.reads_c_in) {
+      if (absl::Status s = gpu::LaunchConvert(problem.c_type, base + regions.c_in_at,
+                                              DataType::kFloat32, base + regions.c_in32_at,
+                                              regions.c_in_elements, stream);
           !s.ok()) {
         return s;
       }
     }
-    if (absl::Status s = kernel.Launch(fp32, operands(arena), workspace, workspace_bytes, stream);
+    if (absl::Status s = kernel.Launch(fp32, operands(base), workspace, workspace_bytes, stream);
         !s.ok()) {
       return s;
     }
-    if (!converts) return absl::OkStatus();
-    return gpu::LaunchConvert(DataType::kFloat32, arena + c32_at, problem.c_type, arena + c_at,
-                              c_elements, stream);
+    if (!regions.converts) return absl::OkStatus();
+    return gpu::LaunchConvert(DataType::kFloat32, base + regions.c32_at, problem.c_type,
+                              base + regions.c_at, regions.c_elements, stream);
   };
   return plan;
 }
 
-absl::StatusOr<CudaDevice::ArenaPlan> CudaDevice::PlanQuantized(
+absl::StatusOr<CudaDevice::LaunchPlan> CudaDevice::PlanQuantized(
     const DeviceLaunch& launch, const gpu::QuantizedGemmKernel& kernel) const {
-  const std::vector<LaunchItem>& items = launch.items;
-  const bool stacked = launch.stacked_quantized != nullptr;
-  if ((!stacked && items.size() != 1) || items.front().quantized == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "kernel ", std::string(kernel.name()),
-        " runs one QuantizedMatmul at a time, or a stack of them against one weight"));
-  }
-  // The launch's operands: the one item's, or the stack's (m = every item's rows).
-  const QuantizedOperands& q = stacked ? *launch.stacked_quantized : *items.front().quantized;
-  static const DeviceOperands kNotResident;
-  auto resident = [&items](size_t j) -> const DeviceOperands& {
-    return items[j].resident != nullptr ? *items[j].resident : kNotResident;
-  };
-  for (size_t j = 0; j < items.size(); ++j) {
-    if (items[j].host.c_out == nullptr && resident(j).c_out == nullptr) {
-      return absl::InvalidArgumentError("quantized launch without a result buffer");
-    }
-  }
-  // A as the kernel reads it: packed codes and scales, or dense rows (a quantized A is
-  // dequantized at admission for such a kernel). A stack's A is dense: the items' rows.
-  const bool packed_a = kernel.reads_packed_a();
-  if (packed_a != q.a.has_value() || (stacked && packed_a)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "kernel ", std::string(kernel.name()), packed_a ? " reads a quantized A" : " reads a dense A"));
-  }
-  // Resident operands are read where they are (cudaMalloc'd, so aligned as the kernels
-  // need); the rest is staged into the arena: A | A scales | B codes | B scales | C.
-  const DeviceOperands& first = resident(0);
-  const bool b_resident = first.b != nullptr;
-  const bool a_resident = !stacked && first.a != nullptr;
-  const bool c_resident = !stacked && first.c_out != nullptr;
-  int64_t a_bytes = 0;
-  for (const LaunchItem& item : items) {
-    const QuantizedOperands& mine = *item.quantized;
-    a_bytes += static_cast<int64_t>(packed_a ? mine.a->data.size() : mine.a_dense.size());
-  }
-  const absl::string_view a_scales = packed_a ? q.a->scales : absl::string_view();
-  const int64_t a_at = 0;
-  const int64_t a_scales_at = AlignUp(a_at + (a_resident ? 0 : a_bytes));
-  const int64_t b_at =
-      AlignUp(a_scales_at + (a_resident ? 0 : static_cast<int64_t>(a_scales.size())));
-  const int64_t b_scales_at =
-      AlignUp(b_at + (b_resident ? 0 : static_cast<int64_t>(q.b.data.size())));
-  const int64_t c_at =
-      AlignUp(b_scales_at + (b_resident ? 0 : static_cast<int64_t>(q.b.scales.size())));
-  const int64_t c_bytes = q.m * q.n * static_cast<int64_t>(sizeof(float));
-  ArenaPlan plan;
-  if (!a_resident) {
-    int64_t at = a_at;
-    for (const LaunchItem& item : items) {
-      const QuantizedOperands& mine = *item.quantized;
-      const absl::string_view rows = packed_a ? mine.a->data : mine.a_dense;
-      plan.in.push_back({rows.data(), at, static_cast<int64_t>(rows.size())});
-      at += static_cast<int64_t>(rows.size());
-    }
-    if (packed_a) {
-      plan.in.push_back({a_scales.data(), a_scales_at, static_cast<int64_t>(a_scales.size())});
-    }
-  }
-  if (!b_resident) {
-    plan.in.push_back({q.b.data.data(), b_at, static_cast<int64_t>(q.b.data.size())});
-    plan.in.push_back({q.b.scales.data(), b_scales_at, static_cast<int64_t>(q.b.scales.size())});
-  }
-  // Each item's rows of C, in order (one item: all of C).
-  int64_t c_offset = 0;
-  for (size_t j = 0; j < items.size(); ++j) {
-    const int64_t bytes = items[j].quantized->m * q.n * static_cast<int64_t>(sizeof(float));
-    if (!c_resident) {
-      if (resident(j).c_out != nullptr) {
-        plan.out.push_back({c_at + c_offset, resident(j).c_out, bytes, true});
-      } else {
-        plan.out.push_back({c_at + c_offset, items[j].host.c_out, bytes});
-      }
-    }
-    c_offset += bytes;
-  }
-  plan.workspace_at = AlignUp(c_at + (c_resident ? 0 : c_bytes));
-  plan.workspace_bytes = kernel.WorkspaceBytes(q);
-  const QuantizedOperands* operands = &q;
-  const void* a_dev = a_resident ? first.a : nullptr;
-  const void* a_scales_dev = a_resident ? first.a_scales : nullptr;
-  const void* b_dev = b_resident ? first.b : nullptr;
-  const void* b_scales_dev = b_resident ? first.b_scales : nullptr;
-  void* c_dev = c_resident ? first.c_out : nullptr;
-  plan.launch = [&kernel, operands, a_at, a_scales_at, b_at, b_scales_at, c_at, a_dev,
-                 a_scales_dev, b_dev, b_scales_dev, c_dev](
-                    char* arena, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  absl::StatusOr<QuantizedArena> arena =
+      PlanQuantizedArena(launch, kernel.name(), kernel.reads_packed_a());
+  if (!arena.ok()) return arena.status();
+  LaunchPlan plan;
+  plan.copies = arena->copies;
+  plan.workspace_bytes = kernel.WorkspaceBytes(*arena->operands);
+  const QuantizedArena regions = *std::move(arena);
+  plan.launch = [&kernel, regions](char* base, void* workspace, size_t workspace_bytes,
+                                   cudaStream_t stream) {
+    auto at = [base](const void* resident, int64_t offset) -> const void* {
+      return resident != nullptr ? resident : base + offset;
+    };
     const gpu::QuantizedDeviceOperands d{
-        a_dev != nullptr ? a_dev : arena + a_at,
-        a_dev != nullptr ? a_scales_dev : arena + a_scales_at,
-        b_dev != nullptr ? b_dev : arena + b_at,
-        b_dev != nullptr ? b_scales_dev : arena + b_scales_at,
-        reinterpret_cast<float*>(c_dev != nullptr ? c_dev : arena + c_at)};
-    return kernel.Launch(*operands, d, workspace, workspace_bytes, stream);
+        at(regions.resident_a, regions.a_at),
+        regions.resident_a != nullptr ? regions.resident_a_scales : base + regions.a_scales_at,
+        at(regions.resident_b, regions.b_at),
+        regions.resident_b != nullptr ? regions.resident_b_scales : base + regions.b_scales_at,
+        reinterpret_cast<float*>(regions.resident_c != nullptr ? regions.resident_c
+                                                               : base + regions.c_at)};
+    return kernel.Launch(*regions.operands, d, workspace, workspace_bytes, stream);
   };
   return plan;
 }
 
-absl::Status CudaDevice::Execute(const ArenaPlan& plan, Lane& lane, int lane_index,
-                                 LaunchTimes* times) {
-  size_t workspace_bytes = plan.workspace_bytes;
-  char* arena = nullptr;
-  bool placed = false;
-  for (int attempt = 0; attempt < 2 && !placed; ++attempt) {
-    absl::StatusOr<void*> acquired =
-        pool_->Acquire(lane_index, plan.workspace_at + static_cast<int64_t>(workspace_bytes));
+absl::StatusOr<CudaDevice::Arena> CudaDevice::AcquireArena(const LaunchPlan& plan,
+                                                           int lane_index) {
+  Arena arena;
+  arena.workspace_bytes = plan.workspace_bytes;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<void*> acquired = pool_->Acquire(
+        lane_index, plan.copies.workspace_at + static_cast<int64_t>(arena.workspace_bytes));
     if (!acquired.ok()) {
       if (acquired.status().code() == absl::StatusCode::kInternal) {
         return Fault(acquired.status());
       }
       return acquired.status();  // RESOURCE_EXHAUSTED: the device is fine
     }
-    arena = static_cast<char*>(*acquired);
-    const size_t exact = plan.exact_workspace ? plan.exact_workspace(arena) : workspace_bytes;
-    if (exact <= workspace_bytes) {
-      placed = true;
-    } else {
-      workspace_bytes = exact;
+    arena.base = static_cast<char*>(*acquired);
+    const size_t exact =
+        plan.exact_workspace ? plan.exact_workspace(arena.base) : arena.workspace_bytes;
+    if (exact <= arena.workspace_bytes) {
+      arena.workspace =
+          arena.workspace_bytes > 0 ? arena.base + plan.copies.workspace_at : nullptr;
+      return arena;
     }
+    arena.workspace_bytes = exact;
   }
-  if (!placed) {
-    return absl::InternalError("the kernel asks for a different workspace at each address");
-  }
-  void* workspace = workspace_bytes > 0 ? arena + plan.workspace_at : nullptr;
+  return absl::InternalError("the kernel asks for a different workspace at each address");
+}
 
-  // One wait per launch: the phases are enqueued back to back on the lane's stream and
-  // timed there by events; the host blocks only where copy-out needs the results.
+absl::Status CudaDevice::CopyIn(const ArenaCopies& copies, char* arena, Lane& lane) {
+  // A large region in page-locked memory (the server's request buffers) goes by its own
+  // DMA, straight from the host buffer; every other region goes through the staging
+  // ring, in arena order with the alignment gaps filled, so the ring sends the range as
+  // few DMAs as possible.
   const cudaStream_t stream = lane.stream.get();
-  const absl::Time start = absl::Now();
-  // The launch's host buffers must outlive every DMA that reads or writes them: a
-  // launch that fails after enqueueing copies waits for them before it returns.
-  auto drain = [stream](absl::Status status) {
-    (void)cudaStreamSynchronize(stream);
-    return status;
-  };
-  GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaEventRecord(lane.start, stream)));
-
-  // Copy-in: a large region in page-locked memory (the server's request buffers) goes by
-  // its own DMA, straight from the host buffer; every other region goes through the
-  // staging ring, in arena order with the alignment gaps filled, so the ring sends the
-  // range as few DMAs as possible.
-  std::vector<HostToDevice> in;
-  in.reserve(plan.in.size() * 2);
-  int64_t covered = -1;  // arena bytes up to `covered` are in `in`, or -1 for none
-  for (const ArenaPlan::In& region : plan.in) {
-    if (region.device) {
+  std::vector<HostToDevice> staged;
+  staged.reserve(copies.in.size() * 2);
+  int64_t covered = -1;  // arena bytes up to `covered` are in `staged`, or -1 for none
+  for (const ArenaCopyIn& region : copies.in) {
+    if (region.from_device) {
       GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(
-          cudaMemcpyAsync(arena + region.at, region.host, static_cast<size_t>(region.bytes),
+          cudaMemcpyAsync(arena + region.at, region.from, static_cast<size_t>(region.bytes),
                           cudaMemcpyDeviceToDevice, stream)));
       covered = -1;  // no gap fill across it: the staged bytes land after this copy
       continue;
     }
-    if (region.bytes >= kDirectDmaBytes && IsPageLocked(region.host)) {
+    if (region.bytes >= kDirectDmaBytes && IsPageLocked(region.from)) {
       GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(
-          cudaMemcpyAsync(arena + region.at, region.host, static_cast<size_t>(region.bytes),
+          cudaMemcpyAsync(arena + region.at, region.from, static_cast<size_t>(region.bytes),
                           cudaMemcpyHostToDevice, stream)));
       continue;
     }
     if (covered >= 0 && region.at > covered && region.at - covered <= kRegionAlignment) {
-      in.push_back({kGapFill, arena + covered, static_cast<size_t>(region.at - covered)});
+      staged.push_back({kGapFill, arena + covered, static_cast<size_t>(region.at - covered)});
     }
-    in.push_back({region.host, arena + region.at, static_cast<size_t>(region.bytes)});
+    staged.push_back({region.from, arena + region.at, static_cast<size_t>(region.bytes)});
     covered = region.at + region.bytes;
   }
-  GEMMD_FAULT_IF_ERROR(lane.staging->CopyIn(in, stream));
-  GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaEventRecord(lane.copied, stream)));
+  GEMMD_FAULT_IF_ERROR(lane.staging->CopyIn(staged, stream));
+  return absl::OkStatus();
+}
 
-  const absl::Status launched = plan.launch(arena, workspace, workspace_bytes, stream);
-  if (!launched.ok()) {
-    // INTERNAL is a CUDA error; the rest are the kernel's checks of the operands.
-    if (launched.code() == absl::StatusCode::kInternal) return Fault(drain(launched));
-    return drain(launched);
-  }
-  GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaEventRecord(lane.computed, stream)));
-
-  // Copy-out likewise: large page-locked results by their own DMA, the rest staged (the
-  // ring waits for each slot's DMA, which comes after the kernel in stream order).
-  std::vector<DeviceToHost> out;
-  out.reserve(plan.out.size());
-  bool direct_out = false;
-  for (const ArenaPlan::Out& region : plan.out) {
-    if (region.device) {
+absl::Status CudaDevice::CopyOut(const ArenaCopies& copies, const char* arena, Lane& lane) {
+  // Large page-locked results by their own DMA, the rest staged (the ring waits for each
+  // slot's DMA, which comes after the kernel in stream order).
+  const cudaStream_t stream = lane.stream.get();
+  std::vector<DeviceToHost> staged;
+  staged.reserve(copies.out.size());
+  bool direct = false;
+  for (const ArenaCopyOut& region : copies.out) {
+    if (region.to_device) {
       GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(
-          cudaMemcpyAsync(region.host, arena + region.at, static_cast<size_t>(region.bytes),
+          cudaMemcpyAsync(region.to, arena + region.at, static_cast<size_t>(region.bytes),
                           cudaMemcpyDeviceToDevice, stream)));
-      direct_out = true;
+      direct = true;
       continue;
     }
-    if (region.bytes >= kDirectDmaBytes && IsPageLocked(region.host)) {
+    if (region.bytes >= kDirectDmaBytes && IsPageLocked(region.to)) {
       GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(
-          cudaMemcpyAsync(region.host, arena + region.at, static_cast<size_t>(region.bytes),
+          cudaMemcpyAsync(region.to, arena + region.at, static_cast<size_t>(region.bytes),
                           cudaMemcpyDeviceToHost, stream)));
-      direct_out = true;
+      direct = true;
       continue;
     }
-    out.push_back({arena + region.at, region.host, static_cast<size_t>(region.bytes)});
+    staged.push_back({arena + region.at, region.to, static_cast<size_t>(region.bytes)});
   }
-  GEMMD_FAULT_IF_ERROR(lane.staging->CopyOut(out, stream));
-  if (direct_out || out.empty()) {
+  GEMMD_FAULT_IF_ERROR(lane.staging->CopyOut(staged, stream));
+  if (direct || staged.empty()) {
     GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaStreamSynchronize(stream)));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::Execute(const LaunchPlan& plan, Lane& lane, int lane_index,
+                                 LaunchTimes* times) {
+  absl::StatusOr<Arena> arena = AcquireArena(plan, lane_index);
+  if (!arena.ok()) return arena.status();
+  // One wait per launch: the phases are enqueued back to back on the lane's stream and
+  // timed there by events; the host blocks only where copy-out needs the results.
+  const cudaStream_t stream = lane.stream.get();
+  const absl::Time start = absl::Now();
+  GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaEventRecord(lane.start, stream)));
+  if (absl::Status s = CopyIn(plan.copies, arena->base, lane); !s.ok()) return s;
+  GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaEventRecord(lane.copied, stream)));
+  const absl::Status launched =
+      plan.launch(arena->base, arena->workspace, arena->workspace_bytes, stream);
+  if (!launched.ok()) {
+    // The launch's host buffers must outlive every DMA that reads them: wait for the
+    // copies already enqueued before returning.
+    (void)cudaStreamSynchronize(stream);
+    // INTERNAL is a CUDA error; the rest are the kernel's checks of the operands.
+    if (launched.code() == absl::StatusCode::kInternal) return Fault(launched);
+    return launched;
+  }
+  GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaEventRecord(lane.computed, stream)));
+  if (absl::Status s = CopyOut(plan.copies, arena->base, lane); !s.ok()) return s;
 
   float copy_in_ms = 0, compute_ms = 0;
   GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaEventElapsedTime(&copy_in_ms, lane.start, lane.copied)));

@@ -29,6 +29,7 @@
 #include "kernels/cuda/common/cuda_raii.h"
 #include "kernels/cuda/gpu_gemm.h"
 #include "kernels/cuda/quantized/quantized_kernels.h"
+#include "server/devices/cuda/arena_plan.h"
 #include "server/devices/cuda/device_memory_pool.h"
 #include "server/devices/cuda/pinned_staging.h"
 #include "server/devices/device.h"
@@ -111,18 +112,29 @@ class CudaDevice : public Device {
     // once per launch, not once per phase.
     cudaEvent_t start = nullptr, copied = nullptr, computed = nullptr;
   };
-  // One launch's use of the arena: what goes in, what comes out, how it launches.
-  struct ArenaPlan;
+  // One launch: its arena's copies (arena_plan.h) and how the kernel runs on them.
+  struct LaunchPlan;
+  // A lane's arena acquired for one launch, with the kernel's workspace in it.
+  struct Arena {
+    char* base = nullptr;
+    void* workspace = nullptr;
+    size_t workspace_bytes = 0;
+  };
 
   CudaDevice(int ordinal, const CudaDeviceOptions& options, gpu::DeviceCaps caps);
 
-  // The plans of the two kinds of launch (the device is already current).
-  absl::StatusOr<ArenaPlan> PlanDense(const DeviceLaunch& launch,
-                                      const gpu::GpuGemmKernel& kernel) const;
-  absl::StatusOr<ArenaPlan> PlanQuantized(const DeviceLaunch& launch,
-                                          const gpu::QuantizedGemmKernel& kernel) const;
-  // Stage the operands -> launch -> copy C out, on one lane.
-  absl::Status Execute(const ArenaPlan& plan, Lane& lane, int lane_index, LaunchTimes* times);
+  // The plans of the two kinds of launch: the arena (PlanDenseArena, PlanQuantizedArena)
+  // and the kernel's launch on it.
+  absl::StatusOr<LaunchPlan> PlanDense(const DeviceLaunch& launch,
+                                       const gpu::GpuGemmKernel& kernel) const;
+  absl::StatusOr<LaunchPlan> PlanQuantized(const DeviceLaunch& launch,
+                                           const gpu::QuantizedGemmKernel& kernel) const;
+  // Execute's phases, on one lane (the device is current): the arena from the pool, the
+  // operands in, the launch, C out. A failed CUDA step is a fault.
+  absl::Status Execute(const LaunchPlan& plan, Lane& lane, int lane_index, LaunchTimes* times);
+  absl::StatusOr<Arena> AcquireArena(const LaunchPlan& plan, int lane_index);
+  absl::Status CopyIn(const ArenaCopies& copies, char* arena, Lane& lane);
+  absl::Status CopyOut(const ArenaCopies& copies, const char* arena, Lane& lane);
   // Marks the device unhealthy (logging the first fault) and returns the INTERNAL status
   // the launch reports.
   absl::Status Fault(const absl::Status& cuda_error);

@@ -1,5 +1,5 @@
 // What the CUDA backend's source files share (not a public header): CUDA error plumbing,
-// the arena's region alignment, the FP32-output problem the kernels compute.
+// the FP32-output problem the kernels compute.
 #ifndef GEMMD_SERVER_DEVICES_CUDA_CUDA_DEVICE_INTERNAL_H_
 #define GEMMD_SERVER_DEVICES_CUDA_CUDA_DEVICE_INTERNAL_H_
 
@@ -22,14 +22,6 @@
   } while (false)
 
 namespace gemmd::cuda_device_internal {
-
-// Region starts in a lane's arena: cudaMalloc's alignment, more than any kernel's vector
-// loads need, so the kernels never repack an operand for alignment's sake.
-inline constexpr int64_t kRegionAlignment = 256;
-
-inline int64_t AlignUp(int64_t bytes) {
-  return (bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
-}
 
 // `p` with FP32 output: what the dense kernels compute for any requested output type.
 inline GemmProblem Fp32Output(GemmProblem p) {

@@ -68,6 +68,9 @@ bool Eventually(F condition) {
   return true;
 }
 
+// Submit with the job handed over (a refused one is dropped here).
+absl::Status SubmitJob(Batcher& batcher, std::unique_ptr<Job> job) { return batcher.Submit(&job); }
+
 Batcher::Options Opts(uint32_t max_batch_size, absl::Duration delay, size_t max_queue_size) {
   Batcher::Options o;
   o.max_batch_size = max_batch_size;
@@ -154,15 +157,18 @@ TEST(BatcherTest, FullQueueRejectsAtOnce) {
   ServerMetrics metrics(1);
   Batcher batcher({&device}, Opts(1, absl::ZeroDuration(), 2), &metrics);
   Outcome o1, o2, o3, o4;
-  ASSERT_TRUE(batcher.Submit(MakeJob(&o1, 1)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&o1, 1)).ok());
   device.AwaitStarted(1);  // job 1 is on the device, the queue is empty
-  ASSERT_TRUE(batcher.Submit(MakeJob(&o2, 2)).ok());
-  ASSERT_TRUE(batcher.Submit(MakeJob(&o3, 3)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&o2, 2)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&o3, 3)).ok());
   EXPECT_EQ(batcher.QueueDepth(), 2u);
   EXPECT_EQ(MetricValue(metrics, "gemm_queue_depth", {}), 2);
-  const absl::Status full = batcher.Submit(MakeJob(&o4, 4));
+  std::unique_ptr<Job> refused = MakeJob(&o4, 4);
+  const Job* const refused_job = refused.get();
+  const absl::Status full = batcher.Submit(&refused);
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(full.message(), "queue full: 2 jobs waiting (--max_queue_size=2); retry later");
+  EXPECT_EQ(refused.get(), refused_job);  // not taken: still the caller's, whole
   device.Open();
   batcher.Drain();
   for (Outcome* o : {&o1, &o2, &o3}) {
@@ -186,7 +192,7 @@ TEST(BatcherTest, CheckRoomAnswersWhatSubmitWould) {
   FakeDevice device(/*gated=*/true);
   Batcher batcher({&device}, Opts(1, absl::ZeroDuration(), 2), nullptr);
   Outcome o1, o2, o3;
-  ASSERT_TRUE(batcher.Submit(MakeJob(&o1, 1)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&o1, 1)).ok());
   device.AwaitStarted(1);
   EXPECT_TRUE(batcher.CheckRoom(0).ok());
   EXPECT_TRUE(batcher.CheckRoom(1).ok());
@@ -195,12 +201,12 @@ TEST(BatcherTest, CheckRoomAnswersWhatSubmitWould) {
   EXPECT_EQ(crowd.message(),
             "server busy: 2 calls are still sending their requests (--max_queue_size=2); "
             "retry later");
-  ASSERT_TRUE(batcher.Submit(MakeJob(&o2, 2)).ok());
-  ASSERT_TRUE(batcher.Submit(MakeJob(&o3, 3)).ok());  // the queue (size 2) is now full
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&o2, 2)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&o3, 3)).ok());  // the queue (size 2) is now full
   const absl::Status full = batcher.CheckRoom(0);
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
   Outcome o4;
-  EXPECT_EQ(batcher.Submit(MakeJob(&o4, 4)).message(), full.message());
+  EXPECT_EQ(SubmitJob(batcher, MakeJob(&o4, 4)).message(), full.message());
   EXPECT_EQ(full.message(), "queue full: 2 jobs waiting (--max_queue_size=2); retry later");
   EXPECT_EQ(batcher.QueueDepth(), 2u);  // checking took nothing
   device.Open();
@@ -218,16 +224,16 @@ TEST(BatcherTest, AnIdleDeviceTakesALoneJobAtOnceUnlessMoreAreArriving) {
   Batcher batcher({&device}, Opts(4, absl::Seconds(10), 100), nullptr, &clock);
   batcher.SetArriving(&arriving);
   Outcome first;
-  ASSERT_TRUE(batcher.Submit(MakeJob(&first, 3)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&first, 3)).ok());
   ASSERT_TRUE(first.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ(first.result.batch_size, 1u);
 
   arriving = 1;  // one more caller is sending its request: keep the window open
   Outcome second, third;
-  ASSERT_TRUE(batcher.Submit(MakeJob(&second, 3)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&second, 3)).ok());
   absl::SleepFor(absl::Milliseconds(30));
   EXPECT_EQ(second.calls.load(), 0) << "launched while another request was arriving";
-  ASSERT_TRUE(batcher.Submit(MakeJob(&third, 3)).ok());  // it arrived
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&third, 3)).ok());  // it arrived
   arriving = 0;
   batcher.Poke();
   ASSERT_TRUE(third.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
@@ -240,7 +246,7 @@ TEST(BatcherTest, AnIdleDeviceTakesALoneJobAtOnceUnlessMoreAreArriving) {
   Batcher waiting({&other}, fixed, nullptr, &clock);
   waiting.SetArriving(&arriving);
   Outcome lone;
-  ASSERT_TRUE(waiting.Submit(MakeJob(&lone, 3)).ok());
+  ASSERT_TRUE(SubmitJob(waiting, MakeJob(&lone, 3)).ok());
   absl::SleepFor(absl::Milliseconds(30));
   EXPECT_EQ(lone.calls.load(), 0) << "wait_when_idle: the lone job must wait the delay";
   waiting.Drain();
@@ -257,7 +263,7 @@ TEST(BatcherTest, BatchesFormUpToTheSizeLimitAndTheDelayBoundHolds) {
   for (int i = 0; i < 10; ++i) {
     outcomes.push_back(std::make_unique<Outcome>());
     ASSERT_TRUE(
-        batcher.Submit(Tagged(MakeJob(outcomes.back().get(), 3), outcomes.back().get(), i)).ok());
+        SubmitJob(batcher, Tagged(MakeJob(outcomes.back().get(), 3), outcomes.back().get(), i)).ok());
   }
   device.AwaitStarted(1);  // a full batch goes at once, without waiting for the delay
   device.Open();
@@ -286,7 +292,7 @@ TEST(BatcherTest, MaxBatchSizeOneTurnsBatchingOff) {
   FakeDevice device(/*gated=*/true);
   Batcher batcher({&device}, Opts(1, absl::Milliseconds(100), 100), nullptr);
   Outcome o[6];
-  for (Outcome& out : o) ASSERT_TRUE(batcher.Submit(MakeJob(&out, 2)).ok());
+  for (Outcome& out : o) ASSERT_TRUE(SubmitJob(batcher, MakeJob(&out, 2)).ok());
   device.Open();
   batcher.Drain();
   EXPECT_EQ(device.batch_sizes(), std::vector<int>(6, 1));
@@ -302,7 +308,7 @@ TEST(BatcherTest, OnlyJobsWithOneKeyShareALaunch) {
   for (int i = 0; i < 9; ++i) {
     auto job = MakeJob(&o[i], 1 + i % 3, 2, i >= 6 ? 2 : 1);
     if (i == 8) job->problem.batch_stride_b = 0;
-    ASSERT_TRUE(batcher.Submit(std::move(job)).ok());
+    ASSERT_TRUE(SubmitJob(batcher, std::move(job)).ok());
   }
   clock.Advance(absl::Milliseconds(1));
   batcher.Poke();
@@ -326,14 +332,14 @@ TEST(BatcherTest, AStackRunsOnTheKernelChosenForItsRowsAndEachResultSaysSo) {
   options.catalogue = &catalogue;
   Batcher batcher({&device}, options, nullptr);
   Outcome lone, stacked[3];
-  ASSERT_TRUE(batcher.Submit(MakeJob(&lone, 2)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&lone, 2)).ok());
   device.AwaitStarted(1);  // holds the device, so the three below wait together
   float resident_b[2] = {1, 1};
   for (Outcome& out : stacked) {
     std::unique_ptr<Job> job = MakeJob(&out, 2);
     job->shared_b = resident_b;
     ASSERT_EQ(job->kernel, &testing::TheFakeKernel());  // what admission chose for M = 2
-    ASSERT_TRUE(batcher.Submit(std::move(job)).ok());
+    ASSERT_TRUE(SubmitJob(batcher, std::move(job)).ok());
   }
   device.Open();
   batcher.Drain();
@@ -359,20 +365,20 @@ TEST(BatcherTest, AStackNoKernelRunsGoesOneJobAtATimeAndAForcedOneIsKept) {
   options.catalogue = &catalogue;
   Batcher batcher({&device}, options, nullptr);
   Outcome lone, unforced[3], forced[3];
-  ASSERT_TRUE(batcher.Submit(MakeJob(&lone, 2)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&lone, 2)).ok());
   device.AwaitStarted(1);
   float resident_b[2] = {1, 1};
   for (Outcome& out : unforced) {
     std::unique_ptr<Job> job = MakeJob(&out, 2);
     job->shared_b = resident_b;
-    ASSERT_TRUE(batcher.Submit(std::move(job)).ok());
+    ASSERT_TRUE(SubmitJob(batcher, std::move(job)).ok());
   }
   for (Outcome& out : forced) {
     std::unique_ptr<Job> job = MakeJob(&out, 2);
     job->shared_b = resident_b;
     job->kernel = &testing::TheTallKernel();
     job->kernel_forced = true;
-    ASSERT_TRUE(batcher.Submit(std::move(job)).ok());
+    ASSERT_TRUE(SubmitJob(batcher, std::move(job)).ok());
   }
   device.Open();
   batcher.Drain();
@@ -396,19 +402,19 @@ TEST(BatcherTest, ExpiredAndCancelledJobsNeverReachTheDevice) {
   FakeDevice device(/*gated=*/true);
   Batcher batcher({&device}, Opts(1, absl::ZeroDuration(), 8), nullptr);
   Outcome running, expired, cancelled, fine;
-  ASSERT_TRUE(batcher.Submit(MakeJob(&running, 1)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&running, 1)).ok());
   device.AwaitStarted(1);
   auto job = MakeJob(&expired, 2);
   job->deadline = absl::Now() - absl::Milliseconds(1);
-  ASSERT_TRUE(batcher.Submit(std::move(job)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, std::move(job)).ok());
   job = MakeJob(&cancelled, 3);
   job->is_cancelled = [] { return true; };
-  ASSERT_TRUE(batcher.Submit(std::move(job)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, std::move(job)).ok());
   EXPECT_EQ(batcher.CancelledJobsWaiting(), 1u);
   job = MakeJob(&fine, 4);
   job->deadline = absl::Now() + absl::Hours(1);
   job->is_cancelled = [] { return false; };
-  ASSERT_TRUE(batcher.Submit(std::move(job)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, std::move(job)).ok());
   device.Open();
   batcher.Drain();
   EXPECT_EQ(expired.status.code(), absl::StatusCode::kDeadlineExceeded);
@@ -429,10 +435,10 @@ TEST(BatcherTest, DeadlinesFollowTheInjectedClock) {
   Outcome early, late;
   auto job = MakeJob(&early, 2);
   job->deadline = clock.Now() + absl::Milliseconds(2);  // passes while it waits for company
-  ASSERT_TRUE(batcher.Submit(std::move(job)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, std::move(job)).ok());
   job = MakeJob(&late, 2);
   job->deadline = clock.Now() + absl::Milliseconds(10);
-  ASSERT_TRUE(batcher.Submit(std::move(job)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, std::move(job)).ok());
   clock.Advance(absl::Milliseconds(5));
   batcher.Poke();
   device.Open();
@@ -463,7 +469,7 @@ TEST(BatcherTest, PackedQuantizedJobsCountTheirPackedBytes) {
   EXPECT_EQ(OperandBytes(job->problem), 49280);
   device.set_max_batch_bytes(packed);  // the FP32 copies would not fit a launch
   Batcher batcher({&device}, Opts(1, absl::ZeroDuration(), 100), nullptr);
-  ASSERT_TRUE(batcher.Submit(std::move(job)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, std::move(job)).ok());
   EXPECT_EQ(batcher.InflightBytes(), packed);
   device.Open();
   batcher.Drain();
@@ -496,11 +502,11 @@ TEST(BatcherTest, DeviceMemoryBoundsBatchesAndRefusesOversizedJobs) {
   device.set_max_batch_bytes(2 * job_bytes);
   Batcher batcher({&device}, Opts(8, absl::Milliseconds(1), 100), nullptr, &clock);
   Outcome big;
-  const absl::Status too_big = batcher.Submit(MakeJob(&big, 4, 2, /*batch=*/3));
+  const absl::Status too_big = SubmitJob(batcher, MakeJob(&big, 4, 2, /*batch=*/3));
   EXPECT_EQ(too_big.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(absl::StrContains(too_big.message(), "--device_memory_limit_bytes")) << too_big;
   Outcome o[5];
-  for (Outcome& out : o) ASSERT_TRUE(batcher.Submit(MakeJob(&out, 4)).ok());
+  for (Outcome& out : o) ASSERT_TRUE(SubmitJob(batcher, MakeJob(&out, 4)).ok());
   clock.Advance(absl::Milliseconds(1));
   batcher.Poke();
   device.Open();
@@ -513,11 +519,11 @@ TEST(BatcherTest, LeastOutstandingWorkPlacement) {
   Batcher batcher({&d0, &d1}, Opts(1, absl::ZeroDuration(), 100), nullptr);
   Outcome o[3];
   // 2*64*2 FLOPs lands on d0 (a tie goes to the first); then d1 has less work, twice.
-  ASSERT_TRUE(batcher.Submit(MakeJob(&o[0], 64)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&o[0], 64)).ok());
   d0.AwaitStarted(1);
-  ASSERT_TRUE(batcher.Submit(MakeJob(&o[1], 2)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&o[1], 2)).ok());
   d1.AwaitStarted(1);
-  ASSERT_TRUE(batcher.Submit(MakeJob(&o[2], 3)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&o[2], 3)).ok());
   d1.AwaitStarted(2);
   d0.Open();
   d1.Open();
@@ -531,7 +537,7 @@ TEST(BatcherTest, DeviceErrorsReachTheCallerAndADeviceStaysHealthy) {
   device.FailWith(absl::FailedPreconditionError("no kernel"));
   Batcher batcher({&device}, Opts(8, absl::ZeroDuration(), 8), nullptr);
   Outcome o;
-  ASSERT_TRUE(batcher.Submit(MakeJob(&o, 5)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&o, 5)).ok());
   o.done.WaitForNotification();
   EXPECT_EQ(o.status, absl::FailedPreconditionError("no kernel"));
   EXPECT_EQ(batcher.HealthyDevices(), 1);
@@ -543,7 +549,7 @@ TEST(BatcherTest, AFaultedDeviceGetsNoMoreWork) {
   ServerMetrics metrics(2);
   Batcher batcher({&bad, &good}, Opts(1, absl::ZeroDuration(), 100), &metrics);
   Outcome first, second;
-  ASSERT_TRUE(batcher.Submit(MakeJob(&first, 7)).ok());  // goes to `bad` (tie, first)
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&first, 7)).ok());  // goes to `bad` (tie, first)
   first.done.WaitForNotification();
   EXPECT_EQ(first.status.code(), absl::StatusCode::kInternal);
   ASSERT_TRUE(Eventually([&] { return batcher.HealthyDevices() == 1; }));
@@ -552,7 +558,7 @@ TEST(BatcherTest, AFaultedDeviceGetsNoMoreWork) {
   std::vector<std::unique_ptr<Outcome>> later;
   for (int i = 0; i < 5; ++i) {
     later.push_back(std::make_unique<Outcome>());
-    ASSERT_TRUE(batcher.Submit(MakeJob(later.back().get(), 8)).ok());
+    ASSERT_TRUE(SubmitJob(batcher, MakeJob(later.back().get(), 8)).ok());
   }
   good.Open();
   batcher.Drain();
@@ -568,9 +574,9 @@ TEST(BatcherTest, WithNoHealthyDeviceEverythingGetsUnavailable) {
   absl::Notification none_healthy;
   batcher.SetOnNoHealthyDevice([&] { none_healthy.Notify(); });
   Outcome running, queued;
-  ASSERT_TRUE(batcher.Submit(MakeJob(&running, 1)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&running, 1)).ok());
   device.AwaitStarted(1);
-  ASSERT_TRUE(batcher.Submit(MakeJob(&queued, 2)).ok());
+  ASSERT_TRUE(SubmitJob(batcher, MakeJob(&queued, 2)).ok());
   device.Open();
   ASSERT_TRUE(none_healthy.WaitForNotificationWithTimeout(absl::Seconds(10)));
   running.done.WaitForNotification();
@@ -578,7 +584,7 @@ TEST(BatcherTest, WithNoHealthyDeviceEverythingGetsUnavailable) {
   EXPECT_EQ(running.status.code(), absl::StatusCode::kInternal);
   EXPECT_EQ(queued.status.code(), absl::StatusCode::kUnavailable);
   Outcome refused;
-  const absl::Status status = batcher.Submit(MakeJob(&refused, 3));
+  const absl::Status status = SubmitJob(batcher, MakeJob(&refused, 3));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(status.message(), "no healthy device: every device of this server has faulted");
   batcher.Drain();
@@ -592,12 +598,12 @@ TEST(BatcherTest, DrainFinishesAcceptedJobsAndRefusesNewOnes) {
   std::vector<std::unique_ptr<Outcome>> accepted;
   for (int i = 0; i < 3; ++i) {
     accepted.push_back(std::make_unique<Outcome>());
-    ASSERT_TRUE(batcher.Submit(MakeJob(accepted.back().get(), 1 + i)).ok());
+    ASSERT_TRUE(SubmitJob(batcher, MakeJob(accepted.back().get(), 1 + i)).ok());
   }
   std::thread drain([&] { batcher.Drain(); });
   while (!batcher.draining()) absl::SleepFor(absl::Microseconds(100));
   Outcome refused;
-  const absl::Status status = batcher.Submit(MakeJob(&refused, 100));
+  const absl::Status status = SubmitJob(batcher, MakeJob(&refused, 100));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(status.message(), "server is shutting down");
   device.Open();
@@ -627,7 +633,7 @@ TEST(BatcherTest, ResultsReachTheirCallersUnderConcurrency) {
         // Few shapes, so batches form; every job's tag is its own index.
         auto job = MakeJob(outcomes[i].get(), 1 + rng() % 3, 1 + rng() % 3, 1 + rng() % 2);
         ASSERT_TRUE(
-            batcher.Submit(Tagged(std::move(job), outcomes[i].get(), static_cast<float>(i)))
+            SubmitJob(batcher, Tagged(std::move(job), outcomes[i].get(), static_cast<float>(i)))
                 .ok());
       }
     });

@@ -2,12 +2,15 @@
 add_executable(server_unit_test
   matmul_validation_test.cc
   arena_plan_test.cc
+  batch_queues_test.cc
   batcher_test.cc
+  device_placement_test.cc
   grpc_status_test.cc
   host_copier_test.cc
   log_test.cc
   metrics_test.cc
   host_memory_test.cc
+  launch_runner_test.cc
   response_encoding_test.cc
   payload_placement_test.cc
   tensor_store_test.cc

@@ -120,7 +120,11 @@ absl::Status GemmCall::PrepareAndSubmit() {
   // No longer arriving: from here the queue counts it (or refuses it). Leaving first can
   // only let a concurrent arrival through to Submit, which still checks.
   LeaveArriving();
-  return env_->executor->Submit(std::move(request_));
+  std::unique_ptr<Job> job = std::move(request_);
+  absl::Status submitted = env_->executor->Submit(&job);
+  // Refused: the request is still this call's, which answers it.
+  if (!submitted.ok()) request_.reset(static_cast<GemmRequest*>(job.release()));
+  return submitted;
 }
 
 void GemmCall::JobDone(const GemmRequest& r, const absl::Status& status,

@@ -2,6 +2,9 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
 namespace gemmd {
 
 BatchKey BatchKeyOf(const Job& job) {
@@ -56,6 +59,26 @@ int64_t JobBytes(const Job& job) {
                            : static_cast<int64_t>(q.a_dense.size());
   if (job.kernel != nullptr) bytes += job.kernel->HostWorkspaceBytes(q);
   return bytes;
+}
+
+absl::Status DropReason(const Job& job, absl::Time now) {
+  if (now > job.deadline) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "deadline passed after ", absl::FormatDuration(absl::Now() - job.accepted),
+        " in the queue; the job did not run"));
+  }
+  if (job.is_cancelled && job.is_cancelled()) {
+    return absl::CancelledError("the client cancelled the request before it ran");
+  }
+  return absl::OkStatus();
+}
+
+void AnswerDropped(std::vector<DroppedJob> dropped) {
+  for (DroppedJob& d : dropped) {
+    JobResult result;
+    result.queue = absl::Now() - d.job->accepted;
+    d.job->done(d.status, result);
+  }
 }
 
 bool IsBatchable(const GemmProblem& p) {

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/kernel.h"
 #include "server/devices/device.h"
@@ -89,6 +91,26 @@ struct Batch {
   // A stacked QuantizedMatmul's launch operands (StackedQuantized).
   std::unique_ptr<QuantizedOperands> stacked_quantized;
 };
+
+// A batch formed from a queue on its way to a device: its work (FLOPs, which placement
+// balances) and the bytes its jobs hold (JobBytes; released when it is done).
+struct FormedBatch {
+  Batch batch;
+  double flops = 0;
+  int64_t bytes = 0;
+};
+
+// A job leaving without reaching a device, and why.
+struct DroppedJob {
+  std::unique_ptr<Job> job;
+  absl::Status status;
+};
+
+// Why a job must not run at `now`: DEADLINE_EXCEEDED once its deadline has passed,
+// CANCELLED once its caller gave up; else OK.
+absl::Status DropReason(const Job& job, absl::Time now);
+// Answers each dropped job (its `done`, with the time it waited).
+void AnswerDropped(std::vector<DroppedJob> dropped);
 
 // The launch problem for `jobs` (non-empty, one key; several only when all batchable).
 GemmProblem PackedProblem(const std::vector<std::unique_ptr<Job>>& jobs);

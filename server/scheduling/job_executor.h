@@ -14,10 +14,10 @@ class JobExecutor {
  public:
   virtual ~JobExecutor() = default;
 
-  // OK: the executor owns the job and will call its `done` exactly once.
-  // RESOURCE_EXHAUSTED (queue full) or UNAVAILABLE (draining): the job was not taken,
-  // `done` will never be called, and the caller answers the request itself.
-  virtual absl::Status Submit(std::unique_ptr<Job> job) = 0;
+  // OK: the executor took *job (now null) and will call its `done` exactly once.
+  // RESOURCE_EXHAUSTED (queue full) or UNAVAILABLE (draining): the job was not taken and
+  // stays in *job, its `done` never called; the caller answers the request itself.
+  virtual absl::Status Submit(std::unique_ptr<Job>* job) = 0;
 
   // Whether a call arriving now may read its request, with `arriving` others already
   // doing so: UNAVAILABLE (draining, no healthy device) or RESOURCE_EXHAUSTED (the queue

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -157,47 +158,34 @@ absl::Status ForEachField(WireCursor in, absl::string_view where, Known known) {
 
 using FieldResult = std::optional<absl::Status>;
 
-// gemm.v1.Tensor: shape = 1, dtype = 2, data = 3.
-absl::Status ParseTensor(WireCursor in, const std::string& name, gemm::v1::Tensor* head,
-                         ByteRuns* data) {
+// gemm.v1.Tensor (shape = 1, dtype = 2, data = 3) and gemm.v1.QuantizedTensor (shape = 1,
+// format = 2, data = 3, scales = 4, tensor_scale = 5): one parser for both, the
+// quantized fields only for a QuantizedTensor.
+template <typename Head>
+absl::Status ParseTensor(WireCursor in, const std::string& name, Head* head, ByteRuns* data,
+                         ByteRuns* scales) {
+  constexpr bool kQuantized = std::is_same_v<Head, gemm::v1::QuantizedTensor>;
   Fields f(name + ".");
   return ForEachField(in, name, [&](const Tag& tag, WireCursor* c) -> FieldResult {
     switch (tag.field) {
       case 1:
         return f.Shape(c, tag, head->mutable_shape());
       case 2: {
-        int32_t dtype = 0;
-        const absl::Status s = f.Int32(c, tag, "dtype", &dtype);
-        head->set_dtype(static_cast<gemm::v1::DataType>(dtype));
+        int32_t value = 0;
+        const absl::Status s = f.Int32(c, tag, kQuantized ? "format" : "dtype", &value);
+        if constexpr (kQuantized) {
+          head->set_format(static_cast<gemm::v1::QuantFormat>(value));
+        } else {
+          head->set_dtype(static_cast<gemm::v1::DataType>(value));
+        }
         return s;
       }
       case 3:
         return f.Payload(c, tag, "data", data);
     }
-    return std::nullopt;
-  });
-}
-
-// gemm.v1.QuantizedTensor: shape = 1, format = 2, data = 3, scales = 4, tensor_scale = 5.
-absl::Status ParseQuantizedTensor(WireCursor in, const std::string& name,
-                                  gemm::v1::QuantizedTensor* head, ByteRuns* data,
-                                  ByteRuns* scales) {
-  Fields f(name + ".");
-  return ForEachField(in, name, [&](const Tag& tag, WireCursor* c) -> FieldResult {
-    switch (tag.field) {
-      case 1:
-        return f.Shape(c, tag, head->mutable_shape());
-      case 2: {
-        int32_t format = 0;
-        const absl::Status s = f.Int32(c, tag, "format", &format);
-        head->set_format(static_cast<gemm::v1::QuantFormat>(format));
-        return s;
-      }
-      case 3:
-        return f.Payload(c, tag, "data", data);
-      case 4:
-        return f.Payload(c, tag, "scales", scales);
-      case 5: {
+    if constexpr (kQuantized) {
+      if (tag.field == 4) return f.Payload(c, tag, "scales", scales);
+      if (tag.field == 5) {
         float scale = 0;
         const absl::Status s = f.Float(c, tag, "tensor_scale", &scale);
         head->set_tensor_scale(scale);
@@ -208,20 +196,13 @@ absl::Status ParseQuantizedTensor(WireCursor in, const std::string& name,
   });
 }
 
-// A nested Tensor field of `f`'s message.
+// A nested Tensor or QuantizedTensor field of `f`'s message (scales: the quantized one's).
+template <typename Head>
 absl::Status TensorField(Fields& f, WireCursor* c, const Tag& tag, const std::string& name,
-                         gemm::v1::Tensor* head, ByteRuns* data) {
+                         Head* head, ByteRuns* data, ByteRuns* scales = nullptr) {
   WireCursor nested;
   absl::Status s = f.Message(c, tag, name, &nested);
-  return s.ok() ? ParseTensor(nested, name, head, data) : s;
-}
-
-absl::Status QuantizedTensorField(Fields& f, WireCursor* c, const Tag& tag,
-                                  const std::string& name, gemm::v1::QuantizedTensor* head,
-                                  ByteRuns* data, ByteRuns* scales) {
-  WireCursor nested;
-  absl::Status s = f.Message(c, tag, name, &nested);
-  return s.ok() ? ParseQuantizedTensor(nested, name, head, data, scales) : s;
+  return s.ok() ? ParseTensor(nested, name, head, data, scales) : s;
 }
 
 // A small nested message (a handle, an option), copied and parsed by protobuf.
@@ -310,15 +291,13 @@ absl::Status ParseQuantizedMatmulRequest(const ByteRuns& bytes, QuantizedMatmulR
         absl::Status s;
         switch (tag.field) {
           case 1:
-            s = QuantizedTensorField(f, c, tag, "a", head.mutable_a(), &out->a_data,
-                                     &out->a_scales);
+            s = TensorField(f, c, tag, "a", head.mutable_a(), &out->a_data, &out->a_scales);
             break;
           case 2:
             s = TensorField(f, c, tag, "a_dense", head.mutable_a_dense(), &out->a_dense_data);
             break;
           case 3:
-            return QuantizedTensorField(f, c, tag, "b", head.mutable_b(), &out->b_data,
-                                        &out->b_scales);
+            return TensorField(f, c, tag, "b", head.mutable_b(), &out->b_data, &out->b_scales);
           case 4:
             return f.String(c, tag, "kernel", head.mutable_kernel());
           case 5:

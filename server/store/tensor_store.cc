@@ -341,11 +341,11 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSp
   return tensor;
 }
 
-absl::StatusOr<std::unique_ptr<TensorStore::Upload>> TensorStore::Begin(const TensorSpec& spec,
-                                                                        absl::Duration ttl,
-                                                                        std::string label,
-                                                                        std::string tenant,
-                                                                        absl::string_view device) {
+absl::StatusOr<TensorStore::Opened> TensorStore::OpenUpload(const TensorSpec& spec,
+                                                            absl::Duration ttl,
+                                                            std::string label,
+                                                            std::string tenant,
+                                                            absl::string_view device) {
   absl::StatusOr<int> device_index = ResolveDevice(device, tenant);
   if (!device_index.ok()) return device_index.status();
   absl::StatusOr<std::shared_ptr<void>> slot = OpenSlot(tenant);
@@ -353,10 +353,21 @@ absl::StatusOr<std::unique_ptr<TensorStore::Upload>> TensorStore::Begin(const Te
   absl::StatusOr<std::shared_ptr<StoredTensor>> tensor =
       Create(spec, *device_index, ttl, std::move(label), std::move(tenant));
   if (!tensor.ok()) return tensor.status();
+  return Opened{*std::move(tensor), *std::move(slot)};
+}
+
+absl::StatusOr<std::unique_ptr<TensorStore::Upload>> TensorStore::Begin(const TensorSpec& spec,
+                                                                        absl::Duration ttl,
+                                                                        std::string label,
+                                                                        std::string tenant,
+                                                                        absl::string_view device) {
+  absl::StatusOr<Opened> opened =
+      OpenUpload(spec, ttl, std::move(label), std::move(tenant), device);
+  if (!opened.ok()) return opened.status();
   std::unique_ptr<Upload> upload(new Upload());
   upload->store_ = this;
-  upload->tensor_ = *std::move(tensor);
-  upload->open_slot_ = *std::move(slot);
+  upload->tensor_ = std::move(opened->tensor);
+  upload->open_slot_ = std::move(opened->slot);
   upload->data_bytes_ = DataBytes(spec);
   upload->scales_bytes_ = ScaleBytes(spec);
   upload->checker_ = ScaleChecker(spec, 0);
@@ -373,23 +384,19 @@ absl::StatusOr<std::string> TensorStore::OpenParts(const TensorSpec& spec, absl:
                                                    "; expected 2 to min(", kMaxParts,
                                                    ", rows = ", Rows(spec), ")"));
   }
-  absl::StatusOr<int> device_index = ResolveDevice(device, tenant);
-  if (!device_index.ok()) return device_index.status();
-  absl::StatusOr<std::shared_ptr<void>> slot = OpenSlot(tenant);
-  if (!slot.ok()) return slot.status();
-  absl::StatusOr<std::shared_ptr<StoredTensor>> tensor =
-      Create(spec, *device_index, ttl, std::move(label), std::move(tenant));
-  if (!tensor.ok()) return tensor.status();
+  absl::StatusOr<Opened> opened =
+      OpenUpload(spec, ttl, std::move(label), std::move(tenant), device);
+  if (!opened.ok()) return opened.status();
   // Until every part is in, the tensor has no TTL; the sweep drops it when no part has
   // been uploading for part_upload_timeout.
-  (*tensor)->expires = absl::InfiniteFuture();
+  opened->tensor->expires = absl::InfiniteFuture();
   Entry entry;
-  entry.tensor = *tensor;
+  entry.tensor = opened->tensor;
   entry.complete = false;
   entry.parts.assign(static_cast<size_t>(parts), 0);
   entry.last_part_activity = clock_->Now();
   entry.ttl = ttl;
-  entry.open_slot = *std::move(slot);
+  entry.open_slot = std::move(opened->slot);
   const std::string handle = entry.tensor->handle;
   absl::MutexLock lock(&mu_);
   ++tensors_per_device_[entry.tensor->device_index];

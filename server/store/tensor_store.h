@@ -226,6 +226,14 @@ class TensorStore {
                                                        std::string tenant);
   // A place among the tenant's open uploads (max_open_uploads), held until released.
   absl::StatusOr<std::shared_ptr<void>> OpenSlot(const std::string& tenant);
+  // A new tensor for an upload (whole or in parts) and its open-upload slot: placed on
+  // `device` (ResolveDevice), within the caps.
+  struct Opened {
+    std::shared_ptr<StoredTensor> tensor;
+    std::shared_ptr<void> slot;
+  };
+  absl::StatusOr<Opened> OpenUpload(const TensorSpec& spec, absl::Duration ttl, std::string label,
+                                    std::string tenant, absl::string_view device);
   // Takes an entry out of the map (its memory goes with its last pin).
   std::shared_ptr<StoredTensor> EraseLocked(absl::flat_hash_map<std::string, Entry>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,8 +1,9 @@
 // What every kernel of a catalogue is, whatever the backend: a name a request can force,
-// which RPC's operands it takes, and the arithmetic it does. The CPU catalogue
-// (cpu_catalogue.h) and the CUDA one (cuda/gpu_gemm.h, cuda/quantized_kernels.h) derive
-// from it with their own contract (can it run this, workspace, launch); the server keeps
-// a `const Kernel*`, chosen once per request, until the request is answered.
+// which RPC's operands it takes, and the arithmetic it does. The CPU kernels
+// (cpu/cpu_kernels.h) and the CUDA ones (cuda/gpu_gemm.h, cuda/quantized/quantized_kernels.h)
+// derive from it with their own contract (can it run this, workspace, launch); the server
+// keeps the `const Kernel*` chosen for a launch (the server's KernelCatalogue::Choose)
+// until the request is answered.
 #ifndef GEMMD_KERNELS_KERNEL_H_
 #define GEMMD_KERNELS_KERNEL_H_
 

@@ -1,7 +1,7 @@
 // The operands of a QuantizedMatmul as they came on the wire: packed codes and scales,
 // never dequantized on the host by the quantized kernels. They point into the request,
-// which outlives the work. The quantized kernels' catalogues (kernels/cpu_catalogue.h,
-// kernels/cuda/quantized_kernels.h) decide from their shape and formats which kernel
+// which outlives the work. The quantized kernels' catalogues (kernels/cpu/cpu_kernels.h,
+// kernels/cuda/quantized/quantized_kernels.h) decide from their shape and formats which kernel
 // takes them.
 #ifndef GEMMD_KERNELS_QUANTIZED_OPERANDS_H_
 #define GEMMD_KERNELS_QUANTIZED_OPERANDS_H_

@@ -48,7 +48,7 @@ struct ServerConfig {
   absl::Duration shutdown_grace = absl::Seconds(30);
   // gRPC's max connection age; zero = unlimited (--max_connection_age_s).
   absl::Duration max_connection_age = absl::ZeroDuration();
-  // Batching (docs/ARCHITECTURE.md, server/batcher.h).
+  // Batching (docs/ARCHITECTURE.md, server/scheduling/batcher.h).
   uint32_t max_batch_size = 64;
   absl::Duration max_queue_delay = absl::Microseconds(100);
   // Hold a lone request for max_queue_delay even when a device is idle and no other

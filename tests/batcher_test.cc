@@ -13,7 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "kernels/cpu/cpu_catalogue.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_quantized_gemm.h"
 #include "tests/fake_device.h"
 #include "tests/metrics_util.h"

@@ -24,7 +24,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gemm/v1/gemm.grpc.pb.h"
-#include "kernels/cpu/cpu_catalogue.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_gemm.h"
 #include "kernels/quant_formats.h"
 #include "kernels/reference_gemm.h"

@@ -2,13 +2,13 @@
 // one for a problem and a device, and a way to force one by name. Host-only header;
 // compiles with g++ (needs only <cuda_runtime_api.h>, no device code).
 //
-// Typical use (the server, the bench, the tests):
+// Typical use (the server's CudaDevice, the bench, the tests):
 //
-//   ASSIGN_OR_RETURN(DeviceCaps caps, QueryDeviceCaps(device));
-//   ASSIGN_OR_RETURN(const GpuGemmKernel* kernel, SelectKernel(problem, caps));
-//   size_t bytes = kernel->WorkspaceBytes(problem);          // 0 for most problems
-//   ... allocate device workspace of `bytes` (or reuse a bigger one) ...
-//   RETURN_IF_ERROR(kernel->Launch(problem, device_operands, workspace, bytes, stream));
+//   absl::StatusOr<DeviceCaps> caps = QueryDeviceCaps(device);
+//   absl::StatusOr<const GpuGemmKernel*> kernel = SelectKernel(problem, *caps);
+//   size_t bytes = (*kernel)->WorkspaceBytes(problem);      // 0 for most problems
+//   ... device workspace of `bytes` (or a bigger one reused) ...
+//   absl::Status s = (*kernel)->Launch(problem, device_operands, workspace, bytes, stream);
 //
 // Variant names encode the family, tile and pipeline: `sgemm_simt_128x128x8` is the
 // FP32 SIMT kernel with a 128x128 block tile and K-step 8; `hgemm_wmma_128x128x32_s4`
@@ -20,7 +20,11 @@
 // Registered today: sgemm_simt_128x128x8, sgemm_simt_64x64x8_splitk,
 // sgemm_simt_16x128x16_splitk (FP32); hgemm_wmma_128x128x32_s4,
 // hgemm_wmma_64x64x32_s4_splitk (FP16_TENSOR, FP32 or FP16 inputs);
-// bgemm_wmma_128x128x32_s4, bgemm_wmma_64x64x32_s4_splitk (FP16_TENSOR, BF16 inputs).
+// bgemm_wmma_128x128x32_s4, bgemm_wmma_64x64x32_s4_splitk (FP16_TENSOR, BF16 inputs);
+// on sm_90a builds also hgemm_wgmma_128x256x64_s4, bgemm_wgmma_128x256x64_s4,
+// hgemm_wgmma_tma_128x256x64_s4, bgemm_wgmma_tma_128x256x64_s4,
+// hgemm_wgmma_tma_64x256x64_s4_splitk and bgemm_wgmma_tma_64x256x64_s4_splitk (Hopper
+// wgmma; the tma_ ones load tiles by TMA). The registry lists what a build has.
 // All write FP32 C; FP16/BF16 output is not implemented (Check: FAILED_PRECONDITION).
 // Workspace is needed for split-K partial sums, for FP32 inputs on the tensor path
 // (converted to FP16 first), for FP16/BF16 inputs on the FP32 path (widened), and for

@@ -2,7 +2,7 @@
 // decision of which kernel runs a launch (Choose): for a request at admission, and for a
 // stack of requests against one resident weight when its launch forms. Every device of a
 // server is of one backend, so its catalogue chooses for all of them. The kernels
-// themselves live in kernels/ (cpu/cpu_catalogue.h, cuda/gpu_gemm.h,
+// themselves live in kernels/ (cpu/cpu_kernels.h, cuda/gpu_gemm.h,
 // cuda/quantized/quantized_kernels.h); a job carries the chosen `const Kernel*` to the
 // device, which runs it without looking anything up, and back in its result.
 #ifndef GEMMD_SERVER_DEVICES_KERNEL_CATALOGUE_H_

@@ -195,8 +195,8 @@ grpc::ServerGenericBidiReactor* UnimplementedCall(grpc::GenericCallbackServerCon
   class Reactor final : public grpc::ServerGenericBidiReactor {
    public:
     explicit Reactor(const std::string& method) {
-      Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                          absl::StrCat("unknown method ", ClientText(method))));
+      Finish(ToGrpcStatus(
+          absl::UnimplementedError(absl::StrCat("unknown method ", ClientText(method)))));
     }
     void OnDone() override { delete this; }
   };

@@ -102,6 +102,7 @@ DeviceLaunch ToLaunch(const std::vector<std::unique_ptr<TestJob>>& jobs, const K
   Batch batch;
   for (const auto& t : jobs) batch.jobs.push_back(ToJob(*t, kernel));
   batch.problem = PackedProblem(batch.jobs);
+  batch.kernel = kernel;
   return LaunchOf(batch);  // copies what the device needs
 }
 
@@ -295,6 +296,7 @@ TEST_F(CudaDeviceTest, OperandsInPiecesAreGatheredLikeContiguousOnes) {
   batch.problem = PackedProblem(batch.jobs);
   const Kernel* kernel = Choose(jobs);
   for (auto& job : batch.jobs) job->kernel = kernel;
+  batch.kernel = kernel;
   LaunchTimes times;
   const absl::Status status = device_->Run(LaunchOf(batch), 0, &times);  // batch outlives it
   ASSERT_TRUE(status.ok()) << status;

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/cpu_catalogue.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 namespace gemmd {
 

@@ -1,4 +1,4 @@
-// The CPU backend's KernelCatalogue: the kernels of kernels/cpu_catalogue.h, chosen by
+// The CPU backend's KernelCatalogue: the kernels of kernels/cpu/cpu_kernels.h, chosen by
 // precision (Matmul) or, for a QuantizedMatmul, the weight-only kernel for a dense A and
 // the host path for a quantized A.
 #ifndef GEMMD_SERVER_DEVICES_CPU_CPU_CATALOGUE_H_

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "kernels/cpu/cpu_catalogue.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_gemm.h"
 #include "server/devices/cpu/cpu_catalogue.h"
 

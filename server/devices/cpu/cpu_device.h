@@ -1,4 +1,4 @@
-// The CPU backend as a Device: runs the kernels of kernels/cpu/cpu_catalogue.h (OpenBLAS for
+// The CPU backend as a Device: runs the kernels of kernels/cpu/cpu_kernels.h (OpenBLAS for
 // FP32, faithful FP16-tensor emulation, the weight-only quantized kernel). Operands
 // already live in host memory, so copies take no time. A launch runs its items one after
 // another straight from the request buffers: packing them would only add copies

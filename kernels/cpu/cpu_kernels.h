@@ -1,12 +1,12 @@
-// The CPU backend's kernel catalogue: its three kernels as catalogue entries (what each
+// The CPU backend's kernels: its three kernels as catalogue entries (what each
 // runs, the host workspace it needs, running it on host operands) and the CPU's
 // selection. Names are what responses and ServerInfo report.
 //
 //   cpu_sgemm_openblas               Matmul, FP32 (OpenBLAS sgemm)
 //   cpu_hgemm_emulated_openblas      Matmul, FP16_TENSOR emulated (cpu_gemm.h)
 //   cpu_weight_only_sgemm_openblas   QuantizedMatmul with a dense A (cpu_quantized_gemm.h)
-#ifndef GEMMD_KERNELS_CPU_CPU_CATALOGUE_H_
-#define GEMMD_KERNELS_CPU_CPU_CATALOGUE_H_
+#ifndef GEMMD_KERNELS_CPU_CPU_KERNELS_H_
+#define GEMMD_KERNELS_CPU_CPU_KERNELS_H_
 
 #include <cstdint>
 #include <string_view>
@@ -46,4 +46,4 @@ const CpuKernel* SelectCpuQuantizedKernel(const QuantizedOperands& q);
 
 }  // namespace gemmd
 
-#endif  // GEMMD_KERNELS_CPU_CPU_CATALOGUE_H_
+#endif  // GEMMD_KERNELS_CPU_CPU_KERNELS_H_

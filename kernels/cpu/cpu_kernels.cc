@@ -1,4 +1,4 @@
-#include "kernels/cpu/cpu_catalogue.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_gemm.h"

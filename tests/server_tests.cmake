@@ -5,6 +5,7 @@ add_executable(server_unit_test
   batch_queues_test.cc
   batcher_test.cc
   device_placement_test.cc
+  gemm_request_test.cc
   grpc_status_test.cc
   host_copier_test.cc
   log_test.cc

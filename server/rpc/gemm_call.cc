@@ -108,7 +108,7 @@ absl::Status GemmCall::PrepareAndSubmit() {
   if (!result.ok()) return result.status();
   result_ = *std::move(result);
 
-  if (r.kept_c == nullptr) r.operands.c_out = result_->data();
+  SetResultDestination(ctx, result_->data(), &r);
   r.accepted = absl::Now();  // queue time starts once the operands are ready
   r.deadline = DeadlineOf(*context_);
   grpc::GenericCallbackServerContext* context = context_;

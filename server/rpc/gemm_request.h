@@ -4,12 +4,30 @@
 // operands, and their memory reservations) until the executor has answered it and lets
 // it go.
 //
-// Preparing it, from the bytes gRPC received: parsed by proto/wire (the tensors' bytes
-// located in the slices, not copied), its payloads placed once (payload_placement.h),
-// validated (every size checked before anything sized by the client is allocated), its
-// kernel chosen once through the backend's catalogue (a forced one checked), its
-// operands pointing at the placed payloads (or at buffers prepared here, for a
-// QuantizedMatmul dequantized on the host).
+// Where an operand's bytes are, in the words every phase uses:
+//   received     the request as gRPC delivered it: its slices (GemmRequest::received)
+//   located      a payload's runs within the received bytes (proto/wire)
+//   placed       where the device reads a payload from the host: in place (a view into
+//                the received bytes), left in pieces for a device that gathers them
+//                (Job::pieces), or copied once into one buffer (GemmRequest::copied)
+//   resident     a tensor of the store named by handle (GemmRequest::resident_refs),
+//                read where it is (Job::resident when that is device memory)
+//   packed       a QuantizedMatmul's quantized operands as its kernel reads them
+//   dequantized  FP32 operands made on the host for a path that needs them
+//
+// Preparing it runs these phases in order (request_phases.h; each returns a value and
+// has its own tests, tests/gemm_request_test.cc):
+//   TakeReceived   the message's size checked against --max_message_bytes and reserved;
+//                  its slices taken (no copy)
+//   Locate         proto/wire parses the head and locates each payload
+//   Bind           resident tensors pinned; the device they are on
+//   Validate       every size checked before anything sized by the client is allocated
+//                  (a QuantizedMatmul's scale bytes are read, so its payloads are placed
+//                  first)
+//   Choose         KernelCatalogue::Choose: the kernel and a QuantizedMatmul's path
+//   Place          payloads placed; a QuantizedMatmul dequantized on the host where its
+//                  path says so; a C kept resident allocated
+// and last SetResultDestination, the one place C's destination (c_out) is set.
 //
 // Errors: INVALID_ARGUMENT for bytes that are not the request message, and those of
 // ValidateMatmul / ValidateQuantizedMatmul; FAILED_PRECONDITION for a kernel this server
@@ -23,7 +41,7 @@
 
 #include <cstdint>
 #include <memory>
-#include <string_view>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,13 +49,13 @@
 #include "gemm/v1/gemm.pb.h"
 #include "kernels/quantized_operands.h"
 #include "server/devices/host_copier.h"
-#include "server/rpc/host_memory.h"
-#include "server/scheduling/job.h"
 #include "server/devices/kernel_catalogue.h"
+#include "server/observability/metrics.h"
+#include "server/rpc/host_memory.h"
 #include "server/rpc/matmul_validation.h"
 #include "server/rpc/tensor_refs.h"
+#include "server/scheduling/job.h"
 #include "server/store/tensor_store.h"
-#include "server/observability/metrics.h"
 
 namespace gemmd {
 
@@ -46,7 +64,7 @@ struct GemmRequestContext {
   ValidationLimits limits;
   const KernelCatalogue* catalogue = nullptr;
   HostMemory* memory = nullptr;
-  HostCopier* copier = nullptr;  // copies large payloads off the wire on several threads
+  HostCopier* copier = nullptr;  // copies large payloads on several threads
   // The devices stage Matmul operands from the received pieces themselves
   // (Device::gathers_pieces), so those need not be made contiguous first.
   bool device_gathers_pieces = false;
@@ -62,37 +80,42 @@ struct GemmRequest : Job {
   std::string tenant;
   // The request as received (payloads used in place point into it) and the memory it
   // holds; let go as soon as nothing points into it.
-  std::vector<grpc::Slice> wire;
-  Reservation wire_reservation;
-  // The payloads copied off the wire (null when all are used in place).
-  std::unique_ptr<HostBuffer> payloads;
-  // Set while preparing: C's shape, payload bytes in and out, and host work on the
-  // operands before queueing (copying payloads off the wire, dequantizing), which
-  // responses report as copy-in.
+  std::vector<grpc::Slice> received;
+  Reservation received_reservation;
+  // The payloads copied off the received bytes (null when all are used in place).
+  std::unique_ptr<HostBuffer> copied;
+  // C's shape, payload bytes in and out, and host work on the operands before queueing
+  // (copying payloads, dequantizing), which responses report as copy-in.
   std::vector<int64_t> output_shape;
   int64_t input_bytes = 0;
-  int64_t output_bytes = 0;  // C
+  int64_t output_bytes = 0;  // C in the response (0 when it is kept resident)
   absl::Duration prepare;
   // Job::quantized points here for a QuantizedMatmul on a quantized kernel.
   QuantizedOperands packed;
-  // Dequantized operands (the host path, or a quantized A for a kernel that reads it
-  // dense) and their memory.
-  std::unique_ptr<float[]> scratch;
-  Reservation scratch_reservation;
+  // FP32 operands made on the host (the host path, or a quantized A for a kernel that
+  // reads it dense) and their memory.
+  std::unique_ptr<float[]> dequantized;
+  Reservation dequantized_reservation;
   // Resident operands, pinned until the request goes; and the tensor C is written into
   // when the request keeps C resident (committed to the store once the job succeeded).
-  TensorRefs refs;
+  TensorRefs resident_refs;
   std::shared_ptr<StoredTensor> kept_c;
 };
 
 // Prepares `request` from `received`, the bytes of a MatmulRequest (method kMatmul) or a
 // QuantizedMatmulRequest, which it takes (leaving `received` empty). *label is set as
 // soon as the request's precision (or weight format) is known, so a failure after
-// validation still counts under it. operands.c_out is left null: the caller points it
-// at the result buffer; unless C is kept resident (kept_c), which C goes to instead.
+// validation still counts under it. C's destination is left unset: the caller calls
+// SetResultDestination once it has the buffer of the response (unless C is kept).
 absl::Status PrepareRequest(const GemmRequestContext& context, RpcMethod method,
                             grpc::ByteBuffer* received, GemmRequest* request,
                             PrecisionLabel* label);
+
+// Where the job writes C: the kept resident tensor when the request keeps C (in host
+// memory, or in the device's memory on a device that reads it there), else `response`
+// (output_bytes of host memory that the response carries).
+void SetResultDestination(const GemmRequestContext& context, void* response,
+                          GemmRequest* request);
 
 }  // namespace gemmd
 

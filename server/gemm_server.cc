@@ -119,6 +119,10 @@ absl::Status CheckConfig(const ServerConfig& c) {
     return absl::InvalidArgumentError(
         "--upload_idle_timeout_s must be in [0, 86400] (0 = uploads never time out)");
   }
+  if (c.prepare_inline_max_bytes < -1) {
+    return absl::InvalidArgumentError(
+        "--prepare_inline_max_bytes must be >= -1 (-1 = every request on gRPC's threads)");
+  }
   if (c.device_memory_limit_bytes < 0) {
     return absl::InvalidArgumentError(
         "--device_memory_limit_bytes must be >= 0 (0 = 90% of free memory)");
@@ -224,6 +228,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   settings.tenant_max_inflight_bytes = config.tenant_max_inflight_bytes;
   settings.upload_idle_timeout = config.upload_idle_timeout;
   settings.download_copies = config.download_copies;
+  settings.prepare_inline_max_bytes = config.prepare_inline_max_bytes;
   if (!config.auth_tokens_file.empty()) {
     absl::StatusOr<std::unique_ptr<TokenAuthenticator>> tokens =
         TokenAuthenticator::FromFile(config.auth_tokens_file);

@@ -87,6 +87,9 @@ struct ServerConfig {
   absl::Duration upload_idle_timeout = absl::Seconds(10);
   // GetTensor copies its chunks out even of host memory, as on a GPU (for measuring).
   bool download_copies = false;
+  // Requests up to this size are prepared on gRPC's callback thread, larger ones on the
+  // preparer threads (-1: all on gRPC's).
+  int64_t prepare_inline_max_bytes = int64_t{1} << 20;
 };
 
 inline constexpr char kGemmdVersion[] = "0.1.0";

@@ -68,6 +68,11 @@ ABSL_FLAG(double, upload_idle_timeout_s, 10,
 ABSL_FLAG(double, part_upload_timeout_s, 10,
           "A tensor opened for parallel parts (header.parts) with no part uploading for this "
           "long (since it was opened or a part last began or finished) is dropped.");
+ABSL_FLAG(int64_t, prepare_inline_max_bytes, int64_t{1} << 20,
+          "Matmul and QuantizedMatmul requests up to this many bytes are prepared (payloads "
+          "placed, operands dequantized) on gRPC's callback thread that read them; larger "
+          "ones on the server's preparer threads, so gRPC's threads go back to other calls. "
+          "-1 = every request on gRPC's threads, 0 = every request on the preparers.");
 ABSL_FLAG(bool, download_copies, false,
           "GetTensor copies each chunk out of resident memory into host memory reserved for "
           "the download, as the CUDA backend must, even where the tensor is host memory (the "
@@ -251,6 +256,7 @@ int main(int argc, char** argv) {
   config.upload_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_upload_idle_timeout_s));
   config.part_upload_timeout = absl::Seconds(absl::GetFlag(FLAGS_part_upload_timeout_s));
   config.download_copies = absl::GetFlag(FLAGS_download_copies);
+  config.prepare_inline_max_bytes = absl::GetFlag(FLAGS_prepare_inline_max_bytes);
 
   absl::StatusOr<std::unique_ptr<gemmd::GemmServer>> server = gemmd::GemmServer::Create(config);
   if (!server.ok()) {

@@ -112,6 +112,52 @@ TEST_F(ServerTest, MatmulMatchesFp64Reference) {
   }
 }
 
+// With --prepare_inline_max_bytes=0 every request is prepared on the preparer threads
+// (by default only those over 1 MiB): answers, errors and concurrent calls are the same.
+TEST_F(ServerTest, RequestsPreparedOnThePreparerThreadsGetTheSameAnswers) {
+  ServerConfig config = TestConfig();
+  config.prepare_inline_max_bytes = 0;
+  Start(config);
+  std::mt19937_64 rng(3);
+  std::vector<gemm::v1::MatmulRequest> requests;
+  std::vector<gemm::v1::MatmulResponse> responses(12);
+  std::vector<grpc::Status> statuses(12);
+  for (int i = 0; i < 12; ++i) {
+    gemm::v1::MatmulRequest request;
+    const int64_t m = 1 + i, n = 17, k = 33;
+    SetTensor(request.mutable_a(), {m, k}, DataType::kFloat32,
+              RandomBytes(DataType::kFloat32, m * k, rng));
+    SetTensor(request.mutable_b(), {k, n}, DataType::kFloat32,
+              RandomBytes(DataType::kFloat32, k * n, rng));
+    requests.push_back(std::move(request));
+  }
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 12; ++i) {
+    callers.emplace_back([&, i] { statuses[i] = Call(requests[i], &responses[i]); });
+  }
+  for (std::thread& t : callers) t.join();
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(statuses[i].ok()) << statuses[i].error_message();
+    GemmProblem p;
+    p.m = 1 + i;
+    p.n = 17;
+    p.k = 33;
+    const std::vector<double> ref =
+        ReferenceGemm(p, {requests[i].a().data().data(), requests[i].b().data().data(),
+                          nullptr, nullptr});
+    EXPECT_LE(RelativeError(ref.data(), responses[i].c().data().data(), DataType::kFloat32,
+                            p.m * p.n),
+              1e-5)
+        << "call " << i;
+  }
+  gemm::v1::MatmulRequest bad = requests[0];
+  bad.mutable_b()->set_data("short");
+  gemm::v1::MatmulResponse response;
+  const grpc::Status status = Call(bad, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StartsWith(status.error_message(), "b.data has 5 bytes")) << status.error_message();
+}
+
 TEST_F(ServerTest, HalfInputsAndHalfOutput) {
   Start();
   gemm::v1::MatmulRequest request = RandomRequest(33, 17, 64, 3, DataType::kBFloat16);

@@ -67,23 +67,33 @@ void GemmCall::FinishWith(const absl::Status& status) {
 
 void GemmCall::OnReadDone(bool ok) {
   received_ = absl::Now();
-  absl::Status status;
   if (!ok) {
     // No message: the client went away, or half-closed without sending one.
-    status = context_->IsCancelled()
-                 ? absl::CancelledError("the call ended before its request arrived")
-                 : absl::InvalidArgumentError(absl::StrCat(
-                       "the call carried no request message; expected one ",
-                       RequestTypeName(method_)));
-  } else {
-    status = PrepareAndSubmit();
+    LeaveArriving();
+    FinishWith(context_->IsCancelled()
+                   ? absl::CancelledError("the call ended before its request arrived")
+                   : absl::InvalidArgumentError(absl::StrCat(
+                         "the call carried no request message; expected one ",
+                         RequestTypeName(method_))));
+    return;
   }
-  LeaveArriving();  // (already done when it reached Submit)
-  if (!status.ok()) {
-    request_.reset();  // not queued: the request and what it holds go now
-    result_.reset();
-    FinishWith(status);
+  const int64_t inline_max = env_->prepare_inline_max_bytes;
+  if (env_->preparers != nullptr && inline_max >= 0 &&
+      static_cast<int64_t>(request_bytes_.Length()) > inline_max) {
+    // The call stays open (nothing has finished it) until Prepare answers or queues it.
+    env_->preparers->Schedule([this] { Prepare(); });
+    return;
   }
+  Prepare();
+}
+
+void GemmCall::Prepare() {
+  const absl::Status status = PrepareAndSubmit();
+  if (status.ok()) return;  // queued: the job's `done` answers it
+  LeaveArriving();
+  request_.reset();  // not queued: the request and what it holds go now
+  result_.reset();
+  FinishWith(status);
 }
 
 absl::Status GemmCall::PrepareAndSubmit() {

@@ -41,6 +41,7 @@
 #include "server/rpc/host_memory.h"
 #include "server/rpc/tenant_budget.h"
 #include "server/scheduling/job_executor.h"
+#include "server/scheduling/thread_pool.h"
 
 namespace gemmd {
 
@@ -56,6 +57,12 @@ struct GemmCallEnvironment {
   std::atomic<int64_t>* arriving = nullptr;
   // Host memory per tenant (--tenant_max_inflight_bytes).
   TenantBudget* tenant_budget = nullptr;
+  // Where requests larger than prepare_inline_max_bytes are prepared (payload copies,
+  // dequantization), so gRPC's callback thread goes back to other calls; smaller ones
+  // are prepared on that thread, where a hop would cost more than the work. -1 (or no
+  // pool): every request on gRPC's threads.
+  ThreadPool* preparers = nullptr;
+  int64_t prepare_inline_max_bytes = int64_t{1} << 20;
 };
 
 class GemmCall final : public grpc::ServerGenericBidiReactor {
@@ -72,6 +79,10 @@ class GemmCall final : public grpc::ServerGenericBidiReactor {
 
   // Admission at the headers: OK to read the request.
   absl::Status Admit();
+  // Prepares the read request and queues its job, or answers the call with why not.
+  // Touches nothing of the call once the job is queued: the job may finish, and the call
+  // end, at once.
+  void Prepare();
   // From the read request to a queued job.
   absl::Status PrepareAndSubmit();
   void JobDone(const GemmRequest& request, const absl::Status& status, const JobResult& result);

@@ -76,6 +76,8 @@ GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> 
     environment_.request.resident_in_host_memory &= device->resident_in_host_memory();
   }
   environment_.request.store = store_;
+  environment_.preparers = &preparers_;
+  environment_.prepare_inline_max_bytes = settings_.prepare_inline_max_bytes;
   environment_.executor = executor;
   environment_.metrics = metrics_;
   environment_.registry = &registry_;

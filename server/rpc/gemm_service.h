@@ -47,6 +47,7 @@ struct ServiceSettings {
   // An upload that sends nothing for this long is ended (zero: never).
   absl::Duration upload_idle_timeout = absl::Seconds(10);
   bool download_copies = false;  // TensorCallEnvironment::copy_downloads
+  int64_t prepare_inline_max_bytes = int64_t{1} << 20;  // GemmCallEnvironment's
 };
 
 // GetServerInfo and the small tensor-store calls served by the generated code, raw;
@@ -143,6 +144,8 @@ class GemmServiceImpl final : public GemmTypedService {
   std::atomic<int64_t> arriving_{0};
   // Copies large payloads off the wire (PlacePayloads) with a few helper threads.
   HostCopier copier_{3};
+  // Prepare large requests off gRPC's callback threads (GemmCallEnvironment::preparers).
+  ThreadPool preparers_{4};
   UploadWatch upload_watch_;
   GemmCallEnvironment environment_;
   TensorCallEnvironment tensor_environment_;

@@ -192,10 +192,11 @@ absl::StatusOr<CudaDevice::LaunchPlan> CudaDevice::PlanDense(
   const GemmProblem problem = launch.problem;
   const GemmProblem fp32 = Fp32Output(problem);
   LaunchPlan plan;
-  plan.copies = arena->copies;
+  plan.copies = std::move(arena->copies);
   // The one-argument WorkspaceBytes assumes 16-byte-aligned operands, which the region
   // starts are; the exact count below can only differ if that assumption broke.
   plan.workspace_bytes = kernel.WorkspaceBytes(fp32);
+  // The regions without their copies (moved into the plan): what the closures keep.
   const DenseArena regions = *std::move(arena);
   auto operands = [regions](char* base) {
     return GemmOperands{base + regions.a_at,
@@ -233,9 +234,9 @@ absl::StatusOr<CudaDevice::LaunchPlan> CudaDevice::PlanQuantized(
       PlanQuantizedArena(launch, kernel.name(), kernel.reads_packed_a());
   if (!arena.ok()) return arena.status();
   LaunchPlan plan;
-  plan.copies = arena->copies;
+  plan.copies = std::move(arena->copies);
   plan.workspace_bytes = kernel.WorkspaceBytes(*arena->operands);
-  const QuantizedArena regions = *std::move(arena);
+  const QuantizedArena regions = *std::move(arena);  // (its copies moved out above)
   plan.launch = [&kernel, regions](char* base, void* workspace, size_t workspace_bytes,
                                    cudaStream_t stream) {
     auto at = [base](const void* resident, int64_t offset) -> const void* {

@@ -40,8 +40,10 @@ const BatchKey* BatchQueues::NextReady(absl::Time now, bool go, absl::Time* next
   return best;
 }
 
-FormedBatch BatchQueues::Take(const BatchKey& key, absl::Time now,
+FormedBatch BatchQueues::Take(const BatchKey& ready, absl::Time now,
                               std::vector<DroppedJob>* dropped) {
+  // A copy: `ready` may be the map's own key, which goes with its queue below.
+  const BatchKey key = ready;
   FormedBatch formed;
   auto it = queues_.find(key);
   if (it == queues_.end()) return formed;

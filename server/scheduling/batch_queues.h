@@ -52,6 +52,7 @@ class BatchQueues {
   // refuses at `now` go to *dropped instead; the batch is empty when every job taken was
   // dropped. Its problem is the packed one, or for a stack of several jobs the stacked
   // one (with the kernel the jobs forced; otherwise the lane chooses it, ReadyToLaunch).
+  // `key` may be the one NextReady returned, which an emptied queue takes with it.
   FormedBatch Take(const BatchKey& key, absl::Time now, std::vector<DroppedJob>* dropped);
 
   // Empties every queue into *dropped, each job with `status`.

@@ -240,11 +240,16 @@ TEST_F(StoreHardeningTest, AResultKeptForACallerThatLeftIsDropped) {
   AsyncCall call;
   call.request = RandomRequest(8, 8, 8, 3);
   call.request.mutable_keep_c()->set_label("kept");
-  call.context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(300)));
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(300);
+  call.context.set_deadline(absl::ToChronoTime(deadline));
   call.Start(stub_.get());
   ASSERT_TRUE(Eventually([&] { return gated->launches().size() == 1; }));  // running
   call.done.WaitForNotification();
   EXPECT_EQ(call.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The server's copy of the deadline runs from when the call reached it, later than the
+  // client's by the trip (long on a loaded machine): the job completes after that one
+  // passed too, so the server knows its caller left.
+  absl::SleepFor(deadline + absl::Milliseconds(500) - absl::Now());
   gated->Open();  // the job completes after its caller left
   ASSERT_TRUE(server_->AwaitIdle(absl::Now() + absl::Seconds(10)));
   EXPECT_EQ(List().tensors_size(), 0);

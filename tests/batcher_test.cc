@@ -321,6 +321,13 @@ TEST(BatcherTest, OnlyJobsWithOneKeyShareALaunch) {
   for (const Outcome& out : o) EXPECT_TRUE(out.status.ok()) << out.status;
 }
 
+// A job of M = 2 against the resident B at `b` (it may stack with others against it).
+std::unique_ptr<Job> AgainstResidentB(Outcome* out, const float* b) {
+  std::unique_ptr<Job> job = MakeJob(out, 2);
+  job->shared_b = b;
+  return job;
+}
+
 // A stack of jobs against one resident B launches on the kernel chosen for the stack's M
 // (off the batcher's lock), which here is not the one each job got alone; every job's
 // result names the kernel that ran, not the one chosen at admission.
@@ -336,8 +343,7 @@ TEST(BatcherTest, AStackRunsOnTheKernelChosenForItsRowsAndEachResultSaysSo) {
   device.AwaitStarted(1);  // holds the device, so the three below wait together
   float resident_b[2] = {1, 1};
   for (Outcome& out : stacked) {
-    std::unique_ptr<Job> job = MakeJob(&out, 2);
-    job->shared_b = resident_b;
+    std::unique_ptr<Job> job = AgainstResidentB(&out, resident_b);
     ASSERT_EQ(job->kernel, &testing::TheFakeKernel());  // what admission chose for M = 2
     ASSERT_TRUE(SubmitJob(batcher, std::move(job)).ok());
   }
@@ -369,13 +375,10 @@ TEST(BatcherTest, AStackNoKernelRunsGoesOneJobAtATimeAndAForcedOneIsKept) {
   device.AwaitStarted(1);
   float resident_b[2] = {1, 1};
   for (Outcome& out : unforced) {
-    std::unique_ptr<Job> job = MakeJob(&out, 2);
-    job->shared_b = resident_b;
-    ASSERT_TRUE(SubmitJob(batcher, std::move(job)).ok());
+    ASSERT_TRUE(SubmitJob(batcher, AgainstResidentB(&out, resident_b)).ok());
   }
   for (Outcome& out : forced) {
-    std::unique_ptr<Job> job = MakeJob(&out, 2);
-    job->shared_b = resident_b;
+    std::unique_ptr<Job> job = AgainstResidentB(&out, resident_b);
     job->kernel = &testing::TheTallKernel();
     job->kernel_forced = true;
     ASSERT_TRUE(SubmitJob(batcher, std::move(job)).ok());

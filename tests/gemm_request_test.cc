@@ -171,11 +171,9 @@ TEST_F(GemmRequestTest, PlaceUsesPayloadsInPlaceOrCopiesThemAndHandsResidentOnes
     EXPECT_EQ(placed->host.c_in, nullptr);
     EXPECT_EQ(placed->host.c_out, nullptr);  // set once, later
     EXPECT_EQ(placed->on_device.b, nullptr);
-    if (pieces == 1) {
-      // One slice: A is read where it arrived, if aligned; either way it is placed once.
-      EXPECT_TRUE(placed->uses_received || placed->copied != nullptr);
-    } else {
-      EXPECT_NE(placed->copied, nullptr);  // split across slices: copied, and only that
+    if (pieces > 1) {
+      EXPECT_NE(placed->copied, nullptr);  // split across slices: copied (this device
+                                           // does not gather pieces)
     }
   }
 
@@ -217,14 +215,16 @@ TEST_F(GemmRequestTest, AQuantizedMatmulGetsThePackedOperandsOrFp32OnesByItsPath
   TensorRefs none;
 
   absl::StatusOr<QuantizedInputs> packed =
-      QuantizedInputsFor(context_, head, *v, payloads, none, KernelPath::kPacked);
+      QuantizedInputsFor(context_, head, *v, payloads, PackedOperands(head, *v, payloads),
+                         none, KernelPath::kPacked);
   ASSERT_TRUE(packed.ok());
   EXPECT_EQ(packed->dequantized, nullptr);
   ASSERT_TRUE(packed->packed.a.has_value());
   EXPECT_EQ(packed->packed.b.data.data(), payloads.b_data.data());  // read as sent
 
   absl::StatusOr<QuantizedInputs> host =
-      QuantizedInputsFor(context_, head, *v, payloads, none, KernelPath::kHost);
+      QuantizedInputsFor(context_, head, *v, payloads, PackedOperands(head, *v, payloads),
+                         none, KernelPath::kHost);
   ASSERT_TRUE(host.ok());
   std::vector<float> want_a(m * k), want_b(n * k);
   DequantizeInt8(qa, want_a.data());
@@ -235,7 +235,8 @@ TEST_F(GemmRequestTest, AQuantizedMatmulGetsThePackedOperandsOrFp32OnesByItsPath
   EXPECT_EQ(host->dequantized_reservation.bytes(), (m + n) * k * 4);
 
   absl::StatusOr<QuantizedInputs> dense_a =
-      QuantizedInputsFor(context_, head, *v, payloads, none, KernelPath::kDenseA);
+      QuantizedInputsFor(context_, head, *v, payloads, PackedOperands(head, *v, payloads),
+                         none, KernelPath::kDenseA);
   ASSERT_TRUE(dense_a.ok());
   EXPECT_FALSE(dense_a->packed.a.has_value());
   EXPECT_EQ(dense_a->packed.a_dense.size(), static_cast<size_t>(m * k * 4));

@@ -89,11 +89,11 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context, Received 
   problem.precision = Precision::kFp32;
   // A backend with quantized kernels takes the packed bytes as they are (unless the
   // request forces a dense kernel); validation has checked every scale byte already.
-  const QuantizedOperands packed = PackedOperands(head, *v, placed->payloads);
+  QuantizedOperands packed = PackedOperands(head, *v, placed->payloads);
   absl::StatusOr<KernelChoice> choice = context.catalogue->Choose(problem, &packed, v->kernel);
   if (!choice.ok()) return choice.status();
-  absl::StatusOr<QuantizedInputs> inputs =
-      QuantizedInputsFor(context, head, *v, placed->payloads, refs, choice->path);
+  absl::StatusOr<QuantizedInputs> inputs = QuantizedInputsFor(
+      context, head, *v, placed->payloads, std::move(packed), refs, choice->path);
   if (!inputs.ok()) return inputs.status();
   std::shared_ptr<StoredTensor> kept;
   if (head.has_keep_c()) {

@@ -156,9 +156,10 @@ absl::StatusOr<QuantizedInputs> QuantizedInputsFor(const GemmRequestContext& con
                                                    const gemm::v1::QuantizedMatmulRequest& head,
                                                    const ValidatedQuantized& v,
                                                    const wire::QuantizedPayloads& payloads,
+                                                   QuantizedOperands packed,
                                                    const TensorRefs& refs, KernelPath path) {
   QuantizedInputs in;
-  in.packed = PackedOperands(head, v, payloads);
+  in.packed = std::move(packed);
   if (path == KernelPath::kPacked) {
     in.on_device = ResidentPacked(context, in.packed, refs);
     return in;

@@ -75,7 +75,8 @@ absl::StatusOr<PlacedQuantized> PlaceQuantized(const GemmRequestContext& context
                                                const wire::QuantizedMatmulRequestWire& located,
                                                const TensorRefs& refs);
 
-// Place (QuantizedMatmul, after Choose): how its operands reach the kernel on `path`.
+// Place (QuantizedMatmul, after Choose): how its operands reach the kernel on `path`,
+// from `packed` (PackedOperands of the placed payloads, what Choose was given).
 struct QuantizedInputs {
   // The packed operands the quantized kernel reads (kPacked, kDenseA: A then dense FP32
   // rows in `dequantized`); for kHost the FP32 A and B in `dequantized`.
@@ -92,6 +93,7 @@ absl::StatusOr<QuantizedInputs> QuantizedInputsFor(const GemmRequestContext& con
                                                    const gemm::v1::QuantizedMatmulRequest& head,
                                                    const ValidatedQuantized& v,
                                                    const wire::QuantizedPayloads& payloads,
+                                                   QuantizedOperands packed,
                                                    const TensorRefs& refs, KernelPath path);
 
 // Place: the tensor a request that keeps C writes it into, on `device` (-1: the store's

@@ -3,7 +3,8 @@
 # (iperf3, one stream and four), gRPC's own cost (grpc-floor: the API answered without
 # computing) and gemm-server, driven by the same gemm-cli bench, for
 #   - payload rate: one big request per caller (one caller on one connection, and four
-#     callers on four), against TCP's rate with as many streams;
+#     callers on four), against TCP's rate with as many streams; and one caller's big
+#     request striped over 4, 8 and 16 connections (gemm-server only);
 #   - small requests: the request rate and the server's CPU per request (--server_pid).
 # Then a side-by-side table (bench/transport_summary.py). On CUDA the small requests also
 # run against grpc-floor on gRPC's completion-queue API (floor_async) and gemm-server with
@@ -78,8 +79,15 @@ for server in "${servers[@]}"; do
     python) start python "$py" "$here/python_peer.py" --port "$port" --workers 8 || exit 1 ;;
   esac
   if [ "$server" = floor ] || [ "$server" = server ] || [ "$server" = python ]; then
-    bench "$server" big_c1 "${big[@]}" --concurrency 1
-    bench "$server" big_c4 "${big[@]}" --concurrency 4 --channels 4 --async
+    # One connection per call (grpc-floor and the Python peer keep no tensors to stripe).
+    bench "$server" big_c1 "${big[@]}" --concurrency 1 --stripes 1
+    bench "$server" big_c4 "${big[@]}" --concurrency 4 --channels 4 --async --stripes 1
+  fi
+  if [ "$server" = server ]; then
+    # The same call striped over the client's connection pool (client/striped_call.h).
+    for stripes in 4 8 16; do
+      bench "$server" "big_striped$stripes" "${big[@]}" --concurrency 1 --stripes "$stripes"
+    done
   fi
   if [ "$mode" = cuda ]; then
     bench "$server" small_8 --m 8 --n 8 --k 8 "${small[@]}"

@@ -31,21 +31,34 @@ def main():
     for streams, rate in sorted(tcp.items()):
         print(f"loopback TCP, {streams} stream{'s' if streams > 1 else ''}: {rate:.0f} MB/s")
     print()
-    print("| case | server | req/s | payload MB/s | % of TCP | p50 ms | p99 ms | server CPU us/req |"
-          " client CPU us/req |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| case | server | req/s | payload MB/s | % of TCP | p50 ms | p99 ms | server total ms |"
+          " server CPU us/req | client CPU us/req |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for case in sorted(runs):
         for server in sorted(runs[case]):
             j = runs[case][server]
-            streams = 4 if case.endswith("_c4") else 1
+            # Four callers, or one call striped over several connections: against four
+            # TCP streams.
+            streams = 4 if case.endswith("_c4") or case.startswith("big_striped") else 1
             share = ""
             if case.startswith("big") and streams in tcp:
                 share = f"{100 * j['payload_mb_per_s'] / tcp[streams]:.0f}%"
             print(f"| {case} | {server} | {j['requests_per_s']:.1f} | {j['payload_mb_per_s']:.0f} |"
                   f" {share} | {j['latency_ms']['p50']:.2f} | {j['latency_ms']['p99']:.2f} |"
+                  f" {j.get('server_ms', {}).get('total', 0):.2f} |"
                   f" {j.get('server_cpu_us_per_request', 0):.0f} |"
                   f" {j.get('client_cpu_us_per_request', 0):.0f} |")
     print()
+    # A striped call against the same call on one connection: its client p50 over that
+    # call's server-side total (the part of the call that is not the wire).
+    one = runs.get("big_c1", {}).get("server")
+    for case in sorted(c for c in runs if c.startswith("big_striped")):
+        j = runs[case].get("server")
+        if one and j and one["server_ms"]["total"] > 0:
+            print(f"{case}: p50 {j['latency_ms']['p50']:.2f} ms = "
+                  f"{j['latency_ms']['p50'] / one['server_ms']['total']:.2f}x the one-connection "
+                  f"call's server total ({one['server_ms']['total']:.2f} ms); one connection "
+                  f"p50 {one['latency_ms']['p50']:.2f} ms")
     for case in sorted(runs):
         r = runs[case]
         base = r.get("python") or r.get("floor")

@@ -16,6 +16,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/channel_config.h"
+#include "client/connection_pool.h"
+#include "client/striped_call.h"
 #include "proto/proto_types.h"
 #include "proto/transport_arguments.h"
 #include "proto/wire/gemm_wire.h"
@@ -266,11 +268,32 @@ absl::Status Wait(const std::function<void(std::function<void(absl::Status)>)>& 
 
 }  // namespace
 
-GemmClient::GemmClient(std::shared_ptr<grpc::ChannelInterface> channel)
-    : channel_(channel), stub_(std::move(channel)) {}
+GemmClient::GemmClient(std::shared_ptr<grpc::ChannelInterface> channel,
+                       std::shared_ptr<ConnectionPool> pool)
+    : channel_(channel), stub_(channel) {
+  if (pool != nullptr) striped_ = std::make_shared<StripedCall>(channel, std::move(pool));
+}
+
+GemmClient::GemmClient(const Endpoint& endpoint)
+    : GemmClient(ConnectChannel(endpoint), std::make_shared<ConnectionPool>(endpoint)) {}
+
+int GemmClient::StripesFor(const MatmulArgs& args, const CallOptions& options) const {
+  return striped_ ? striped_->StripesFor(args, options) : 1;
+}
+
+int GemmClient::StripesFor(const QuantizedMatmulArgs& args, const CallOptions& options) const {
+  return striped_ ? striped_->StripesFor(args, options) : 1;
+}
 
 void GemmClient::MatmulAsync(const MatmulArgs& args, const CallOptions& options,
                              MatmulResult* result, std::function<void(absl::Status)> done) {
+  if (const int stripes = StripesFor(args, options); stripes > 1) {
+    // Its steps block: a thread of its own, holding what it uses.
+    std::thread([striped = striped_, args, options, stripes, result, done = std::move(done)] {
+      done(striped->Matmul(args, options, stripes, result));
+    }).detach();
+    return;
+  }
   (new GemmCallState(options, result, std::move(done)))
       ->Start(&stub_, kMatmulMethod, EncodeMatmul(args));
 }
@@ -283,12 +306,21 @@ void GemmClient::QuantizedMatmulAsync(const QuantizedMatmulArgs& args, const Cal
         "QuantizedMatmulArgs needs exactly one of a, a_dense and a_ref"));
     return;
   }
+  if (const int stripes = StripesFor(args, options); stripes > 1) {
+    std::thread([striped = striped_, args, options, stripes, result, done = std::move(done)] {
+      done(striped->QuantizedMatmul(args, options, stripes, result));
+    }).detach();
+    return;
+  }
   (new GemmCallState(options, result, std::move(done)))
       ->Start(&stub_, kQuantizedMatmulMethod, EncodeQuantized(args));
 }
 
 absl::Status GemmClient::Matmul(const MatmulArgs& args, const CallOptions& options,
                                 MatmulResult* result) {
+  if (const int stripes = StripesFor(args, options); stripes > 1) {
+    return striped_->Matmul(args, options, stripes, result);
+  }
   return Wait([&](std::function<void(absl::Status)> done) {
     MatmulAsync(args, options, result, std::move(done));
   });
@@ -296,6 +328,11 @@ absl::Status GemmClient::Matmul(const MatmulArgs& args, const CallOptions& optio
 
 absl::Status GemmClient::QuantizedMatmul(const QuantizedMatmulArgs& args,
                                          const CallOptions& options, MatmulResult* result) {
+  if (int{args.a.has_value()} + int{args.a_dense.has_value()} + int{!args.a_ref.empty()} == 1) {
+    if (const int stripes = StripesFor(args, options); stripes > 1) {
+      return striped_->QuantizedMatmul(args, options, stripes, result);
+    }
+  }
   return Wait([&](std::function<void(absl::Status)> done) {
     QuantizedMatmulAsync(args, options, result, std::move(done));
   });

@@ -100,6 +100,12 @@ struct CallOptions {
   absl::Duration timeout = absl::Seconds(60);
   // Where C goes (it must hold C); empty = a buffer the result owns.
   absl::Span<char> c_out;
+  // Connections the call's bytes go over, for a GemmClient with a ConnectionPool
+  // (client/striped_call.h): 0 = the client's choice (several for a call that moves
+  // kStripeCallBytes or more, its large operands and C striped); 1 = one connection;
+  // N >= 2 = N, every inline operand and C striped whatever their size. Without a pool a
+  // call always goes over one connection.
+  int stripes = 0;
 };
 
 // A call's answer: everything the server said, and C's bytes.
@@ -113,30 +119,10 @@ class MatmulResult {
 
  private:
   friend class GemmCallState;
+  friend class StripedCall;
   gemm::v1::MatmulResponse info_;
   std::unique_ptr<char[]> owned_;
   absl::string_view c_;
-};
-
-class GemmClient {
- public:
-  explicit GemmClient(std::shared_ptr<grpc::ChannelInterface> channel);
-
-  // Blocking calls.
-  absl::Status Matmul(const MatmulArgs& args, const CallOptions& options, MatmulResult* result);
-  absl::Status QuantizedMatmul(const QuantizedMatmulArgs& args, const CallOptions& options,
-                               MatmulResult* result);
-
-  // Callback calls: `done` runs once, on a gRPC thread, when the call is over and gRPC
-  // no longer references the operands; `result` is filled by then.
-  void MatmulAsync(const MatmulArgs& args, const CallOptions& options, MatmulResult* result,
-                   std::function<void(absl::Status)> done);
-  void QuantizedMatmulAsync(const QuantizedMatmulArgs& args, const CallOptions& options,
-                            MatmulResult* result, std::function<void(absl::Status)> done);
-
- private:
-  std::shared_ptr<grpc::ChannelInterface> channel_;
-  grpc::GenericStub stub_;
 };
 
 // A server, or a deployment of replicas, to call: any gRPC target URI ("host:port",
@@ -148,6 +134,41 @@ struct Endpoint {
   Endpoint(std::string t, ChannelSecurity s) : target(std::move(t)), security(std::move(s)) {}
   std::string target;
   ChannelSecurity security;
+};
+
+class ConnectionPool;
+class StripedCall;
+
+class GemmClient {
+ public:
+  // Calls over `channel`; with a pool, large ones over its connections too (striped).
+  explicit GemmClient(std::shared_ptr<grpc::ChannelInterface> channel,
+                      std::shared_ptr<ConnectionPool> pool = nullptr);
+  // ConnectChannel(endpoint) for the calls, and a pool of connections
+  // ConnectChannel(endpoint, 1 + i) for the striped ones.
+  explicit GemmClient(const Endpoint& endpoint);
+
+  // Blocking calls.
+  absl::Status Matmul(const MatmulArgs& args, const CallOptions& options, MatmulResult* result);
+  absl::Status QuantizedMatmul(const QuantizedMatmulArgs& args, const CallOptions& options,
+                               MatmulResult* result);
+
+  // How many connections a call with these arguments goes over (CallOptions::stripes).
+  int StripesFor(const MatmulArgs& args, const CallOptions& options) const;
+  int StripesFor(const QuantizedMatmulArgs& args, const CallOptions& options) const;
+
+  // Callback calls: `done` runs once, on a gRPC thread (a thread of its own for a striped
+  // call), when the call is over and gRPC no longer references the operands; `result` is
+  // filled by then.
+  void MatmulAsync(const MatmulArgs& args, const CallOptions& options, MatmulResult* result,
+                   std::function<void(absl::Status)> done);
+  void QuantizedMatmulAsync(const QuantizedMatmulArgs& args, const CallOptions& options,
+                            MatmulResult* result, std::function<void(absl::Status)> done);
+
+ private:
+  std::shared_ptr<grpc::ChannelInterface> channel_;
+  grpc::GenericStub stub_;
+  std::shared_ptr<StripedCall> striped_;  // null: no pool, every call on channel_
 };
 
 // A channel to `endpoint`. Calls are balanced over all of its addresses (round_robin),

@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/generic_stream.h"
 #include "client/tensor_chunks.h"
@@ -29,7 +31,7 @@ void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
 
 // One PutTensor stream: `header` in the first chunk with the first data, then the rest of
 // `data`, then `scales`, `chunk_bytes` at most per chunk. Returns the handle answered.
-absl::StatusOr<std::string> Upload(std::shared_ptr<grpc::ChannelInterface> channel,
+absl::StatusOr<StoredHandle> Upload(std::shared_ptr<grpc::ChannelInterface> channel,
                                    const gemm::v1::TensorHeader& header, absl::string_view data,
                                    absl::string_view scales, int64_t chunk_bytes,
                                    absl::Duration timeout) {
@@ -57,25 +59,105 @@ absl::StatusOr<std::string> Upload(std::shared_ptr<grpc::ChannelInterface> chann
   if (!ok) return absl::InternalError("PutTensor ended without an answer");
   std::vector<grpc::Slice> slices;
   wire::ByteRuns runs;
-  gemm::v1::TensorHandle handle;
+  gemm::v1::PutTensorResponse answer;
   std::string bytes;
   if (DumpMessage(&response, &slices, &runs)) {
     bytes.resize(runs.size());
     runs.CopyTo(bytes.data());
   }
-  if (!handle.ParseFromString(bytes) || handle.handle().empty()) {
-    return absl::InternalError("PutTensor's answer is not a gemm.v1.TensorHandle");
+  if (!answer.ParseFromString(bytes) || answer.handle().empty()) {
+    return absl::InternalError("PutTensor's answer is not a gemm.v1.PutTensorResponse");
   }
-  return handle.handle();
+  return StoredHandle{answer.handle(), answer.device()};
 }
 
-// Appends `runs` to `out`, which may hold at most `limit` bytes; false past it.
-bool AppendRuns(const wire::ByteRuns& runs, int64_t limit, std::string* out) {
-  if (static_cast<int64_t>(out->size() + runs.size()) > limit) return false;
-  const size_t at = out->size();
-  out->resize(at + runs.size());
-  runs.CopyTo(out->data() + at);
+// Where one GetTensor stream's bytes go: called with the stream's header, it points
+// `data` and `scales` at memory that holds exactly the bytes the stream will send.
+using PlaceFn = std::function<absl::Status(const gemm::v1::TensorHeader& header,
+                                           absl::Span<char>* data, absl::Span<char>* scales)>;
+
+// Copies `runs` to `out` at `*at`; false when they go past its end.
+bool CopyInto(const wire::ByteRuns& runs, absl::Span<char> out, size_t* at) {
+  if (runs.size() > out.size() - *at) return false;
+  runs.CopyTo(out.data() + *at);
+  *at += runs.size();
   return true;
+}
+
+// One GetTensor stream of `request`: its header to `place`, then every chunk's data and
+// scales copied straight where `place` said. Returns the header.
+absl::StatusOr<gemm::v1::TensorHeader> ReadStream(std::shared_ptr<grpc::ChannelInterface> channel,
+                                                  const gemm::v1::GetTensorRequest& request,
+                                                  absl::Duration timeout, const PlaceFn& place) {
+  wire::EncodedMessage message;
+  message.AddOwned(request.SerializeAsString());
+  GenericStream stream(std::move(channel), kGetTensorMethod, timeout);
+  bool ok = stream.Write(message) && stream.WritesDone();
+  std::optional<gemm::v1::TensorHeader> header;
+  absl::Span<char> data, scales;
+  size_t data_at = 0, scales_at = 0;
+  absl::Status bad = absl::OkStatus();  // a malformed answer
+  grpc::ByteBuffer buffer;
+  while (ok && bad.ok() && stream.Read(&buffer)) {
+    std::vector<grpc::Slice> slices;
+    wire::ByteRuns runs;
+    TensorChunkWire chunk;
+    if (!DumpMessage(&buffer, &slices, &runs)) {
+      bad = absl::InternalError("could not read a GetTensor chunk");
+      break;
+    }
+    if (absl::Status s = ParseTensorChunk(runs, &chunk); !s.ok()) {
+      bad = absl::InternalError(absl::StrCat("GetTensor chunk: ", s.message()));
+      break;
+    }
+    if (chunk.header.has_value() == header.has_value()) {
+      bad = absl::InternalError("GetTensor: the first chunk, and only it, must carry the header");
+      break;
+    }
+    if (chunk.header) {
+      header = *std::move(chunk.header);
+      if (absl::Status s = place(*header, &data, &scales); !s.ok()) {
+        bad = s;
+        break;
+      }
+    }
+    if (!CopyInto(chunk.data, data, &data_at) || !CopyInto(chunk.scales, scales, &scales_at)) {
+      bad = absl::InternalError("GetTensor sent more bytes than the tensor's shape holds");
+    }
+  }
+  if (!bad.ok()) return bad;  // the destructor cancels the call
+  if (absl::Status s = stream.Finish(); !s.ok()) return s;
+  if (!header) return absl::InternalError("GetTensor ended without a header");
+  if (data_at != data.size() || scales_at != scales.size()) {
+    return absl::InternalError(absl::StrCat("GetTensor sent ", data_at, " data and ", scales_at,
+                                            " scales bytes; the shape needs ", data.size(),
+                                            " and ", scales.size()));
+  }
+  return *std::move(header);
+}
+
+// Runs body(0) .. body(n - 1), each on its own thread (body(0) on this one), and returns
+// the failure to report: a part refused by the server takes the whole tensor out, so
+// parts still going then end NOT_FOUND, possibly before the refused part's answer; the
+// cause is the first failure that is not NOT_FOUND.
+absl::Status RunParts(int n, const std::function<absl::Status(int)>& body) {
+  absl::Mutex failed_mu;
+  absl::Status failed;
+  auto run = [&](int part) {
+    absl::Status s = body(part);
+    if (s.ok()) return;
+    absl::MutexLock lock(&failed_mu);
+    if (failed.ok() || (failed.code() == absl::StatusCode::kNotFound &&
+                        s.code() != absl::StatusCode::kNotFound)) {
+      failed = std::move(s);
+    }
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(n > 0 ? n - 1 : 0));
+  for (int part = 1; part < n; ++part) threads.emplace_back(run, part);
+  if (n > 0) run(0);
+  for (std::thread& t : threads) t.join();
+  return failed;
 }
 
 }  // namespace
@@ -91,31 +173,44 @@ int UploadConnections(int64_t bytes, int64_t rows, int requested) {
 
 TensorStoreClient::TensorStoreClient(std::shared_ptr<grpc::ChannelInterface> channel,
                                      ConnectFn connect)
-    : channel_(std::move(channel)), connect_(std::move(connect)) {}
+    : channel_(std::move(channel)),
+      pool_(connect ? std::make_shared<ConnectionPool>(std::move(connect)) : nullptr) {}
 
-TensorStoreClient::TensorStoreClient(const std::string& target)
-    : TensorStoreClient(ConnectChannel(target),
-                        [target](int index) { return ConnectChannel(target, 1 + index); }) {}
+TensorStoreClient::TensorStoreClient(std::shared_ptr<grpc::ChannelInterface> channel,
+                                     std::shared_ptr<ConnectionPool> pool)
+    : channel_(std::move(channel)), pool_(std::move(pool)) {}
+
+TensorStoreClient::TensorStoreClient(const Endpoint& endpoint)
+    : TensorStoreClient(ConnectChannel(endpoint), std::make_shared<ConnectionPool>(endpoint)) {}
 
 std::shared_ptr<grpc::ChannelInterface> TensorStoreClient::PartChannel(int index) {
-  if (!connect_) return channel_;
-  absl::MutexLock lock(&mu_);
-  while (static_cast<int>(part_channels_.size()) <= index) {
-    part_channels_.push_back(connect_(static_cast<int>(part_channels_.size())));
-  }
-  return part_channels_[static_cast<size_t>(index)];
+  return pool_ != nullptr ? pool_->Channel(index) : channel_;
 }
 
 absl::StatusOr<std::string> TensorStoreClient::PutTensor(const TensorRef& tensor,
                                                          const PutOptions& options) {
+  absl::StatusOr<StoredHandle> stored = Store(tensor, options);
+  if (!stored.ok()) return stored.status();
+  return std::move(stored->handle);
+}
+
+absl::StatusOr<std::string> TensorStoreClient::PutTensor(const QuantizedTensorRef& tensor,
+                                                         const PutOptions& options) {
+  absl::StatusOr<StoredHandle> stored = Store(tensor, options);
+  if (!stored.ok()) return stored.status();
+  return std::move(stored->handle);
+}
+
+absl::StatusOr<StoredHandle> TensorStoreClient::Store(const TensorRef& tensor,
+                                                      const PutOptions& options) {
   gemm::v1::TensorHeader header;
   for (int64_t d : tensor.shape) header.add_shape(d);
   header.set_dtype(tensor.dtype);
   return Put(std::move(header), tensor.data, {}, options);
 }
 
-absl::StatusOr<std::string> TensorStoreClient::PutTensor(const QuantizedTensorRef& tensor,
-                                                         const PutOptions& options) {
+absl::StatusOr<StoredHandle> TensorStoreClient::Store(const QuantizedTensorRef& tensor,
+                                                      const PutOptions& options) {
   gemm::v1::TensorHeader header;
   for (int64_t d : tensor.shape) header.add_shape(d);
   header.set_format(tensor.format);
@@ -124,7 +219,7 @@ absl::StatusOr<std::string> TensorStoreClient::PutTensor(const QuantizedTensorRe
   return Put(std::move(header), tensor.data, tensor.scales, options);
 }
 
-absl::StatusOr<std::string> TensorStoreClient::Put(gemm::v1::TensorHeader header,
+absl::StatusOr<StoredHandle> TensorStoreClient::Put(gemm::v1::TensorHeader header,
                                                    absl::string_view data,
                                                    absl::string_view scales,
                                                    const PutOptions& options) {
@@ -148,100 +243,117 @@ absl::StatusOr<std::string> TensorStoreClient::Put(gemm::v1::TensorHeader header
   // Open the tensor for `parts` uploads (a header with no data), then send each part on
   // its own connection and thread.
   header.set_parts(static_cast<uint32_t>(parts));
-  absl::StatusOr<std::string> handle =
+  absl::StatusOr<StoredHandle> opened =
       Upload(channel_, header, {}, {}, options.chunk_bytes, options.timeout);
-  if (!handle.ok()) return handle.status();
-  absl::Mutex failed_mu;
-  // The part failure to report. A part refused by the server takes the whole tensor out,
-  // so parts still going then end NOT_FOUND, possibly before the refused part's answer
-  // reaches its thread: the cause is the first failure that is not NOT_FOUND.
-  std::optional<absl::Status> failed;
-  auto send_part = [&](int part) {
+  if (!opened.ok()) return opened.status();
+  const absl::Status failed = RunParts(parts, [&](int part) -> absl::Status {
     const RowRange r = PartRows(rows->rows, part, parts);
     gemm::v1::TensorHeader part_header;
-    part_header.mutable_part_of()->set_handle(*handle);
+    part_header.mutable_part_of()->set_handle(opened->handle);
     part_header.set_part(static_cast<uint32_t>(part));
-    const absl::StatusOr<std::string> answer = Upload(
-        PartChannel(part), part_header,
-        data.substr(static_cast<size_t>(r.begin * rows->data_row_bytes),
-                    static_cast<size_t>((r.end - r.begin) * rows->data_row_bytes)),
-        scales.substr(static_cast<size_t>(r.begin * rows->scales_row_bytes),
-                      static_cast<size_t>((r.end - r.begin) * rows->scales_row_bytes)),
-        options.chunk_bytes, options.timeout);
-    if (answer.ok()) return;
-    absl::MutexLock lock(&failed_mu);
-    if (!failed || (failed->code() == absl::StatusCode::kNotFound &&
-                    answer.status().code() != absl::StatusCode::kNotFound)) {
-      failed = answer.status();
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int part = 1; part < parts; ++part) threads.emplace_back(send_part, part);
-  send_part(0);
-  for (std::thread& t : threads) t.join();
-  if (failed) {
+    return Upload(PartChannel(part), part_header,
+                  data.substr(static_cast<size_t>(r.begin * rows->data_row_bytes),
+                              static_cast<size_t>((r.end - r.begin) * rows->data_row_bytes)),
+                  scales.substr(static_cast<size_t>(r.begin * rows->scales_row_bytes),
+                                static_cast<size_t>((r.end - r.begin) * rows->scales_row_bytes)),
+                  options.chunk_bytes, options.timeout)
+        .status();
+  });
+  if (!failed.ok()) {
     // The server drops a tensor whose part failed; this makes sure of it (NOT_FOUND when
     // it already has).
-    DeleteTensor(*handle, options.timeout).IgnoreError();
-    return *failed;
+    DeleteTensor(opened->handle, options.timeout).IgnoreError();
+    return failed;
   }
-  return handle;
+  return opened;
 }
 
 absl::StatusOr<DownloadedTensor> TensorStoreClient::GetTensor(const std::string& handle,
-                                                          absl::Duration timeout) {
-  gemm::v1::TensorHandle request;
-  request.set_handle(handle);
-  wire::EncodedMessage message;
-  message.AddOwned(request.SerializeAsString());
-  GenericStream stream(channel_, kGetTensorMethod, timeout);
-  bool ok = stream.Write(message) && stream.WritesDone();
+                                                              absl::Duration timeout,
+                                                              int connections) {
+  const absl::Time deadline = absl::Now() + timeout;
   DownloadedTensor out;
-  std::optional<TensorRows> rows;
-  absl::Status bad = absl::OkStatus();  // a malformed answer
-  grpc::ByteBuffer buffer;
-  while (ok && bad.ok() && stream.Read(&buffer)) {
-    std::vector<grpc::Slice> slices;
-    wire::ByteRuns runs;
-    TensorChunkWire chunk;
-    if (!DumpMessage(&buffer, &slices, &runs)) {
-      bad = absl::InternalError("could not read a GetTensor chunk");
-      break;
-    }
-    if (absl::Status s = ParseTensorChunk(runs, &chunk); !s.ok()) {
-      bad = absl::InternalError(absl::StrCat("GetTensor chunk: ", s.message()));
-      break;
-    }
-    if (chunk.header.has_value() != !rows.has_value()) {
-      bad = absl::InternalError("GetTensor: the first chunk, and only it, must carry the header");
-      break;
-    }
-    if (chunk.header) {
-      absl::StatusOr<TensorRows> r = RowsOf(*chunk.header);
-      if (!r.ok()) {
-        bad = absl::InternalError(absl::StrCat("GetTensor header: ", r.status().message()));
-        break;
-      }
-      rows = *r;
-      out.header = *std::move(chunk.header);
-      out.data.reserve(static_cast<size_t>(rows->data_bytes()));
-      out.scales.reserve(static_cast<size_t>(rows->scales_bytes()));
-    }
-    if (!AppendRuns(chunk.data, rows->data_bytes(), &out.data) ||
-        !AppendRuns(chunk.scales, rows->scales_bytes(), &out.scales)) {
-      bad = absl::InternalError("GetTensor sent more bytes than the tensor's shape holds");
-    }
+  gemm::v1::GetTensorRequest request;
+  request.set_handle(handle);
+  if (connections > 1) {
+    // The first row alone, for the header: then every range at once, in place.
+    request.set_row_end(1);
   }
-  if (!bad.ok()) return bad;  // the destructor cancels the call
-  if (absl::Status s = stream.Finish(); !s.ok()) return s;
-  if (!rows) return absl::InternalError("GetTensor ended without a header");
-  if (static_cast<int64_t>(out.data.size()) != rows->data_bytes() ||
-      static_cast<int64_t>(out.scales.size()) != rows->scales_bytes()) {
-    return absl::InternalError(absl::StrCat(
-        "GetTensor sent ", out.data.size(), " data and ", out.scales.size(),
-        " scales bytes; the shape needs ", rows->data_bytes(), " and ", rows->scales_bytes()));
-  }
+  absl::StatusOr<gemm::v1::TensorHeader> header = ReadStream(
+      channel_, request, timeout,
+      [&](const gemm::v1::TensorHeader& h, absl::Span<char>* data,
+          absl::Span<char>* scales) -> absl::Status {
+        absl::StatusOr<TensorRows> rows = RowsOf(h);
+        if (!rows.ok()) {
+          return absl::InternalError(absl::StrCat("GetTensor header: ", rows.status().message()));
+        }
+        const int64_t n = connections > 1 ? std::min<int64_t>(1, rows->rows) : rows->rows;
+        out.data.resize(static_cast<size_t>(n * rows->data_row_bytes));
+        out.scales.resize(static_cast<size_t>(n * rows->scales_row_bytes));
+        *data = absl::MakeSpan(out.data);
+        *scales = absl::MakeSpan(out.scales);
+        return absl::OkStatus();
+      });
+  if (!header.ok()) return header.status();
+  out.header = *header;
+  if (connections <= 1) return out;
+  absl::StatusOr<TensorRows> rows = RowsOf(out.header);
+  if (!rows.ok()) return rows.status();
+  out.data.resize(static_cast<size_t>(rows->data_bytes()));
+  out.scales.resize(static_cast<size_t>(rows->scales_bytes()));
+  const int parts = UploadConnections(rows->data_bytes() + rows->scales_bytes(), rows->rows,
+                                      connections);
+  absl::StatusOr<gemm::v1::TensorHeader> read =
+      ReadInto(handle, *rows, absl::MakeSpan(out.data), absl::MakeSpan(out.scales), parts,
+               deadline - absl::Now());
+  if (!read.ok()) return read.status();
+  out.header = *std::move(read);
   return out;
+}
+
+absl::StatusOr<gemm::v1::TensorHeader> TensorStoreClient::ReadInto(
+    const std::string& handle, const TensorRows& layout, absl::Span<char> data,
+    absl::Span<char> scales, int connections, absl::Duration timeout) {
+  if (static_cast<int64_t>(data.size()) != layout.data_bytes() ||
+      static_cast<int64_t>(scales.size()) != layout.scales_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReadInto: buffers of ", data.size(), " data and ", scales.size(),
+        " scales bytes; the tensor has ", layout.data_bytes(), " and ", layout.scales_bytes()));
+  }
+  const int parts = static_cast<int>(
+      std::max<int64_t>(1, std::min<int64_t>(connections, layout.rows)));
+  std::vector<gemm::v1::TensorHeader> headers(static_cast<size_t>(parts));
+  const absl::Status failed = RunParts(parts, [&](int part) -> absl::Status {
+    const RowRange r = PartRows(layout.rows, part, parts);
+    gemm::v1::GetTensorRequest request;
+    request.set_handle(handle);
+    if (parts > 1) {
+      request.set_row_begin(r.begin);
+      request.set_row_end(r.end);
+    }
+    absl::StatusOr<gemm::v1::TensorHeader> header = ReadStream(
+        parts > 1 ? PartChannel(part) : channel_, request, timeout,
+        [&](const gemm::v1::TensorHeader& h, absl::Span<char>* d,
+            absl::Span<char>* s) -> absl::Status {
+          absl::StatusOr<TensorRows> rows = RowsOf(h);
+          if (!rows.ok() || rows->rows != layout.rows ||
+              rows->data_row_bytes != layout.data_row_bytes ||
+              rows->scales_row_bytes != layout.scales_row_bytes) {
+            return absl::InternalError(
+                "GetTensor's header does not describe the tensor the caller expects");
+          }
+          *d = data.subspan(static_cast<size_t>(r.begin * layout.data_row_bytes),
+                            static_cast<size_t>((r.end - r.begin) * layout.data_row_bytes));
+          *s = scales.subspan(static_cast<size_t>(r.begin * layout.scales_row_bytes),
+                              static_cast<size_t>((r.end - r.begin) * layout.scales_row_bytes));
+          return absl::OkStatus();
+        });
+    if (!header.ok()) return header.status();
+    headers[static_cast<size_t>(part)] = *std::move(header);
+    return absl::OkStatus();
+  });
+  if (!failed.ok()) return failed;
+  return std::move(headers.front());
 }
 
 absl::Status TensorStoreClient::DeleteTensor(const std::string& handle, absl::Duration timeout) {
@@ -252,6 +364,34 @@ absl::Status TensorStoreClient::DeleteTensor(const std::string& handle, absl::Du
   request.set_handle(handle);
   gemm::v1::DeleteTensorResponse response;
   return FromGrpc(stub->DeleteTensor(&context, request, &response));
+}
+
+absl::Status TensorStoreClient::DeleteTensors(const std::vector<std::string>& handles,
+                                              absl::Duration timeout) {
+  auto stub = gemm::v1::GemmService::NewStub(channel_);
+  struct Delete {
+    grpc::ClientContext context;
+    gemm::v1::TensorHandle request;
+    gemm::v1::DeleteTensorResponse response;
+    absl::Status status;
+  };
+  std::vector<Delete> deletes(handles.size());
+  absl::BlockingCounter pending(static_cast<int>(handles.size()));
+  for (size_t i = 0; i < handles.size(); ++i) {
+    Delete& d = deletes[i];
+    SetDeadline(&d.context, timeout);
+    d.request.set_handle(handles[i]);
+    stub->async()->DeleteTensor(&d.context, &d.request, &d.response,
+                                [&d, &pending](grpc::Status status) {
+                                  d.status = FromGrpc(status);
+                                  pending.DecrementCount();
+                                });
+  }
+  pending.Wait();
+  for (const Delete& d : deletes) {
+    if (!d.status.ok()) return d.status;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<gemm::v1::ListTensorsResponse> TensorStoreClient::ListTensors(

@@ -13,7 +13,9 @@
 // connection tops out near 1 GB/s. A parallel upload opens the tensor with parts=N, then
 // sends part i (rows [i*R/N, (i+1)*R/N), data and scales alike) on connection i, each in
 // its own stream on its own thread; the server makes the tensor usable once every part
-// has arrived, and drops it when one fails.
+// has arrived, and drops it when one fails. Downloads likewise: ReadInto reads a tensor's
+// rows in ranges, range i on connection i, straight into the caller's buffer. The
+// connections are the client's ConnectionPool, kept open between calls.
 //
 // Errors are the server's gRPC status as an absl::Status (same code and message), or
 // INVALID_ARGUMENT from the client for a tensor whose bytes do not match its shape.
@@ -29,12 +31,13 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "absl/time/time.h"
+#include "client/connection_pool.h"
 #include "client/gemm_client.h"
+#include "client/tensor_chunks.h"
 #include "gemm/v1/gemm.pb.h"
 
 namespace gemmd {
@@ -68,6 +71,13 @@ struct PutOptions {
 // PutOptions::connections = `requested` (see there).
 int UploadConnections(int64_t bytes, int64_t rows, int requested);
 
+// A stored tensor's handle and the device it is kept on (TensorHeader.device's form,
+// "cuda:0"): tensors one GEMM reads by handle go to one device.
+struct StoredHandle {
+  std::string handle;
+  std::string device;
+};
+
 // A tensor read back from the server (GetTensor).
 struct DownloadedTensor {
   // shape; dtype (dense) or format and tensor_scale (quantized); label; ttl_s.
@@ -82,12 +92,16 @@ class TensorStoreClient {
   // indexes should be different connections (ConnectChannel(target, index) are).
   using ConnectFn = std::function<std::shared_ptr<grpc::ChannelInterface>(int index)>;
 
-  // Every call goes over `channel`, and a parallel upload's parts over connect(i) (over
-  // `channel` too when `connect` is empty: parallel streams, one connection).
+  // Every call goes over `channel`, and a parallel upload's or download's part i over
+  // connect(i) (over `channel` too when `connect` is empty: parallel streams, one
+  // connection).
   explicit TensorStoreClient(std::shared_ptr<grpc::ChannelInterface> channel,
                              ConnectFn connect = {});
-  // ConnectChannel(target) for the calls, ConnectChannel(target, 1 + i) for part i.
-  explicit TensorStoreClient(const std::string& target);
+  // Parts over the pool's connections (shared with other clients, e.g. a GemmClient's).
+  TensorStoreClient(std::shared_ptr<grpc::ChannelInterface> channel,
+                    std::shared_ptr<ConnectionPool> pool);
+  // ConnectChannel(endpoint) for the calls, ConnectChannel(endpoint, 1 + i) for part i.
+  explicit TensorStoreClient(const Endpoint& endpoint);
 
   // Uploads a dense tensor ([rows, cols] or [batch, rows, cols] of tensor.dtype) or a
   // quantized one ([rows, K]; data and scales as in gemm.proto's QuantizedTensor) and
@@ -95,27 +109,45 @@ class TensorStoreClient {
   absl::StatusOr<std::string> PutTensor(const TensorRef& tensor, const PutOptions& options = {});
   absl::StatusOr<std::string> PutTensor(const QuantizedTensorRef& tensor,
                                         const PutOptions& options = {});
+  // The same, answering the device the tensor went to as well.
+  absl::StatusOr<StoredHandle> Store(const TensorRef& tensor, const PutOptions& options = {});
+  absl::StatusOr<StoredHandle> Store(const QuantizedTensorRef& tensor,
+                                     const PutOptions& options = {});
 
-  // Downloads a tensor: its header, data and scales.
+  // Downloads a tensor: its header, data and scales, over `connections` connections
+  // (1: the client's channel; more: a first stream learns the tensor's size, then
+  // ReadInto).
   absl::StatusOr<DownloadedTensor> GetTensor(const std::string& handle,
-                                             absl::Duration timeout = absl::Seconds(60));
+                                             absl::Duration timeout = absl::Seconds(60),
+                                             int connections = 1);
+  // Reads the tensor `handle` names, whose rows are `layout` (the client knows its shape,
+  // e.g. a Matmul's C), into `data` and `scales`, which hold exactly its bytes: in
+  // `connections` row ranges (PartRows), range i over the pool's connection i, each
+  // written in place. `connections` 1 reads it over the client's channel. The server's
+  // error (a range the tensor does not have: OUT_OF_RANGE), or INTERNAL for an answer
+  // whose header or bytes do not match `layout`. Returns the tensor's header.
+  absl::StatusOr<gemm::v1::TensorHeader> ReadInto(const std::string& handle,
+                                                  const TensorRows& layout, absl::Span<char> data,
+                                                  absl::Span<char> scales, int connections,
+                                                  absl::Duration timeout = absl::Seconds(60));
   absl::Status DeleteTensor(const std::string& handle, absl::Duration timeout = absl::Seconds(60));
+  // Deletes every tensor named, all at once (one round trip); the first error, if any.
+  absl::Status DeleteTensors(const std::vector<std::string>& handles,
+                             absl::Duration timeout = absl::Seconds(60));
   // Every tensor of the caller's, all pages of the listing in one response (the store's
   // totals as of its last page); `timeout` bounds the whole listing.
   absl::StatusOr<gemm::v1::ListTensorsResponse> ListTensors(
       absl::Duration timeout = absl::Seconds(60));
 
  private:
-  absl::StatusOr<std::string> Put(gemm::v1::TensorHeader header, absl::string_view data,
-                                  absl::string_view scales, const PutOptions& options);
+  absl::StatusOr<StoredHandle> Put(gemm::v1::TensorHeader header, absl::string_view data,
+                                   absl::string_view scales, const PutOptions& options);
+  // The channel of part `index`: the pool's connection, or the client's channel.
   std::shared_ptr<grpc::ChannelInterface> PartChannel(int index);
 
   const std::shared_ptr<grpc::ChannelInterface> channel_;
-  const ConnectFn connect_;
-  absl::Mutex mu_;
-  // Channels of part uploads, made on first use and kept: later uploads reuse the
-  // connections.
-  std::vector<std::shared_ptr<grpc::ChannelInterface>> part_channels_ ABSL_GUARDED_BY(mu_);
+  // Connections of parallel parts, kept between calls; null: parts share channel_.
+  const std::shared_ptr<ConnectionPool> pool_;
 };
 
 }  // namespace gemmd

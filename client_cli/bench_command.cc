@@ -94,17 +94,25 @@ using BlockingCall =
 // Calls in flight through the client library's callback API, one per slot, each slot
 // with its own C buffer. A finished call's sample goes to `finished(slot, sample)`, on a
 // gRPC thread; its latency counts from the time Start was given.
+// The clients calls go through, round-robin (one per connection), and the stripes each
+// call asks for (CallOptions::stripes).
+struct CallClients {
+  std::vector<std::shared_ptr<GemmClient>> clients;
+  int stripes = 0;
+};
+
 class CallSlots {
  public:
   using Finished = std::function<void(size_t slot, Sample sample)>;
 
-  CallSlots(const std::vector<std::shared_ptr<grpc::Channel>>& channels, StartCall start,
-            absl::Duration timeout, int slots, int64_t out_bytes, Finished finished)
+  CallSlots(const CallClients& clients, StartCall start, absl::Duration timeout, int slots,
+            int64_t out_bytes, Finished finished)
       : start_(std::move(start)),
         timeout_(timeout),
+        stripes_(clients.stripes),
         finished_(std::move(finished)),
+        clients_(clients.clients),
         slots_(static_cast<size_t>(slots)) {
-    for (const auto& channel : channels) clients_.push_back(std::make_unique<GemmClient>(channel));
     for (Slot& slot : slots_) slot.out.resize(static_cast<size_t>(out_bytes));
   }
 
@@ -118,6 +126,7 @@ class CallSlots {
     slot.from = from;
     CallOptions options;
     options.timeout = timeout_;
+    options.stripes = stripes_;
     options.c_out = absl::MakeSpan(slot.out);
     start_(clients_[n % clients_.size()].get(), options, &slot.result,
            [this, i](absl::Status status) {
@@ -139,8 +148,9 @@ class CallSlots {
   };
   const StartCall start_;
   const absl::Duration timeout_;
+  const int stripes_;
   const Finished finished_;
-  std::vector<std::unique_ptr<GemmClient>> clients_;
+  const std::vector<std::shared_ptr<GemmClient>> clients_;
   std::vector<Slot> slots_;
 };
 
@@ -148,10 +158,10 @@ class CallSlots {
 // starts the slot's next call.
 class AsyncClosedLoop {
  public:
-  AsyncClosedLoop(const std::vector<std::shared_ptr<grpc::Channel>>& channels, StartCall start,
-                  absl::Duration timeout, int slots, absl::Time end, int64_t out_bytes)
+  AsyncClosedLoop(const CallClients& clients, StartCall start, absl::Duration timeout,
+                  int slots, absl::Time end, int64_t out_bytes)
       : end_(end),
-        calls_(channels, std::move(start), timeout, slots, out_bytes,
+        calls_(clients, std::move(start), timeout, slots, out_bytes,
                [this](size_t i, Sample s) { Finished(i, std::move(s)); }) {}
 
   std::vector<Sample> Run() {
@@ -191,14 +201,13 @@ class AsyncClosedLoop {
 // at most `slots` calls in flight; see the file comment.
 class OpenLoop {
  public:
-  OpenLoop(const std::vector<std::shared_ptr<grpc::Channel>>& channels, StartCall start,
-           absl::Duration timeout, int slots, double rate, bool poisson, uint64_t seed,
-           absl::Time end, int64_t out_bytes)
+  OpenLoop(const CallClients& clients, StartCall start, absl::Duration timeout, int slots,
+           double rate, bool poisson, uint64_t seed, absl::Time end, int64_t out_bytes)
       : rate_(rate),
         poisson_(poisson),
         rng_(seed),
         end_(end),
-        calls_(channels, std::move(start), timeout, slots, out_bytes,
+        calls_(clients, std::move(start), timeout, slots, out_bytes,
                [this](size_t i, Sample s) { Finished(i, std::move(s)); }) {
     absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < calls_.size(); ++i) free_.push_back(i);
@@ -338,15 +347,19 @@ int RunBench(const CliOptions& o) {
     return 1;
   }
   // Resident tensors: operands named @HANDLE, and B with --resident_b.
+  // and the connections of striped calls and parallel uploads (after the callers' own).
+  std::shared_ptr<ConnectionPool> pool;
   std::unique_ptr<TensorStoreClient> store;
   std::unique_ptr<ServerResidentLookup> resident;
   if (!o.local) {
     const Endpoint server = o.server();
     const GrpcArgs extra = *grpc_args;
-    store = std::make_unique<TensorStoreClient>(
-        channels.front(), [server, extra, n = o.channels](int index) {
+    pool = std::make_shared<ConnectionPool>(
+        [server, extra, n = o.channels](int index) {
           return ConnectChannel(server, n + index, extra);
-        });
+        },
+        SingleAddressTarget(o.target));
+    store = std::make_unique<TensorStoreClient>(channels.front(), pool);
     resident = std::make_unique<ServerResidentLookup>(store.get(), absl::Seconds(o.timeout_s));
   }
   // Matmul (MatmulInputs) or QuantizedMatmul (QuantizedInputs, --quantized).
@@ -421,6 +434,8 @@ int RunBench(const CliOptions& o) {
   const char* rpc_name = o.quantized ? "QuantizedMatmul" : "Matmul";
   BlockingCall blocking;
   StartCall start;
+  // How many connections each call goes over, for the report.
+  std::function<int(const GemmClient&, const CallOptions&)> stripes_of;
   if (o.quantized) {
     const QuantizedInputs& q = *quantized;
     report.shape = absl::StrCat(q.m, "x", q.n, "x", q.k, " batch=1");
@@ -437,6 +452,9 @@ int RunBench(const CliOptions& o) {
     start = [args](GemmClient* client, const CallOptions& options, MatmulResult* result,
                    std::function<void(absl::Status)> done) {
       client->QuantizedMatmulAsync(args, options, result, std::move(done));
+    };
+    stripes_of = [args](const GemmClient& client, const CallOptions& options) {
+      return client.StripesFor(args, options);
     };
   } else {
     const GemmProblem& p = matmul->problem;
@@ -456,16 +474,26 @@ int RunBench(const CliOptions& o) {
                    std::function<void(absl::Status)> done) {
       client->MatmulAsync(args, options, result, std::move(done));
     };
+    stripes_of = [args](const GemmClient& client, const CallOptions& options) {
+      return client.StripesFor(args, options);
+    };
   }
 
+  CallClients callers;
+  callers.stripes = o.stripes;
+  for (const auto& channel : channels) {
+    callers.clients.push_back(std::make_shared<GemmClient>(channel, pool));
+  }
   if (!o.local) {
     // One call first: fail fast (and learn the kernel) before starting the clock.
-    GemmClient client(channels.front());
+    GemmClient& client = *callers.clients.front();
     CallOptions options;
     options.timeout = absl::Seconds(o.timeout_s);
+    options.stripes = o.stripes;
     MatmulResult result;
     const absl::Status status = blocking(&client, options, &result);
     if (!status.ok()) return ReportRpcError(rpc_name, status);
+    report.stripes = stripes_of(client, options);
     report.kernel = result.info().kernel();
   } else {
     report.kernel = absl::StrCat(CpuKernelName(matmul->problem.precision), " (in-process)");
@@ -494,13 +522,14 @@ int RunBench(const CliOptions& o) {
     };
   } else {
     make_worker = [&](int i) -> Worker {
-      auto client =
-          std::make_shared<GemmClient>(channels[static_cast<size_t>(i % o.channels)]);
+      std::shared_ptr<GemmClient> client =
+          callers.clients[static_cast<size_t>(i % o.channels)];
       auto out = std::make_shared<std::vector<char>>(static_cast<size_t>(out_bytes));
       return [&, client, out] {
         Sample s;
         CallOptions options;
         options.timeout = absl::Seconds(o.timeout_s);
+        options.stripes = o.stripes;
         options.c_out = absl::MakeSpan(*out);
         MatmulResult result;
         s.start = absl::Now();
@@ -516,11 +545,11 @@ int RunBench(const CliOptions& o) {
   std::vector<absl::Time> dropped_at;
   std::vector<Sample> samples;
   if (o.rate > 0) {
-    samples = OpenLoop(channels, start, absl::Seconds(o.timeout_s), o.concurrency, o.rate,
+    samples = OpenLoop(callers, start, absl::Seconds(o.timeout_s), o.concurrency, o.rate,
                        o.arrivals == "poisson", o.seed, measure_end, out_bytes)
                   .Run(&dropped_at);
   } else if (o.async && !o.local) {
-    samples = AsyncClosedLoop(channels, start, absl::Seconds(o.timeout_s), o.concurrency,
+    samples = AsyncClosedLoop(callers, start, absl::Seconds(o.timeout_s), o.concurrency,
                               measure_end, out_bytes)
                   .Run();
   } else {

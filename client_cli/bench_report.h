@@ -30,6 +30,7 @@ struct BenchReport {
   double resident_b_upload_s = 0;
   int concurrency = 0;
   int channels = 0;
+  int stripes = 1;  // connections each call's bytes went over (CallOptions::stripes)
   double duration_s = 0;  // measured window
   double warmup_s = 0;
   int64_t ok = 0;

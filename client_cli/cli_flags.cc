@@ -91,9 +91,14 @@ ABSL_FLAG(std::string, device, "",
           "cuda:1); empty = the server's choice. Tensors one matmul reads by handle must "
           "be on one device.");
 ABSL_FLAG(int, connections, -1,
-          "put: upload in up to this many parts at once (1 to 64), each on its own connection "
-          "(one HTTP/2 connection tops out near 1 GB/s); a part is at least 1 MiB and one "
-          "row. Unset: 1 under 64 MiB, else 8.");
+          "put / get: move the tensor in up to this many parts at once (1 to 64), each on its "
+          "own connection (one HTTP/2 connection carries a fraction of what TCP can); a part "
+          "is at least 1 MiB and one row. Unset: put 1 under 64 MiB, else 8; get 1.");
+ABSL_FLAG(int, stripes, 0,
+          "matmul, quantized, bench: connections each call's bytes go over (0 to 64). 0 = the "
+          "client's choice: a call moving 32 MiB or more (operands and C) goes over 8, its "
+          "operands and C of 4 MiB or more as temporary resident tensors sent and read in "
+          "row parts; 1 = one connection; N = N, every operand and C striped.");
 ABSL_FLAG(bool, keep_c, false,
           "matmul: keep C on the server as a resident tensor (--ttl_s, --label) and print "
           "its handle (c_ref=HANDLE); C is not sent back (--out / --verify download it).");
@@ -157,6 +162,7 @@ CliOptions CliOptionsFromFlags() {
   o.ttl_s = absl::GetFlag(FLAGS_ttl_s);
   o.label = absl::GetFlag(FLAGS_label);
   o.connections = absl::GetFlag(FLAGS_connections);
+  o.stripes = absl::GetFlag(FLAGS_stripes);
   o.device = absl::GetFlag(FLAGS_device);
   o.keep_c = absl::GetFlag(FLAGS_keep_c);
   o.resident_b = absl::GetFlag(FLAGS_resident_b);

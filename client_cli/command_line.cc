@@ -62,24 +62,28 @@ const std::vector<CommandSpec>& Commands() {
        "multiply random (--m --n --k [--batch] [--dtype]) or .npy (--a --b) operands,\n"
        "or resident tensors by handle (--a/--b/--c @HANDLE); --out c.npy saves C,\n"
        "--verify checks it against FP64 (downloading @HANDLE operands first);\n"
-       "--keep_c keeps C on the server and prints c_ref=HANDLE",
-       Concat({kMatmulOperandFlags, {"c", "out", "verify", "keep_c"}, kResidentFlags}),
+       "--keep_c keeps C on the server and prints c_ref=HANDLE; --stripes N: the\n"
+       "connections the call's bytes go over (0: the client's choice)",
+       Concat({kMatmulOperandFlags, {"c", "out", "verify", "keep_c", "stripes"},
+               kResidentFlags}),
        &RunMatmul},
       {"quantized",
        "C = A * B^T with A [M,K], B [N,K] quantized here (--format int8|nvfp4,\n"
        "--weight_only), sent to QuantizedMatmul; prints bytes saved; --verify prints the\n"
        "kernel error and the format error; --a/--b @HANDLE: resident operands (B\n"
-       "quantized), downloaded for --verify",
-       Concat({kQuantizedOperandFlags, {"out", "verify"}}), &RunQuantized},
+       "quantized), downloaded for --verify; --stripes N as matmul's",
+       Concat({kQuantizedOperandFlags, {"out", "verify", "stripes"}}), &RunQuantized},
       {"bench",
        "load test of one shape: closed loop (--concurrency calls in flight) or open\n"
        "loop (--rate R [--arrivals poisson|fixed]); --duration_s --warmup_s [--channels]\n"
        "[--async] [--json] [--server_pid PID: the server's CPU per request]; --local\n"
        "times the in-process CPU backend; --quantized drives QuantizedMatmul instead;\n"
-       "--resident_b uploads B once and sends A alone (B by handle)",
+       "--resident_b uploads B once and sends A alone (B by handle); --stripes N as\n"
+       "matmul's, for every call",
        Concat({kMatmulOperandFlags, kQuantizedOperandFlags,
                {"quantized", "concurrency", "channels", "duration_s", "warmup_s", "async",
-                "local", "json", "rate", "arrivals", "server_pid", "grpc_arg", "resident_b"}}),
+                "local", "json", "rate", "arrivals", "server_pid", "grpc_arg", "resident_b",
+                "stripes"}}),
        &RunBench},
       {"put",
        "upload FILE.npy as a resident tensor and print its handle (alone on stdout;\n"
@@ -91,8 +95,9 @@ const std::vector<CommandSpec>& Commands() {
       {"get",
        "download a resident tensor to --out F.npy: dense FLOAT32/FLOAT16 as they are,\n"
        "BFLOAT16 and INT8 widened to float32 (exactly; .npy has no bfloat16), INT32\n"
-       "refused; a quantized tensor (INT8/NVFP4) dequantized to float32",
-       {"out"}, &RunGet, "HANDLE"},
+       "refused; a quantized tensor (INT8/NVFP4) dequantized to float32; in row ranges\n"
+       "over several connections at once with --connections N",
+       {"out", "connections"}, &RunGet, "HANDLE"},
       {"rm", "delete a resident tensor", {}, &RunRm, "HANDLE"},
       {"ls",
        "list the resident tensors (handle, shape, dtype or format, bytes, device,\n"

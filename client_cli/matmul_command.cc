@@ -5,6 +5,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/connection_pool.h"
 #include "client/gemm_client.h"
 #include "client/tensor_store_client.h"
 #include "client_cli/commands.h"
@@ -20,17 +21,22 @@ namespace gemmd {
 int RunMatmul(const CliOptions& o) {
   std::shared_ptr<grpc::Channel> channel = ConnectChannel(o.server());
   if (int rc = Preflight(o, /*quantized=*/false, channel.get()); rc != 0) return rc;
-  TensorStoreClient store(channel);
+  // Connections 1.. for striped calls and parallel downloads, kept for the command.
+  auto pool = std::make_shared<ConnectionPool>(o.server(), 1);
+  TensorStoreClient store(channel, pool);
   ServerResidentLookup resident(&store, absl::Seconds(o.timeout_s));
   absl::StatusOr<std::unique_ptr<MatmulInputs>> inputs = BuildMatmulInputs(o, &resident);
   if (!inputs.ok()) return ReportError(inputs.status());
   const MatmulInputs& in = **inputs;
-  GemmClient client(channel);
+  GemmClient client(channel, pool);
   CallOptions options;
   options.timeout = absl::Seconds(o.timeout_s);
+  options.stripes = o.stripes;
+  const MatmulArgs args = ArgsOf(in.request);
+  const int stripes = client.StripesFor(args, options);
   MatmulResult result;
   const absl::Time start = absl::Now();
-  const absl::Status status = client.Matmul(ArgsOf(in.request), options, &result);
+  const absl::Status status = client.Matmul(args, options, &result);
   const absl::Duration elapsed = absl::Now() - start;
   if (!status.ok()) return ReportRpcError("Matmul", status);
   const gemm::v1::MatmulResponse& response = result.info();
@@ -57,9 +63,10 @@ int RunMatmul(const CliOptions& o) {
       static_cast<long long>(t.total_us()), t.batch_size());
   const double seconds = absl::ToDoubleSeconds(elapsed);
   std::printf(
-      "client: %.3f ms round trip, %.2f GFLOP/s end to end, %.1f MB sent, %.1f MB received\n",
+      "client: %.3f ms round trip, %.2f GFLOP/s end to end, %.1f MB sent, %.1f MB received, "
+      "over %d connection%s\n",
       seconds * 1e3, in.problem.Flops() / seconds / 1e9, in.payload_bytes / 1e6,
-      result.c().size() / 1e6);
+      result.c().size() / 1e6, stripes, stripes == 1 ? "" : "s");
   if (!c_ref.empty()) std::printf("c_ref=%s\n", c_ref.c_str());
 
   if (!o.out_path.empty()) {

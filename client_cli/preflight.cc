@@ -1,5 +1,7 @@
 #include "client_cli/preflight.h"
 
+#include "client/striped_call.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -173,6 +175,11 @@ absl::Status CheckCommonFlags(const CliOptions& o) {
   if (!(o.timeout_s > 0) || !std::isfinite(o.timeout_s)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--timeout_s must be a number of seconds > 0, not ", o.timeout_s));
+  }
+  if (o.stripes < 0 || o.stripes > kMaxStripes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--stripes=", o.stripes, " is not in [0, ", kMaxStripes,
+        "] (0 = the client's choice, 1 = one connection)"));
   }
   if (!o.out_path.empty()) {
     const size_t slash = o.out_path.rfind('/');

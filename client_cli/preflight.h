@@ -47,8 +47,8 @@ absl::Status CheckRequestFits(const RequestSize& size, const std::optional<Serve
 // Memory this machine has available now (MemAvailable), or its physical memory.
 int64_t AvailableMemoryBytes();
 
-// INVALID_ARGUMENT when --timeout_s is not > 0, or when --out names a file that cannot
-// be created (its directory missing or not writable).
+// INVALID_ARGUMENT when --timeout_s is not > 0, --stripes is not in [0, kMaxStripes], or
+// --out names a file that cannot be created (its directory missing or not writable).
 absl::Status CheckCommonFlags(const CliOptions& options);
 
 }  // namespace gemmd

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "client/connection_pool.h"
 #include "client/gemm_client.h"
 #include "client/tensor_store_client.h"
 #include "client_cli/commands.h"
@@ -23,17 +24,21 @@ namespace gemmd {
 int RunQuantized(const CliOptions& o) {
   std::shared_ptr<grpc::Channel> channel = ConnectChannel(o.server());
   if (int rc = Preflight(o, /*quantized=*/true, channel.get()); rc != 0) return rc;
-  TensorStoreClient store(channel);
+  auto pool = std::make_shared<ConnectionPool>(o.server(), 1);
+  TensorStoreClient store(channel, pool);
   ServerResidentLookup resident(&store, absl::Seconds(o.timeout_s));
   absl::StatusOr<std::unique_ptr<QuantizedInputs>> built = BuildQuantizedInputs(o, &resident);
   if (!built.ok()) return ReportError(built.status());
   const QuantizedInputs& in = **built;
-  GemmClient client(channel);
+  GemmClient client(channel, pool);
   CallOptions options;
   options.timeout = absl::Seconds(o.timeout_s);
+  options.stripes = o.stripes;
+  const QuantizedMatmulArgs args = ArgsOf(in.request);
+  const int stripes = client.StripesFor(args, options);
   MatmulResult result;
   const absl::Time start = absl::Now();
-  const absl::Status status = client.QuantizedMatmul(ArgsOf(in.request), options, &result);
+  const absl::Status status = client.QuantizedMatmul(args, options, &result);
   const absl::Duration elapsed = absl::Now() - start;
   if (!status.ok()) return ReportRpcError("QuantizedMatmul", status);
   const gemm::v1::MatmulResponse& response = result.info();
@@ -52,12 +57,13 @@ int RunQuantized(const CliOptions& o) {
               static_cast<long long>(t.total_us()));
   std::printf(
       "bytes sent: %lld operands (B %s) vs %lld as FP32 (%.2fx fewer), %lld as FP16; "
-      "%.3f ms round trip\n",
+      "%.3f ms round trip over %d connection%s\n",
       static_cast<long long>(in.sent_bytes),
       in.request.has_b_ref() ? "resident" : std::to_string(b_bytes).c_str(),
       static_cast<long long>(fp32_bytes),
       static_cast<double>(fp32_bytes) / static_cast<double>(in.sent_bytes),
-      static_cast<long long>(fp32_bytes / 2), absl::ToDoubleMilliseconds(elapsed));
+      static_cast<long long>(fp32_bytes / 2), absl::ToDoubleMilliseconds(elapsed), stripes,
+      stripes == 1 ? "" : "s");
   std::printf("B [%lld, %lld]: %lld bytes %s vs %lld FP32, %lld FP16%s\n",
               static_cast<long long>(in.n), static_cast<long long>(in.k),
               static_cast<long long>(b_bytes), QuantFormatName(in.format),

@@ -130,9 +130,7 @@ int RunPut(const CliOptions& o) {
   if (limits->max_tensor_chunk_bytes() > 0) {
     put.chunk_bytes = std::min(put.chunk_bytes, limits->max_tensor_chunk_bytes());
   }
-  const Endpoint server = o.server();
-  TensorStoreClient store(channel,
-                          [server](int index) { return ConnectChannel(server, 1 + index); });
+  TensorStoreClient store(channel, std::make_shared<ConnectionPool>(o.server(), 1));
   const int64_t rows = o.format_set ? quantized.shape[0]
                        : array.shape.size() == 3 ? array.shape[0] * array.shape[1]
                        : array.shape.empty()     ? 0
@@ -157,9 +155,16 @@ int RunGet(const CliOptions& o) {
   if (o.out_path.empty()) {
     return ReportError(absl::InvalidArgumentError("gemm-cli get HANDLE needs --out F.npy"));
   }
-  TensorStoreClient store(ConnectChannel(o.server()));
+  if (o.connections != -1 && (o.connections < 1 || o.connections > kMaxUploadConnections)) {
+    return ReportError(absl::InvalidArgumentError(
+        absl::StrCat("--connections=", o.connections, " is not in [1, ", kMaxUploadConnections,
+                     "] (leave it unset for one)")));
+  }
+  const int connections = std::max(o.connections, 1);
+  TensorStoreClient store(o.server());
   const absl::Time start = absl::Now();
-  absl::StatusOr<DownloadedTensor> got = store.GetTensor(o.args[0], absl::Seconds(o.timeout_s));
+  absl::StatusOr<DownloadedTensor> got =
+      store.GetTensor(o.args[0], absl::Seconds(o.timeout_s), connections);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!got.ok()) return ReportRpcError("GetTensor", got.status());
   const int64_t received = static_cast<int64_t>(got->data.size() + got->scales.size());
@@ -190,9 +195,10 @@ int RunGet(const CliOptions& o) {
   if (absl::Status s = WriteNpyFile(o.out_path, out); !s.ok()) return ReportError(s);
   std::printf("wrote %s: [%s] %s\n", o.out_path.c_str(), absl::StrJoin(out.shape, ",").c_str(),
               how.c_str());
-  std::fprintf(stderr, "get: %lld bytes in %.3f s (%.2f GB/s)\n",
+  std::fprintf(stderr, "get: %lld bytes in %.3f s (%.2f GB/s) over %d connection%s\n",
                static_cast<long long>(received), seconds,
-               seconds > 0 ? received / seconds / 1e9 : 0.0);
+               seconds > 0 ? received / seconds / 1e9 : 0.0, connections,
+               connections == 1 ? "" : "s");
   return 0;
 }
 

@@ -113,7 +113,7 @@ class ResidentServerTest : public InProcessServerTest {
   absl::StatusOr<std::string> PutChunks(const std::vector<gemm::v1::TensorChunk>& chunks) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
-    gemm::v1::TensorHandle handle;
+    gemm::v1::PutTensorResponse handle;
     std::unique_ptr<grpc::ClientWriter<gemm::v1::TensorChunk>> writer =
         stub_->PutTensor(&context, &handle);
     for (const gemm::v1::TensorChunk& chunk : chunks) {
@@ -153,7 +153,7 @@ class ResidentServerTest : public InProcessServerTest {
 
   std::string Get(const std::string& handle, gemm::v1::TensorHeader* header = nullptr) {
     grpc::ClientContext context;
-    gemm::v1::TensorHandle request;
+    gemm::v1::GetTensorRequest request;
     request.set_handle(handle);
     auto reader = stub_->GetTensor(&context, request);
     gemm::v1::TensorChunk chunk;
@@ -169,7 +169,7 @@ class ResidentServerTest : public InProcessServerTest {
   // A GetTensor that is refused: its status (and no chunk came before it).
   grpc::Status RefusedGet(const std::string& handle) {
     grpc::ClientContext context;
-    gemm::v1::TensorHandle request;
+    gemm::v1::GetTensorRequest request;
     request.set_handle(handle);
     auto reader = stub_->GetTensor(&context, request);
     gemm::v1::TensorChunk chunk;

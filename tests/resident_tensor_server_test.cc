@@ -376,7 +376,7 @@ TEST_F(ResidentTensorTest, ADisconnectMidUploadLeavesNothing) {
   const int64_t rss_before = RssBytes();
   {
     grpc::ClientContext context;
-    gemm::v1::TensorHandle handle;
+    gemm::v1::PutTensorResponse handle;
     auto writer = stub_->PutTensor(&context, &handle);
     ASSERT_TRUE(writer->Write(Header({8192, 8192}, gemm::v1::DATA_TYPE_FLOAT32)));  // 256 MiB
     gemm::v1::TensorChunk chunk;

@@ -438,7 +438,7 @@ TEST_F(RobustnessTest, CallsThatArrivedBeforeTheDrainAreServedAndLaterOnesRefuse
   config.tensor_store_bytes = 64 << 20;
   Start(config);
   // A tensor to download and delete after the signal.
-  gemm::v1::TensorHandle stored;
+  gemm::v1::PutTensorResponse stored;
   {
     grpc::ClientContext context;
     auto writer = stub_->PutTensor(&context, &stored);
@@ -499,7 +499,7 @@ TEST_F(RobustnessTest, CallsThatArrivedBeforeTheDrainAreServedAndLaterOnesRefuse
   }
   {
     grpc::ClientContext context;
-    gemm::v1::TensorHandle handle;
+    gemm::v1::PutTensorResponse handle;
     auto writer = stub_->PutTensor(&context, &handle);
     writer->Write(header);
     writer->WritesDone();
@@ -507,7 +507,9 @@ TEST_F(RobustnessTest, CallsThatArrivedBeforeTheDrainAreServedAndLaterOnesRefuse
   }
   {
     grpc::ClientContext context;
-    auto reader = stub_->GetTensor(&context, stored);
+    gemm::v1::GetTensorRequest request;
+    request.set_handle(stored.handle());
+    auto reader = stub_->GetTensor(&context, request);
     gemm::v1::TensorChunk chunk;
     while (reader->Read(&chunk)) {
     }
@@ -516,7 +518,9 @@ TEST_F(RobustnessTest, CallsThatArrivedBeforeTheDrainAreServedAndLaterOnesRefuse
   {
     grpc::ClientContext context;
     gemm::v1::DeleteTensorResponse response;
-    refused["DeleteTensor"] = stub_->DeleteTensor(&context, stored, &response).error_code();
+    gemm::v1::TensorHandle handle;
+    handle.set_handle(stored.handle());
+    refused["DeleteTensor"] = stub_->DeleteTensor(&context, handle, &response).error_code();
   }
   {
     grpc::ClientContext context;

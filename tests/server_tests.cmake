@@ -48,6 +48,20 @@ target_link_libraries(tensor_store_client_test PRIVATE gemm_server_lib gemm_clie
   GTest::gtest_main)
 gtest_discover_tests(tensor_store_client_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 
+# Striped calls (client/striped_call.h) against a whole server in-process.
+add_executable(striped_call_test striped_call_test.cc)
+target_link_libraries(striped_call_test PRIVATE gemm_server_lib gemm_client GTest::gtest_main)
+gtest_discover_tests(striped_call_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+
+# Striped calls when the client or the server is killed mid-call (processes).
+add_executable(striped_process_test striped_process_test.cc)
+target_link_libraries(striped_process_test PRIVATE gemm_client GTest::gtest_main absl::strings
+  absl::synchronization absl::time)
+target_compile_definitions(striped_process_test PRIVATE
+  GEMM_SERVER_BINARY="$<TARGET_FILE:gemm-server>" GEMM_CLI_BINARY="$<TARGET_FILE:gemm-cli>")
+add_dependencies(striped_process_test gemm-server gemm-cli)
+gtest_discover_tests(striped_process_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+
 # gemm-cli's resident tensor commands against a gemm-server process.
 add_executable(resident_cli_test resident_cli_test.cc)
 target_link_libraries(resident_cli_test PRIVATE gemm_kernels GTest::gtest_main absl::strings

@@ -177,7 +177,7 @@ TEST_F(StoreHardeningTest, AnUploadThatSendsNothingIsEndedAndItsRoomFreed) {
 
   // 1.2 s of chunks every 100 ms: slower than the timeout in all, never idle that long.
   grpc::ClientContext context;
-  gemm::v1::TensorHandle handle;
+  gemm::v1::PutTensorResponse handle;
   auto writer = stub_->PutTensor(&context, &handle);
   ASSERT_TRUE(writer->Write(Header({12, 256}, gemm::v1::DATA_TYPE_FLOAT32)));
   for (int row = 0; row < 12; ++row) {

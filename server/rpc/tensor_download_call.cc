@@ -62,6 +62,23 @@ absl::Status NoStore() {
 
 }  // namespace
 
+absl::StatusOr<DownloadRange> RangeOf(const TensorSpec& spec, int64_t row_begin,
+                                      int64_t row_end) {
+  const int64_t rows = Rows(spec);
+  if (row_begin == 0 && row_end == 0) row_end = rows;
+  if (row_begin < 0 || row_end <= row_begin || row_end > rows) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "rows [", row_begin, ", ", row_end, ") are not a range of the tensor's ", rows,
+        " rows; expected 0 <= row_begin < row_end <= ", rows, " (both 0: the whole tensor)"));
+  }
+  DownloadRange range;
+  range.data_begin = row_begin * RowDataBytes(spec);
+  range.data_bytes = (row_end - row_begin) * RowDataBytes(spec);
+  range.scale_begin = row_begin * RowScaleBytes(spec);
+  range.scale_bytes = (row_end - row_begin) * RowScaleBytes(spec);
+  return range;
+}
+
 gemm::v1::TensorHeader HeaderOf(const TensorSpec& spec, absl::Time expires,
                                 const std::string& label, absl::Time now) {
   gemm::v1::TensorHeader header;
@@ -103,16 +120,19 @@ TensorDownloadCall::TensorDownloadCall(const TensorCallEnvironment* env,
 absl::Status TensorDownloadCall::Start(const grpc::ByteBuffer& request) {
   if (absl::Status s = env_->registry->Enter(this); !s.ok()) return s;
   registered_ = true;
-  gemm::v1::TensorHandle handle;
-  if (absl::Status s = ParseSmallRequest(request, &handle); !s.ok()) return s;
+  gemm::v1::GetTensorRequest parsed;
+  if (absl::Status s = ParseSmallRequest(request, &parsed); !s.ok()) return s;
   if (env_->store == nullptr) return NoStore();
-  absl::StatusOr<TensorPin> pin = env_->store->Acquire(handle.handle(), tenant_);
+  absl::StatusOr<TensorPin> pin = env_->store->Acquire(parsed.handle(), tenant_);
   if (!pin.ok()) return pin.status();
   pin_ = *std::move(pin);
   if (absl::Status s = pin_->CheckDeviceHealthy(); !s.ok()) return s;
+  absl::StatusOr<DownloadRange> range =
+      RangeOf(pin_->spec, parsed.row_begin(), parsed.row_end());
+  if (!range.ok()) return range.status();
+  range_ = *range;
   if (pin_->device->resident_in_host_memory() && !env_->copy_downloads) return absl::OkStatus();
-  const int64_t room =
-      std::min(2 * kDownloadChunkBytes, DataBytes(pin_->spec) + ScaleBytes(pin_->spec));
+  const int64_t room = std::min(2 * kDownloadChunkBytes, range_.bytes());
   absl::StatusOr<Reservation> reservation = env_->memory->Reserve(room);
   if (!reservation.ok()) return reservation.status();
   if (absl::Status s = env_->tenant_budget->Charge(tenant_, room); !s.ok()) return s;
@@ -146,16 +166,15 @@ void TensorDownloadCall::OnWriteDone(bool ok) {
 }
 
 void TensorDownloadCall::Next() {
-  const int64_t data_bytes = DataBytes(pin_->spec);
-  const int64_t scale_bytes = ScaleBytes(pin_->spec);
-  const bool data = data_sent_ < data_bytes;
-  if (!data && scales_sent_ >= scale_bytes) {
+  const bool data = data_sent_ < range_.data_bytes;
+  if (!data && scales_sent_ >= range_.scale_bytes) {
     FinishWith(absl::OkStatus());
     return;
   }
-  const int64_t n = data ? std::min(kDownloadChunkBytes, data_bytes - data_sent_)
-                         : std::min(kDownloadChunkBytes, scale_bytes - scales_sent_);
-  const char* from = data ? pin_->data() + data_sent_ : pin_->scales() + scales_sent_;
+  const int64_t n = data ? std::min(kDownloadChunkBytes, range_.data_bytes - data_sent_)
+                         : std::min(kDownloadChunkBytes, range_.scale_bytes - scales_sent_);
+  const char* from = data ? pin_->data() + range_.data_begin + data_sent_
+                          : pin_->scales() + range_.scale_begin + scales_sent_;
   absl::StatusOr<grpc::Slice> payload = ChunkSlice(from, static_cast<size_t>(n));
   if (!payload.ok()) {
     FinishWith(payload.status());

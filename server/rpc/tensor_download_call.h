@@ -1,6 +1,6 @@
-// One GetTensor call: a resident tensor streamed back as TensorChunks (the header, then
-// the data, then the scales, at most 2 MiB each: a default client takes them), one chunk
-// at a time as gRPC takes the previous one. The tensor stays pinned until the call ends,
+// One GetTensor call: a resident tensor, or a range of its rows, streamed back as
+// TensorChunks (the header, then the data, then the scales, at most 2 MiB each: a
+// default client takes them), one chunk at a time as gRPC takes the previous one. The tensor stays pinned until the call ends,
 // so a delete meanwhile does not cut the stream short.
 //
 // What a download holds while its client is slow, or never reads: the chunk gRPC is
@@ -39,12 +39,25 @@ gemm::v1::TensorHeader HeaderOf(const TensorSpec& spec, absl::Time expires,
 // Data and scales of one chunk of a download.
 inline constexpr int64_t kDownloadChunkBytes = int64_t{2} << 20;
 
+// The bytes a download of rows [row_begin, row_end) sends: offsets into the tensor's data
+// and scales, and how many of each.
+struct DownloadRange {
+  int64_t data_begin = 0, data_bytes = 0;
+  int64_t scale_begin = 0, scale_bytes = 0;
+  int64_t bytes() const { return data_bytes + scale_bytes; }
+};
+// For a valid spec: rows [row_begin, row_end) of its Rows() (both 0: all of them), or
+// OUT_OF_RANGE for a range that is empty or not within them.
+absl::StatusOr<DownloadRange> RangeOf(const TensorSpec& spec, int64_t row_begin,
+                                      int64_t row_end);
+
 class TensorDownloadCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  // Starts streaming the tensor `request` (a TensorHandle) names, for `tenant`, or
-  // answers why not: INVALID_ARGUMENT (not a TensorHandle), UNAVAILABLE (draining; the
-  // tensor's device faulted), NOT_FOUND, FAILED_PRECONDITION (no store; still uploading),
-  // RESOURCE_EXHAUSTED (no room for its chunks).
+  // Starts streaming the tensor (or rows) `request` (a GetTensorRequest) names, for
+  // `tenant`, or answers why not: INVALID_ARGUMENT (not a GetTensorRequest), UNAVAILABLE
+  // (draining; the tensor's device faulted), NOT_FOUND, FAILED_PRECONDITION (no store;
+  // still uploading), OUT_OF_RANGE (rows not in the tensor), RESOURCE_EXHAUSTED (no room
+  // for its chunks).
   TensorDownloadCall(const TensorCallEnvironment* env, grpc::CallbackServerContext* context,
                      const grpc::ByteBuffer& request, std::string tenant);
 
@@ -68,6 +81,7 @@ class TensorDownloadCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   const absl::Time started_;
   bool registered_ = false;
   TensorPin pin_;
+  DownloadRange range_;
   std::shared_ptr<Room> room_;  // null when the chunks are the tensor's own memory
   grpc::ByteBuffer chunk_;
   int64_t data_sent_ = 0;

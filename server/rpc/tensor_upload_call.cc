@@ -104,8 +104,11 @@ absl::Status TensorUploadCall::Complete() {
   if (!sequence_.opened_parts()) {
     env_->metrics->ObserveUpload(sequence_.bytes_written(), absl::Now() - started_);
   }
-  gemm::v1::TensorHandle reply;
+  gemm::v1::PutTensorResponse reply;
   reply.set_handle(*handle);
+  // Where it went, so a client can put the tensors one GEMM reads on one device.
+  absl::StatusOr<std::string> device = env_->store->DeviceOf(*handle, tenant_);
+  if (device.ok()) reply.set_device(*std::move(device));
   answered_handle_ = *std::move(handle);
   grpc::Slice slice(reply.SerializeAsString());
   response_ = grpc::ByteBuffer(&slice, 1);

@@ -616,6 +616,17 @@ absl::StatusOr<TensorPin> TensorStore::Acquire(absl::string_view handle,
   return TensorPin(entry.tensor);
 }
 
+absl::StatusOr<std::string> TensorStore::DeviceOf(absl::string_view handle,
+                                                  absl::string_view tenant) {
+  absl::MutexLock lock(&mu_);
+  auto it = tensors_.find(handle);
+  if (it == tensors_.end() || it->second.tensor->tenant != tenant ||
+      it->second.tensor->expires <= clock_->Now()) {
+    return NotFound(handle);
+  }
+  return DeviceId(it->second.tensor->device->description());
+}
+
 absl::Status TensorStore::Delete(absl::string_view handle, absl::string_view tenant) {
   std::shared_ptr<StoredTensor> tensor;  // released after the lock
   {

@@ -186,6 +186,9 @@ class TensorStore {
   // `tenant`: the caller's; another tenant's tensor is NOT_FOUND here and in Delete and
   // BeginPart, and List shows the caller's own tensors only.
   absl::StatusOr<TensorPin> Acquire(absl::string_view handle, absl::string_view tenant = "");
+  // The id of the device a tensor (complete or still uploading) is kept on ("cuda:1"),
+  // or NOT_FOUND as Acquire.
+  absl::StatusOr<std::string> DeviceOf(absl::string_view handle, absl::string_view tenant = "");
   // Takes a tensor out (complete or not); its memory goes when its last pin does.
   absl::Status Delete(absl::string_view handle, absl::string_view tenant = "");
   std::vector<TensorListing> List(absl::string_view tenant = "");

@@ -63,7 +63,7 @@ class GpuResidentTest : public ::testing::Test {
   std::string Put(const gemm::v1::TensorHeader& header, const std::string& data,
                   const std::string& scales = "") {
     grpc::ClientContext context;
-    gemm::v1::TensorHandle handle;
+    gemm::v1::PutTensorResponse handle;
     auto writer = stub_->PutTensor(&context, &handle);
     gemm::v1::TensorChunk first;
     *first.mutable_header() = header;
@@ -88,7 +88,7 @@ class GpuResidentTest : public ::testing::Test {
 
   std::string Get(const std::string& handle) {
     grpc::ClientContext context;
-    gemm::v1::TensorHandle request;
+    gemm::v1::GetTensorRequest request;
     request.set_handle(handle);
     auto reader = stub_->GetTensor(&context, request);
     gemm::v1::TensorChunk chunk;

@@ -48,7 +48,7 @@ TEST(GpuServerFaultTest, AFaultedGpuLeavesTheOthersServing) {
 std::string PutWeight(Served& s, const std::string& device, int64_t k, int64_t n,
                       const std::string& bytes) {
   grpc::ClientContext context;
-  gemm::v1::TensorHandle handle;
+  gemm::v1::PutTensorResponse handle;
   auto writer = s.stub->PutTensor(&context, &handle);
   gemm::v1::TensorChunk chunk;
   chunk.mutable_header()->add_shape(k);

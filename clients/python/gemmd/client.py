@@ -506,7 +506,7 @@ class Client:
     def get_tensor(self, handle, *, timeout_s=_DEFAULT):
         """Downloads a resident tensor: a numpy array for a dense one (bfloat16 widened
         to float32), a QuantizedTensor for a quantized one."""
-        request = pb.TensorHandle(handle=_handle_str(handle))
+        request = pb.GetTensorRequest(handle=_handle_str(handle))
         header, data, scales = None, [], []
         try:
             for chunk in self._stub.GetTensor(request, **self._kw(timeout_s)):

@@ -1,0 +1,289 @@
+#include "client/striped_call.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace gemmd {
+namespace {
+
+// How long deleting the temporaries may take: on its own clock, since a failed call may
+// have used up its deadline.
+constexpr absl::Duration kDeleteTimeout = absl::Seconds(5);
+constexpr char kLabel[] = "striped call";
+
+int64_t ElementBytes(gemm::v1::DataType type) {
+  switch (type) {
+    case gemm::v1::DATA_TYPE_FLOAT16:
+    case gemm::v1::DATA_TYPE_BFLOAT16:
+      return 2;
+    case gemm::v1::DATA_TYPE_INT8:
+      return 1;
+    default:  // FLOAT32 (and UNSPECIFIED, which means it), INT32
+      return 4;
+  }
+}
+
+// C's bytes, where the client can tell them from the inline operands; -1 where it cannot
+// (an operand by handle, a shape the server will refuse anyway).
+int64_t MatmulCBytes(const MatmulArgs& args) {
+  if (!args.a_ref.empty() || !args.b_ref.empty()) return -1;
+  const std::vector<int64_t>& a = args.a.shape;
+  const std::vector<int64_t>& b = args.b.shape;
+  if (a.size() < 2 || a.size() > 3 || b.size() < 2 || b.size() > 3) return -1;
+  const int64_t m = args.transpose_a ? a[a.size() - 1] : a[a.size() - 2];
+  const int64_t n = args.transpose_b ? b[b.size() - 2] : b[b.size() - 1];
+  const int64_t batch = std::max(a.size() == 3 ? a[0] : 1, b.size() == 3 ? b[0] : 1);
+  if (m < 1 || n < 1 || batch < 1) return -1;
+  return batch * m * n * ElementBytes(args.output_dtype);
+}
+
+int64_t QuantizedCBytes(const QuantizedMatmulArgs& args) {
+  const std::vector<int64_t>* a =
+      args.a ? &args.a->shape : args.a_dense ? &args.a_dense->shape : nullptr;
+  if (a == nullptr || a->size() != 2 || !args.b_ref.empty() || args.b.shape.size() != 2) {
+    return -1;
+  }
+  if ((*a)[0] < 1 || args.b.shape[0] < 1) return -1;
+  return (*a)[0] * args.b.shape[0] * 4;  // C is FP32
+}
+
+int64_t QuantizedBytes(const QuantizedTensorRef& t) {
+  return static_cast<int64_t>(t.data.size() + t.scales.size());
+}
+
+// A temporary lives as long as the call may: past its deadline nobody reads it.
+uint32_t TtlFor(absl::Duration timeout) {
+  const int64_t s = absl::ToInt64Seconds(absl::Ceil(timeout, absl::Seconds(1)));
+  return static_cast<uint32_t>(std::clamp<int64_t>(s, 1, 24 * 3600));
+}
+
+// The parts of one call reached two server processes (a handle of another instance).
+bool Spread(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kNotFound &&
+         absl::StrContains(s.message(), "was issued by server instance");
+}
+
+// A server that cannot keep the temporaries at all: no PutTensor (another implementation
+// of the API), or no tensor store (--tensor_store_bytes=0).
+bool NoStore(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kUnimplemented ||
+         (s.code() == absl::StatusCode::kFailedPrecondition &&
+          absl::StrContains(s.message(), "keeps no resident tensors"));
+}
+
+}  // namespace
+
+class StripedCall::Temporaries {
+ public:
+  explicit Temporaries(TensorStoreClient* store) : store_(store) {}
+  // Deleted whatever happened; a delete that fails leaves the TTL to do it.
+  ~Temporaries() {
+    if (!handles_.empty()) store_->DeleteTensors(handles_, kDeleteTimeout).IgnoreError();
+  }
+  void Add(std::string handle) { handles_.push_back(std::move(handle)); }
+
+ private:
+  TensorStoreClient* const store_;
+  std::vector<std::string> handles_;
+};
+
+StripedCall::StripedCall(std::shared_ptr<grpc::ChannelInterface> channel,
+                         std::shared_ptr<ConnectionPool> pool)
+    : channel_(channel), pool_(pool), plain_(channel), store_(channel, pool) {}
+
+int StripedCall::Decide(int64_t call_bytes, int requested) const {
+  if (requested == 1) return 1;
+  if (requested >= 2) return std::min(requested, kMaxStripes);
+  if (!pool_->single_address() || no_store_.load(std::memory_order_relaxed) ||
+      call_bytes < kStripeCallBytes) {
+    return 1;
+  }
+  return kDefaultStripes;
+}
+
+bool StripedCall::FallBack(const absl::Status& status, bool put_failed,
+                           const CallOptions& options) {
+  if (Spread(status)) {
+    pool_->MarkSpread();
+    return true;
+  }
+  // The client's own choice gives way where one connection would serve the call: a server
+  // that keeps no temporaries (not asked again), or a store with no room for them now.
+  if (options.stripes != 0 || !put_failed) return false;
+  if (NoStore(status)) {
+    no_store_.store(true, std::memory_order_relaxed);
+    return true;
+  }
+  return status.code() == absl::StatusCode::kResourceExhausted;
+}
+
+int StripedCall::StripesFor(const MatmulArgs& args, const CallOptions& options) const {
+  int64_t bytes = std::max<int64_t>(0, MatmulCBytes(args));
+  if (args.a_ref.empty()) bytes += static_cast<int64_t>(args.a.data.size());
+  if (args.b_ref.empty()) bytes += static_cast<int64_t>(args.b.data.size());
+  if (args.c_ref.empty() && args.c) bytes += static_cast<int64_t>(args.c->data.size());
+  return Decide(bytes, options.stripes);
+}
+
+int StripedCall::StripesFor(const QuantizedMatmulArgs& args, const CallOptions& options) const {
+  int64_t bytes = std::max<int64_t>(0, QuantizedCBytes(args));
+  if (args.a) bytes += QuantizedBytes(*args.a);
+  if (args.a_dense) bytes += static_cast<int64_t>(args.a_dense->data.size());
+  if (args.b_ref.empty()) bytes += QuantizedBytes(args.b);
+  return Decide(bytes, options.stripes);
+}
+
+template <typename Args, typename Call>
+absl::Status StripedCall::Finish(Args inner, const CallOptions& options, absl::Time deadline,
+                                 int stripes, bool stripe_c, Temporaries* temporaries,
+                                 const Call& call, MatmulResult* result) {
+  if (stripe_c) inner.keep_c = KeepResult{TtlFor(options.timeout), kLabel};
+  CallOptions one = options;
+  one.stripes = 1;
+  one.timeout = deadline - absl::Now();
+  if (absl::Status s = call(inner, one, result); !s.ok()) return s;
+  if (!stripe_c) return absl::OkStatus();
+
+  const std::string handle = result->info_.c_ref().handle();
+  temporaries->Add(handle);
+  gemm::v1::TensorHeader c;
+  *c.mutable_shape() = result->info_.c().shape();
+  c.set_dtype(result->info_.c().dtype());
+  absl::StatusOr<TensorRows> rows = RowsOf(c);
+  if (!rows.ok()) {
+    return absl::InternalError(absl::StrCat("the response's C: ", rows.status().message()));
+  }
+  const size_t bytes = static_cast<size_t>(rows->data_bytes());
+  char* out = nullptr;
+  if (!options.c_out.empty()) {
+    if (options.c_out.size() < bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("C is ", bytes, " bytes; c_out holds ", options.c_out.size()));
+    }
+    out = options.c_out.data();
+  } else {
+    result->owned_.reset(new char[bytes > 0 ? bytes : 1]);  // uninitialized: read into below
+    out = result->owned_.get();
+  }
+  absl::StatusOr<gemm::v1::TensorHeader> read = store_.ReadInto(
+      handle, *rows, absl::MakeSpan(out, bytes), {}, stripes, deadline - absl::Now());
+  if (!read.ok()) return read.status();
+  // As the one-connection call answers: C's shape and dtype, no handle (it is gone).
+  result->info_.clear_c_ref();
+  result->c_ = absl::string_view(out, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status StripedCall::Matmul(const MatmulArgs& args, const CallOptions& options,
+                                 int stripes, MatmulResult* result) {
+  const absl::Time deadline = absl::Now() + options.timeout;
+  // Forced stripes stripe every inline operand; chosen ones only the large.
+  const int64_t least = options.stripes >= 2 ? 1 : kStripeOperandBytes;
+  absl::Status status;
+  bool put_failed = false;
+  {
+    Temporaries temporaries(&store_);
+    MatmulArgs inner = args;
+    std::string device;  // the first temporary's: the others go there too
+    auto put = [&](const TensorRef& tensor, std::string* ref) -> absl::Status {
+      if (!ref->empty() || static_cast<int64_t>(tensor.data.size()) < least) {
+        return absl::OkStatus();
+      }
+      PutOptions put;
+      put.ttl_s = TtlFor(options.timeout);
+      put.label = kLabel;
+      put.device = device;
+      put.connections = stripes;
+      put.timeout = deadline - absl::Now();
+      absl::StatusOr<StoredHandle> stored = store_.Store(tensor, put);
+      if (!stored.ok()) return stored.status();
+      temporaries.Add(stored->handle);
+      if (device.empty()) device = stored->device;
+      *ref = std::move(stored->handle);
+      return absl::OkStatus();
+    };
+    status = put(args.a, &inner.a_ref);
+    if (status.ok()) status = put(args.b, &inner.b_ref);
+    if (status.ok() && args.c) status = put(*args.c, &inner.c_ref);
+    put_failed = !status.ok();
+    if (status.ok()) {
+      const int64_t c_bytes = MatmulCBytes(args);
+      const bool stripe_c = !args.keep_c && c_bytes >= least;
+      status = Finish(
+          std::move(inner), options, deadline, stripes, stripe_c, &temporaries,
+          [this](const MatmulArgs& a, const CallOptions& o, MatmulResult* r) {
+            return plain_.Matmul(a, o, r);
+          },
+          result);
+    }
+  }
+  if (!FallBack(status, put_failed, options)) return status;
+  CallOptions one = options;
+  one.stripes = 1;
+  one.timeout = deadline - absl::Now();
+  return plain_.Matmul(args, one, result);
+}
+
+absl::Status StripedCall::QuantizedMatmul(const QuantizedMatmulArgs& args,
+                                          const CallOptions& options, int stripes,
+                                          MatmulResult* result) {
+  const absl::Time deadline = absl::Now() + options.timeout;
+  const int64_t least = options.stripes >= 2 ? 1 : kStripeOperandBytes;
+  absl::Status status;
+  bool put_failed = false;
+  {
+    Temporaries temporaries(&store_);
+    QuantizedMatmulArgs inner = args;
+    std::string device;
+    auto put = [&](const auto& tensor, int64_t bytes, std::string* ref) -> absl::Status {
+      if (!ref->empty() || bytes < least) return absl::OkStatus();
+      PutOptions put;
+      put.ttl_s = TtlFor(options.timeout);
+      put.label = kLabel;
+      put.device = device;
+      put.connections = stripes;
+      put.timeout = deadline - absl::Now();
+      absl::StatusOr<StoredHandle> stored = store_.Store(tensor, put);
+      if (!stored.ok()) return stored.status();
+      temporaries.Add(stored->handle);
+      if (device.empty()) device = stored->device;
+      *ref = std::move(stored->handle);
+      return absl::OkStatus();
+    };
+    if (args.a) {
+      status = put(*args.a, QuantizedBytes(*args.a), &inner.a_ref);
+    } else if (args.a_dense) {
+      status = put(*args.a_dense, static_cast<int64_t>(args.a_dense->data.size()), &inner.a_ref);
+    }
+    // An operand now by handle is no longer inline (exactly one A is sent).
+    if (!inner.a_ref.empty()) {
+      inner.a.reset();
+      inner.a_dense.reset();
+    }
+    if (status.ok()) status = put(args.b, QuantizedBytes(args.b), &inner.b_ref);
+    put_failed = !status.ok();
+    if (status.ok()) {
+      const int64_t c_bytes = QuantizedCBytes(args);
+      const bool stripe_c = !args.keep_c && c_bytes >= least;
+      status = Finish(
+          std::move(inner), options, deadline, stripes, stripe_c, &temporaries,
+          [this](const QuantizedMatmulArgs& a, const CallOptions& o, MatmulResult* r) {
+            return plain_.QuantizedMatmul(a, o, r);
+          },
+          result);
+    }
+  }
+  if (!FallBack(status, put_failed, options)) return status;
+  CallOptions one = options;
+  one.stripes = 1;
+  one.timeout = deadline - absl::Now();
+  return plain_.QuantizedMatmul(args, one, result);
+}
+
+}  // namespace gemmd

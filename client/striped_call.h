@@ -1,0 +1,92 @@
+// Big calls over several connections. One HTTP/2 connection carries a fraction of what
+// TCP can (docs/BENCHMARKS.md, "Striped calls"), so a call whose operands and result are
+// large moves them over the client's ConnectionPool instead, with today's API:
+//   1. each large inline operand is put as a temporary resident tensor, in row parts,
+//      part i on connection i (PutTensor parts), all on one device;
+//   2. the Matmul (or QuantizedMatmul) names them by handle, sends the small operands
+//      inline, and keeps a large C on the server (keep_c);
+//   3. C is read back in row ranges, range i on connection i, straight into the caller's
+//      buffer (GetTensor row ranges);
+//   4. the temporaries are deleted, all at once.
+// C is bit-identical to the one-connection call's: the server computes the same product
+// from the same bytes; only where the bytes travel differs. A step that fails fails the
+// call with the server's status, and the temporaries made so far are deleted. They carry a
+// TTL of the call's timeout too, so a client that dies mid-call leaks nothing past it (an
+// unfinished part upload goes sooner: the server drops it), and they count against the
+// caller's tenant quota like any resident tensor.
+//
+// Every connection must reach one server process. A call that finds otherwise (a host
+// name with several addresses) marks the pool spread and is made again on one connection.
+// So is a call the client chose to stripe (CallOptions::stripes 0) whose operands the
+// server cannot keep: a server without a tensor store (then no call to it is striped
+// again) or one whose store or tenant quota has no room for them now.
+// Thread-safe.
+#ifndef GEMMD_CLIENT_STRIPED_CALL_H_
+#define GEMMD_CLIENT_STRIPED_CALL_H_
+
+#include <grpcpp/channel.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "client/connection_pool.h"
+#include "client/gemm_client.h"
+#include "client/tensor_store_client.h"
+
+namespace gemmd {
+
+// A call goes striped (CallOptions::stripes = 0) when the bytes it moves (inline operands
+// and C, where the client can tell C's size) are at least kStripeCallBytes, and then
+// over kDefaultStripes connections; within it, an operand or C goes striped when it is
+// at least kStripeOperandBytes (a smaller one rides in the Matmul itself).
+inline constexpr int64_t kStripeCallBytes = int64_t{32} << 20;
+inline constexpr int64_t kStripeOperandBytes = int64_t{4} << 20;
+inline constexpr int kDefaultStripes = 8;
+inline constexpr int kMaxStripes = kMaxUploadConnections;
+
+class StripedCall {
+ public:
+  // Calls over `channel`, parts over `pool`'s connections.
+  StripedCall(std::shared_ptr<grpc::ChannelInterface> channel,
+              std::shared_ptr<ConnectionPool> pool);
+
+  // How many connections a call goes over (1: not striped), for CallOptions::stripes.
+  int StripesFor(const MatmulArgs& args, const CallOptions& options) const;
+  int StripesFor(const QuantizedMatmulArgs& args, const CallOptions& options) const;
+
+  // The call over `stripes` (>= 2) connections, as above; the result as GemmClient's.
+  absl::Status Matmul(const MatmulArgs& args, const CallOptions& options, int stripes,
+                      MatmulResult* result);
+  absl::Status QuantizedMatmul(const QuantizedMatmulArgs& args, const CallOptions& options,
+                               int stripes, MatmulResult* result);
+
+ private:
+  // The temporaries of one call: put, then deleted when it ends.
+  class Temporaries;
+
+  // Steps 2-4 for either kind of call, once the operands are in: `call` runs the call
+  // itself (keep_c set when `stripe_c`), by `deadline`.
+  template <typename Args, typename Call>
+  absl::Status Finish(Args inner, const CallOptions& options, absl::Time deadline, int stripes,
+                      bool stripe_c, Temporaries* temporaries, const Call& call,
+                      MatmulResult* result);
+  int Decide(int64_t call_bytes, int requested) const;
+  // Whether a striped call that ended with `status` is made again on one connection:
+  // when its parts reached two server processes (the pool is then marked spread), and,
+  // for the client's own choice of stripes (CallOptions::stripes 0), when the server
+  // could not keep its operands (no tensor store, or no room in it).
+  bool FallBack(const absl::Status& status, bool put_failed, const CallOptions& options);
+
+  std::shared_ptr<grpc::ChannelInterface> channel_;
+  std::shared_ptr<ConnectionPool> pool_;
+  GemmClient plain_;  // the one-connection calls: the striped call's own, and the fallback
+  TensorStoreClient store_;
+  std::atomic<bool> no_store_{false};  // the server keeps no temporaries: never again
+};
+
+}  // namespace gemmd
+
+#endif  // GEMMD_CLIENT_STRIPED_CALL_H_

@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 import grpc
 import numpy as np
 
-from . import errors
+from . import errors, striping
 from ._stubs import gemm_pb2 as pb
 from ._stubs import gemm_pb2_grpc
 from ._stubs import health_pb2, health_pb2_grpc
@@ -269,11 +269,15 @@ class Client:
     tls_cert_file, tls_key_file: PEM client certificate and key (mutual TLS).
     tls_server_name: the name to expect in the server's certificate (e.g. when the target
     is an IP address).
+    stripes: the connections each matmul's bytes go over: 0 (default) = the client's
+    choice, 8 for a call moving 32 MiB or more (its operands and C of 4 MiB or more put and
+    read back as temporary resident tensors in row parts, as gemm-cli --stripes does);
+    1 = one connection; N = N. The extra connections open on first use (striping.py).
     """
 
     def __init__(self, target, timeout_s=60.0, options=None, credentials=None, metadata=None,
                  wait_for_ready=False, token=None, tls=False, tls_ca_file=None,
-                 tls_cert_file=None, tls_key_file=None, tls_server_name=None):
+                 tls_cert_file=None, tls_key_file=None, tls_server_name=None, stripes=0):
         merged = {
             "grpc.service_config": json.dumps(DEFAULT_SERVICE_CONFIG),
             "grpc.enable_retries": 1,
@@ -313,6 +317,10 @@ class Client:
         self._wait_for_ready = wait_for_ready
         self._stub = gemm_pb2_grpc.GemmServiceStub(self._channel)
         self._health = None
+        if not isinstance(stripes, int) or not 0 <= stripes <= striping.MAX_STRIPES:
+            raise _invalid(f"stripes must be an int in [0, {striping.MAX_STRIPES}], got {stripes!r}")
+        self.stripes = stripes
+        self._striper = striping.Striper(self)
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -327,6 +335,7 @@ class Client:
         return grpc.secure_channel(self.target, self._credentials, list(options.items()))
 
     def close(self):
+        self._striper.close()
         self._channel.close()
         if self._health_channel is not None:
             self._health_channel.close()
@@ -359,11 +368,35 @@ class Client:
         except grpc.RpcError as e:
             raise self._error(e, method) from e
 
+    def _gemm(self, method, rpc, request, timeout_s, stripes, c_bytes):
+        """A Matmul / QuantizedMatmul, striped over the client's connections when that is
+        the choice (striping.py)."""
+        stripes = self.stripes if stripes is None else stripes
+        if not isinstance(stripes, int) or not 0 <= stripes <= striping.MAX_STRIPES:
+            raise _invalid(f"stripes must be an int in [0, {striping.MAX_STRIPES}], got {stripes!r}")
+        inline = sum(len(t.data) + len(getattr(t, "scales", b""))
+                     for name in ("a", "a_dense", "b", "c")
+                     if name in type(request).DESCRIPTOR.fields_by_name and request.HasField(name)
+                     for t in [getattr(request, name)])
+        n = self._striper.stripes_for(inline + max(c_bytes, 0), stripes)
+        if n == 1:
+            return self._call(method, rpc, request, timeout_s)
+        kw = self._kw(timeout_s)
+        timeout = kw["timeout"]
+        # The temporaries live as long as the call may (10 minutes for a call with no
+        # deadline).
+        ttl_s = 600 if timeout is None else max(1, min(86400, int(-(-timeout // 1))))
+        try:
+            return self._striper.call(method, rpc, request, n, stripes >= 2, kw, ttl_s)
+        except grpc.RpcError as e:
+            raise self._error(e, method) from e
+
     # -- GEMM -------------------------------------------------------------------------
 
     def matmul(self, a, b, c=None, *, alpha=1.0, beta=0.0, precision="auto",
                output_dtype=None, transpose_a=False, transpose_b=False, kernel=None,
-               keep_c=False, return_info=False, timeout_s=_DEFAULT, out_dtype=None):
+               keep_c=False, return_info=False, timeout_s=_DEFAULT, out_dtype=None,
+               stripes=None):
         """C = alpha * op(A) @ op(B) + beta * C, per batch item.
 
         a, b, c: numpy arrays (float32, float16; 2-D or 3-D), BFloat16, or Handles.
@@ -372,7 +405,9 @@ class Client:
         "bfloat16" (default: c's dtype when c is an array, else float32; bfloat16 comes
         back widened to float32). Returns C as numpy; with keep_c the Handle of C kept on
         the server; with return_info=True a MatmulResult (C, handle, kernel, device,
-        precision, timing)."""
+        precision, timing). stripes: the connections the call's bytes go over (None: the
+        client's setting; 0: the client's choice, several for a call moving 32 MiB or
+        more; 1: one; N: N), as gemm-cli's --stripes (striping.py)."""
         if out_dtype is not None:
             if output_dtype is not None:
                 raise _invalid("give output_dtype or out_dtype (its older name), not both")
@@ -411,16 +446,17 @@ class Client:
         keep = _keep(keep_c)
         if keep is not None:
             request.keep_c.CopyFrom(keep)
-        response = self._call("Matmul", self._stub.Matmul, request, timeout_s)
+        response = self._gemm("Matmul", self._stub.Matmul, request, timeout_s, stripes,
+                              striping.matmul_c_bytes(request))
         return self._result(response, keep, return_info)
 
     def quantized_matmul(self, a, b, *, kernel=None, keep_c=False, return_info=False,
-                         timeout_s=_DEFAULT):
+                         timeout_s=_DEFAULT, stripes=None):
         """C[M,N] = dequant(A)[M,K] @ dequant(B)[N,K]^T in FP32 (both K-major).
 
         b: a QuantizedTensor (quantize_int8 / quantize_nvfp4) or the Handle of one.
         a: a QuantizedTensor, a dense [M,K] array (float32/float16/BFloat16: weight-only
-        quantization), or a Handle. Returns as matmul does."""
+        quantization), or a Handle. Returns as matmul does; stripes as matmul's."""
         request = pb.QuantizedMatmulRequest(kernel=kernel or "")
         if isinstance(b, Handle):
             request.b_ref.handle = b.handle
@@ -444,7 +480,8 @@ class Client:
         keep = _keep(keep_c)
         if keep is not None:
             request.keep_c.CopyFrom(keep)
-        response = self._call("QuantizedMatmul", self._stub.QuantizedMatmul, request, timeout_s)
+        response = self._gemm("QuantizedMatmul", self._stub.QuantizedMatmul, request, timeout_s,
+                              stripes, striping.quantized_c_bytes(request))
         return self._result(response, keep, return_info)
 
     def _result(self, response, keep, return_info):

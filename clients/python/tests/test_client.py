@@ -387,6 +387,49 @@ class QuantizedTest(OneServerTest):
         self.assertIn("0x7f", raised.exception.message)
 
 
+class StripedTest(OneServerTest):
+    """Striped calls (striping.py): the same C, byte for byte, as over one connection,
+    and no tensor left on the server."""
+
+    def assertNothingStored(self):
+        deadline = time.monotonic() + 10
+        while len(self.client.list_tensors()) and time.monotonic() < deadline:
+            time.sleep(0.01)  # a part stream's server side may end just after its answer
+        self.assertEqual(len(self.client.list_tensors()), 0)
+
+    def test_matmul_striped_equals_one_connection(self):
+        a, b, c = self.normal(1024, 512), self.normal(512, 640), self.normal(1024, 640)
+        for kw in ({}, {"c": c, "beta": -0.5, "alpha": 2.0}):
+            one = self.client.matmul(a, b, stripes=1, **kw)
+            many = self.client.matmul(a, b, stripes=4, **kw)
+            self.assertEqual(many.tobytes(), one.tobytes())
+            self.assertNothingStored()
+        # Batched, FP16 in and out.
+        a16, b16 = self.normal(3, 512, 384, dtype=np.float16), self.normal(384, 700, dtype=np.float16)
+        one = self.client.matmul(a16, b16, output_dtype="float16", stripes=1)
+        many = self.client.matmul(a16, b16, output_dtype="float16", stripes=3)
+        self.assertEqual((many.dtype, many.shape), (np.float16, (3, 512, 700)))
+        self.assertEqual(many.tobytes(), one.tobytes())
+        self.assertNothingStored()
+
+    def test_quantized_striped_equals_one_connection(self):
+        b = gemmd.quantize_nvfp4(self.normal(1024, 1024))
+        a = self.normal(512, 1024, dtype=np.float16)
+        one = self.client.quantized_matmul(a, b, stripes=1)
+        many = self.client.quantized_matmul(a, b, stripes=4)
+        self.assertEqual(many.tobytes(), one.tobytes())
+        self.assertNothingStored()
+
+    def test_a_refused_call_leaves_nothing(self):
+        a, b = self.normal(1024, 512), self.normal(512, 512)
+        with self.assertRaises(gemmd.FailedPrecondition) as caught:
+            self.client.matmul(a, b, kernel="no_such_kernel", stripes=2)
+        self.assertIn("no_such_kernel", str(caught.exception))
+        self.assertNothingStored()
+        with self.assertRaises(gemmd.InvalidArgument):
+            self.client.matmul(a, b, stripes=65)
+
+
 class ResidentTest(OneServerTest):
     def test_put_get_round_trip(self):
         b = self.normal(300, 4000)  # 4.8 MB: two chunks

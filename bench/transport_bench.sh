@@ -5,7 +5,8 @@
 #   - payload rate: one big request per caller (one caller on one connection, and four
 #     callers on four), against TCP's rate with as many streams; and one caller's big
 #     request striped over 4, 8 and 16 connections (gemm-server only);
-#   - small requests: the request rate and the server's CPU per request (--server_pid).
+#   - small requests: the request rate and the server's CPU per request (--server_pid);
+#   - gemm-server over its Unix domain socket (server_unix) against loopback TCP.
 # Then a side-by-side table (bench/transport_summary.py). On CUDA the small requests also
 # run against grpc-floor on gRPC's completion-queue API (floor_async) and gemm-server with
 # --cuda_sync=blocking.
@@ -54,7 +55,7 @@ trap stop EXIT
 bench() {  # SERVER CASE ARGS...: one gemm-cli bench run, kept as SERVER__CASE.json
   local server=$1 name=$2
   shift 2
-  "$cli" bench --target "127.0.0.1:$port" --duration_s "$duration" --warmup_s "$warmup" \
+  "$cli" bench --target "${bench_target:-127.0.0.1:$port}" --duration_s "$duration" --warmup_s "$warmup" \
     --server_pid "$pid" --json "$@" >"$out/${server}__${name}.json" 2>"$out/${server}__${name}.err" ||
     { echo "$server $name failed:"; tail -3 "$out/${server}__${name}.err"; }
 }
@@ -62,23 +63,29 @@ bench() {  # SERVER CASE ARGS...: one gemm-cli bench run, kept as SERVER__CASE.j
 if [ "$mode" = cuda ]; then
   big=(--m 4096 --n 4096 --k 4096 --dtype float16 --precision fp16_tensor)
   small=(--dtype float16 --precision fp16_tensor --concurrency 128 --channels 8 --async)
-  servers=(floor floor_async server server_blocking)
+  servers=(floor floor_async server server_unix server_blocking)
 else
   big=(--m 4096 --n 1 --k 4096)
   small=()
-  servers=(floor server python)
+  servers=(floor server server_unix python)
 fi
+socket=/tmp/gemmd_transport_bench.sock
 for server in "${servers[@]}"; do
   case $server in
     floor) start floor "$floor_bin" --port "$port" || exit 1 ;;
     floor_async) start floor_async "$floor_bin" --port "$port" --api async --threads 8 || exit 1 ;;
     server) start server "$server_bin" --port "$port" --metrics_port -1 \
               --backend "$mode" || exit 1 ;;
+    server_unix) start server_unix "$server_bin" --port "$port" --metrics_port -1 \
+              --backend "$mode" --unix_socket "$socket" || exit 1 ;;
     server_blocking) start server_blocking "$server_bin" --port "$port" --metrics_port -1 \
               --backend cuda --cuda_sync blocking || exit 1 ;;
     python) start python "$py" "$here/python_peer.py" --port "$port" --workers 8 || exit 1 ;;
   esac
-  if [ "$server" = floor ] || [ "$server" = server ] || [ "$server" = python ]; then
+  # The same gemm-server over its Unix domain socket instead of loopback TCP.
+  bench_target=; [ "$server" = server_unix ] && bench_target="unix:$socket"
+  if [ "$server" = floor ] || [ "$server" = server ] || [ "$server" = server_unix ] ||
+     [ "$server" = python ]; then
     # One connection per call (grpc-floor and the Python peer keep no tensors to stripe).
     bench "$server" big_c1 "${big[@]}" --concurrency 1 --stripes 1
     bench "$server" big_c4 "${big[@]}" --concurrency 4 --channels 4 --async --stripes 1

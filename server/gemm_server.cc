@@ -273,6 +273,13 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
     credentials = server->tls_->credentials();
   }
   builder.AddListeningPort(address, credentials, &server->port_);
+  if (!config.unix_socket.empty()) {
+    if (const std::string why = WhyCannotListenUnix(config.unix_socket); !why.empty()) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve gRPC on unix:", config.unix_socket, ": ", why));
+    }
+    builder.AddListeningPort(absl::StrCat("unix:", config.unix_socket), credentials);
+  }
   // gRPC would otherwise let a second server bind the same port (SO_REUSEPORT) and take
   // half the traffic without a word.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -303,8 +310,11 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     const std::string why = WhyCannotListen(config.host, config.port);
+    const std::string where =
+        config.unix_socket.empty() ? address
+                                   : absl::StrCat(address, " and unix:", config.unix_socket);
     return absl::UnavailableError(
-        absl::StrCat("cannot serve gRPC on ", address, ": ",
+        absl::StrCat("cannot serve gRPC on ", where, ": ",
                      why.empty() ? std::string("gRPC could not listen there (see its log)") : why));
   }
   // Health answers for the server ("") and for the service by its name, as probes ask
@@ -327,6 +337,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
        {"devices", absl::StrJoin(device_names, "; ")},
        {"cuda_sync", server->backend_.name == "cuda" ? config.cuda_sync : std::string("-")},
        {"grpc", absl::StrCat(config.host, ":", server->port_)},
+       {"unix_socket", config.unix_socket.empty() ? std::string("off") : config.unix_socket},
        {"metrics", server->metrics_port_ >= 0
                        ? absl::StrCat(metrics_host, ":", server->metrics_port_, "/metrics")
                        : std::string("off")},

@@ -35,6 +35,9 @@ class ServerMetrics;
 struct ServerConfig {
   std::string host = "0.0.0.0";
   int port = 50051;              // 0 = any free port (see GemmServer::port())
+  // Also listen on this Unix domain socket ("" = not): gRPC's unix: transport, for
+  // callers on the same machine (the same security as the TCP port: TLS when it has it).
+  std::string unix_socket;
   int metrics_port = 9464;       // 0 = any free port, -1 = no metrics endpoint
   // Where /metrics listens; empty = `host`. Apart from gRPC so it can stay on a private
   // interface: it has no authentication.

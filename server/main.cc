@@ -24,6 +24,11 @@
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on (gRPC and metrics).");
 ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free one (printed in the start log line).");
+ABSL_FLAG(std::string, unix_socket, "",
+          "Also serve gRPC on this Unix domain socket path (clients: --target unix:PATH), for "
+          "callers on the same machine; same TLS and tokens as the port. A socket left by a "
+          "server that died is replaced; one a live server answers on is an error. Access "
+          "is the socket file's permissions (the umask).");
 ABSL_FLAG(int, metrics_port, 9464,
           "Prometheus /metrics port; 0 picks a free one, -1 turns the endpoint off.");
 ABSL_FLAG(std::string, metrics_host, "",
@@ -224,6 +229,7 @@ int main(int argc, char** argv) {
   gemmd::ServerConfig config;
   config.host = absl::GetFlag(FLAGS_host);
   config.port = absl::GetFlag(FLAGS_port);
+  config.unix_socket = absl::GetFlag(FLAGS_unix_socket);
   config.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   config.metrics_host = absl::GetFlag(FLAGS_metrics_host);
   config.tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);

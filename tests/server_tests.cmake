@@ -62,6 +62,15 @@ target_compile_definitions(striped_process_test PRIVATE
 add_dependencies(striped_process_test gemm-server gemm-cli)
 gtest_discover_tests(striped_process_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 
+# gemm-server --unix_socket, called by gemm-cli.
+add_executable(unix_socket_test unix_socket_test.cc)
+target_link_libraries(unix_socket_test PRIVATE GTest::gtest_main absl::strings
+  absl::synchronization absl::time)
+target_compile_definitions(unix_socket_test PRIVATE
+  GEMM_SERVER_BINARY="$<TARGET_FILE:gemm-server>" GEMM_CLI_BINARY="$<TARGET_FILE:gemm-cli>")
+add_dependencies(unix_socket_test gemm-server gemm-cli)
+gtest_discover_tests(unix_socket_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+
 # gemm-cli's resident tensor commands against a gemm-server process.
 add_executable(resident_cli_test resident_cli_test.cc)
 target_link_libraries(resident_cli_test PRIVATE gemm_kernels GTest::gtest_main absl::strings

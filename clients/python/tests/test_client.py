@@ -430,6 +430,25 @@ class StripedTest(OneServerTest):
             self.client.matmul(a, b, stripes=65)
 
 
+class UnixSocketTest(unittest.TestCase):
+    def test_matmul_over_a_unix_socket(self):
+        directory = tempfile.mkdtemp(prefix="gemmd_unix_")
+        path = os.path.join(directory, "gemmd.sock")
+        server = Server("--unix_socket", path)
+        try:
+            with gemmd.Client(f"unix:{path}") as client:
+                a = np.arange(12, dtype=np.float32).reshape(3, 4)
+                b = np.ones((4, 2), np.float32)
+                np.testing.assert_array_equal(client.matmul(a, b), a @ b)
+                big_a = np.random.default_rng(1).standard_normal((1024, 512), np.float32)
+                big_b = np.random.default_rng(2).standard_normal((512, 512), np.float32)
+                self.assertEqual(client.matmul(big_a, big_b, stripes=3).tobytes(),
+                                 client.matmul(big_a, big_b, stripes=1).tobytes())
+        finally:
+            server.stop()
+            shutil.rmtree(directory, ignore_errors=True)
+
+
 class ResidentTest(OneServerTest):
     def test_put_get_round_trip(self):
         b = self.normal(300, 4000)  # 4.8 MB: two chunks

@@ -62,11 +62,12 @@ def main():
     for case in sorted(runs):
         r = runs[case]
         base = r.get("python") or r.get("floor")
-        if "server" in r and base:
+        if "server" in r and base and base["requests_per_s"] > 0:
             name = "python" if "python" in r else "floor"
             print(f"{case}: server/{name} = {r['server']['requests_per_s'] / base['requests_per_s']:.2f}x"
                   + (f", server/floor = {r['server']['requests_per_s'] / r['floor']['requests_per_s']:.2f}x"
-                     if "floor" in r and name != "floor" else ""))
+                     if "floor" in r and name != "floor" and r["floor"]["requests_per_s"] > 0
+                     else ""))
 
 
 if __name__ == "__main__":

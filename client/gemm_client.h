@@ -101,11 +101,12 @@ struct CallOptions {
   // Where C goes (it must hold C); empty = a buffer the result owns.
   absl::Span<char> c_out;
   // Connections the call's bytes go over, for a GemmClient with a ConnectionPool
-  // (client/striped_call.h): 0 = the client's choice (several for a call that moves
-  // kStripeCallBytes or more, its large operands and C striped); 1 = one connection;
-  // N >= 2 = N, every inline operand and C striped whatever their size. Without a pool a
-  // call always goes over one connection.
-  int stripes = 0;
+  // (client/striped_call.h): 1 = one connection (the default: a striped call is several
+  // RPCs, and a server that starts draining refuses the ones after the first); 0 = the
+  // client's choice (several for a call that moves kStripeCallBytes or more, its large
+  // operands and C striped); N >= 2 = N, every inline operand and C striped whatever
+  // their size. Without a pool a call always goes over one connection.
+  int stripes = 1;
 };
 
 // A call's answer: everything the server said, and C's bytes.

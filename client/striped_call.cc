@@ -180,8 +180,10 @@ absl::Status StripedCall::Finish(Args inner, const CallOptions& options, absl::T
   return absl::OkStatus();
 }
 
-absl::Status StripedCall::Matmul(const MatmulArgs& args, const CallOptions& options,
-                                 int stripes, MatmulResult* result) {
+template <typename Args, typename PutOperands, typename Call>
+absl::Status StripedCall::Run(const Args& args, const CallOptions& options, int stripes,
+                              int64_t c_bytes, const PutOperands& put_operands,
+                              const Call& call, MatmulResult* result) {
   const absl::Time deadline = absl::Now() + options.timeout;
   // Forced stripes stripe every inline operand; chosen ones only the large.
   const int64_t least = options.stripes >= 2 ? 1 : kStripeOperandBytes;
@@ -189,58 +191,10 @@ absl::Status StripedCall::Matmul(const MatmulArgs& args, const CallOptions& opti
   bool put_failed = false;
   {
     Temporaries temporaries(&store_);
-    MatmulArgs inner = args;
+    Args inner = args;
     std::string device;  // the first temporary's: the others go there too
-    auto put = [&](const TensorRef& tensor, std::string* ref) -> absl::Status {
-      if (!ref->empty() || static_cast<int64_t>(tensor.data.size()) < least) {
-        return absl::OkStatus();
-      }
-      PutOptions put;
-      put.ttl_s = TtlFor(options.timeout);
-      put.label = kLabel;
-      put.device = device;
-      put.connections = stripes;
-      put.timeout = deadline - absl::Now();
-      absl::StatusOr<StoredHandle> stored = store_.Store(tensor, put);
-      if (!stored.ok()) return stored.status();
-      temporaries.Add(stored->handle);
-      if (device.empty()) device = stored->device;
-      *ref = std::move(stored->handle);
-      return absl::OkStatus();
-    };
-    status = put(args.a, &inner.a_ref);
-    if (status.ok()) status = put(args.b, &inner.b_ref);
-    if (status.ok() && args.c) status = put(*args.c, &inner.c_ref);
-    put_failed = !status.ok();
-    if (status.ok()) {
-      const int64_t c_bytes = MatmulCBytes(args);
-      const bool stripe_c = !args.keep_c && c_bytes >= least;
-      status = Finish(
-          std::move(inner), options, deadline, stripes, stripe_c, &temporaries,
-          [this](const MatmulArgs& a, const CallOptions& o, MatmulResult* r) {
-            return plain_.Matmul(a, o, r);
-          },
-          result);
-    }
-  }
-  if (!FallBack(status, put_failed, options)) return status;
-  CallOptions one = options;
-  one.stripes = 1;
-  one.timeout = deadline - absl::Now();
-  return plain_.Matmul(args, one, result);
-}
-
-absl::Status StripedCall::QuantizedMatmul(const QuantizedMatmulArgs& args,
-                                          const CallOptions& options, int stripes,
-                                          MatmulResult* result) {
-  const absl::Time deadline = absl::Now() + options.timeout;
-  const int64_t least = options.stripes >= 2 ? 1 : kStripeOperandBytes;
-  absl::Status status;
-  bool put_failed = false;
-  {
-    Temporaries temporaries(&store_);
-    QuantizedMatmulArgs inner = args;
-    std::string device;
+    // Puts `tensor` (dense or quantized, `bytes` in all) as a temporary and names it in
+    // *ref, unless it is small or already by handle.
     auto put = [&](const auto& tensor, int64_t bytes, std::string* ref) -> absl::Status {
       if (!ref->empty() || bytes < least) return absl::OkStatus();
       PutOptions put;
@@ -256,34 +210,62 @@ absl::Status StripedCall::QuantizedMatmul(const QuantizedMatmulArgs& args,
       *ref = std::move(stored->handle);
       return absl::OkStatus();
     };
-    if (args.a) {
-      status = put(*args.a, QuantizedBytes(*args.a), &inner.a_ref);
-    } else if (args.a_dense) {
-      status = put(*args.a_dense, static_cast<int64_t>(args.a_dense->data.size()), &inner.a_ref);
-    }
-    // An operand now by handle is no longer inline (exactly one A is sent).
-    if (!inner.a_ref.empty()) {
-      inner.a.reset();
-      inner.a_dense.reset();
-    }
-    if (status.ok()) status = put(args.b, QuantizedBytes(args.b), &inner.b_ref);
+    status = put_operands(put, &inner);
     put_failed = !status.ok();
     if (status.ok()) {
-      const int64_t c_bytes = QuantizedCBytes(args);
-      const bool stripe_c = !args.keep_c && c_bytes >= least;
-      status = Finish(
-          std::move(inner), options, deadline, stripes, stripe_c, &temporaries,
-          [this](const QuantizedMatmulArgs& a, const CallOptions& o, MatmulResult* r) {
-            return plain_.QuantizedMatmul(a, o, r);
-          },
-          result);
+      status = Finish(std::move(inner), options, deadline, stripes,
+                      !args.keep_c && c_bytes >= least, &temporaries, call, result);
     }
   }
   if (!FallBack(status, put_failed, options)) return status;
   CallOptions one = options;
   one.stripes = 1;
   one.timeout = deadline - absl::Now();
-  return plain_.QuantizedMatmul(args, one, result);
+  return call(args, one, result);
+}
+
+absl::Status StripedCall::Matmul(const MatmulArgs& args, const CallOptions& options,
+                                 int stripes, MatmulResult* result) {
+  return Run(
+      args, options, stripes, MatmulCBytes(args),
+      [&args](const auto& put, MatmulArgs* inner) {
+        absl::Status s = put(args.a, static_cast<int64_t>(args.a.data.size()), &inner->a_ref);
+        if (s.ok()) s = put(args.b, static_cast<int64_t>(args.b.data.size()), &inner->b_ref);
+        if (s.ok() && args.c) {
+          s = put(*args.c, static_cast<int64_t>(args.c->data.size()), &inner->c_ref);
+        }
+        return s;
+      },
+      [this](const MatmulArgs& a, const CallOptions& o, MatmulResult* r) {
+        return plain_.Matmul(a, o, r);
+      },
+      result);
+}
+
+absl::Status StripedCall::QuantizedMatmul(const QuantizedMatmulArgs& args,
+                                          const CallOptions& options, int stripes,
+                                          MatmulResult* result) {
+  return Run(
+      args, options, stripes, QuantizedCBytes(args),
+      [&args](const auto& put, QuantizedMatmulArgs* inner) {
+        absl::Status s = absl::OkStatus();
+        if (args.a) {
+          s = put(*args.a, QuantizedBytes(*args.a), &inner->a_ref);
+        } else if (args.a_dense) {
+          s = put(*args.a_dense, static_cast<int64_t>(args.a_dense->data.size()), &inner->a_ref);
+        }
+        // An A now by handle is no longer inline (exactly one A is sent).
+        if (!inner->a_ref.empty()) {
+          inner->a.reset();
+          inner->a_dense.reset();
+        }
+        if (s.ok()) s = put(args.b, QuantizedBytes(args.b), &inner->b_ref);
+        return s;
+      },
+      [this](const QuantizedMatmulArgs& a, const CallOptions& o, MatmulResult* r) {
+        return plain_.QuantizedMatmul(a, o, r);
+      },
+      result);
 }
 
 }  // namespace gemmd

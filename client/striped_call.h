@@ -67,6 +67,12 @@ class StripedCall {
   // The temporaries of one call: put, then deleted when it ends.
   class Temporaries;
 
+  // Either kind of call: put_operands(put, &inner) puts the operands worth striping (with
+  // put(tensor, bytes, &ref)), then Finish; made again on one connection when FallBack
+  // says so. `call` is the one-connection call of that kind.
+  template <typename Args, typename PutOperands, typename Call>
+  absl::Status Run(const Args& args, const CallOptions& options, int stripes, int64_t c_bytes,
+                   const PutOperands& put_operands, const Call& call, MatmulResult* result);
   // Steps 2-4 for either kind of call, once the operands are in: `call` runs the call
   // itself (keep_c set when `stripe_c`), by `deadline`.
   template <typename Args, typename Call>

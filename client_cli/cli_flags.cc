@@ -94,11 +94,13 @@ ABSL_FLAG(int, connections, -1,
           "put / get: move the tensor in up to this many parts at once (1 to 64), each on its "
           "own connection (one HTTP/2 connection carries a fraction of what TCP can); a part "
           "is at least 1 MiB and one row. Unset: put 1 under 64 MiB, else 8; get 1.");
-ABSL_FLAG(int, stripes, 0,
-          "matmul, quantized, bench: connections each call's bytes go over (0 to 64). 0 = the "
-          "client's choice: a call moving 32 MiB or more (operands and C) goes over 8, its "
-          "operands and C of 4 MiB or more as temporary resident tensors sent and read in "
-          "row parts; 1 = one connection; N = N, every operand and C striped.");
+ABSL_FLAG(int, stripes, 1,
+          "matmul, quantized, bench: connections each call's bytes go over (0 to 64). 1 = one "
+          "connection; 0 = the client's choice: a call moving 32 MiB or more (operands and C) "
+          "goes over 8, its operands and C of 4 MiB or more as temporary resident tensors sent "
+          "and read in row parts; N = N, every operand and C striped. A striped call is "
+          "several RPCs: a server that starts draining (SIGTERM) refuses the ones after the "
+          "first, so it fails where a one-connection call is served to its end.");
 ABSL_FLAG(bool, keep_c, false,
           "matmul: keep C on the server as a resident tensor (--ttl_s, --label) and print "
           "its handle (c_ref=HANDLE); C is not sent back (--out / --verify download it).");

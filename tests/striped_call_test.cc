@@ -256,6 +256,8 @@ TEST_F(StripedCallTest, TheClientsChoiceGivesWayToAServerWithoutAStore) {
   args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, b};
   std::unique_ptr<GemmClient> client = Client();
   CallOptions options;
+  EXPECT_EQ(client->StripesFor(args, options), 1);  // one connection unless asked
+  options.stripes = 0;                               // the client's choice
   ASSERT_EQ(client->StripesFor(args, options), kDefaultStripes);
   MatmulResult result;
   const absl::Status s = client->Matmul(args, options, &result);
@@ -275,6 +277,7 @@ TEST_F(StripedCallTest, TheClientStripesBigCallsOnly) {
   args.a = {{512, 512}, gemm::v1::DATA_TYPE_FLOAT32, small};
   args.b = {{512, 512}, gemm::v1::DATA_TYPE_FLOAT32, small};
   CallOptions options;
+  options.stripes = 0;  // the client's choice
   EXPECT_EQ(client->StripesFor(args, options), 1);  // 3 MiB with C
   args.a = {{2048, 2048}, gemm::v1::DATA_TYPE_FLOAT32, big};
   args.b = {{2048, 2048}, gemm::v1::DATA_TYPE_FLOAT32, big};

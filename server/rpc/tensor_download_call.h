@@ -1,7 +1,8 @@
 // One GetTensor call: a resident tensor, or a range of its rows, streamed back as
 // TensorChunks (the header, then the data, then the scales, at most 2 MiB each: a
-// default client takes them), one chunk at a time as gRPC takes the previous one. The tensor stays pinned until the call ends,
-// so a delete meanwhile does not cut the stream short.
+// default client takes them), one chunk at a time as gRPC takes the previous one. The
+// tensor stays pinned until the call ends, so a delete meanwhile does not cut the stream
+// short.
 //
 // What a download holds while its client is slow, or never reads: the chunk gRPC is
 // sending, never a second serialized copy of it (chunks go out as slices, like a Matmul's

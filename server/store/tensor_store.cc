@@ -599,15 +599,22 @@ absl::Status TensorStore::NotFound(absl::string_view handle) const {
                                           "expired)"));
 }
 
-absl::StatusOr<TensorPin> TensorStore::Acquire(absl::string_view handle,
-                                               absl::string_view tenant) {
-  absl::MutexLock lock(&mu_);
+const TensorStore::Entry* TensorStore::FindLiveLocked(absl::string_view handle,
+                                                     absl::string_view tenant) const {
   auto it = tensors_.find(handle);
   if (it == tensors_.end() || it->second.tensor->tenant != tenant ||
       it->second.tensor->expires <= clock_->Now()) {
-    return NotFound(handle);
+    return nullptr;
   }
-  const Entry& entry = it->second;
+  return &it->second;
+}
+
+absl::StatusOr<TensorPin> TensorStore::Acquire(absl::string_view handle,
+                                               absl::string_view tenant) {
+  absl::MutexLock lock(&mu_);
+  const Entry* found = FindLiveLocked(handle, tenant);
+  if (found == nullptr) return NotFound(handle);
+  const Entry& entry = *found;
   if (!entry.complete) {
     return absl::FailedPreconditionError(
         absl::StrCat("tensor ", Shown(handle), " is still uploading: ", entry.parts_done, " of ",
@@ -619,12 +626,9 @@ absl::StatusOr<TensorPin> TensorStore::Acquire(absl::string_view handle,
 absl::StatusOr<std::string> TensorStore::DeviceOf(absl::string_view handle,
                                                   absl::string_view tenant) {
   absl::MutexLock lock(&mu_);
-  auto it = tensors_.find(handle);
-  if (it == tensors_.end() || it->second.tensor->tenant != tenant ||
-      it->second.tensor->expires <= clock_->Now()) {
-    return NotFound(handle);
-  }
-  return DeviceId(it->second.tensor->device->description());
+  const Entry* entry = FindLiveLocked(handle, tenant);
+  if (entry == nullptr) return NotFound(handle);
+  return DeviceId(entry->tensor->device->description());
 }
 
 absl::Status TensorStore::Delete(absl::string_view handle, absl::string_view tenant) {

@@ -237,6 +237,10 @@ class TensorStore {
   };
   absl::StatusOr<Opened> OpenUpload(const TensorSpec& spec, absl::Duration ttl, std::string label,
                                     std::string tenant, absl::string_view device);
+  // The entry of `handle` if it is `tenant`'s and has not expired; null otherwise (to the
+  // caller it does not exist: NOT_FOUND).
+  const Entry* FindLiveLocked(absl::string_view handle, absl::string_view tenant) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes an entry out of the map (its memory goes with its last pin).
   std::shared_ptr<StoredTensor> EraseLocked(absl::flat_hash_map<std::string, Entry>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

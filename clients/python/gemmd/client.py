@@ -269,15 +269,17 @@ class Client:
     tls_cert_file, tls_key_file: PEM client certificate and key (mutual TLS).
     tls_server_name: the name to expect in the server's certificate (e.g. when the target
     is an IP address).
-    stripes: the connections each matmul's bytes go over: 0 (default) = the client's
-    choice, 8 for a call moving 32 MiB or more (its operands and C of 4 MiB or more put and
-    read back as temporary resident tensors in row parts, as gemm-cli --stripes does);
-    1 = one connection; N = N. The extra connections open on first use (striping.py).
+    stripes: the connections each matmul's bytes go over: 1 (default) = one connection;
+    0 = the client's choice, 8 for a call moving 32 MiB or more (its operands and C of
+    4 MiB or more put and read back as temporary resident tensors in row parts, as
+    gemm-cli --stripes does); N = N. The extra connections open on first use
+    (striping.py). A striped call is several RPCs: a server that starts draining refuses
+    the ones after the first.
     """
 
     def __init__(self, target, timeout_s=60.0, options=None, credentials=None, metadata=None,
                  wait_for_ready=False, token=None, tls=False, tls_ca_file=None,
-                 tls_cert_file=None, tls_key_file=None, tls_server_name=None, stripes=0):
+                 tls_cert_file=None, tls_key_file=None, tls_server_name=None, stripes=1):
         merged = {
             "grpc.service_config": json.dumps(DEFAULT_SERVICE_CONFIG),
             "grpc.enable_retries": 1,
@@ -406,8 +408,8 @@ class Client:
         back widened to float32). Returns C as numpy; with keep_c the Handle of C kept on
         the server; with return_info=True a MatmulResult (C, handle, kernel, device,
         precision, timing). stripes: the connections the call's bytes go over (None: the
-        client's setting; 0: the client's choice, several for a call moving 32 MiB or
-        more; 1: one; N: N), as gemm-cli's --stripes (striping.py)."""
+        client's setting; 1: one; 0: the client's choice, several for a call moving 32 MiB
+        or more; N: N), as gemm-cli's --stripes (striping.py)."""
         if out_dtype is not None:
             if output_dtype is not None:
                 raise _invalid("give output_dtype or out_dtype (its older name), not both")
@@ -510,7 +512,8 @@ class Client:
         server device to keep it on ("cuda:1", as server_info() names them); None: the
         server's choice. Tensors one matmul reads by handle must be on one device.
 
-        One stream of chunks (the C++ client's parallel parts are not implemented)."""
+        One stream of chunks (striped matmuls put their temporaries in parallel parts:
+        striping.py)."""
         if not 0 < chunk_bytes <= CHUNK_BYTES:
             raise _invalid(f"chunk_bytes must be in (0, {CHUNK_BYTES}], got {chunk_bytes}")
         header = pb.TensorHeader(ttl_s=int(ttl_s or 0), label=label or "", device=device or "")
@@ -526,18 +529,9 @@ class Client:
             header.dtype = tensor.dtype
             data, scales, dtype, fmt = tensor.data, b"", _DTYPES[tensor.dtype], None
 
-        def chunks():
-            yield pb.TensorChunk(header=header)
-            # Data first, then scales, each in order; a chunk may carry the end of one
-            # and the start of the other, data + scales <= chunk_bytes.
-            d, s = memoryview(data), memoryview(scales)
-            while len(d) or len(s):
-                take_d = min(len(d), chunk_bytes)
-                take_s = min(len(s), chunk_bytes - take_d)
-                yield pb.TensorChunk(data=bytes(d[:take_d]), scales=bytes(s[:take_s]))
-                d, s = d[take_d:], s[take_s:]
-
-        message = self._call("PutTensor", self._stub.PutTensor, chunks(), timeout_s)
+        message = self._call("PutTensor", self._stub.PutTensor,
+                             striping.chunks(pb.TensorChunk(header=header), data, scales,
+                                             chunk_bytes), timeout_s)
         return _handle_of(message, header.shape, dtype, fmt, header.label)
 
     def get_tensor(self, handle, *, timeout_s=_DEFAULT):

@@ -13,7 +13,8 @@ call with the server's status and deletes what was made; the temporaries carry a
 the call's timeout, so a process that dies mid-call leaks nothing past it. Where the
 client chose to stripe (stripes=0) and the server cannot keep the operands (no store, no
 room), the call is made on one connection instead; so is one whose connections reach two
-server processes.
+server processes. Not the default (stripes=1): a server that starts draining refuses the
+RPCs of a striped call after the first, where a one-connection call is served to its end.
 """
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -102,12 +103,15 @@ def _operands(request):
     return out
 
 
-def _chunks(first, data, scales):
+def chunks(first, data, scales, chunk_bytes=CHUNK_BYTES):
+    """A PutTensor stream: `first` (the header chunk), then data and scales, each in order;
+    a chunk may carry the end of one and the start of the other, data + scales <=
+    chunk_bytes."""
     yield first
     d, s = memoryview(data), memoryview(scales)
     while len(d) or len(s):
-        take_d = min(len(d), CHUNK_BYTES)
-        take_s = min(len(s), CHUNK_BYTES - take_d)
+        take_d = min(len(d), chunk_bytes)
+        take_s = min(len(s), chunk_bytes - take_d)
         yield pb.TensorChunk(data=bytes(d[:take_d]), scales=bytes(s[:take_s]))
         d, s = d[take_d:], s[take_s:]
 
@@ -135,8 +139,9 @@ class Striper:
         with self._lock:
             while len(self._stubs) <= i:
                 # Its own connection: a local subchannel pool and an argument of its own.
-                options = dict(self._client._options, **{"grpc.use_local_subchannel_pool": 1,
-                                                         "gemmd.channel_index": len(self._stubs) + 1})
+                options = dict(self._client._options,
+                               **{"grpc.use_local_subchannel_pool": 1,
+                                  "gemmd.channel_index": len(self._stubs) + 1})
                 channel = self._client._open(options)
                 self._channels.append(channel)
                 self._stubs.append(gemm_pb2_grpc.GemmServiceStub(channel))
@@ -163,7 +168,7 @@ class Striper:
         parts = _parts(len(data) + len(scales), rows, stripes)
         put = self._client._stub.PutTensor
         if parts == 1:
-            answer = put(_chunks(pb.TensorChunk(header=header), data, scales), **kw)
+            answer = put(chunks(pb.TensorChunk(header=header), data, scales), **kw)
             return answer.handle, answer.device
         header.parts = parts
         opened = put(iter([pb.TensorChunk(header=header)]), **kw)
@@ -174,7 +179,7 @@ class Striper:
             begin, end = _part_rows(rows, i, parts)
             first = pb.TensorChunk(header=pb.TensorHeader(
                 part_of=pb.TensorHandle(handle=opened.handle), part=i))
-            self.stub(i).PutTensor(_chunks(first, data_view[begin * data_row:end * data_row],
+            self.stub(i).PutTensor(chunks(first, data_view[begin * data_row:end * data_row],
                                            scales_view[begin * scales_row:end * scales_row]),
                                    **kw)
 

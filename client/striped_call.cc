@@ -95,7 +95,7 @@ class StripedCall::Temporaries {
 
 StripedCall::StripedCall(std::shared_ptr<grpc::ChannelInterface> channel,
                          std::shared_ptr<ConnectionPool> pool)
-    : channel_(channel), pool_(pool), plain_(channel), store_(channel, pool) {}
+    : pool_(pool), plain_(channel), store_(channel, pool) {}
 
 int StripedCall::Decide(int64_t call_bytes, int requested) const {
   if (requested == 1) return 1;

@@ -86,7 +86,6 @@ class StripedCall {
   // could not keep its operands (no tensor store, or no room in it).
   bool FallBack(const absl::Status& status, bool put_failed, const CallOptions& options);
 
-  std::shared_ptr<grpc::ChannelInterface> channel_;
   std::shared_ptr<ConnectionPool> pool_;
   GemmClient plain_;  // the one-connection calls: the striped call's own, and the fallback
   TensorStoreClient store_;

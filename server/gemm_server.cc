@@ -337,10 +337,10 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
        {"devices", absl::StrJoin(device_names, "; ")},
        {"cuda_sync", server->backend_.name == "cuda" ? config.cuda_sync : std::string("-")},
        {"grpc", absl::StrCat(config.host, ":", server->port_)},
-       {"unix_socket", config.unix_socket.empty() ? std::string("off") : config.unix_socket},
        {"metrics", server->metrics_port_ >= 0
                        ? absl::StrCat(metrics_host, ":", server->metrics_port_, "/metrics")
                        : std::string("off")},
+       {"unix_socket", config.unix_socket.empty() ? std::string("off") : config.unix_socket},
        {"auth", server->tokens_ == nullptr
                     ? std::string("off")
                     : absl::StrCat("tokens (", server->tokens_->tenants().size(), " tenants)")},

@@ -91,16 +91,16 @@ using StartCall = std::function<void(GemmClient*, const CallOptions&, MatmulResu
 using BlockingCall =
     std::function<absl::Status(GemmClient*, const CallOptions&, MatmulResult*)>;
 
-// Calls in flight through the client library's callback API, one per slot, each slot
-// with its own C buffer. A finished call's sample goes to `finished(slot, sample)`, on a
-// gRPC thread; its latency counts from the time Start was given.
 // The clients calls go through, round-robin (one per connection), and the stripes each
 // call asks for (CallOptions::stripes).
 struct CallClients {
   std::vector<std::shared_ptr<GemmClient>> clients;
-  int stripes = 0;
+  int stripes = 1;
 };
 
+// Calls in flight through the client library's callback API, one per slot, each slot
+// with its own C buffer. A finished call's sample goes to `finished(slot, sample)`, on a
+// gRPC thread; its latency counts from the time Start was given.
 class CallSlots {
  public:
   using Finished = std::function<void(size_t slot, Sample sample)>;
@@ -346,8 +346,8 @@ int RunBench(const CliOptions& o) {
                  "B that is resident already (--b @HANDLE)\n");
     return 1;
   }
-  // Resident tensors: operands named @HANDLE, and B with --resident_b.
-  // and the connections of striped calls and parallel uploads (after the callers' own).
+  // Resident tensors (operands named @HANDLE, and B with --resident_b), and the pool of
+  // connections for striped calls and parallel uploads (after the callers' own).
   std::shared_ptr<ConnectionPool> pool;
   std::unique_ptr<TensorStoreClient> store;
   std::unique_ptr<ServerResidentLookup> resident;

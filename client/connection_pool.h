@@ -38,7 +38,7 @@ class ConnectionPool {
  public:
   using ConnectFn = std::function<std::shared_ptr<grpc::ChannelInterface>(int index)>;
 
-  // Connection i is connect(i). `single_address`: see SingleAddress().
+  // Connection i is connect(i). `single_address`: see single_address().
   explicit ConnectionPool(ConnectFn connect, bool single_address = true);
   // Connection i is ConnectChannel(endpoint, first_index + i): its own TCP connection, with
   // the endpoint's security. Keep first_index clear of the indexes the caller's other

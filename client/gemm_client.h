@@ -15,6 +15,9 @@
 //   gemmd::MatmulResult result;
 //   absl::Status s = client.Matmul(args, {}, &result);  // result.c(): C's bytes
 //
+// A GemmClient made with a ConnectionPool can send a big call over several connections
+// (CallOptions::stripes; client/striped_call.h); by default a call takes one.
+//
 // Errors are the server's gRPC status as an absl::Status (same code and message; the
 // codes are listed in docs/ARCHITECTURE.md), or INVALID_ARGUMENT from the client when C
 // does not fit c_out, or INTERNAL when the response is not a MatmulResponse.

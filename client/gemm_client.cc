@@ -255,6 +255,15 @@ wire::EncodedMessage EncodeQuantized(const QuantizedMatmulArgs& args) {
   return wire::EncodeQuantizedMatmulRequest(head, payloads);
 }
 
+// A QuantizedMatmul sends exactly one A.
+absl::Status CheckOneA(const QuantizedMatmulArgs& args) {
+  if (int{args.a.has_value()} + int{args.a_dense.has_value()} + int{!args.a_ref.empty()} != 1) {
+    return absl::InvalidArgumentError(
+        "QuantizedMatmulArgs needs exactly one of a, a_dense and a_ref");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Wait(const std::function<void(std::function<void(absl::Status)>)>& start) {
   absl::Notification finished;
   absl::Status status;
@@ -301,9 +310,8 @@ void GemmClient::MatmulAsync(const MatmulArgs& args, const CallOptions& options,
 void GemmClient::QuantizedMatmulAsync(const QuantizedMatmulArgs& args, const CallOptions& options,
                                       MatmulResult* result,
                                       std::function<void(absl::Status)> done) {
-  if (int{args.a.has_value()} + int{args.a_dense.has_value()} + int{!args.a_ref.empty()} != 1) {
-    done(absl::InvalidArgumentError(
-        "QuantizedMatmulArgs needs exactly one of a, a_dense and a_ref"));
+  if (absl::Status s = CheckOneA(args); !s.ok()) {
+    done(std::move(s));
     return;
   }
   if (const int stripes = StripesFor(args, options); stripes > 1) {
@@ -328,10 +336,9 @@ absl::Status GemmClient::Matmul(const MatmulArgs& args, const CallOptions& optio
 
 absl::Status GemmClient::QuantizedMatmul(const QuantizedMatmulArgs& args,
                                          const CallOptions& options, MatmulResult* result) {
-  if (int{args.a.has_value()} + int{args.a_dense.has_value()} + int{!args.a_ref.empty()} == 1) {
-    if (const int stripes = StripesFor(args, options); stripes > 1) {
-      return striped_->QuantizedMatmul(args, options, stripes, result);
-    }
+  if (absl::Status s = CheckOneA(args); !s.ok()) return s;
+  if (const int stripes = StripesFor(args, options); stripes > 1) {
+    return striped_->QuantizedMatmul(args, options, stripes, result);
   }
   return Wait([&](std::function<void(absl::Status)> done) {
     QuantizedMatmulAsync(args, options, result, std::move(done));

@@ -171,8 +171,10 @@ absl::Status StripedCall::Finish(Args inner, const CallOptions& options, absl::T
     result->owned_.reset(new char[bytes > 0 ? bytes : 1]);  // uninitialized: read into below
     out = result->owned_.get();
   }
+  // In ranges of 1 MiB at least, as the operands' parts.
   absl::StatusOr<gemm::v1::TensorHeader> read = store_.ReadInto(
-      handle, *rows, absl::MakeSpan(out, bytes), {}, stripes, deadline - absl::Now());
+      handle, *rows, absl::MakeSpan(out, bytes), {},
+      UploadConnections(rows->data_bytes(), rows->rows, stripes), deadline - absl::Now());
   if (!read.ok()) return read.status();
   // As the one-connection call answers: C's shape and dtype, no handle (it is gone).
   result->info_.clear_c_ref();

@@ -322,7 +322,7 @@ absl::StatusOr<gemm::v1::TensorHeader> TensorStoreClient::ReadInto(
   }
   const int parts = static_cast<int>(
       std::max<int64_t>(1, std::min<int64_t>(connections, layout.rows)));
-  std::vector<gemm::v1::TensorHeader> headers(static_cast<size_t>(parts));
+  gemm::v1::TensorHeader first;  // part 0's; every part's was checked against `layout`
   const absl::Status failed = RunParts(parts, [&](int part) -> absl::Status {
     const RowRange r = PartRows(layout.rows, part, parts);
     gemm::v1::GetTensorRequest request;
@@ -349,11 +349,11 @@ absl::StatusOr<gemm::v1::TensorHeader> TensorStoreClient::ReadInto(
           return absl::OkStatus();
         });
     if (!header.ok()) return header.status();
-    headers[static_cast<size_t>(part)] = *std::move(header);
+    if (part == 0) first = *std::move(header);
     return absl::OkStatus();
   });
   if (!failed.ok()) return failed;
-  return std::move(headers.front());
+  return first;
 }
 
 absl::Status TensorStoreClient::DeleteTensor(const std::string& handle, absl::Duration timeout) {

@@ -37,6 +37,20 @@ absl::string_view Bytes(const std::vector<T>& v) {
   return absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
 }
 
+// A C = A[m,k] * B[k,n] FP32 call of N(0,1) operands it owns (seeds `seed`, `seed` + 1).
+struct DenseCall {
+  std::string a, b;
+  MatmulArgs args;
+};
+std::unique_ptr<DenseCall> Fp32Call(int64_t m, int64_t k, int64_t n, uint64_t seed) {
+  auto call = std::make_unique<DenseCall>();
+  call->a = Random(DataType::kFloat32, m * k, seed);
+  call->b = Random(DataType::kFloat32, k * n, seed + 1);
+  call->args.a = {{m, k}, gemm::v1::DATA_TYPE_FLOAT32, call->a};
+  call->args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, call->b};
+  return call;
+}
+
 class StripedCallTest : public InProcessServerTest {
  protected:
   void SetUp() override {
@@ -95,11 +109,8 @@ class StripedCallTest : public InProcessServerTest {
 TEST_F(StripedCallTest, DenseFp32MatchesOneConnection) {
   // 2 MiB operands and C: two parts each (a part is at least 1 MiB).
   const int64_t m = 1024, k = 512, n = 640;
-  const std::string a = Random(DataType::kFloat32, m * k, 1);
-  const std::string b = Random(DataType::kFloat32, k * n, 2);
-  MatmulArgs args;
-  args.a = {{m, k}, gemm::v1::DATA_TYPE_FLOAT32, a};
-  args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, b};
+  const std::unique_ptr<DenseCall> call = Fp32Call(m, k, n, 1);
+  MatmulArgs args = call->args;
   ExpectSameC(args, 4);
 }
 
@@ -170,11 +181,8 @@ TEST_F(StripedCallTest, QuantizedMatchesOneConnection) {
 
 TEST_F(StripedCallTest, CallbackCallIntoTheCallersBuffer) {
   const int64_t m = 1024, k = 512, n = 512;
-  const std::string a = Random(DataType::kFloat32, m * k, 10);
-  const std::string b = Random(DataType::kFloat32, k * n, 11);
-  MatmulArgs args;
-  args.a = {{m, k}, gemm::v1::DATA_TYPE_FLOAT32, a};
-  args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, b};
+  const std::unique_ptr<DenseCall> call = Fp32Call(m, k, n, 10);
+  MatmulArgs args = call->args;
   std::unique_ptr<GemmClient> client = Client();
   CallOptions one;
   one.stripes = 1;
@@ -201,11 +209,8 @@ TEST_F(StripedCallTest, CallbackCallIntoTheCallersBuffer) {
 
 TEST_F(StripedCallTest, AFailedCallLeavesNothingAndSaysWhy) {
   const int64_t m = 1024, k = 512, n = 512;
-  const std::string a = Random(DataType::kFloat32, m * k, 12);
-  const std::string b = Random(DataType::kFloat32, k * n, 13);
-  MatmulArgs args;
-  args.a = {{m, k}, gemm::v1::DATA_TYPE_FLOAT32, a};
-  args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, b};
+  const std::unique_ptr<DenseCall> call = Fp32Call(m, k, n, 12);
+  MatmulArgs args = call->args;
   args.kernel = "no_such_kernel";  // refused by the Matmul, after both uploads
   std::unique_ptr<GemmClient> client = Client();
   CallOptions many;
@@ -223,11 +228,8 @@ TEST_F(StripedCallTest, AStoreTooSmallForTheOperandsFailsWithTheServersStatus) {
   server_.reset();
   Start(config);
   const int64_t m = 1024, k = 512, n = 1024;
-  const std::string a = Random(DataType::kFloat32, m * k, 14);
-  const std::string b = Random(DataType::kFloat32, k * n, 15);
-  MatmulArgs args;
-  args.a = {{m, k}, gemm::v1::DATA_TYPE_FLOAT32, a};
-  args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, b};
+  const std::unique_ptr<DenseCall> call = Fp32Call(m, k, n, 14);
+  MatmulArgs args = call->args;
   std::unique_ptr<GemmClient> client = Client();
   CallOptions many;
   many.stripes = 2;
@@ -249,11 +251,8 @@ TEST_F(StripedCallTest, TheClientsChoiceGivesWayToAServerWithoutAStore) {
   Start(config);
   // 36 MiB with C: striped by the client's own choice.
   const int64_t m = 4096, k = 1024, n = 1024;
-  const std::string a = Random(DataType::kFloat32, m * k, 19);
-  const std::string b = Random(DataType::kFloat32, k * n, 20);
-  MatmulArgs args;
-  args.a = {{m, k}, gemm::v1::DATA_TYPE_FLOAT32, a};
-  args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, b};
+  const std::unique_ptr<DenseCall> call = Fp32Call(m, k, n, 19);
+  MatmulArgs args = call->args;
   std::unique_ptr<GemmClient> client = Client();
   CallOptions options;
   EXPECT_EQ(client->StripesFor(args, options), 1);  // one connection unless asked
@@ -369,11 +368,8 @@ TEST_F(StripedCallTest, APoolThatReachesTwoServersFallsBackToOneConnection) {
   });
   GemmClient client(channel_, pool);
   const int64_t m = 1024, k = 512, n = 512;
-  const std::string a = Random(DataType::kFloat32, m * k, 17);
-  const std::string b = Random(DataType::kFloat32, k * n, 18);
-  MatmulArgs args;
-  args.a = {{m, k}, gemm::v1::DATA_TYPE_FLOAT32, a};
-  args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, b};
+  const std::unique_ptr<DenseCall> call = Fp32Call(m, k, n, 17);
+  MatmulArgs args = call->args;
   CallOptions one;
   one.stripes = 1;
   MatmulResult single;

@@ -224,6 +224,13 @@ def _keep(keep_c):
     return pb.ResidentResult(ttl_s=int(keep_c.ttl_s), label=keep_c.label)
 
 
+def _check_stripes(stripes):
+    if isinstance(stripes, bool) or not isinstance(stripes, int) or \
+            not 0 <= stripes <= striping.MAX_STRIPES:
+        raise _invalid(f"stripes must be an int in [0, {striping.MAX_STRIPES}], got {stripes!r}")
+    return stripes
+
+
 def _handle_of(message, shape=None, dtype=None, fmt=None, label=""):
     return Handle(message.handle, tuple(shape) if shape is not None else None, dtype, fmt,
                   label)
@@ -319,9 +326,7 @@ class Client:
         self._wait_for_ready = wait_for_ready
         self._stub = gemm_pb2_grpc.GemmServiceStub(self._channel)
         self._health = None
-        if not isinstance(stripes, int) or not 0 <= stripes <= striping.MAX_STRIPES:
-            raise _invalid(f"stripes must be an int in [0, {striping.MAX_STRIPES}], got {stripes!r}")
-        self.stripes = stripes
+        self.stripes = _check_stripes(stripes)
         self._striper = striping.Striper(self)
 
     # -- plumbing ---------------------------------------------------------------------
@@ -373,9 +378,7 @@ class Client:
     def _gemm(self, method, rpc, request, timeout_s, stripes, c_bytes):
         """A Matmul / QuantizedMatmul, striped over the client's connections when that is
         the choice (striping.py)."""
-        stripes = self.stripes if stripes is None else stripes
-        if not isinstance(stripes, int) or not 0 <= stripes <= striping.MAX_STRIPES:
-            raise _invalid(f"stripes must be an int in [0, {striping.MAX_STRIPES}], got {stripes!r}")
+        stripes = self.stripes if stripes is None else _check_stripes(stripes)
         inline = sum(len(t.data) + len(getattr(t, "scales", b""))
                      for name in ("a", "a_dense", "b", "c")
                      if name in type(request).DESCRIPTOR.fields_by_name and request.HasField(name)

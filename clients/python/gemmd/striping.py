@@ -229,19 +229,24 @@ class Striper:
         """The call over `stripes` connections; the response as the one-connection
         call's (C's bytes in it, no c_ref)."""
         least = 1 if forced else STRIPE_OPERAND_BYTES
+        striped = [o for o in _operands(request) if len(o[3]) + len(o[4]) >= least]
+        # The request less the operands that go by handle: their bytes are not copied.
         inner = type(request)()
-        inner.CopyFrom(request)
+        for field, value in request.ListFields():
+            if field.name in {o[0] for o in striped}:
+                continue
+            if field.message_type is not None:
+                getattr(inner, field.name).CopyFrom(value)
+            else:
+                setattr(inner, field.name, value)
         temporaries, put_failed = [], False
         try:
             device = ""
             try:
-                for name, ref, header, data, scales in _operands(request):
-                    if len(data) + len(scales) < least:
-                        continue
+                for name, ref, header, data, scales in striped:
                     handle, where = self._put(header, data, scales, stripes, ttl_s, device, kw)
                     temporaries.append(handle)
                     device = device or where
-                    inner.ClearField(name)
                     getattr(inner, ref).handle = handle
             except grpc.RpcError:
                 put_failed = True

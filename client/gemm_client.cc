@@ -67,9 +67,13 @@ void CopyRuns(const wire::ByteRuns& runs, char* out) {
 // caller may free or reuse its buffers as soon as it is told the call is over.
 class GemmCallState {
  public:
+  // `c_in_region`: the request sent C to a region (its response carries no C bytes).
   GemmCallState(const CallOptions& options, MatmulResult* result,
-                std::function<void(absl::Status)> done)
-      : c_out_(options.c_out), result_(result), done_(std::move(done)) {
+                std::function<void(absl::Status)> done, bool c_in_region = false)
+      : c_out_(options.c_out),
+        c_in_region_(c_in_region),
+        result_(result),
+        done_(std::move(done)) {
     context_.emplace();
     context_->set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
   }
@@ -136,6 +140,11 @@ class GemmCallState {
       result_->c_ = absl::string_view();
       return absl::OkStatus();
     }
+    if (c_in_region_ && bytes == 0) {  // C is in the caller's region slice
+      result_->info_ = std::move(parsed.head);
+      result_->c_ = absl::string_view();
+      return absl::OkStatus();
+    }
     const std::optional<DataType> type = DataTypeFromProto(parsed.head.c().dtype());
     int64_t elements = 1;
     for (int64_t d : parsed.head.c().shape()) elements *= d;
@@ -172,6 +181,7 @@ class GemmCallState {
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
   const absl::Span<char> c_out_;
+  const bool c_in_region_;
   MatmulResult* const result_;
   std::function<void(absl::Status)> done_;
   absl::Status status_;
@@ -183,15 +193,46 @@ namespace {
 const std::string kMatmulMethod = "/gemm.v1.GemmService/Matmul";
 const std::string kQuantizedMatmulMethod = "/gemm.v1.GemmService/QuantizedMatmul";
 
+void SetSlice(const RegionSliceRef& slice, gemm::v1::RegionSlice* out) {
+  out->set_region(slice.region);
+  out->set_offset(slice.offset);
+  out->set_bytes(slice.bytes);
+}
+
 void SetTensorHead(const TensorRef& t, gemm::v1::Tensor* out) {
   for (int64_t d : t.shape) out->add_shape(d);
   out->set_dtype(t.dtype);
+  if (t.shm.set()) SetSlice(t.shm, out->mutable_shm());
 }
 
 void SetQuantizedHead(const QuantizedTensorRef& t, gemm::v1::QuantizedTensor* out) {
   for (int64_t d : t.shape) out->add_shape(d);
   out->set_format(t.format);
   out->set_tensor_scale(t.tensor_scale);
+  if (t.data_shm.set()) SetSlice(t.data_shm, out->mutable_data_shm());
+  if (t.scales_shm.set()) SetSlice(t.scales_shm, out->mutable_scales_shm());
+}
+
+// The bytes that go inline: none for a tensor in a region.
+absl::string_view Inline(const TensorRef& t) { return t.shm.set() ? absl::string_view() : t.data; }
+absl::string_view InlineData(const QuantizedTensorRef& t) {
+  return t.data_shm.set() ? absl::string_view() : t.data;
+}
+absl::string_view InlineScales(const QuantizedTensorRef& t) {
+  return t.scales_shm.set() ? absl::string_view() : t.scales;
+}
+
+bool UsesRegions(const MatmulArgs& args) {
+  return args.a.shm.set() || args.b.shm.set() || (args.c && args.c->shm.set()) ||
+         args.c_shm.set();
+}
+
+bool UsesRegions(const QuantizedMatmulArgs& args) {
+  auto quantized = [](const QuantizedTensorRef& t) {
+    return t.data_shm.set() || t.scales_shm.set();
+  };
+  return (args.a && quantized(*args.a)) || (args.a_dense && args.a_dense->shm.set()) ||
+         quantized(args.b) || args.c_shm.set();
 }
 
 void SetKeep(const std::optional<KeepResult>& keep, gemm::v1::ResidentResult* out) {
@@ -219,6 +260,7 @@ wire::EncodedMessage EncodeMatmul(const MatmulArgs& args) {
     SetTensorHead(*args.c, head.mutable_c());
   }
   if (args.keep_c) SetKeep(args.keep_c, head.mutable_keep_c());
+  if (args.c_shm.set()) SetSlice(args.c_shm, head.mutable_c_shm());
   if (args.alpha) head.set_alpha(*args.alpha);
   head.set_beta(args.beta);
   head.set_transpose_a(args.transpose_a);
@@ -226,8 +268,8 @@ wire::EncodedMessage EncodeMatmul(const MatmulArgs& args) {
   head.set_precision(args.precision);
   head.set_output_dtype(args.output_dtype);
   head.set_kernel(args.kernel);
-  return wire::EncodeMatmulRequest(head, args.a.data, args.b.data,
-                                   args.c ? args.c->data : absl::string_view());
+  return wire::EncodeMatmulRequest(head, Inline(args.a), Inline(args.b),
+                                   args.c ? Inline(*args.c) : absl::string_view());
 }
 
 wire::EncodedMessage EncodeQuantized(const QuantizedMatmulArgs& args) {
@@ -237,21 +279,22 @@ wire::EncodedMessage EncodeQuantized(const QuantizedMatmulArgs& args) {
     head.mutable_a_ref()->set_handle(args.a_ref);
   } else if (args.a) {
     SetQuantizedHead(*args.a, head.mutable_a());
-    payloads.a_data = args.a->data;
-    payloads.a_scales = args.a->scales;
+    payloads.a_data = InlineData(*args.a);
+    payloads.a_scales = InlineScales(*args.a);
   } else if (args.a_dense) {
     SetTensorHead(*args.a_dense, head.mutable_a_dense());
-    payloads.a_dense_data = args.a_dense->data;
+    payloads.a_dense_data = Inline(*args.a_dense);
   }
   if (!args.b_ref.empty()) {
     head.mutable_b_ref()->set_handle(args.b_ref);
   } else {
     SetQuantizedHead(args.b, head.mutable_b());
-    payloads.b_data = args.b.data;
-    payloads.b_scales = args.b.scales;
+    payloads.b_data = InlineData(args.b);
+    payloads.b_scales = InlineScales(args.b);
   }
   head.set_kernel(args.kernel);
   if (args.keep_c) SetKeep(args.keep_c, head.mutable_keep_c());
+  if (args.c_shm.set()) SetSlice(args.c_shm, head.mutable_c_shm());
   return wire::EncodeQuantizedMatmulRequest(head, payloads);
 }
 
@@ -286,12 +329,13 @@ GemmClient::GemmClient(std::shared_ptr<grpc::ChannelInterface> channel,
 GemmClient::GemmClient(const Endpoint& endpoint)
     : GemmClient(ConnectChannel(endpoint), std::make_shared<ConnectionPool>(endpoint)) {}
 
+// A call with a region moves few bytes over the wire: one connection.
 int GemmClient::StripesFor(const MatmulArgs& args, const CallOptions& options) const {
-  return striped_ ? striped_->StripesFor(args, options) : 1;
+  return striped_ && !UsesRegions(args) ? striped_->StripesFor(args, options) : 1;
 }
 
 int GemmClient::StripesFor(const QuantizedMatmulArgs& args, const CallOptions& options) const {
-  return striped_ ? striped_->StripesFor(args, options) : 1;
+  return striped_ && !UsesRegions(args) ? striped_->StripesFor(args, options) : 1;
 }
 
 void GemmClient::MatmulAsync(const MatmulArgs& args, const CallOptions& options,
@@ -303,7 +347,7 @@ void GemmClient::MatmulAsync(const MatmulArgs& args, const CallOptions& options,
     }).detach();
     return;
   }
-  (new GemmCallState(options, result, std::move(done)))
+  (new GemmCallState(options, result, std::move(done), args.c_shm.set()))
       ->Start(&stub_, kMatmulMethod, EncodeMatmul(args));
 }
 
@@ -320,7 +364,7 @@ void GemmClient::QuantizedMatmulAsync(const QuantizedMatmulArgs& args, const Cal
     }).detach();
     return;
   }
-  (new GemmCallState(options, result, std::move(done)))
+  (new GemmCallState(options, result, std::move(done), args.c_shm.set()))
       ->Start(&stub_, kQuantizedMatmulMethod, EncodeQuantized(args));
 }
 

@@ -16,7 +16,10 @@
 //   absl::Status s = client.Matmul(args, {}, &result);  // result.c(): C's bytes
 //
 // A GemmClient made with a ConnectionPool can send a big call over several connections
-// (CallOptions::stripes; client/striped_call.h); by default a call takes one.
+// (CallOptions::stripes; client/striped_call.h); by default a call takes one. A caller
+// on the server's machine can put operands and C in shared memory instead
+// (client/shared_memory.h; RegionSliceRef): a call that names a region goes on one
+// connection and carries no tensor bytes.
 //
 // Errors are the server's gRPC status as an absl::Status (same code and message; the
 // codes are listed in docs/ARCHITECTURE.md), or INVALID_ARGUMENT from the client when C
@@ -44,13 +47,24 @@
 
 namespace gemmd {
 
+// Bytes [offset, offset + bytes) of a shared-memory region registered with the server
+// (client/shared_memory.h): an operand or C there goes by name, not over the wire.
+struct RegionSliceRef {
+  std::string region;  // the name it was registered under; empty = not in a region
+  int64_t offset = 0;
+  int64_t bytes = 0;
+  bool set() const { return !region.empty(); }
+};
+
 // A tensor in the caller's memory: row-major little-endian bytes of `shape` x `dtype`.
 // Referenced, not copied: it must stay valid until the call returns (or, for the async
-// calls, until `done` runs).
+// calls, until `done` runs). With `shm` set its bytes are read from that region slice
+// instead, and `data` is ignored.
 struct TensorRef {
   std::vector<int64_t> shape;
   gemm::v1::DataType dtype = gemm::v1::DATA_TYPE_FLOAT32;
   absl::string_view data;
+  RegionSliceRef shm;
 };
 
 // A quantized tensor [rows, K] in the caller's memory (formats: gemm.proto's QuantFormat).
@@ -60,6 +74,7 @@ struct QuantizedTensorRef {
   absl::string_view data;
   absl::string_view scales;
   float tensor_scale = 1.0f;  // NVFP4
+  RegionSliceRef data_shm, scales_shm;  // set: read from the region instead
 };
 
 // Keep C on the server as a resident tensor (MatmulArgs::keep_c): the result then has
@@ -77,6 +92,9 @@ struct MatmulArgs {
   // sent instead of its inline tensor, which is then ignored and not sent.
   std::string a_ref, b_ref, c_ref;
   std::optional<KeepResult> keep_c;
+  // Set: C is written into this region slice (exactly C's size); the result then has
+  // C's shape and dtype in info().c() and no C bytes.
+  RegionSliceRef c_shm;
   std::optional<float> alpha;  // unset = 1
   float beta = 0.0f;
   bool transpose_a = false;
@@ -97,6 +115,7 @@ struct QuantizedMatmulArgs {
   std::string b_ref;
   std::string kernel;
   std::optional<KeepResult> keep_c;
+  RegionSliceRef c_shm;  // as in MatmulArgs
 };
 
 struct CallOptions {
@@ -118,7 +137,8 @@ class MatmulResult {
   // c's shape and dtype (its data empty), kernel, device, timing, precision.
   const gemm::v1::MatmulResponse& info() const { return info_; }
   // C's bytes, in CallOptions::c_out or in a buffer this result owns; empty when C was
-  // kept on the server (keep_c: its handle is info().c_ref().handle()).
+  // kept on the server (keep_c: its handle is info().c_ref().handle()) or written into a
+  // region (c_shm).
   absl::string_view c() const { return c_; }
 
  private:

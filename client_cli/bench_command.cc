@@ -33,6 +33,7 @@
 #include "client_cli/quantized_inputs.h"
 #include "client_cli/request_args.h"
 #include "client_cli/resident_operands.h"
+#include "client_cli/shm_operands.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "kernels/cpu/cpu_gemm.h"
 #include "proto/transport_arguments.h"
@@ -316,6 +317,12 @@ int RunBench(const CliOptions& o) {
     std::fprintf(stderr, "error: --quantized runs against a server; --local has no quantized path\n");
     return 1;
   }
+  if (o.shm && (o.quantized || o.local || o.async || o.rate > 0 || o.resident_b)) {
+    std::fprintf(stderr,
+                 "error: --shm drives Matmul in a closed loop (not with --quantized, --local, "
+                 "--async, --rate or --resident_b)\n");
+    return 1;
+  }
   absl::StatusOr<GrpcArgs> grpc_args = ParseGrpcArgs(o.grpc_args);
   if (!grpc_args.ok()) return ReportError(grpc_args.status());
   std::vector<std::shared_ptr<grpc::Channel>> channels;
@@ -436,6 +443,9 @@ int RunBench(const CliOptions& o) {
   StartCall start;
   // How many connections each call goes over, for the report.
   std::function<int(const GemmClient&, const CallOptions&)> stripes_of;
+  // --shm: the operands in a region, and the call of worker i writing C to slot i.
+  std::unique_ptr<ShmOperands> shm;
+  std::function<BlockingCall(int)> blocking_slot;
   if (o.quantized) {
     const QuantizedInputs& q = *quantized;
     report.shape = absl::StrCat(q.m, "x", q.n, "x", q.k, " batch=1");
@@ -467,6 +477,30 @@ int RunBench(const CliOptions& o) {
         p.batch * p.m * p.n * static_cast<int64_t>(DataTypeSize(p.c_type));
     MatmulArgs args = ArgsOf(matmul->request);
     args.b_ref = b_handle.empty() ? args.b_ref : b_handle;  // B inline is then not sent
+    if (o.shm) {
+      absl::StatusOr<std::unique_ptr<ShmOperands>> made = ShmOperands::Create(
+          channels.front(), o.shm_key,
+          {args.a_ref.empty() ? args.a.data : absl::string_view(),
+           args.b_ref.empty() ? args.b.data : absl::string_view(),
+           args.c && args.c_ref.empty() ? args.c->data : absl::string_view()},
+          o.concurrency, report.received_bytes_per_request);
+      if (!made.ok()) return ReportRpcError("--shm: the shared-memory region", made.status());
+      shm = *std::move(made);
+      args.a.shm = shm->Payload(0);
+      args.b.shm = shm->Payload(1);
+      if (args.c) args.c->shm = shm->Payload(2);
+      args.c_shm = shm->CSlot(0);
+      report.sent_bytes_per_request = 0;
+      report.received_bytes_per_request = 0;
+      report.mode = "grpc-shm";
+      blocking_slot = [args, &shm](int slot) -> BlockingCall {
+        MatmulArgs mine = args;
+        mine.c_shm = shm->CSlot(slot);
+        return [mine](GemmClient* client, const CallOptions& options, MatmulResult* result) {
+          return client->Matmul(mine, options, result);
+        };
+      };
+    }
     blocking = [args](GemmClient* client, const CallOptions& options, MatmulResult* result) {
       return client->Matmul(args, options, result);
     };
@@ -525,7 +559,8 @@ int RunBench(const CliOptions& o) {
       std::shared_ptr<GemmClient> client =
           callers.clients[static_cast<size_t>(i % o.channels)];
       auto out = std::make_shared<std::vector<char>>(static_cast<size_t>(out_bytes));
-      return [&, client, out] {
+      const BlockingCall call = blocking_slot ? blocking_slot(i) : blocking;
+      return [&, client, out, call] {
         Sample s;
         CallOptions options;
         options.timeout = absl::Seconds(o.timeout_s);
@@ -533,7 +568,7 @@ int RunBench(const CliOptions& o) {
         options.c_out = absl::MakeSpan(*out);
         MatmulResult result;
         s.start = absl::Now();
-        const absl::Status status = blocking(client.get(), options, &result);
+        const absl::Status status = call(client.get(), options, &result);
         s.end = absl::Now();
         SetOutcome(status, &s);
         if (status.ok()) SetServerTimes(result.info().timing(), &s);

@@ -101,6 +101,14 @@ ABSL_FLAG(int, stripes, 1,
           "and read in row parts; N = N, every operand and C striped. A striped call is "
           "several RPCs: a server that starts draining (SIGTERM) refuses the ones after the "
           "first, so it fails where a one-connection call is served to its end.");
+ABSL_FLAG(bool, shm, false,
+          "matmul, bench: put the operands and C in a shared-memory region registered with "
+          "the server (it must run on this machine and share /dev/shm), so calls carry "
+          "slices of it instead of tensor bytes; bench gives each call in flight its own C.");
+ABSL_FLAG(std::string, shm_key, "",
+          "--shm: the region's POSIX shared-memory name; empty = \"/\" + the server's "
+          "--shm_prefix + \"cli-PID\". A server with tenants takes names with the tenant's: "
+          "\"/gemmd-TENANT@...\".");
 ABSL_FLAG(bool, keep_c, false,
           "matmul: keep C on the server as a resident tensor (--ttl_s, --label) and print "
           "its handle (c_ref=HANDLE); C is not sent back (--out / --verify download it).");
@@ -165,6 +173,8 @@ CliOptions CliOptionsFromFlags() {
   o.label = absl::GetFlag(FLAGS_label);
   o.connections = absl::GetFlag(FLAGS_connections);
   o.stripes = absl::GetFlag(FLAGS_stripes);
+  o.shm = absl::GetFlag(FLAGS_shm);
+  o.shm_key = absl::GetFlag(FLAGS_shm_key);
   o.device = absl::GetFlag(FLAGS_device);
   o.keep_c = absl::GetFlag(FLAGS_keep_c);
   o.resident_b = absl::GetFlag(FLAGS_resident_b);

@@ -63,8 +63,9 @@ const std::vector<CommandSpec>& Commands() {
        "or resident tensors by handle (--a/--b/--c @HANDLE); --out c.npy saves C,\n"
        "--verify checks it against FP64 (downloading @HANDLE operands first);\n"
        "--keep_c keeps C on the server and prints c_ref=HANDLE; --stripes N: the\n"
-       "connections the call's bytes go over (0: the client's choice)",
-       Concat({kMatmulOperandFlags, {"c", "out", "verify", "keep_c", "stripes"},
+       "connections the call's bytes go over (0: the client's choice); --shm: operands\n"
+       "and C through a shared-memory region (a server on this machine)",
+       Concat({kMatmulOperandFlags, {"c", "out", "verify", "keep_c", "stripes", "shm", "shm_key"},
                kResidentFlags}),
        &RunMatmul},
       {"quantized",
@@ -78,12 +79,12 @@ const std::vector<CommandSpec>& Commands() {
        "loop (--rate R [--arrivals poisson|fixed]); --duration_s --warmup_s [--channels]\n"
        "[--async] [--json] [--server_pid PID: the server's CPU per request]; --local\n"
        "times the in-process CPU backend; --quantized drives QuantizedMatmul instead;\n"
-       "--resident_b uploads B once and sends A alone (B by handle); --stripes N as\n"
-       "matmul's, for every call",
+       "--resident_b uploads B once and sends A alone (B by handle); --stripes N and\n"
+       "--shm as matmul's, for every call",
        Concat({kMatmulOperandFlags, kQuantizedOperandFlags,
                {"quantized", "concurrency", "channels", "duration_s", "warmup_s", "async",
                 "local", "json", "rate", "arrivals", "server_pid", "grpc_arg", "resident_b",
-                "stripes"}}),
+                "stripes", "shm", "shm_key"}}),
        &RunBench},
       {"put",
        "upload FILE.npy as a resident tensor and print its handle (alone on stdout;\n"

@@ -12,6 +12,7 @@
 #include "client_cli/matmul_inputs.h"
 #include "client_cli/request_args.h"
 #include "client_cli/resident_operands.h"
+#include "client_cli/shm_operands.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "kernels/npy_io.h"
 #include "proto/proto_types.h"
@@ -32,7 +33,24 @@ int RunMatmul(const CliOptions& o) {
   CallOptions options;
   options.timeout = absl::Seconds(o.timeout_s);
   options.stripes = o.stripes;
-  const MatmulArgs args = ArgsOf(in.request);
+  MatmulArgs args = ArgsOf(in.request);
+  std::unique_ptr<ShmOperands> shm;
+  if (o.shm) {
+    const int64_t c_bytes = in.problem.batch * in.problem.m * in.problem.n *
+                            static_cast<int64_t>(DataTypeSize(in.problem.c_type));
+    absl::StatusOr<std::unique_ptr<ShmOperands>> made = ShmOperands::Create(
+        channel, o.shm_key,
+        {args.a_ref.empty() ? args.a.data : absl::string_view(),
+         args.b_ref.empty() ? args.b.data : absl::string_view(),
+         args.c && args.c_ref.empty() ? args.c->data : absl::string_view()},
+        /*c_slots=*/1, c_bytes);
+    if (!made.ok()) return ReportRpcError("--shm: the shared-memory region", made.status());
+    shm = *std::move(made);
+    args.a.shm = shm->Payload(0);
+    args.b.shm = shm->Payload(1);
+    if (args.c) args.c->shm = shm->Payload(2);
+    if (!args.keep_c) args.c_shm = shm->CSlot(0);
+  }
   const int stripes = client.StripesFor(args, options);
   MatmulResult result;
   const absl::Time start = absl::Now();
@@ -48,7 +66,9 @@ int RunMatmul(const CliOptions& o) {
     if (!c.ok()) return ReportRpcError("GetTensor (the kept C)", c.status());
     kept_c = std::move(c->data);
   }
-  const absl::string_view c_bytes = c_ref.empty() ? result.c() : absl::string_view(kept_c);
+  const absl::string_view c_bytes = !c_ref.empty()     ? absl::string_view(kept_c)
+                                    : args.c_shm.set() ? shm->C(0)
+                                                       : result.c();
 
   const gemm::v1::Timing& t = response.timing();
   std::printf("c: shape=[%s] dtype=%s precision=%s\n",
@@ -64,9 +84,11 @@ int RunMatmul(const CliOptions& o) {
   const double seconds = absl::ToDoubleSeconds(elapsed);
   std::printf(
       "client: %.3f ms round trip, %.2f GFLOP/s end to end, %.1f MB sent, %.1f MB received, "
-      "over %d connection%s\n",
-      seconds * 1e3, in.problem.Flops() / seconds / 1e9, in.payload_bytes / 1e6,
-      result.c().size() / 1e6, stripes, stripes == 1 ? "" : "s");
+      "over %s\n",
+      seconds * 1e3, in.problem.Flops() / seconds / 1e9, shm ? 0.0 : in.payload_bytes / 1e6,
+      result.c().size() / 1e6,
+      shm ? "shared memory"
+          : absl::StrCat(stripes, " connection", stripes == 1 ? "" : "s").c_str());
   if (!c_ref.empty()) std::printf("c_ref=%s\n", c_ref.c_str());
 
   if (!o.out_path.empty()) {

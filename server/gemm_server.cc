@@ -14,6 +14,7 @@
 #include <exception>
 #include <limits>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -21,6 +22,7 @@
 #include "server/devices/cpu/cpu_device.h"
 #include "server/observability/log.h"
 #include "server/observability/metrics.h"
+#include "server/regions/region_table.h"
 #include "server/port_probe.h"
 #include "server/rpc/gemm_service.h"
 #include "server/rpc/host_memory.h"
@@ -123,6 +125,19 @@ absl::Status CheckConfig(const ServerConfig& c) {
     return absl::InvalidArgumentError(
         "--prepare_inline_max_bytes must be >= -1 (-1 = every request on gRPC's threads)");
   }
+  if (c.shm && (c.shm_prefix.empty() || c.shm_prefix.size() > 64 ||
+                !std::all_of(c.shm_prefix.begin(), c.shm_prefix.end(), [](char ch) {
+                  return absl::ascii_isalnum(static_cast<unsigned char>(ch)) || ch == '.' ||
+                         ch == '_' || ch == '-';
+                }))) {
+    return absl::InvalidArgumentError(
+        "--shm_prefix must be 1-64 of [A-Za-z0-9._-] (shared-memory names start with \"/\" "
+        "and it)");
+  }
+  if (c.shm_max_bytes < 1 || c.shm_max_regions < 1) {
+    return absl::InvalidArgumentError(
+        "--shm_max_bytes and --shm_max_regions must be >= 1 (--shm=off turns regions off)");
+  }
   if (c.device_memory_limit_bytes < 0) {
     return absl::InvalidArgumentError(
         "--device_memory_limit_bytes must be >= 0 (0 = 90% of free memory)");
@@ -204,6 +219,20 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
     store.part_upload_timeout = config.part_upload_timeout;
     server->store_ = std::make_unique<TensorStore>(store, devices, server->metrics_.get());
   }
+  if (config.shm) {
+    RegionSettings regions;
+    regions.prefix = config.shm_prefix;
+    regions.max_bytes = config.shm_max_bytes;
+    regions.max_regions = config.shm_max_regions;
+    // Page-locked once for every device (cudaHostRegisterPortable): the first device's
+    // call does it.
+    Device* pinner = devices.front();
+    regions.pinning.pin = [pinner](void* memory, size_t bytes) {
+      return pinner->PinHost(memory, bytes);
+    };
+    regions.pinning.unpin = [pinner](void* memory) { pinner->UnpinHost(memory); };
+    server->regions_ = std::make_unique<RegionTable>(std::move(regions));
+  }
   Batcher::Options batching;
   batching.max_batch_size = config.max_batch_size;
   batching.max_queue_delay = config.max_queue_delay;
@@ -237,7 +266,8 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   }
   server->service_ = std::make_unique<GemmServiceImpl>(
       settings, devices, server->backend_.catalogue.get(), server->executor_.get(),
-      server->metrics_.get(), server->memory_, server->store_.get(), server->tokens_.get());
+      server->metrics_.get(), server->memory_, server->store_.get(), server->tokens_.get(),
+      server->regions_.get());
   server->executor_->SetArriving(server->service_->arriving());
 
   const std::string& metrics_host = config.metrics_host.empty() ? config.host : config.metrics_host;
@@ -363,6 +393,9 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
        {"max_open_uploads", absl::StrCat(config.max_open_uploads)},
        {"upload_idle_timeout_s", absl::StrCat(absl::ToDoubleSeconds(config.upload_idle_timeout))},
        {"part_upload_timeout_s", absl::StrCat(absl::ToDoubleSeconds(config.part_upload_timeout))},
+       {"shm", config.shm ? absl::StrCat("/", config.shm_prefix, "*") : std::string("off")},
+       {"shm_max_bytes", absl::StrCat(config.shm_max_bytes)},
+       {"shm_max_regions", absl::StrCat(config.shm_max_regions)},
        {"instance", server->store_ != nullptr ? server->store_->instance() : "-"}});
   return server;
 }
@@ -421,6 +454,7 @@ void GemmServer::Shutdown() {
       idle ? std::min(grace_end, absl::Now() + absl::Seconds(1)) : absl::Now()));
   executor_->Drain();
   server_->Wait();
+  if (regions_ != nullptr) regions_->Clear();
   Log(LogLevel::kInfo, "shutdown_complete",
       {{"took_ms", absl::StrCat(absl::ToInt64Milliseconds(absl::Now() - start))}});
 }

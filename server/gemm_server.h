@@ -29,6 +29,7 @@ namespace gemmd {
 class Batcher;
 class GemmServiceImpl;
 class TensorStore;
+class RegionTable;
 class HostMemory;
 class ServerMetrics;
 
@@ -93,6 +94,13 @@ struct ServerConfig {
   // Requests up to this size are prepared on gRPC's callback thread, larger ones on the
   // preparer threads (-1: all on gRPC's).
   int64_t prepare_inline_max_bytes = int64_t{1} << 20;
+  // Shared-memory regions (--shm, --shm_prefix, --shm_max_bytes, --shm_max_regions):
+  // POSIX shared-memory objects whose names start with "/" + shm_prefix; all regions'
+  // bytes together and the regions one tenant holds are capped.
+  bool shm = true;
+  std::string shm_prefix = "gemmd-";
+  int64_t shm_max_bytes = int64_t{16} << 30;
+  uint32_t shm_max_regions = 64;
 };
 
 inline constexpr char kGemmdVersion[] = "0.1.0";
@@ -151,6 +159,8 @@ class GemmServer {
   std::unique_ptr<ServerTls> tls_;
   // Outlives the executor: queued jobs hold pins on its tensors.
   std::unique_ptr<TensorStore> store_;
+  // Outlives the executor too: queued jobs hold regions (which need the devices, above).
+  std::unique_ptr<RegionTable> regions_;
   std::unique_ptr<Batcher> executor_;
   // Shared with the result buffers gRPC still holds.
   std::shared_ptr<HostMemory> memory_;

@@ -82,6 +82,19 @@ ABSL_FLAG(bool, download_copies, false,
           "GetTensor copies each chunk out of resident memory into host memory reserved for "
           "the download, as the CUDA backend must, even where the tensor is host memory (the "
           "CPU backend sends it in place): for measuring that path without a GPU.");
+ABSL_FLAG(std::string, shm, "on",
+          "on | off. Shared-memory regions for callers on this machine (RegisterRegion): "
+          "requests then name operands and C in a region instead of carrying them. off "
+          "refuses the region RPCs and slices (FAILED_PRECONDITION).");
+ABSL_FLAG(std::string, shm_prefix, "gemmd-",
+          "A region's key (its POSIX shared-memory name) must start with \"/\" and this; "
+          "with --auth_tokens_file then the tenant's name and '@' (\"/gemmd-alice@x\"), so "
+          "one tenant cannot map another's objects. Containers: share /dev/shm (or an "
+          "emptyDir of medium Memory mounted there) between the server and its callers.");
+ABSL_FLAG(int64_t, shm_max_bytes, int64_t{16} << 30,
+          "Most bytes all registered regions may map together (on a GPU they are "
+          "page-locked: memory the system cannot page out).");
+ABSL_FLAG(uint32_t, shm_max_regions, 64, "Most regions one tenant may have registered.");
 ABSL_FLAG(std::string, backend, "auto",
           "auto | cpu | cuda. auto = cuda when this build has CUDA and a GPU is present, "
           "else cpu (OpenBLAS).");
@@ -263,6 +276,15 @@ int main(int argc, char** argv) {
   config.part_upload_timeout = absl::Seconds(absl::GetFlag(FLAGS_part_upload_timeout_s));
   config.download_copies = absl::GetFlag(FLAGS_download_copies);
   config.prepare_inline_max_bytes = absl::GetFlag(FLAGS_prepare_inline_max_bytes);
+  const std::string shm = absl::GetFlag(FLAGS_shm);
+  if (shm != "on" && shm != "off") {
+    std::fprintf(stderr, "gemm-server: --shm must be on or off, not '%s'\n", shm.c_str());
+    return 2;
+  }
+  config.shm = shm == "on";
+  config.shm_prefix = absl::GetFlag(FLAGS_shm_prefix);
+  config.shm_max_bytes = absl::GetFlag(FLAGS_shm_max_bytes);
+  config.shm_max_regions = absl::GetFlag(FLAGS_shm_max_regions);
 
   absl::StatusOr<std::unique_ptr<gemmd::GemmServer>> server = gemmd::GemmServer::Create(config);
   if (!server.ok()) {

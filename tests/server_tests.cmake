@@ -145,3 +145,11 @@ add_test(NAME multi_device_bench_cpu
                  bash ${PROJECT_SOURCE_DIR}/bench/multi_device_bench.sh ${CMAKE_BINARY_DIR} cpu)
 set_tests_properties(multi_device_bench_cpu PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE
                      LABELS bench)
+
+add_executable(region_table_test region_table_test.cc)
+target_link_libraries(region_table_test PRIVATE gemm_regions GTest::gtest_main)
+gtest_discover_tests(region_table_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
+
+add_executable(shm_server_test shm_server_test.cc)
+target_link_libraries(shm_server_test PRIVATE gemm_server_lib gemm_client GTest::gtest_main)
+gtest_discover_tests(shm_server_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)

@@ -158,9 +158,22 @@ absl::Status ForEachField(WireCursor in, absl::string_view where, Known known) {
 
 using FieldResult = std::optional<absl::Status>;
 
-// gemm.v1.Tensor (shape = 1, dtype = 2, data = 3) and gemm.v1.QuantizedTensor (shape = 1,
-// format = 2, data = 3, scales = 4, tensor_scale = 5): one parser for both, the
-// quantized fields only for a QuantizedTensor.
+// A small nested message (a handle, an option), copied and parsed by protobuf.
+template <typename Message>
+absl::Status SmallMessage(Fields& f, WireCursor* c, const Tag& tag, absl::string_view name,
+                          Message* out) {
+  std::string bytes;
+  absl::Status s = f.String(c, tag, name, &bytes);
+  if (s.ok() && !out->ParseFromString(bytes)) {
+    s = absl::InvalidArgumentError(
+        absl::StrCat(f.Name(name), " is not a valid ", out->GetTypeName()));
+  }
+  return s;
+}
+
+// gemm.v1.Tensor (shape = 1, dtype = 2, data = 3, shm = 4) and gemm.v1.QuantizedTensor
+// (shape = 1, format = 2, data = 3, scales = 4, tensor_scale = 5, data_shm = 6,
+// scales_shm = 7): one parser for both, the quantized fields only for a QuantizedTensor.
 template <typename Head>
 absl::Status ParseTensor(WireCursor in, const std::string& name, Head* head, ByteRuns* data,
                          ByteRuns* scales) {
@@ -183,7 +196,14 @@ absl::Status ParseTensor(WireCursor in, const std::string& name, Head* head, Byt
       case 3:
         return f.Payload(c, tag, "data", data);
     }
+    if constexpr (!kQuantized) {
+      if (tag.field == 4) return SmallMessage(f, c, tag, "shm", head->mutable_shm());
+    }
     if constexpr (kQuantized) {
+      if (tag.field == 6) return SmallMessage(f, c, tag, "data_shm", head->mutable_data_shm());
+      if (tag.field == 7) {
+        return SmallMessage(f, c, tag, "scales_shm", head->mutable_scales_shm());
+      }
       if (tag.field == 4) return f.Payload(c, tag, "scales", scales);
       if (tag.field == 5) {
         float scale = 0;
@@ -203,19 +223,6 @@ absl::Status TensorField(Fields& f, WireCursor* c, const Tag& tag, const std::st
   WireCursor nested;
   absl::Status s = f.Message(c, tag, name, &nested);
   return s.ok() ? ParseTensor(nested, name, head, data, scales) : s;
-}
-
-// A small nested message (a handle, an option), copied and parsed by protobuf.
-template <typename Message>
-absl::Status SmallMessage(Fields& f, WireCursor* c, const Tag& tag, absl::string_view name,
-                          Message* out) {
-  std::string bytes;
-  absl::Status s = f.String(c, tag, name, &bytes);
-  if (s.ok() && !out->ParseFromString(bytes)) {
-    s = absl::InvalidArgumentError(
-        absl::StrCat(f.Name(name), " is not a valid ", out->GetTypeName()));
-  }
-  return s;
 }
 
 absl::Status Invalid(absl::string_view what, absl::string_view type, const absl::Status& s) {
@@ -276,6 +283,8 @@ absl::Status ParseMatmulRequest(const ByteRuns& bytes, MatmulRequestWire* out) {
             return SmallMessage(f, c, tag, "c_ref", head.mutable_c_ref());
           case 14:
             return SmallMessage(f, c, tag, "keep_c", head.mutable_keep_c());
+          case 15:
+            return SmallMessage(f, c, tag, "c_shm", head.mutable_c_shm());
         }
         return std::nullopt;
       });
@@ -306,6 +315,8 @@ absl::Status ParseQuantizedMatmulRequest(const ByteRuns& bytes, QuantizedMatmulR
             return SmallMessage(f, c, tag, "b_ref", head.mutable_b_ref());
           case 7:
             return SmallMessage(f, c, tag, "keep_c", head.mutable_keep_c());
+          case 8:
+            return SmallMessage(f, c, tag, "c_shm", head.mutable_c_shm());
           default:
             return std::nullopt;
         }

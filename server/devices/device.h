@@ -165,6 +165,13 @@ class Device {
   virtual absl::Status ReadResident(void* host, const void* resident, size_t bytes);
   // Whether resident memory is host memory (then a launch reads it like any host operand).
   virtual bool resident_in_host_memory() const { return true; }
+
+  // Page-locks host memory the device then copies to and from by DMA, for every device
+  // of the backend (a shared-memory region callers registered); false where the device
+  // cannot or need not (the CPU backend reads host memory where it is). UnpinHost undoes
+  // a PinHost that returned true.
+  virtual bool PinHost(void* /*memory*/, size_t /*bytes*/) { return false; }
+  virtual void UnpinHost(void* /*memory*/) {}
 };
 
 }  // namespace gemmd

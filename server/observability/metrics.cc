@@ -37,6 +37,12 @@ const char* RpcMethodName(RpcMethod method) {
       return "DeleteTensor";
     case RpcMethod::kListTensors:
       return "ListTensors";
+    case RpcMethod::kRegisterRegion:
+      return "RegisterRegion";
+    case RpcMethod::kUnregisterRegion:
+      return "UnregisterRegion";
+    case RpcMethod::kListRegions:
+      return "ListRegions";
   }
   return "unknown";
 }

@@ -56,8 +56,11 @@ enum class RpcMethod {
   kGetTensor,
   kDeleteTensor,
   kListTensors,
+  kRegisterRegion,
+  kUnregisterRegion,
+  kListRegions,
 };
-inline constexpr int kNumRpcMethods = 7;
+inline constexpr int kNumRpcMethods = 10;
 // The GEMM methods (they have device phases and a precision label).
 inline bool IsGemmMethod(RpcMethod m) {
   return m == RpcMethod::kMatmul || m == RpcMethod::kQuantizedMatmul;

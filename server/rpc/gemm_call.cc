@@ -8,6 +8,7 @@
 #include "proto/proto_types.h"
 #include "server/observability/client_text.h"
 #include "server/rpc/grpc_status.h"
+#include "server/rpc/region_payloads.h"
 #include "server/rpc/response_encoding.h"
 
 namespace gemmd {
@@ -137,8 +138,11 @@ absl::Status GemmCall::PrepareAndSubmit() {
   return submitted;
 }
 
-void GemmCall::JobDone(const GemmRequest& r, const absl::Status& status,
+void GemmCall::JobDone(const GemmRequest& r, const absl::Status& job_status,
                        const JobResult& result) {
+  // A region truncated or unregistered under the job: what it read or wrote there is
+  // not the caller's any more.
+  const absl::Status status = job_status.ok() ? CheckRegionsIntact(r.regions) : job_status;
   if (status.ok()) {
     gemm::v1::Tensor c_head;
     for (int64_t dim : r.output_shape) c_head.add_shape(dim);

@@ -1,5 +1,6 @@
 #include "server/rpc/gemm_request.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "proto/wire/gemm_wire.h"
@@ -20,6 +21,9 @@ absl::Status PrepareMatmul(const GemmRequestContext& context, Received received,
                            PrecisionLabel* label) {
   wire::MatmulRequestWire located;
   if (absl::Status s = wire::ParseMatmulRequest(received.runs, &located); !s.ok()) return s;
+  absl::StatusOr<RegionPayloads> in_regions =
+      LocateMatmulRegions(context.regions, r->tenant, &located);
+  if (!in_regions.ok()) return in_regions.status();
   absl::StatusOr<Bound> bound = BindMatmul(context.store, r->tenant, &located.head);
   if (!bound.ok()) return bound.status();
   absl::StatusOr<ValidatedMatmul> v = ValidateMatmul(
@@ -28,7 +32,9 @@ absl::Status PrepareMatmul(const GemmRequestContext& context, Received received,
   *label = PrecisionLabel::Of(v->problem.precision);
   absl::StatusOr<KernelChoice> choice = context.catalogue->Choose(v->problem, nullptr, v->kernel);
   if (!choice.ok()) return choice.status();
-  absl::StatusOr<PlacedMatmul> placed = PlaceMatmul(context, located, bound->refs, v->problem);
+  if (absl::Status s = CheckResultSlice(*in_regions, v->output_bytes); !s.ok()) return s;
+  absl::StatusOr<PlacedMatmul> placed =
+      PlaceMatmul(context, located, bound->refs, v->problem, &*in_regions);
   if (!placed.ok()) return placed.status();
   std::shared_ptr<StoredTensor> kept;
   if (located.head.has_keep_c()) {
@@ -53,12 +59,17 @@ absl::Status PrepareMatmul(const GemmRequestContext& context, Received received,
   r->shared_b = bound->shared_b;
   r->device = kept != nullptr ? kept->device_index : bound->device;
   r->output_shape = std::move(v->output_shape);
-  // Bytes received: the inline operands (a resident C counts only when it is read).
-  r->input_bytes = v->input_bytes - refs.Bytes() +
-                   (refs.c != nullptr && v->problem.beta == 0.0f ? DataBytes(refs.c->spec) : 0);
-  r->output_bytes = kept != nullptr ? 0 : v->output_bytes;  // a kept C is not sent
+  // Bytes received: the inline operands (a resident C counts only when it is read), not
+  // those read from a region.
+  r->input_bytes = std::max<int64_t>(
+      0, v->input_bytes - refs.Bytes() - in_regions->input_bytes +
+             (refs.c != nullptr && v->problem.beta == 0.0f ? DataBytes(refs.c->spec) : 0));
+  // A kept C, or one written to a region, is not sent.
+  r->output_bytes = kept != nullptr || in_regions->c_out != nullptr ? 0 : v->output_bytes;
   r->kept_c = std::move(kept);
   r->resident_refs = std::move(bound->refs);
+  r->regions = std::move(in_regions->regions);
+  r->c_region = in_regions->c_out;
   return absl::OkStatus();
 }
 
@@ -68,17 +79,21 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context, Received 
   if (absl::Status s = wire::ParseQuantizedMatmulRequest(received.runs, &located); !s.ok()) {
     return s;
   }
+  absl::StatusOr<RegionPayloads> in_regions =
+      LocateQuantizedRegions(context.regions, r->tenant, &located);
+  if (!in_regions.ok()) return in_regions.status();
   const gemm::v1::QuantizedMatmulRequest& head = located.head;
   absl::StatusOr<Bound> bound = BindQuantized(context.store, r->tenant, &located.head);
   if (!bound.ok()) return bound.status();
   const TensorRefs& refs = bound->refs;
-  absl::StatusOr<PlacedQuantized> placed = PlaceQuantized(context, located, refs);
+  absl::StatusOr<PlacedQuantized> placed = PlaceQuantized(context, located, refs, &*in_regions);
   if (!placed.ok()) return placed.status();
   const bool a_quantized_ref = refs.a != nullptr && refs.a->spec.quantized;
   absl::StatusOr<ValidatedQuantized> v = ValidateQuantizedMatmul(
       head, placed->payloads, context.limits, {a_quantized_ref, refs.b != nullptr});
   if (!v.ok()) return v.status();
   *label = PrecisionLabel::Of(v->b_format);
+  if (absl::Status s = CheckResultSlice(*in_regions, v->output_bytes); !s.ok()) return s;
   // The FP32 equivalent, C = A * B^T with B stored [N, K]: what placement (FLOPs) and the
   // host path use.
   GemmProblem problem;
@@ -119,10 +134,12 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context, Received 
   r->shared_b = bound->shared_b;
   r->device = kept != nullptr ? kept->device_index : bound->device;
   r->output_shape = {v->m, v->n};
-  r->input_bytes = v->input_bytes - refs.Bytes();
-  r->output_bytes = kept != nullptr ? 0 : v->output_bytes;
+  r->input_bytes = std::max<int64_t>(0, v->input_bytes - refs.Bytes() - in_regions->input_bytes);
+  r->output_bytes = kept != nullptr || in_regions->c_out != nullptr ? 0 : v->output_bytes;
   r->kept_c = std::move(kept);
   r->resident_refs = std::move(bound->refs);
+  r->regions = std::move(in_regions->regions);
+  r->c_region = in_regions->c_out;
   return absl::OkStatus();
 }
 
@@ -139,7 +156,9 @@ absl::Status PrepareRequest(const GemmRequestContext& context, RpcMethod method,
 
 void SetResultDestination(const GemmRequestContext& context, void* response,
                           GemmRequest* r) {
-  if (r->kept_c == nullptr) {
+  if (r->c_region != nullptr) {
+    r->operands.c_out = r->c_region;
+  } else if (r->kept_c == nullptr) {
     r->operands.c_out = response;
   } else if (context.resident_in_host_memory) {
     r->operands.c_out = r->kept_c->memory;

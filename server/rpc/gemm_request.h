@@ -19,7 +19,8 @@
 // has its own tests, tests/gemm_request_test.cc):
 //   TakeReceived   the message's size checked against --max_message_bytes and reserved;
 //                  its slices taken (no copy)
-//   Locate         proto/wire parses the head and locates each payload
+//   Locate         proto/wire parses the head and locates each payload, inline or in a
+//                  shared-memory region (region_payloads.h)
 //   Bind           resident tensors pinned; the device they are on
 //   Validate       every size checked before anything sized by the client is allocated
 //                  (a QuantizedMatmul's scale bytes are read, so its payloads are placed
@@ -51,6 +52,7 @@
 #include "server/devices/host_copier.h"
 #include "server/devices/kernel_catalogue.h"
 #include "server/observability/metrics.h"
+#include "server/regions/region_table.h"
 #include "server/rpc/host_memory.h"
 #include "server/rpc/matmul_validation.h"
 #include "server/rpc/tensor_refs.h"
@@ -72,6 +74,8 @@ struct GemmRequestContext {
   // memory (Device::resident_in_host_memory).
   TensorStore* store = nullptr;
   bool resident_in_host_memory = true;
+  // Shared-memory regions callers registered (null: --shm=off).
+  const RegionTable* regions = nullptr;
 };
 
 struct GemmRequest : Job {
@@ -100,6 +104,10 @@ struct GemmRequest : Job {
   // when the request keeps C resident (committed to the store once the job succeeded).
   TensorRefs resident_refs;
   std::shared_ptr<StoredTensor> kept_c;
+  // The shared-memory regions its payloads are read from (and C written to, at c_region
+  // when the request gives a c_shm), held until the request goes.
+  std::vector<std::shared_ptr<SharedRegion>> regions;
+  char* c_region = nullptr;
 };
 
 // Prepares `request` from `received`, the bytes of a MatmulRequest (method kMatmul) or a
@@ -111,9 +119,10 @@ absl::Status PrepareRequest(const GemmRequestContext& context, RpcMethod method,
                             grpc::ByteBuffer* received, GemmRequest* request,
                             PrecisionLabel* label);
 
-// Where the job writes C: the kept resident tensor when the request keeps C (in host
-// memory, or in the device's memory on a device that reads it there), else `response`
-// (output_bytes of host memory that the response carries).
+// Where the job writes C: the request's region slice (c_shm), the kept resident tensor
+// when the request keeps C (in host memory, or in the device's memory on a device that
+// reads it there), else `response` (output_bytes of host memory that the response
+// carries).
 void SetResultDestination(const GemmRequestContext& context, void* response,
                           GemmRequest* request);
 

@@ -56,13 +56,15 @@ absl::Status ParsePageToken(absl::string_view token, absl::Time* created, std::s
 GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> devices,
                                  const KernelCatalogue* catalogue, JobExecutor* executor,
                                  ServerMetrics* metrics, std::shared_ptr<HostMemory> memory,
-                                 TensorStore* store, const TokenAuthenticator* tokens)
+                                 TensorStore* store, const TokenAuthenticator* tokens,
+                                 RegionTable* regions)
     : settings_(std::move(settings)),
       devices_(std::move(devices)),
       catalogue_(catalogue),
       metrics_(metrics),
       memory_(std::move(memory)),
       store_(store),
+      regions_(regions),
       auth_(tokens, metrics, &failure_log_),
       tenant_budget_(std::make_shared<TenantBudget>(settings_.tenant_max_inflight_bytes)),
       upload_watch_(settings_.upload_idle_timeout) {
@@ -76,6 +78,7 @@ GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> 
     environment_.request.resident_in_host_memory &= device->resident_in_host_memory();
   }
   environment_.request.store = store_;
+  environment_.request.regions = regions_;
   environment_.preparers = &preparers_;
   environment_.prepare_inline_max_bytes = settings_.prepare_inline_max_bytes;
   environment_.executor = executor;
@@ -163,6 +166,11 @@ void GemmServiceImpl::DescribeServer(gemm::v1::ServerInfo* info) const {
   limits->set_tensor_store_max_tensors(store_ != nullptr ? store_->max_tensors() : 0);
   limits->set_max_tensor_chunk_bytes(kMaxTensorChunkBytes);
   limits->set_upload_idle_timeout_ms(absl::ToInt64Milliseconds(settings_.upload_idle_timeout));
+  if (regions_ != nullptr && regions_->enabled()) {
+    limits->set_shm_prefix(regions_->settings().prefix);
+    limits->set_shm_max_bytes(regions_->settings().max_bytes);
+    limits->set_shm_max_regions(regions_->settings().max_regions);
+  }
   if (store_ != nullptr) info->set_instance(store_->instance());
 }
 

@@ -31,6 +31,7 @@
 #include "server/rpc/tensor_call_environment.h"
 #include "server/rpc/upload_watch.h"
 #include "server/scheduling/job_executor.h"
+#include "server/regions/region_table.h"
 #include "server/store/tensor_store.h"
 
 namespace gemmd {
@@ -60,17 +61,21 @@ using GemmTypedService =
         GemmService::WithGenericMethod_PutTensor<GemmService::WithRawCallbackMethod_GetTensor<
             GemmService::WithRawCallbackMethod_DeleteTensor<
                 GemmService::WithRawCallbackMethod_ListTensors<
-                    GemmService::WithRawCallbackMethod_GetServerInfo<GemmService::Service>>>>>>>;
+                    GemmService::WithRawCallbackMethod_RegisterRegion<
+                        GemmService::WithRawCallbackMethod_UnregisterRegion<
+                            GemmService::WithRawCallbackMethod_ListRegions<
+                                GemmService::WithRawCallbackMethod_GetServerInfo<
+                                    GemmService::Service>>>>>>>>>>;
 
 class GemmServiceImpl final : public GemmTypedService {
  public:
-  // `devices`, `catalogue`, `executor`, `metrics`, `store` (null: no resident tensors)
-  // and `tokens` (null: no authentication) must outlive the service; `memory` is shared
-  // with the result buffers in flight.
+  // `devices`, `catalogue`, `executor`, `metrics`, `store` (null: no resident tensors),
+  // `tokens` (null: no authentication) and `regions` (null: no shared-memory regions)
+  // must outlive the service; `memory` is shared with the result buffers in flight.
   GemmServiceImpl(ServiceSettings settings, std::vector<Device*> devices,
                   const KernelCatalogue* catalogue, JobExecutor* executor, ServerMetrics* metrics,
                   std::shared_ptr<HostMemory> memory, TensorStore* store = nullptr,
-                  const TokenAuthenticator* tokens = nullptr);
+                  const TokenAuthenticator* tokens = nullptr, RegionTable* regions = nullptr);
   ~GemmServiceImpl() override;
 
   // Register with ServerBuilder::RegisterCallbackGenericService.
@@ -88,6 +93,17 @@ class GemmServiceImpl final : public GemmTypedService {
                                          const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListTensors(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
+
+  // Shared-memory regions (region_service.cc).
+  grpc::ServerUnaryReactor* RegisterRegion(grpc::CallbackServerContext* context,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* UnregisterRegion(grpc::CallbackServerContext* context,
+                                             const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListRegions(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
 
@@ -124,6 +140,10 @@ class GemmServiceImpl final : public GemmTypedService {
   void FinishUnary(grpc::ServerUnaryReactor* reactor, const grpc::CallbackServerContext& context,
                    RpcMethod method, const std::string& tenant, const absl::Status& status,
                    absl::Time accepted);
+  // One region RPC: its tenant, `serve` run unless the server drains, counted, answered.
+  template <typename Serve>
+  grpc::ServerUnaryReactor* ServeRegionCall(grpc::CallbackServerContext* context,
+                                            RpcMethod method, Serve serve);
   absl::Status ListTensorsOf(const std::string& tenant, const grpc::ByteBuffer& request,
                              absl::Time now, grpc::ByteBuffer* response);
   void DescribeServer(gemm::v1::ServerInfo* info) const;
@@ -134,6 +154,7 @@ class GemmServiceImpl final : public GemmTypedService {
   ServerMetrics* const metrics_;
   const std::shared_ptr<HostMemory> memory_;
   TensorStore* const store_;
+  RegionTable* const regions_;
   CallRegistry registry_;
   // At most 20 request_failed lines at once and 10 a second after that.
   LogRateLimiter failure_log_{10, 20};

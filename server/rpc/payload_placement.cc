@@ -27,7 +27,7 @@ absl::StatusOr<PlacedPayloads> PlacePayloads(HostMemory* memory, HostCopier* cop
     // A payload the device would read from page-locked memory is copied there; one it
     // would stage anyway may stay where it arrived, whole or in pieces.
     const bool staged = !memory->page_locked(runs.size());
-    if (runs.empty() || (whole && aligned && staged)) {
+    if (runs.empty() || (whole && aligned && (staged || payloads[i].in_region))) {
       *payloads[i].view = whole.value_or(absl::string_view());
       placed.uses_wire |= !runs.empty();
       continue;

@@ -34,6 +34,9 @@ struct PayloadSlot {
   // Where it may be left in pieces (null: it must be contiguous). Then *view has its
   // size and no data.
   std::vector<absl::string_view>* pieces = nullptr;
+  // In a shared-memory region: read where it is whatever its size (when aligned), as
+  // the region is page-locked or the device stages it anyway.
+  bool in_region = false;
 };
 
 // Places each slot's payload and points its view at it; the copying is spread over

@@ -18,6 +18,10 @@ absl::StatusOr<Bound> Bind(const TensorRefs& refs) {
   return bound;
 }
 
+bool InRegion(const RegionPayloads* regions, const wire::ByteRuns& runs) {
+  return regions != nullptr && regions->InRegion(&runs);
+}
+
 // The resident packed operands, for a device that reads them in its own memory.
 DeviceOperands ResidentPacked(const GemmRequestContext& context, const QuantizedOperands& q,
                               const TensorRefs& refs) {
@@ -94,15 +98,17 @@ MatmulPayloads LocatedPayloads(const wire::MatmulRequestWire& located, const Ten
 
 absl::StatusOr<PlacedMatmul> PlaceMatmul(const GemmRequestContext& context,
                                          const wire::MatmulRequestWire& located,
-                                         const TensorRefs& refs, const GemmProblem& problem) {
+                                         const TensorRefs& refs, const GemmProblem& problem,
+                                         const RegionPayloads* regions) {
   PlacedMatmul out;
   MatmulPayloads views;
   const absl::Time start = absl::Now();
   absl::StatusOr<PlacedPayloads> placed =
       PlacePayloads(context.memory, context.copier,
-                    {{&located.a_data, &views.a, &out.pieces.a},
-                     {&located.b_data, &views.b, &out.pieces.b},
-                     {&located.c_data, &views.c, &out.pieces.c_in}},
+                    {{&located.a_data, &views.a, &out.pieces.a, InRegion(regions, located.a_data)},
+                     {&located.b_data, &views.b, &out.pieces.b, InRegion(regions, located.b_data)},
+                     {&located.c_data, &views.c, &out.pieces.c_in,
+                      InRegion(regions, located.c_data)}},
                     context.device_gathers_pieces);
   if (!placed.ok()) return placed.status();
   out.copied = std::move(placed->buffer);
@@ -125,17 +131,19 @@ absl::StatusOr<PlacedMatmul> PlaceMatmul(const GemmRequestContext& context,
 
 absl::StatusOr<PlacedQuantized> PlaceQuantized(const GemmRequestContext& context,
                                                const wire::QuantizedMatmulRequestWire& located,
-                                               const TensorRefs& refs) {
+                                               const TensorRefs& refs,
+                                               const RegionPayloads* regions) {
   PlacedQuantized out;
   wire::QuantizedPayloads& p = out.payloads;
   const absl::Time start = absl::Now();
   absl::StatusOr<PlacedPayloads> placed =
       PlacePayloads(context.memory, context.copier,
-                    {{&located.a_data, &p.a_data},
-                     {&located.a_scales, &p.a_scales},
-                     {&located.a_dense_data, &p.a_dense_data},
-                     {&located.b_data, &p.b_data},
-                     {&located.b_scales, &p.b_scales}});
+                    {{&located.a_data, &p.a_data, nullptr, InRegion(regions, located.a_data)},
+                     {&located.a_scales, &p.a_scales, nullptr, InRegion(regions, located.a_scales)},
+                     {&located.a_dense_data, &p.a_dense_data, nullptr,
+                      InRegion(regions, located.a_dense_data)},
+                     {&located.b_data, &p.b_data, nullptr, InRegion(regions, located.b_data)},
+                     {&located.b_scales, &p.b_scales, nullptr, InRegion(regions, located.b_scales)}});
   if (!placed.ok()) return placed.status();
   out.copied = std::move(placed->buffer);
   out.uses_received = placed->uses_wire;

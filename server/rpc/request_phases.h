@@ -19,6 +19,7 @@
 #include "proto/wire/gemm_wire.h"
 #include "server/rpc/gemm_request.h"
 #include "server/rpc/quantized_validation.h"
+#include "server/rpc/region_payloads.h"
 
 namespace gemmd {
 
@@ -60,9 +61,11 @@ struct PlacedMatmul {
   DeviceOperands on_device;  // resident operands a device reads in its own memory
   absl::Duration took;       // the copying, reported as copy-in
 };
+// Payloads in a shared-memory region (`regions`, may be null) are read there.
 absl::StatusOr<PlacedMatmul> PlaceMatmul(const GemmRequestContext& context,
                                          const wire::MatmulRequestWire& located,
-                                         const TensorRefs& refs, const GemmProblem& problem);
+                                         const TensorRefs& refs, const GemmProblem& problem,
+                                         const RegionPayloads* regions = nullptr);
 
 // Place (QuantizedMatmul), before Validate: its scale bytes are read there.
 struct PlacedQuantized {
@@ -73,7 +76,8 @@ struct PlacedQuantized {
 };
 absl::StatusOr<PlacedQuantized> PlaceQuantized(const GemmRequestContext& context,
                                                const wire::QuantizedMatmulRequestWire& located,
-                                               const TensorRefs& refs);
+                                               const TensorRefs& refs,
+                                               const RegionPayloads* regions = nullptr);
 
 // Place (QuantizedMatmul, after Choose): how its operands reach the kernel on `path`,
 // from `packed` (PackedOperands of the placed payloads, what Choose was given).

@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 import grpc
 import numpy as np
 
-from . import errors, striping
+from . import errors, shm, striping
 from ._stubs import gemm_pb2 as pb
 from ._stubs import gemm_pb2_grpc
 from ._stubs import health_pb2, health_pb2_grpc
@@ -328,6 +328,8 @@ class Client:
         self._health = None
         self.stripes = _check_stripes(stripes)
         self._striper = striping.Striper(self)
+        self._regions = {}  # name -> shm.SharedRegion this client created
+        self._regions_lock = threading.Lock()
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -342,6 +344,11 @@ class Client:
         return grpc.secure_channel(self.target, self._credentials, list(options.items()))
 
     def close(self):
+        for region in list(self._regions.values()):
+            try:
+                region.close()
+            except errors.GemmError:
+                pass  # the server is gone: its mapping went with it
         self._striper.close()
         self._channel.close()
         if self._health_channel is not None:
@@ -401,7 +408,7 @@ class Client:
     def matmul(self, a, b, c=None, *, alpha=1.0, beta=0.0, precision="auto",
                output_dtype=None, transpose_a=False, transpose_b=False, kernel=None,
                keep_c=False, return_info=False, timeout_s=_DEFAULT, out_dtype=None,
-               stripes=None):
+               stripes=None, out=None):
         """C = alpha * op(A) @ op(B) + beta * C, per batch item.
 
         a, b, c: numpy arrays (float32, float16; 2-D or 3-D), BFloat16, or Handles.
@@ -412,7 +419,10 @@ class Client:
         the server; with return_info=True a MatmulResult (C, handle, kernel, device,
         precision, timing). stripes: the connections the call's bytes go over (None: the
         client's setting; 1: one; 0: the client's choice, several for a call moving 32 MiB
-        or more; N: N), as gemm-cli's --stripes (striping.py)."""
+        or more; N: N), as gemm-cli's --stripes (striping.py).
+        Operands that are arrays in a region of create_region() go by slice, not bytes;
+        out: an array in such a region (C's shape, output_dtype its dtype) the server
+        writes C into, returned in place of a new array (shm.py)."""
         if out_dtype is not None:
             if output_dtype is not None:
                 raise _invalid("give output_dtype or out_dtype (its older name), not both")
@@ -427,7 +437,7 @@ class Client:
             elif isinstance(x, Handle):
                 getattr(request, name + "_ref").handle = x.handle
             else:
-                getattr(request, name).CopyFrom(_dense(x, name))
+                getattr(request, name).CopyFrom(self._operand(x, name))
         if beta != 0 and c is None:
             raise _invalid(f"beta = {beta} reads C, but no c was given")
         request.alpha = float(alpha)
@@ -436,6 +446,8 @@ class Client:
         if key not in _PRECISIONS:
             raise _invalid(f"precision {precision!r} is not one of {sorted(_PRECISIONS)}")
         request.precision = _PRECISIONS[key]
+        if out_dtype is None and out is not None:
+            out_dtype = _dtype_name(out)
         if out_dtype is None:
             out_dtype = "float32"
             if c is not None and not isinstance(c, Handle):
@@ -451,17 +463,19 @@ class Client:
         keep = _keep(keep_c)
         if keep is not None:
             request.keep_c.CopyFrom(keep)
+        self._set_out(request, out, keep)
         response = self._gemm("Matmul", self._stub.Matmul, request, timeout_s, stripes,
                               striping.matmul_c_bytes(request))
-        return self._result(response, keep, return_info)
+        return self._result(response, keep, return_info, out)
 
     def quantized_matmul(self, a, b, *, kernel=None, keep_c=False, return_info=False,
-                         timeout_s=_DEFAULT, stripes=None):
+                         timeout_s=_DEFAULT, stripes=None, out=None):
         """C[M,N] = dequant(A)[M,K] @ dequant(B)[N,K]^T in FP32 (both K-major).
 
         b: a QuantizedTensor (quantize_int8 / quantize_nvfp4) or the Handle of one.
         a: a QuantizedTensor, a dense [M,K] array (float32/float16/BFloat16: weight-only
-        quantization), or a Handle. Returns as matmul does; stripes as matmul's."""
+        quantization), or a Handle. Returns as matmul does; stripes, a dense a in a region
+        and out (float32) as matmul's."""
         request = pb.QuantizedMatmulRequest(kernel=kernel or "")
         if isinstance(b, Handle):
             request.b_ref.handle = b.handle
@@ -475,7 +489,7 @@ class Client:
         elif isinstance(a, QuantizedTensor):
             request.a.CopyFrom(_quantized_proto(a))
         else:
-            request.a_dense.CopyFrom(_dense(a, "a", ranks=(2,)))
+            request.a_dense.CopyFrom(self._operand(a, "a", ranks=(2,)))
         a_shape = (a.shape if isinstance(a, QuantizedTensor) else
                    tuple(request.a_dense.shape) if request.HasField("a_dense") else a.shape)
         b_shape = b.shape
@@ -485,17 +499,51 @@ class Client:
         keep = _keep(keep_c)
         if keep is not None:
             request.keep_c.CopyFrom(keep)
+        self._set_out(request, out, keep)
         response = self._gemm("QuantizedMatmul", self._stub.QuantizedMatmul, request, timeout_s,
                               stripes, striping.quantized_c_bytes(request))
-        return self._result(response, keep, return_info)
+        return self._result(response, keep, return_info, out)
 
-    def _result(self, response, keep, return_info):
+    def _in_region(self, x):
+        """The RegionSlice of array x in one of this client's regions, or None."""
+        for region in list(self._regions.values()):
+            message = shm.slice_message(region, x)
+            if message is not None:
+                return message
+        return None
+
+    def _operand(self, x, what, ranks=(2, 3)):
+        """A dense operand: by slice when it lies in a region (and is what _dense accepts
+        as it is: float32 / float16, little-endian), else inline."""
+        if isinstance(x, np.ndarray) and x.dtype in (np.dtype("<f4"), np.dtype("<f2")) and \
+                x.ndim in ranks and x.size > 0:
+            where = self._in_region(x)
+            if where is not None:
+                return pb.Tensor(shape=list(x.shape), dtype=_DTYPE_ENUM[_dtype_name(x)],
+                                 shm=where)
+        return _dense(x, what, ranks)
+
+    def _set_out(self, request, out, keep):
+        if out is None:
+            return
+        if keep is not None:
+            raise _invalid("out and keep_c are both given: C goes to one of them")
+        where = self._in_region(out) if isinstance(out, np.ndarray) else None
+        if where is None:
+            raise _invalid("out must be a C-contiguous numpy array in a region of "
+                           "create_region() (the server writes C there)")
+        request.c_shm.CopyFrom(where)
+
+    def _result(self, response, keep, return_info, out=None):
         shape, dtype = tuple(response.c.shape), _DTYPES.get(response.c.dtype, "unknown")
         c_ref = None
         if response.HasField("c_ref") and response.c_ref.handle:
             c_ref = _handle_of(response.c_ref, shape, dtype,
                                label=keep.label if keep is not None else "")
-        c = None if keep is not None else _decode(response.c.dtype, shape, response.c.data)
+        if out is not None:
+            c = out  # the server wrote C there
+        else:
+            c = None if keep is not None else _decode(response.c.dtype, shape, response.c.data)
         if not return_info:
             return c_ref if keep is not None else c
         t = response.timing
@@ -585,6 +633,52 @@ class Client:
                 device=t.device, created_unix_ms=t.created_unix_ms,
                 expires_unix_ms=t.expires_unix_ms, label=t.label, complete=t.complete))
         return TensorList(items, response.store_bytes, response.store_cap_bytes)
+
+    # -- shared-memory regions (a server on this machine) -----------------------------
+
+    def create_region(self, name, nbytes, *, key=None, tenant=None, timeout_s=_DEFAULT):
+        """Creates a shared-memory object of nbytes, registers it with the server as
+        `name` and returns its shm.SharedRegion (arrays over it go by slice). key: its
+        POSIX name; default "/" + the server's shm_prefix + (tenant + "@", for a server
+        with tenants: your tenant's name) + "py-PID-" + name."""
+        if key is None:
+            prefix = self.server_info(timeout_s=timeout_s).limits.shm_prefix
+            if not prefix:
+                raise errors.FailedPrecondition(
+                    "the server has shared-memory regions off (--shm=off), or predates them",
+                    method="RegisterRegion", client_side=True)
+            key = shm.default_key(prefix, tenant, name)
+        region = shm.SharedRegion(self, name, key, nbytes)
+        try:
+            self.register_region(name, key, timeout_s=timeout_s)
+        except BaseException:
+            region._closed = True
+            region._shm.close()
+            region._shm.unlink()
+            raise
+        with self._regions_lock:
+            self._regions[name] = region
+        return region
+
+    def register_region(self, name, key, offset=0, nbytes=0, *, timeout_s=_DEFAULT):
+        """RegisterRegion: an object some process made (key: its POSIX name), or
+        [offset, offset + nbytes) of it, as `name`. Returns the gemm.v1.RegionInfo."""
+        return self._call("RegisterRegion", self._stub.RegisterRegion,
+                          pb.RegisterRegionRequest(name=name, key=key, offset=int(offset),
+                                                   bytes=int(nbytes)), timeout_s)
+
+    def unregister_region(self, name, *, timeout_s=_DEFAULT):
+        """UnregisterRegion (NotFound when the server has no region of that name)."""
+        with self._regions_lock:
+            self._regions.pop(name, None)
+        self._call("UnregisterRegion", self._stub.UnregisterRegion,
+                   pb.UnregisterRegionRequest(name=name), timeout_s)
+
+    def list_regions(self, *, timeout_s=_DEFAULT):
+        """ListRegions: the gemm.v1.ListRegionsResponse (this tenant's regions, the bytes
+        of all, the cap)."""
+        return self._call("ListRegions", self._stub.ListRegions, pb.ListRegionsRequest(),
+                          timeout_s)
 
     # -- server -----------------------------------------------------------------------
 

@@ -393,6 +393,25 @@ absl::StatusOr<void*> CudaDevice::AllocateResident(int64_t bytes) {
   return memory;
 }
 
+bool CudaDevice::PinHost(void* memory, size_t bytes) {
+  absl::StatusOr<gpu::ScopedDevice> current = gpu::ScopedDevice::Create(ordinal_);
+  if (!current.ok()) return false;
+  const cudaError_t error = cudaHostRegister(memory, bytes, cudaHostRegisterPortable);
+  if (error == cudaSuccess) return true;
+  (void)cudaGetLastError();  // not sticky: the region stays pageable and is staged
+  Log(LogLevel::kWarning, "host_pin_failed",
+      {{"device", description_.name}, {"bytes", absl::StrCat(bytes)},
+       {"error", cudaGetErrorString(error)}});
+  return false;
+}
+
+void CudaDevice::UnpinHost(void* memory) {
+  absl::StatusOr<gpu::ScopedDevice> current = gpu::ScopedDevice::Create(ordinal_);
+  if (!current.ok()) return;
+  (void)cudaHostUnregister(memory);
+  (void)cudaGetLastError();
+}
+
 absl::Status CudaDevice::FreeResident(void* memory, int64_t /*bytes*/) {
   absl::StatusOr<gpu::ScopedDevice> current = gpu::ScopedDevice::Create(ordinal_);
   if (!current.ok()) return current.status();

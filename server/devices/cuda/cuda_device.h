@@ -94,6 +94,8 @@ class CudaDevice : public Device {
   // leaves room for the store's, CudaDeviceOptions::resident_bytes). Copies go through
   // the calling thread's default stream, so they never wait for a lane's launches.
   absl::StatusOr<void*> AllocateResident(int64_t bytes) override;
+  bool PinHost(void* memory, size_t bytes) override;
+  void UnpinHost(void* memory) override;
   absl::Status FreeResident(void* memory, int64_t bytes) override;
   // cudaMalloc hands out at least 512 bytes at a time.
   int64_t ResidentFootprint(int64_t bytes) const override;

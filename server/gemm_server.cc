@@ -231,7 +231,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
       return pinner->PinHost(memory, bytes);
     };
     regions.pinning.unpin = [pinner](void* memory) { pinner->UnpinHost(memory); };
-    server->regions_ = std::make_unique<RegionTable>(std::move(regions));
+    server->regions_ = std::make_unique<RegionTable>(std::move(regions), server->metrics_.get());
   }
   Batcher::Options batching;
   batching.max_batch_size = config.max_batch_size;

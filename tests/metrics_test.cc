@@ -24,8 +24,9 @@ int RequestSeries(ServerMetrics& metrics) {
 TEST(ServerMetricsTest, RequestLabelSetsExistUpFrontAtZero) {
   ServerMetrics metrics(1);
   // Matmul: FP32, FP16_TENSOR, NONE; QuantizedMatmul: INT8, NVFP4, NONE; GetServerInfo,
-  // PutTensor, GetTensor, DeleteTensor, ListTensors: NONE; each with the 17 status codes.
-  EXPECT_EQ(RequestSeries(metrics), 11 * 17);
+  // PutTensor, GetTensor, DeleteTensor, ListTensors, RegisterRegion, UnregisterRegion,
+  // ListRegions: NONE; each with the 17 status codes.
+  EXPECT_EQ(RequestSeries(metrics), 14 * 17);
   EXPECT_EQ(MetricValue(metrics, "gemm_requests_total",
                         {{"method", "Matmul"}, {"precision", "FP16_TENSOR"}, {"code", "UNAVAILABLE"}}),
             0);
@@ -60,7 +61,7 @@ TEST(ServerMetricsTest, EachRequestCountsOnceUnderItsLabels) {
   EXPECT_EQ(MetricValue(metrics, "gemm_requests_total",
                         {{"method", "Matmul"}, {"precision", "NONE"}, {"code", "UNKNOWN"}}),
             1);
-  EXPECT_EQ(RequestSeries(metrics), 11 * 17);
+  EXPECT_EQ(RequestSeries(metrics), 14 * 17);
 }
 
 TEST(ServerMetricsTest, DeviceMemoryGaugesByKind) {

@@ -102,6 +102,23 @@ TEST(PayloadPlacementTest, APayloadThatWantsPageLockedMemoryIsCopiedThere) {
   EXPECT_TRUE(placed->uses_wire);
 }
 
+// A payload in a shared-memory region is read there whatever its size: the region is
+// page-locked, or the device stages it; only a misaligned one is copied.
+TEST(PayloadPlacementTest, APayloadInARegionIsReadWhereItIs) {
+  auto memory = HostMemory::Create(0, 0, 256, std::make_shared<LockingAllocator>(1000));
+  const Aligned big(Bytes(4096, 5), 0), misaligned(Bytes(4096, 6), 4);
+  const wire::ByteRuns big_runs(big.view), misaligned_runs(misaligned.view);
+  absl::string_view big_view, misaligned_view;
+  absl::StatusOr<PlacedPayloads> placed =
+      PlacePayloads(memory.get(), nullptr,
+                    {{&big_runs, &big_view, nullptr, /*in_region=*/true},
+                     {&misaligned_runs, &misaligned_view, nullptr, /*in_region=*/true}});
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(big_view.data(), big.at);
+  EXPECT_NE(misaligned_view.data(), misaligned.at);
+  EXPECT_EQ(std::string(misaligned_view), std::string(misaligned.view));
+}
+
 // For a device that gathers pieces (CUDA), a split payload stays in its pieces (no host
 // copy at all; the view keeps its size, for validation), unless its size wants a
 // page-locked buffer.

@@ -25,6 +25,7 @@
 #include "client/gemm_client.h"
 #include "client/shared_memory.h"
 #include "kernels/quant_formats.h"
+#include "tests/metrics_util.h"
 #include "tests/server_fixture.h"
 
 namespace gemmd::testing {
@@ -239,11 +240,15 @@ TEST_F(ShmServerTest, BadSlicesAreRefusedWithTheirCodes) {
   EXPECT_EQ(listed->regions(0).name(), "bad");
   EXPECT_EQ(listed->regions(0).bytes(), 1 << 20);
   EXPECT_EQ(listed->region_bytes(), 1 << 20);
+  EXPECT_EQ(MetricValue(server_->metrics(), "gemm_shm_region_bytes", {}), 1 << 20);
+  EXPECT_EQ(MetricValue(server_->metrics(), "gemm_shm_regions", {}), 1);
   ASSERT_TRUE(regions.Unregister("bad").ok());
   listed = regions.List();
   ASSERT_TRUE(listed.ok());
   EXPECT_EQ(listed->regions_size(), 0);
   EXPECT_EQ(listed->region_bytes(), 0);
+  EXPECT_EQ(MetricValue(server_->metrics(), "gemm_shm_region_bytes", {}), 0);
+  EXPECT_EQ(MetricValue(server_->metrics(), "gemm_shm_regions", {}), 0);
 }
 
 TEST(ShmOffTest, RegionsAreRefusedWithShmOff) {

@@ -121,6 +121,16 @@ ServerMetrics::ServerMetrics(const std::vector<int>& device_labels)
            .Help("Requests that shared one launch")
            .Register(*registry_)
            .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256, 512});
+  region_bytes_ = &prometheus::BuildGauge()
+                       .Name("gemm_shm_region_bytes")
+                       .Help("Bytes of the shared-memory regions registered, all tenants")
+                       .Register(*registry_)
+                       .Add({});
+  regions_ = &prometheus::BuildGauge()
+                  .Name("gemm_shm_regions")
+                  .Help("Shared-memory regions registered, all tenants")
+                  .Register(*registry_)
+                  .Add({});
   queue_depth_ = &prometheus::BuildGauge()
                       .Name("gemm_queue_depth")
                       .Help("Jobs waiting for a device")

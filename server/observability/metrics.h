@@ -21,6 +21,8 @@
 // gemm_tensor_store_expired_total                    counter (removed by their TTL)
 // gemm_tensor_upload_bytes_total                     counter (PutTensor bytes stored)
 // gemm_tensor_upload_duration_seconds                histogram (one PutTensor stream)
+// gemm_shm_region_bytes / gemm_shm_regions           gauges (shared-memory regions
+//                                                    registered, all tenants)
 #ifndef GEMMD_SERVER_OBSERVABILITY_METRICS_H_
 #define GEMMD_SERVER_OBSERVABILITY_METRICS_H_
 
@@ -131,6 +133,11 @@ class ServerMetrics {
   void SetTensorStoreTensors(int device, int64_t tensors);
   void AddTensorsExpired(int64_t count) { tensors_expired_->Increment(static_cast<double>(count)); }
   void ObserveUpload(int64_t bytes, absl::Duration duration);
+  // The shared-memory regions registered (all tenants).
+  void SetRegions(int64_t bytes, int64_t regions) {
+    region_bytes_->Set(static_cast<double>(bytes));
+    regions_->Set(static_cast<double>(regions));
+  }
 
  private:
   static constexpr int kNumCodes = 17;
@@ -159,6 +166,8 @@ class ServerMetrics {
   prometheus::Counter* tensors_expired_;
   prometheus::Counter* upload_bytes_;
   prometheus::Histogram* upload_seconds_;
+  prometheus::Gauge* region_bytes_;
+  prometheus::Gauge* regions_;
 };
 
 }  // namespace gemmd

@@ -89,6 +89,7 @@ absl::StatusOr<std::shared_ptr<SharedRegion>> RegionTable::Register(const std::s
         "a region named '", name, "' is registered already; unregister it first"));
   }
   bytes_ += size;
+  Publish();
   Log(LogLevel::kInfo, "region_registered",
       {{"name", name}, {"key", key}, {"bytes", absl::StrCat(size)},
        {"page_locked", (*region)->page_locked() ? "true" : "false"}, {"tenant", tenant}});
@@ -107,6 +108,7 @@ absl::Status RegionTable::Unregister(const std::string& tenant, absl::string_vie
     region = std::move(it->second);
     regions_.erase(it);
     bytes_ -= region->bytes();
+    Publish();
   }
   region->MarkUnregistered();
   Log(LogLevel::kInfo, "region_unregistered",
@@ -135,6 +137,10 @@ std::vector<std::shared_ptr<SharedRegion>> RegionTable::List(const std::string& 
   return out;
 }
 
+void RegionTable::Publish() const {
+  if (metrics_ != nullptr) metrics_->SetRegions(bytes_, static_cast<int64_t>(regions_.size()));
+}
+
 int64_t RegionTable::bytes() const {
   absl::MutexLock lock(&mu_);
   return bytes_;
@@ -146,6 +152,7 @@ void RegionTable::Clear() {
     absl::MutexLock lock(&mu_);
     all.swap(regions_);
     bytes_ = 0;
+    Publish();
   }
   for (auto& [key, region] : all) region->MarkUnregistered();
 }

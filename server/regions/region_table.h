@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "server/observability/metrics.h"
 #include "server/regions/shared_region.h"
 
 namespace gemmd {
@@ -32,7 +33,9 @@ struct RegionSettings {
 
 class RegionTable {
  public:
-  explicit RegionTable(RegionSettings settings) : settings_(std::move(settings)) {}
+  // `metrics` (may be null) gets the regions' bytes and count as they change.
+  explicit RegionTable(RegionSettings settings, ServerMetrics* metrics = nullptr)
+      : settings_(std::move(settings)), metrics_(metrics) {}
 
   bool enabled() const { return !settings_.prefix.empty(); }
   const RegionSettings& settings() const { return settings_; }
@@ -61,8 +64,10 @@ class RegionTable {
 
  private:
   absl::Status CheckKey(const std::string& tenant, const std::string& key) const;
+  void Publish() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RegionSettings settings_;
+  ServerMetrics* const metrics_;
   mutable absl::Mutex mu_;
   // (tenant, name) -> region
   std::map<std::pair<std::string, std::string>, std::shared_ptr<SharedRegion>, std::less<>>

@@ -51,6 +51,12 @@ if node "$WORK/validate.mjs" "$MANIFESTS"; then
 else
   fail "docker/k8s does not pass the validator (output above)"
 fi
+echo "== validate $MANIFESTS/colocated"
+if node "$WORK/validate.mjs" "$MANIFESTS/colocated"; then
+  echo "PASS: docker/k8s/colocated is valid"
+else
+  fail "docker/k8s/colocated does not pass the validator (output above)"
+fi
 
 # ---- Broken copies fail ----------------------------------------------------------------
 CASES="$WORK/cases"

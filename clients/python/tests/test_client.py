@@ -449,6 +449,61 @@ class UnixSocketTest(unittest.TestCase):
             shutil.rmtree(directory, ignore_errors=True)
 
 
+class SharedMemoryTest(OneServerTest):
+    """Operands and C in a region of create_region(): the same C as inline calls, C
+    written into the caller's array, and the server's refusals as their errors."""
+
+    def test_matmul_through_a_region_matches_inline(self):
+        with self.client.create_region("py", 8 << 20) as region:
+            a = region.array((3, 64, 40), np.float32)
+            b = region.array((40, 24), np.float32)
+            c = region.array((3, 64, 24), np.float32)
+            a[:] = self.normal(3, 64, 40)
+            b[:] = self.normal(40, 24)
+            c_in = self.normal(3, 64, 24)
+            c[:] = c_in
+            want = self.client.matmul(a.copy(), b.copy(), c_in, alpha=0.5, beta=-1.5)
+            out = region.array((3, 64, 24), np.float32)
+            got = self.client.matmul(a, b, c, alpha=0.5, beta=-1.5, out=out)
+            self.assertIs(got, out)
+            self.assertEqual(out.tobytes(), want.tobytes())
+            # C updated in place: C's array is both C_in and out.
+            self.client.matmul(a, b, c, alpha=0.5, beta=-1.5, out=c)
+            self.assertEqual(c.tobytes(), want.tobytes())
+            # FP16 out into an FP16 array; a weight-only QuantizedMatmul with A there.
+            h = region.array((64, 24), np.float16)
+            self.client.matmul(a[0], b, out=h)
+            self.assertEqual(h.tobytes(),
+                             self.client.matmul(a[0].copy(), b.copy(),
+                                                output_dtype="float16").tobytes())
+            q = gemmd.quantize_int8(self.normal(24, 40))
+            qc = region.array((64, 24), np.float32)
+            self.client.quantized_matmul(a[1], q, out=qc)
+            self.assertEqual(qc.tobytes(), self.client.quantized_matmul(a[1].copy(), q).tobytes())
+            listed = self.client.list_regions()
+            self.assertEqual([r.name for r in listed.regions], ["py"])
+        self.assertEqual(len(self.client.list_regions().regions), 0)
+
+    def test_refusals(self):
+        with self.assertRaises(gemmd.InvalidArgument):  # out not in a region
+            self.client.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32),
+                               out=np.empty((2, 2), np.float32))
+        with self.assertRaises(gemmd.PermissionDenied):
+            self.client.register_region("x", "/elsewhere")
+        with self.assertRaises(gemmd.NotFound):
+            self.client.unregister_region("nobody")
+        with self.client.create_region("small", 4096) as region:
+            out = region.array((2, 2), np.float32)
+            with self.assertRaises(gemmd.InvalidArgument) as e:  # C is 3x2, out is 2x2
+                self.client.matmul(np.ones((3, 2), np.float32), np.ones((2, 2), np.float32),
+                                   out=out)
+            self.assertIn("c_shm holds 16 bytes; C is 24", str(e.exception))
+            with self.assertRaises(gemmd.AlreadyExists):
+                self.client.register_region("small", region.key)
+            with self.assertRaises(MemoryError):
+                region.array((4096,), np.float32)
+
+
 class ResidentTest(OneServerTest):
     def test_put_get_round_trip(self):
         b = self.normal(300, 4000)  # 4.8 MB: two chunks

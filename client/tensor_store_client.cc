@@ -71,6 +71,42 @@ absl::StatusOr<StoredHandle> Upload(std::shared_ptr<grpc::ChannelInterface> chan
   return StoredHandle{answer.handle(), answer.device()};
 }
 
+// One PutTensor stream of one chunk: `header` and where the bytes lie in a region.
+absl::StatusOr<StoredHandle> UploadFromRegion(std::shared_ptr<grpc::ChannelInterface> channel,
+                                              const gemm::v1::TensorHeader& header,
+                                              const RegionSliceRef& data,
+                                              const RegionSliceRef& scales,
+                                              absl::Duration timeout) {
+  gemm::v1::TensorChunk chunk;
+  *chunk.mutable_header() = header;
+  auto set = [](const RegionSliceRef& from, gemm::v1::RegionSlice* to) {
+    to->set_region(from.region);
+    to->set_offset(from.offset);
+    to->set_bytes(from.bytes);
+  };
+  if (data.set()) set(data, chunk.mutable_data_shm());
+  if (scales.set()) set(scales, chunk.mutable_scales_shm());
+  wire::EncodedMessage message;
+  message.AddOwned(chunk.SerializeAsString());
+  GenericStream stream(std::move(channel), kPutTensorMethod, timeout);
+  grpc::ByteBuffer response;
+  const bool ok = stream.Write(message) && stream.WritesDone() && stream.Read(&response);
+  if (absl::Status s = stream.Finish(); !s.ok()) return s;
+  if (!ok) return absl::InternalError("PutTensor ended without an answer");
+  std::vector<grpc::Slice> slices;
+  wire::ByteRuns runs;
+  gemm::v1::PutTensorResponse answer;
+  std::string bytes;
+  if (DumpMessage(&response, &slices, &runs)) {
+    bytes.resize(runs.size());
+    runs.CopyTo(bytes.data());
+  }
+  if (!answer.ParseFromString(bytes) || answer.handle().empty()) {
+    return absl::InternalError("PutTensor's answer is not a gemm.v1.PutTensorResponse");
+  }
+  return StoredHandle{answer.handle(), answer.device()};
+}
+
 // Where one GetTensor stream's bytes go: called with the stream's header, it points
 // `data` and `scales` at memory that holds exactly the bytes the stream will send.
 using PlaceFn = std::function<absl::Status(const gemm::v1::TensorHeader& header,
@@ -206,6 +242,7 @@ absl::StatusOr<StoredHandle> TensorStoreClient::Store(const TensorRef& tensor,
   gemm::v1::TensorHeader header;
   for (int64_t d : tensor.shape) header.add_shape(d);
   header.set_dtype(tensor.dtype);
+  if (tensor.shm.set()) return PutFromRegion(std::move(header), tensor.shm, {}, options);
   return Put(std::move(header), tensor.data, {}, options);
 }
 
@@ -216,7 +253,24 @@ absl::StatusOr<StoredHandle> TensorStoreClient::Store(const QuantizedTensorRef& 
   header.set_format(tensor.format);
   // NVFP4's alone (INT8 has none), as in a QuantizedTensor.
   if (tensor.format == gemm::v1::QUANT_FORMAT_NVFP4) header.set_tensor_scale(tensor.tensor_scale);
+  if (tensor.data_shm.set() || tensor.scales_shm.set()) {
+    if (!tensor.data_shm.set() || (!tensor.scales_shm.set() && !tensor.scales.empty())) {
+      return absl::InvalidArgumentError(
+          "a quantized tensor put from a region has its data there, and its scales too");
+    }
+    return PutFromRegion(std::move(header), tensor.data_shm, tensor.scales_shm, options);
+  }
   return Put(std::move(header), tensor.data, tensor.scales, options);
+}
+
+absl::StatusOr<StoredHandle> TensorStoreClient::PutFromRegion(gemm::v1::TensorHeader header,
+                                                             const RegionSliceRef& data,
+                                                             const RegionSliceRef& scales,
+                                                             const PutOptions& options) {
+  header.set_ttl_s(options.ttl_s);
+  header.set_label(options.label);
+  header.set_device(options.device);
+  return UploadFromRegion(channel_, header, data, scales, options.timeout);
 }
 
 absl::StatusOr<StoredHandle> TensorStoreClient::Put(gemm::v1::TensorHeader header,

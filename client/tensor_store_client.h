@@ -105,7 +105,10 @@ class TensorStoreClient {
 
   // Uploads a dense tensor ([rows, cols] or [batch, rows, cols] of tensor.dtype) or a
   // quantized one ([rows, K]; data and scales as in gemm.proto's QuantizedTensor) and
-  // returns its handle. The tensor's memory is only read, and only during the call.
+  // returns its handle. The tensor's memory is only read, and only during the call. A
+  // tensor whose bytes lie in a registered region (TensorRef::shm,
+  // QuantizedTensorRef::data_shm / scales_shm) goes as one chunk naming them: the server
+  // copies them from there.
   absl::StatusOr<std::string> PutTensor(const TensorRef& tensor, const PutOptions& options = {});
   absl::StatusOr<std::string> PutTensor(const QuantizedTensorRef& tensor,
                                         const PutOptions& options = {});
@@ -142,6 +145,10 @@ class TensorStoreClient {
  private:
   absl::StatusOr<StoredHandle> Put(gemm::v1::TensorHeader header, absl::string_view data,
                                    absl::string_view scales, const PutOptions& options);
+  absl::StatusOr<StoredHandle> PutFromRegion(gemm::v1::TensorHeader header,
+                                             const RegionSliceRef& data,
+                                             const RegionSliceRef& scales,
+                                             const PutOptions& options);
   // The channel of part `index`: the pool's connection, or the client's channel.
   std::shared_ptr<grpc::ChannelInterface> PartChannel(int index);
 

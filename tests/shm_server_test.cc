@@ -24,7 +24,9 @@
 #include "absl/strings/str_cat.h"
 #include "client/gemm_client.h"
 #include "client/shared_memory.h"
+#include "client/tensor_store_client.h"
 #include "kernels/quant_formats.h"
+#include "server/store/tensor_store.h"
 #include "tests/metrics_util.h"
 #include "tests/server_fixture.h"
 
@@ -249,6 +251,50 @@ TEST_F(ShmServerTest, BadSlicesAreRefusedWithTheirCodes) {
   EXPECT_EQ(listed->region_bytes(), 0);
   EXPECT_EQ(MetricValue(server_->metrics(), "gemm_shm_region_bytes", {}), 0);
   EXPECT_EQ(MetricValue(server_->metrics(), "gemm_shm_regions", {}), 0);
+}
+
+class ShmPutTest : public ShmServerTest {
+ protected:
+  void SetUp() override {
+    ServerConfig config = TestConfig();
+    config.tensor_store_bytes = 64 << 20;
+    Start(config);
+  }
+};
+
+TEST_F(ShmPutTest, PutTensorFromARegionStoresTheSameBytes) {
+  std::unique_ptr<SharedMemoryRegion> region = Region("put", 16 << 20);
+  ASSERT_NE(region, nullptr);
+  ASSERT_TRUE(Register("put", *region).ok());
+  TensorStoreClient store(channel_);
+  // 12 MiB, three times what one inline chunk may carry: one chunk from the region.
+  const std::string b = Random(DataType::kFloat32, 1024 * 3072, 7);
+  int64_t at = 0;
+  TensorRef dense{{1024, 3072}, gemm::v1::DATA_TYPE_FLOAT32, {}, Put(region.get(), "put", &at, b)};
+  absl::StatusOr<std::string> handle = store.PutTensor(dense);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  absl::StatusOr<DownloadedTensor> got = store.GetTensor(*handle, absl::Seconds(30));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->data, b);
+  // A quantized one, data and scales both there.
+  std::vector<float> x(64 * 128, 0.25f);
+  const Int8Matrix q = *QuantizeInt8(x.data(), 64, 128);
+  QuantizedTensorRef quantized{{64, 128}, gemm::v1::QUANT_FORMAT_INT8, {}, {}, 0.0f};
+  quantized.data_shm = Put(region.get(), "put", &at, Bytes(q.values));
+  quantized.scales_shm = Put(region.get(), "put", &at, Bytes(q.scales));
+  handle = store.PutTensor(quantized);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  got = store.GetTensor(*handle, absl::Seconds(30));
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->data, std::string(Bytes(q.values)));
+  EXPECT_EQ(got->scales, std::string(Bytes(q.scales)));
+  // Refused: a slice beyond the region, a region not registered; nothing is stored.
+  const int64_t before = server_->store()->tensor_count();
+  dense.shm = {"put", (16 << 20) - 100, 1024 * 3072 * 4};
+  EXPECT_EQ(store.PutTensor(dense).status().code(), absl::StatusCode::kOutOfRange);
+  dense.shm = {"nobody", 0, 1024 * 3072 * 4};
+  EXPECT_EQ(store.PutTensor(dense).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(server_->store()->tensor_count(), before);
 }
 
 TEST(ShmOffTest, RegionsAreRefusedWithShmOff) {

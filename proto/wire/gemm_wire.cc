@@ -378,6 +378,12 @@ absl::Status ParseTensorChunk(const ByteRuns& bytes, TensorChunkWire* out) {
             return f.Payload(c, tag, "data", &out->data);
           case 3:
             return f.Payload(c, tag, "scales", &out->scales);
+          case 4:
+            out->has_data_shm = true;
+            return SmallMessage(f, c, tag, "data_shm", &out->data_shm);
+          case 5:
+            out->has_scales_shm = true;
+            return SmallMessage(f, c, tag, "scales_shm", &out->scales_shm);
         }
         return std::nullopt;
       });

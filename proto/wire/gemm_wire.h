@@ -58,6 +58,9 @@ struct TensorChunkWire {
   bool has_header = false;
   gemm::v1::TensorHeader header;
   ByteRuns data, scales;
+  // data_shm / scales_shm, when set (their `region` non-empty or has_*).
+  bool has_data_shm = false, has_scales_shm = false;
+  gemm::v1::RegionSlice data_shm, scales_shm;
 };
 absl::Status ParseTensorChunk(const ByteRuns& bytes, TensorChunkWire* out);
 

@@ -95,6 +95,7 @@ GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> 
   tensor_environment_.metrics = metrics_;
   tensor_environment_.upload_watch = &upload_watch_;
   tensor_environment_.copy_downloads = settings_.download_copies;
+  tensor_environment_.regions = regions_;
 }
 
 GemmServiceImpl::~GemmServiceImpl() {

@@ -10,6 +10,7 @@
 #include "server/rpc/call_registry.h"
 #include "server/rpc/call_report.h"
 #include "server/rpc/host_memory.h"
+#include "server/regions/region_table.h"
 #include "server/rpc/tenant_budget.h"
 #include "server/store/tensor_store.h"
 
@@ -32,6 +33,8 @@ struct TensorCallEnvironment {
   // Downloads copy their chunks even where resident memory is host memory (the path a GPU
   // takes), for measuring it on the CPU backend (--download_copies).
   bool copy_downloads = false;
+  // Shared-memory regions a chunk's bytes may lie in (null: none).
+  const RegionTable* regions = nullptr;
 };
 
 }  // namespace gemmd

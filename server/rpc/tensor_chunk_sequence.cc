@@ -47,8 +47,30 @@ absl::StatusOr<TensorSpec> SpecFromHeader(const gemm::v1::TensorHeader& header) 
   return spec;
 }
 
-TensorChunkSequence::TensorChunkSequence(TensorStore* store, std::string tenant)
-    : store_(store), tenant_(std::move(tenant)) {}
+TensorChunkSequence::TensorChunkSequence(TensorStore* store, std::string tenant,
+                                         const RegionTable* regions)
+    : store_(store), tenant_(std::move(tenant)), regions_(regions) {}
+
+absl::StatusOr<wire::ByteRuns> TensorChunkSequence::RegionBytes(
+    const char* field, bool set, const gemm::v1::RegionSlice& slice,
+    const wire::ByteRuns& inline_bytes, std::shared_ptr<SharedRegion>* held) const {
+  if (!set) return inline_bytes;
+  if (!inline_bytes.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk ", chunks_, ": ", field, " is sent inline and in a region; send it one way"));
+  }
+  if (regions_ == nullptr || !regions_->enabled()) return RegionsOff();
+  absl::StatusOr<std::shared_ptr<SharedRegion>> region = regions_->Find(tenant_, slice.region());
+  if (!region.ok()) {
+    return absl::Status(region.status().code(),
+                        absl::StrCat(field, "_shm: ", region.status().message()));
+  }
+  absl::StatusOr<char*> at =
+      (*region)->Slice(absl::StrCat(field, "_shm"), slice.offset(), slice.bytes());
+  if (!at.ok()) return at.status();
+  *held = *std::move(region);
+  return wire::ByteRuns(absl::string_view(*at, static_cast<size_t>(slice.bytes())));
+}
 
 absl::Status TensorChunkSequence::Consume(const wire::ByteRuns& chunk_bytes) {
   ++chunks_;
@@ -71,15 +93,28 @@ absl::Status TensorChunkSequence::Consume(const wire::ByteRuns& chunk_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("chunk ", chunks_, " has a header; only the first chunk carries one"));
   }
+  std::shared_ptr<SharedRegion> data_region, scales_region;
+  absl::StatusOr<wire::ByteRuns> data =
+      RegionBytes("data", chunk.has_data_shm, chunk.data_shm, chunk.data, &data_region);
+  if (!data.ok()) return data.status();
+  absl::StatusOr<wire::ByteRuns> scales = RegionBytes(
+      "scales", chunk.has_scales_shm, chunk.scales_shm, chunk.scales, &scales_region);
+  if (!scales.ok()) return scales.status();
   if (upload_ == nullptr) {  // a tensor opened for parts
-    if (bytes > 0) {
+    if (!data->empty() || !scales->empty()) {
       return absl::InvalidArgumentError(
           "a header with parts opens the tensor; its bytes go in each part's own stream "
           "(header.part_of and header.part)");
     }
     return absl::OkStatus();
   }
-  return upload_->AppendRuns(chunk.data.runs(), chunk.scales.runs());
+  if (absl::Status s = upload_->AppendRuns(data->runs(), scales->runs()); !s.ok()) return s;
+  // A region truncated while its bytes were copied: what was copied is not the tensor.
+  for (const std::shared_ptr<SharedRegion>& region : {data_region, scales_region}) {
+    if (region == nullptr) continue;
+    if (absl::Status s = region->CheckIntact(); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status TensorChunkSequence::BeginFrom(const gemm::v1::TensorHeader& header) {

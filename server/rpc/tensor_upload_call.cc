@@ -25,7 +25,7 @@ TensorUploadCall::TensorUploadCall(const TensorCallEnvironment* env,
       tenant_(std::move(tenant)),
       started_(absl::Now()),
       last_activity_ns_(NowNanos()),
-      sequence_(env->store, tenant_) {
+      sequence_(env->store, tenant_, env->regions) {
   env_->metrics->AddInflight(1);
   absl::Status admitted = env_->registry->Enter(this);
   registered_ = admitted.ok();

@@ -564,7 +564,8 @@ class Client:
         server's choice. Tensors one matmul reads by handle must be on one device.
 
         One stream of chunks (striped matmuls put their temporaries in parallel parts:
-        striping.py)."""
+        striping.py); an array in a region of create_region() goes as one chunk naming
+        its slice, and the server copies it from there."""
         if not 0 < chunk_bytes <= CHUNK_BYTES:
             raise _invalid(f"chunk_bytes must be in (0, {CHUNK_BYTES}], got {chunk_bytes}")
         header = pb.TensorHeader(ttl_s=int(ttl_s or 0), label=label or "", device=device or "")
@@ -575,10 +576,15 @@ class Client:
                 header.tensor_scale = x.tensor_scale
             data, scales, dtype, fmt = x.data, x.scales, None, x.format
         else:
-            tensor = _dense(x, "the tensor")
+            tensor = self._operand(x, "the tensor")
             header.shape.extend(tensor.shape)
             header.dtype = tensor.dtype
             data, scales, dtype, fmt = tensor.data, b"", _DTYPES[tensor.dtype], None
+            if tensor.HasField("shm"):
+                message = self._call(
+                    "PutTensor", self._stub.PutTensor,
+                    iter([pb.TensorChunk(header=header, data_shm=tensor.shm)]), timeout_s)
+                return _handle_of(message, header.shape, dtype, fmt, header.label)
 
         message = self._call("PutTensor", self._stub.PutTensor,
                              striping.chunks(pb.TensorChunk(header=header), data, scales,

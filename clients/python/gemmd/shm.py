@@ -38,12 +38,7 @@ class SharedRegion:
         # Python's own name for it has no leading "/".
         self._shm = shared_memory.SharedMemory(name=key.lstrip("/"), create=True,
                                                size=self.nbytes)
-        # The resource tracker would remove it again at exit (and warn): close() does.
-        try:
-            from multiprocessing import resource_tracker
-            resource_tracker.unregister(self._shm._name, "shared_memory")
-        except Exception:  # noqa: BLE001 (only the warning at exit is at stake)
-            pass
+        # Python's resource tracker removes it at exit if close() was never called.
         self._bytes = np.frombuffer(self._shm.buf, dtype=np.uint8)
         self._base = self._bytes.__array_interface__["data"][0]
         self._next = 0

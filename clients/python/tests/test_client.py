@@ -480,6 +480,12 @@ class SharedMemoryTest(OneServerTest):
             qc = region.array((64, 24), np.float32)
             self.client.quantized_matmul(a[1], q, out=qc)
             self.assertEqual(qc.tobytes(), self.client.quantized_matmul(a[1].copy(), q).tobytes())
+            # put_tensor of an array in the region: one chunk naming it.
+            big = region.array((1024, 1536), np.float32)  # 6 MiB: more than a chunk
+            big[:] = self.normal(1024, 1536)
+            handle = self.client.put_tensor(big, label="from-shm")
+            self.assertEqual(self.client.get_tensor(handle).tobytes(), big.tobytes())
+            self.client.delete_tensor(handle)
             listed = self.client.list_regions()
             self.assertEqual([r.name for r in listed.regions], ["py"])
         self.assertEqual(len(self.client.list_regions().regions), 0)

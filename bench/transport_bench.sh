@@ -4,7 +4,8 @@
 # computing) and gemm-server, driven by the same gemm-cli bench, for
 #   - payload rate: one big request per caller (one caller on one connection, and four
 #     callers on four), against TCP's rate with as many streams; and one caller's big
-#     request striped over 4, 8 and 16 connections (gemm-server only);
+#     request striped over 4, 8 and 16 connections, and through a shared-memory region
+#     (big_shm: operands and C in /dev/shm, the call carrying slices; gemm-server only);
 #   - small requests: the request rate and the server's CPU per request (--server_pid);
 #   - gemm-server over its Unix domain socket (server_unix) against loopback TCP.
 # Then a side-by-side table (bench/transport_summary.py). On CUDA the small requests also
@@ -95,6 +96,8 @@ for server in "${servers[@]}"; do
     for stripes in 4 8 16; do
       bench "$server" "big_striped$stripes" "${big[@]}" --concurrency 1 --stripes "$stripes"
     done
+    # Operands and C in a shared-memory region (a caller on this machine).
+    bench "$server" big_shm "${big[@]}" --concurrency 1 --shm
   fi
   if [ "$mode" = cuda ]; then
     bench "$server" small_8 --m 8 --n 8 --k 8 "${small[@]}"

@@ -52,13 +52,14 @@ def main():
     # A striped call against the same call on one connection: its client p50 over that
     # call's server-side total (the part of the call that is not the wire).
     one = runs.get("big_c1", {}).get("server")
-    for case in sorted(c for c in runs if c.startswith("big_striped")):
+    for case in sorted(c for c in runs if c.startswith("big_striped") or c == "big_shm"):
         j = runs[case].get("server")
         if one and j and one["server_ms"]["total"] > 0:
             print(f"{case}: p50 {j['latency_ms']['p50']:.2f} ms = "
                   f"{j['latency_ms']['p50'] / one['server_ms']['total']:.2f}x the one-connection "
                   f"call's server total ({one['server_ms']['total']:.2f} ms); one connection "
-                  f"p50 {one['latency_ms']['p50']:.2f} ms")
+                  f"p50 {one['latency_ms']['p50']:.2f} ms; its server copy-in "
+                  f"{j['server_ms'].get('copy_in', 0):.2f} ms")
     for case in sorted(runs):
         r = runs[case]
         base = r.get("python") or r.get("floor")

@@ -182,7 +182,8 @@ def check_image(tag, cli, expect_backend):
     # let the drain check below start its three calls together: the first waits (up to
     # 1 s, without computing) for the other two, so they arrive while the CPU is idle
     # and then compute as one batch of 3 x 58 GFLOP (seconds on two cores).
-    run(["docker", "run", "-d", "--name", name,
+    # --ipc shareable: a co-located caller joins its IPC namespace (its /dev/shm) below.
+    run(["docker", "run", "-d", "--name", name, "--ipc", "shareable", "--shm-size", "256m",
          "-p", "127.0.0.1::50051", "-p", "127.0.0.1::9464", tag,
          "--host=0.0.0.0", "--port=50051", "--metrics_port=9464",
          "--max_batch_size=3", "--max_queue_delay_us=1000000", "--wait_when_idle=true"])
@@ -209,6 +210,16 @@ def check_image(tag, cli, expect_backend):
         if "PASS" not in out:
             raise Failure(f"quantized --verify did not pass:\n{out}")
         log("quantized int8 --verify: PASS")
+
+        # A co-located caller in its own container, sharing the server's /dev/shm (and,
+        # here, its network): operands and C through a shared-memory region.
+        out = run(["docker", "run", "--rm", "--ipc", f"container:{name}",
+                   "--network", f"container:{name}", "--entrypoint", "gemm-cli", tag,
+                   "matmul", "--target", "127.0.0.1:50051", "--m", "257", "--n", "129",
+                   "--k", "300", "--shm", "--verify"]).stdout
+        if "PASS" not in out or "over shared memory" not in out:
+            raise Failure(f"matmul --shm from a second container did not pass:\n{out}")
+        log("matmul --shm --verify from a container sharing /dev/shm: PASS")
 
         user = run(["docker", "inspect", "--format", "{{.Config.User}}", name]).stdout.strip()
         if user != "10001:10001":

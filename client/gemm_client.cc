@@ -18,6 +18,7 @@
 #include "client/channel_config.h"
 #include "client/connection_pool.h"
 #include "client/striped_call.h"
+#include "proto/call_metadata.h"
 #include "proto/proto_types.h"
 #include "proto/transport_arguments.h"
 #include "proto/wire/gemm_wire.h"
@@ -76,6 +77,7 @@ class GemmCallState {
         done_(std::move(done)) {
     context_.emplace();
     context_->set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
+    if (!options.continues.empty()) context_->AddMetadata(kContinuesMetadata, options.continues);
   }
 
   void Start(grpc::GenericStub* stub, const std::string& method,
@@ -238,6 +240,7 @@ bool UsesRegions(const QuantizedMatmulArgs& args) {
 void SetKeep(const std::optional<KeepResult>& keep, gemm::v1::ResidentResult* out) {
   out->set_ttl_s(keep->ttl_s);
   out->set_label(keep->label);
+  out->set_temporary(keep->temporary);
 }
 
 // An operand goes by handle or inline, never both: the encoder sends a tensor's bytes

@@ -82,6 +82,7 @@ struct QuantizedTensorRef {
 struct KeepResult {
   uint32_t ttl_s = 0;  // 0 = until deleted
   std::string label;
+  bool temporary = false;  // part of a call of several RPCs (PutOptions::temporary)
 };
 
 // C = alpha * op(A) * op(B) + beta * C (gemm.proto's MatmulRequest).
@@ -129,6 +130,8 @@ struct CallOptions {
   // operands and C striped); N >= 2 = N, every inline operand and C striped whatever
   // their size. Without a pool a call always goes over one connection.
   int stripes = 1;
+  // A temporary of the call of several RPCs this one belongs to (PutOptions::continues).
+  std::string continues;
 };
 
 // A call's answer: everything the server said, and C's bytes.

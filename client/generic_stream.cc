@@ -10,10 +10,12 @@
 namespace gemmd {
 
 GenericStream::GenericStream(std::shared_ptr<grpc::ChannelInterface> channel,
-                             const std::string& method, absl::Duration timeout)
+                             const std::string& method, absl::Duration timeout,
+                             const std::string& continues)
     : channel_(std::move(channel)) {
   context_.emplace();
   context_->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (!continues.empty()) context_->AddMetadata(kContinuesMetadata, continues);
   grpc::GenericStub stub(channel_);
   call_ = stub.PrepareCall(&*context_, method, &queue_);
   if (call_ != nullptr) {

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "proto/call_metadata.h"
 #include "proto/wire/gemm_wire.h"
 
 namespace gemmd {
@@ -31,9 +32,10 @@ namespace gemmd {
 class GenericStream {
  public:
   // Starts a call of `method` ("/gemm.v1.GemmService/PutTensor") that must end within
-  // `timeout`.
+  // `timeout`; `continues` (when not empty): the handle it sends as gemmd-continues (a
+  // temporary of the call of several RPCs it belongs to).
   GenericStream(std::shared_ptr<grpc::ChannelInterface> channel, const std::string& method,
-                absl::Duration timeout);
+                absl::Duration timeout, const std::string& continues = "");
   // Cancels the call if it was not finished, and waits until gRPC has released every
   // payload written.
   ~GenericStream();

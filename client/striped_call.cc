@@ -87,6 +87,9 @@ class StripedCall::Temporaries {
     if (!handles_.empty()) store_->DeleteTensors(handles_, kDeleteTimeout).IgnoreError();
   }
   void Add(std::string handle) { handles_.push_back(std::move(handle)); }
+  // One the call made, which its later RPCs name (gemmd-continues) so a server that
+  // starts draining serves the call to its end; empty before the first.
+  std::string first() const { return handles_.empty() ? std::string() : handles_.front(); }
 
  private:
   TensorStoreClient* const store_;
@@ -143,10 +146,11 @@ template <typename Args, typename Call>
 absl::Status StripedCall::Finish(Args inner, const CallOptions& options, absl::Time deadline,
                                  int stripes, bool stripe_c, Temporaries* temporaries,
                                  const Call& call, MatmulResult* result) {
-  if (stripe_c) inner.keep_c = KeepResult{TtlFor(options.timeout), kLabel};
+  if (stripe_c) inner.keep_c = KeepResult{TtlFor(options.timeout), kLabel, /*temporary=*/true};
   CallOptions one = options;
   one.stripes = 1;
   one.timeout = deadline - absl::Now();
+  one.continues = temporaries->first();
   if (absl::Status s = call(inner, one, result); !s.ok()) return s;
   if (!stripe_c) return absl::OkStatus();
 
@@ -205,6 +209,8 @@ absl::Status StripedCall::Run(const Args& args, const CallOptions& options, int 
       put.device = device;
       put.connections = stripes;
       put.timeout = deadline - absl::Now();
+      put.temporary = true;
+      put.continues = temporaries.first();
       absl::StatusOr<StoredHandle> stored = store_.Store(tensor, put);
       if (!stored.ok()) return stored.status();
       temporaries.Add(stored->handle);

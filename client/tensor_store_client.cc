@@ -30,14 +30,15 @@ void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
 }
 
 // One PutTensor stream: `header` in the first chunk with the first data, then the rest of
-// `data`, then `scales`, `chunk_bytes` at most per chunk. Returns the handle answered.
+// `data`, then `scales`, `chunk_bytes` at most per chunk; `continues` as GenericStream's.
+// Returns the handle answered.
 absl::StatusOr<StoredHandle> Upload(std::shared_ptr<grpc::ChannelInterface> channel,
                                    const gemm::v1::TensorHeader& header, absl::string_view data,
                                    absl::string_view scales, int64_t chunk_bytes,
-                                   absl::Duration timeout) {
+                                   absl::Duration timeout, const std::string& continues) {
   const size_t budget =
       static_cast<size_t>(chunk_bytes > 0 ? chunk_bytes : kMaxTensorChunkBytes);
-  GenericStream stream(std::move(channel), kPutTensorMethod, timeout);
+  GenericStream stream(std::move(channel), kPutTensorMethod, timeout, continues);
   bool ok = true;
   bool first = true;
   size_t data_at = 0, scales_at = 0;
@@ -76,7 +77,8 @@ absl::StatusOr<StoredHandle> UploadFromRegion(std::shared_ptr<grpc::ChannelInter
                                               const gemm::v1::TensorHeader& header,
                                               const RegionSliceRef& data,
                                               const RegionSliceRef& scales,
-                                              absl::Duration timeout) {
+                                              absl::Duration timeout,
+                                              const std::string& continues) {
   gemm::v1::TensorChunk chunk;
   *chunk.mutable_header() = header;
   auto set = [](const RegionSliceRef& from, gemm::v1::RegionSlice* to) {
@@ -88,7 +90,7 @@ absl::StatusOr<StoredHandle> UploadFromRegion(std::shared_ptr<grpc::ChannelInter
   if (scales.set()) set(scales, chunk.mutable_scales_shm());
   wire::EncodedMessage message;
   message.AddOwned(chunk.SerializeAsString());
-  GenericStream stream(std::move(channel), kPutTensorMethod, timeout);
+  GenericStream stream(std::move(channel), kPutTensorMethod, timeout, continues);
   grpc::ByteBuffer response;
   const bool ok = stream.Write(message) && stream.WritesDone() && stream.Read(&response);
   if (absl::Status s = stream.Finish(); !s.ok()) return s;
@@ -127,7 +129,8 @@ absl::StatusOr<gemm::v1::TensorHeader> ReadStream(std::shared_ptr<grpc::ChannelI
                                                   absl::Duration timeout, const PlaceFn& place) {
   wire::EncodedMessage message;
   message.AddOwned(request.SerializeAsString());
-  GenericStream stream(std::move(channel), kGetTensorMethod, timeout);
+  // Named as what it continues: served by a draining server if it is a temporary.
+  GenericStream stream(std::move(channel), kGetTensorMethod, timeout, request.handle());
   bool ok = stream.Write(message) && stream.WritesDone();
   std::optional<gemm::v1::TensorHeader> header;
   absl::Span<char> data, scales;
@@ -270,7 +273,8 @@ absl::StatusOr<StoredHandle> TensorStoreClient::PutFromRegion(gemm::v1::TensorHe
   header.set_ttl_s(options.ttl_s);
   header.set_label(options.label);
   header.set_device(options.device);
-  return UploadFromRegion(channel_, header, data, scales, options.timeout);
+  header.set_temporary(options.temporary);
+  return UploadFromRegion(channel_, header, data, scales, options.timeout, options.continues);
 }
 
 absl::StatusOr<StoredHandle> TensorStoreClient::Put(gemm::v1::TensorHeader header,
@@ -288,18 +292,22 @@ absl::StatusOr<StoredHandle> TensorStoreClient::Put(gemm::v1::TensorHeader heade
   header.set_ttl_s(options.ttl_s);
   header.set_label(options.label);
   header.set_device(options.device);
+  header.set_temporary(options.temporary);
   const int parts = UploadConnections(rows->data_bytes() + rows->scales_bytes(), rows->rows,
                                       options.connections);
   if (parts == 1) {
-    return Upload(channel_, header, data, scales, options.chunk_bytes, options.timeout);
+    return Upload(channel_, header, data, scales, options.chunk_bytes, options.timeout,
+                  options.continues);
   }
 
   // Open the tensor for `parts` uploads (a header with no data), then send each part on
   // its own connection and thread.
   header.set_parts(static_cast<uint32_t>(parts));
-  absl::StatusOr<StoredHandle> opened =
-      Upload(channel_, header, {}, {}, options.chunk_bytes, options.timeout);
+  absl::StatusOr<StoredHandle> opened = Upload(channel_, header, {}, {}, options.chunk_bytes,
+                                                options.timeout, options.continues);
   if (!opened.ok()) return opened.status();
+  // A temporary's parts continue the call that opened it.
+  const std::string continues = options.temporary ? opened->handle : std::string();
   const absl::Status failed = RunParts(parts, [&](int part) -> absl::Status {
     const RowRange r = PartRows(rows->rows, part, parts);
     gemm::v1::TensorHeader part_header;
@@ -310,7 +318,7 @@ absl::StatusOr<StoredHandle> TensorStoreClient::Put(gemm::v1::TensorHeader heade
                               static_cast<size_t>((r.end - r.begin) * rows->data_row_bytes)),
                   scales.substr(static_cast<size_t>(r.begin * rows->scales_row_bytes),
                                 static_cast<size_t>((r.end - r.begin) * rows->scales_row_bytes)),
-                  options.chunk_bytes, options.timeout)
+                  options.chunk_bytes, options.timeout, continues)
         .status();
   });
   if (!failed.ok()) {
@@ -434,6 +442,9 @@ absl::Status TensorStoreClient::DeleteTensors(const std::vector<std::string>& ha
   for (size_t i = 0; i < handles.size(); ++i) {
     Delete& d = deletes[i];
     SetDeadline(&d.context, timeout);
+    // Each names its own tensor as what it continues: a draining server deletes a
+    // temporary (and refuses others, as any call).
+    d.context.AddMetadata(kContinuesMetadata, handles[i]);
     d.request.set_handle(handles[i]);
     stub->async()->DeleteTensor(&d.context, &d.request, &d.response,
                                 [&d, &pending](grpc::Status status) {

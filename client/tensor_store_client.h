@@ -65,6 +65,11 @@ struct PutOptions {
   // Data + scales per TensorChunk (the server's Limits.max_tensor_chunk_bytes, at most).
   int64_t chunk_bytes = int64_t{4} << 20;
   absl::Duration timeout = absl::Seconds(60);  // each stream's deadline
+  // Part of one call of several RPCs (a striped call, client/striped_call.h): the tensor
+  // is a temporary (TensorHeader.temporary), and `continues` names a temporary the call
+  // made before (sent as gemmd-continues), so a draining server still serves the call.
+  bool temporary = false;
+  std::string continues;
 };
 
 // How many parts an upload of `bytes` (data + scales) in `rows` rows goes in, for

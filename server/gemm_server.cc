@@ -439,7 +439,8 @@ void GemmServer::Shutdown() {
   service_->StartDraining();
   server_->GetHealthCheckService()->SetServingStatus(false);
   server_->GetHealthCheckService()->SetServingStatus(kServiceName, false);
-  const bool idle = service_->AwaitIdle(grace_end);
+  // Calls of several RPCs (striped calls) begun before are served to their end too.
+  const bool idle = service_->AwaitDrained(grace_end);
   if (!idle) Log(LogLevel::kWarning, "shutdown_grace_expired", {});
   // Every call is done, its response sent. gRPC's own shutdown turns away calls that
   // arrive before its clients have heard its GOAWAY, and those get CANCELLED, which says

@@ -14,6 +14,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -22,6 +23,7 @@
 #include "client/connection_pool.h"
 #include "client/tensor_store_client.h"
 #include "kernels/quant_formats.h"
+#include "server/store/tensor_store.h"
 #include "tests/server_fixture.h"
 
 namespace gemmd::testing {
@@ -382,6 +384,63 @@ TEST_F(StripedCallTest, APoolThatReachesTwoServersFallsBackToOneConnection) {
   EXPECT_EQ(std::memcmp(result.c().data(), single.c().data(), single.c().size()), 0);
   EXPECT_FALSE(pool->single_address());
   EXPECT_EQ(StoredTensors(), 0);
+}
+
+// A server that starts draining while a striped call is midway (its operands put, its
+// GEMM held by a gated device) serves the call to its end: the GEMM, the reads of C and
+// the deletes all carry gemmd-continues naming a temporary; a new call, or one naming a
+// tensor that is no temporary, is refused; the drain waits until the temporaries are gone.
+class StripedDrainTest : public StripedCallTest {
+ protected:
+  void SetUp() override {
+    auto device = std::make_unique<FakeDevice>(/*gated=*/true);
+    device_ = device.get();
+    ServerConfig config = TestConfig();
+    config.tensor_store_bytes = int64_t{64} << 20;
+    Start(config, std::move(device));
+  }
+  FakeDevice* device_ = nullptr;
+};
+
+TEST_F(StripedDrainTest, AStripedCallInFlightAtADrainIsServedToItsEnd) {
+  std::unique_ptr<GemmClient> client = Client();
+  const std::unique_ptr<DenseCall> call = Fp32Call(96, 64, 80, 21);
+  CallOptions options;
+  options.stripes = 4;  // every operand and C striped
+  MatmulResult result;
+  absl::Status status;
+  absl::Notification done;
+  client->MatmulAsync(call->args, options, &result, [&](absl::Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
+  device_->AwaitStarted(1);  // A and B are temporaries now; the GEMM waits at the gate
+  absl::Notification shut_down;
+  std::thread drain([&] {
+    server_->Shutdown();
+    shut_down.Notify();
+  });
+  // Draining: a new call is refused...
+  gemm::v1::MatmulResponse response;
+  ASSERT_TRUE(Eventually([&] {
+    return Call(RandomRequest(4, 4, 4, 1), &response).error_code() ==
+           grpc::StatusCode::UNAVAILABLE;
+  }));
+  // ...and so is one that names something other than a live temporary.
+  TensorStoreClient store(channel_);
+  const absl::Status bogus = store.DeleteTensor("t1-nobody", absl::Seconds(5));
+  EXPECT_EQ(bogus.code(), absl::StatusCode::kUnavailable) << bogus;
+  EXPECT_FALSE(shut_down.HasBeenNotified());  // the call's temporaries hold the drain
+  device_->Open();
+  done.WaitForNotification();
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_EQ(result.c().size(), size_t{96 * 80 * 4});
+  float c0 = 0;
+  std::memcpy(&c0, result.c().data(), sizeof(c0));
+  EXPECT_EQ(c0, 96.0f);  // the fake device's answer: m everywhere
+  shut_down.WaitForNotification();
+  drain.join();
+  EXPECT_EQ(server_->store()->TemporaryCount(), 0);
 }
 
 }  // namespace

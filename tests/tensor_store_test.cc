@@ -199,6 +199,32 @@ TEST_F(TensorStoreTest, ExpiresAfterItsTtl) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(TensorStoreTest, TemporariesAreKnownPerTenantUntilTheyGoOrExpire) {
+  auto store = MakeStore(1 << 20);
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> upload =
+      store->Begin(Dense({2, 2}), absl::Seconds(10), "t", "alice", "", /*temporary=*/true);
+  ASSERT_TRUE(upload.ok());
+  ASSERT_TRUE((*upload)->Append(Floats(4, 0), {}).ok());
+  absl::StatusOr<std::string> temporary = (*upload)->Finish();
+  ASSERT_TRUE(temporary.ok());
+  absl::StatusOr<std::string> opened = store->OpenParts(Dense({4, 2}), absl::Seconds(10), "p", 2,
+                                                        "alice", "", /*temporary=*/true);
+  ASSERT_TRUE(opened.ok());
+  absl::StatusOr<std::string> plain = Put(*store, Dense({2, 2}), Floats(4, 0));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(store->IsTemporary(*temporary, "alice"));
+  EXPECT_TRUE(store->IsTemporary(*opened, "alice"));  // still uploading its parts
+  EXPECT_FALSE(store->IsTemporary(*temporary, "bob"));
+  EXPECT_FALSE(store->IsTemporary(*plain, ""));
+  EXPECT_FALSE(store->IsTemporary("t1-nobody", "alice"));
+  EXPECT_EQ(store->TemporaryCount(), 2);
+  ASSERT_TRUE(store->Delete(*opened, "alice").ok());
+  EXPECT_EQ(store->TemporaryCount(), 1);
+  clock_.Advance(absl::Seconds(11));  // expired, before any sweep
+  EXPECT_FALSE(store->IsTemporary(*temporary, "alice"));
+  EXPECT_EQ(store->TemporaryCount(), 0);
+}
+
 TEST_F(TensorStoreTest, PartsMakeOneTensorOnlyWhenAllArrived) {
   auto store = MakeStore(1 << 20);
   const TensorSpec spec = Dense({5, 2});  // rows 0-1 and 2-4 in two parts

@@ -11,9 +11,9 @@ absl::Status CallRegistry::RefuseLocked() {
   return absl::UnavailableError("server is shutting down");
 }
 
-absl::Status CallRegistry::Enter(const void* call) {
+absl::Status CallRegistry::Enter(const void* call, bool continues) {
   absl::MutexLock lock(&mu_);
-  if (draining_) return RefuseLocked();
+  if (draining_ && !continues) return RefuseLocked();
   calls_.insert(call);
   return absl::OkStatus();
 }
@@ -23,9 +23,9 @@ void CallRegistry::Leave(const void* call) {
   calls_.erase(call);
 }
 
-absl::Status CallRegistry::CheckOpen() {
+absl::Status CallRegistry::CheckOpen(bool continues) {
   absl::MutexLock lock(&mu_);
-  return draining_ ? RefuseLocked() : absl::OkStatus();
+  return draining_ && !continues ? RefuseLocked() : absl::OkStatus();
 }
 
 void CallRegistry::StartDraining() {

@@ -1,9 +1,10 @@
 // The GemmService calls in progress, so shutdown can drain them. One rule for every
 // method: a call whose headers arrived before draining started is served to its end
 // (its request still uploading included); one that arrives after is refused UNAVAILABLE
-// ("server is shutting down"), which clients retry elsewhere. Streams and calls that
-// outlive their handler (GEMMs, uploads, downloads) register; the quick unary methods
-// only ask draining(). Thread-safe.
+// ("server is shutting down"), which clients retry elsewhere, unless it continues a
+// call of several RPCs begun before (`continues`: call_continuation.h). Streams and
+// calls that outlive their handler (GEMMs, uploads, downloads) register; the quick unary
+// methods only ask draining(). Thread-safe.
 #ifndef GEMMD_SERVER_RPC_CALL_REGISTRY_H_
 #define GEMMD_SERVER_RPC_CALL_REGISTRY_H_
 
@@ -19,12 +20,13 @@ namespace gemmd {
 
 class CallRegistry {
  public:
-  // UNAVAILABLE once draining has started (the call is then not registered).
-  absl::Status Enter(const void* call);
+  // UNAVAILABLE once draining has started (the call is then not registered), unless
+  // the call `continues` one begun before.
+  absl::Status Enter(const void* call, bool continues = false);
   void Leave(const void* call);
-  // UNAVAILABLE once draining has started, for a call that does not register; counts as
-  // a refusal for AwaitQuiet.
-  absl::Status CheckOpen();
+  // UNAVAILABLE once draining has started, for a call that does not register, unless it
+  // `continues` one begun before; a refusal counts for AwaitQuiet.
+  absl::Status CheckOpen(bool continues = false);
 
   void StartDraining();
   bool draining() const;

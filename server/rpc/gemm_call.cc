@@ -7,6 +7,7 @@
 #include "gemm/v1/gemm.pb.h"
 #include "proto/proto_types.h"
 #include "server/observability/client_text.h"
+#include "server/rpc/call_continuation.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/region_payloads.h"
 #include "server/rpc/response_encoding.h"
@@ -41,7 +42,9 @@ GemmCall::GemmCall(const GemmCallEnvironment* env, grpc::GenericCallbackServerCo
 }
 
 absl::Status GemmCall::Admit() {
-  if (absl::Status s = env_->registry->Enter(this); !s.ok()) return s;
+  const bool continues = env_->registry->draining() &&
+                         ContinuesACall(*context_, env_->request.store, tenant_);
+  if (absl::Status s = env_->registry->Enter(this, continues); !s.ok()) return s;
   registered_ = true;
   // Count ourselves first, so concurrent arrivals see each other.
   const int64_t others = env_->arriving->fetch_add(1);

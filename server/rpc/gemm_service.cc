@@ -11,6 +11,7 @@
 #include "proto/proto_types.h"
 #include "server/observability/log.h"
 #include "server/observability/client_text.h"
+#include "server/rpc/call_continuation.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/raw_messages.h"
 #include "server/rpc/tensor_chunk_sequence.h"
@@ -175,6 +176,25 @@ void GemmServiceImpl::DescribeServer(gemm::v1::ServerInfo* info) const {
   if (store_ != nullptr) info->set_instance(store_->instance());
 }
 
+bool GemmServiceImpl::AwaitDrained(absl::Time deadline) {
+  bool logged = false;
+  while (true) {
+    if (!registry_.AwaitEmpty(deadline)) return false;
+    const int64_t temporaries = store_ != nullptr ? store_->TemporaryCount() : 0;
+    if (temporaries == 0) {
+      if (registry_.size() == 0) return true;
+      continue;  // an RPC that continued a call came in meanwhile
+    }
+    if (!logged) {
+      Log(LogLevel::kInfo, "shutdown_awaiting_calls",
+          {{"temporary_tensors", absl::StrCat(temporaries)}});
+      logged = true;
+    }
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+}
+
 grpc::ServerUnaryReactor* GemmServiceImpl::GetServerInfo(grpc::CallbackServerContext* context,
                                                          const grpc::ByteBuffer* request,
                                                          grpc::ByteBuffer* response) {
@@ -221,7 +241,8 @@ grpc::ServerUnaryReactor* GemmServiceImpl::DeleteTensor(grpc::CallbackServerCont
     reactor->Finish(ToGrpcStatus(tenant.status()));
     return reactor;
   }
-  absl::Status status = registry_.CheckOpen();
+  absl::Status status =
+      registry_.CheckOpen(registry_.draining() && ContinuesACall(*context, store_, *tenant));
   gemm::v1::TensorHandle handle;
   if (status.ok()) status = ParseSmallRequest(*request, &handle);
   if (status.ok())

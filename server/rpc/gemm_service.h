@@ -115,6 +115,11 @@ class GemmServiceImpl final : public GemmTypedService {
   // `deadline` passes; true when all are.
   bool AwaitIdle(absl::Time deadline) { return registry_.AwaitEmpty(deadline); }
 
+  // AwaitIdle, and also until no call of several RPCs is left midway (no temporary
+  // tensor remains: call_continuation.h), since each may bring another RPC; true when
+  // both hold before `deadline`.
+  bool AwaitDrained(absl::Time deadline);
+
   // Calls admitted at their headers whose job is not queued yet (for the batcher: while
   // none is on its way, an idle device need not wait for company).
   const std::atomic<int64_t>* arriving() const { return &arriving_; }

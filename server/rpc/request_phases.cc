@@ -222,7 +222,7 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> AllocateKeptC(
   spec.shape = shape;
   spec.dtype = dtype;
   absl::StatusOr<std::shared_ptr<StoredTensor>> kept = context.store->Allocate(
-      spec, device, absl::Seconds(keep.ttl_s()), keep.label(), tenant);
+      spec, device, absl::Seconds(keep.ttl_s()), keep.label(), tenant, keep.temporary());
   if (!kept.ok()) {
     return absl::Status(kept.status().code(), absl::StrCat("keep_c: ", kept.status().message()));
   }

@@ -120,12 +120,14 @@ absl::Status TensorChunkSequence::Consume(const wire::ByteRuns& chunk_bytes) {
 absl::Status TensorChunkSequence::BeginFrom(const gemm::v1::TensorHeader& header) {
   if (header.has_part_of()) {
     if (header.shape_size() > 0 || header.parts() > 0 || !header.device().empty() ||
+        header.temporary() ||
         header.dtype() != gemm::v1::DATA_TYPE_UNSPECIFIED ||
         header.format() != gemm::v1::QUANT_FORMAT_UNSPECIFIED || header.tensor_scale() != 0 ||
         header.ttl_s() != 0 || !header.label().empty()) {
       return absl::InvalidArgumentError(
           "a part's header carries part_of and part only; the tensor's shape, dtype or "
-          "format, tensor_scale, ttl_s, label and device were given when it was opened");
+          "format, tensor_scale, ttl_s, label, device and temporary were given when it was "
+          "opened");
     }
     if (header.part() >= kMaxParts) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -147,13 +149,13 @@ absl::Status TensorChunkSequence::BeginFrom(const gemm::v1::TensorHeader& header
   if (header.parts() >= 2) {
     absl::StatusOr<std::string> handle =
         store_->OpenParts(*spec, ttl, header.label(), static_cast<int>(header.parts()), tenant_,
-                          header.device());
+                          header.device(), header.temporary());
     if (!handle.ok()) return handle.status();
     opened_ = *std::move(handle);
     return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<TensorStore::Upload>> upload =
-      store_->Begin(*spec, ttl, header.label(), tenant_, header.device());
+      store_->Begin(*spec, ttl, header.label(), tenant_, header.device(), header.temporary());
   if (!upload.ok()) return upload.status();
   upload_ = *std::move(upload);
   return absl::OkStatus();

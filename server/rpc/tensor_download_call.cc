@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "proto/proto_types.h"
 #include "proto/wire/gemm_wire.h"
+#include "server/rpc/call_continuation.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/raw_messages.h"
 
@@ -118,7 +119,9 @@ TensorDownloadCall::TensorDownloadCall(const TensorCallEnvironment* env,
 }
 
 absl::Status TensorDownloadCall::Start(const grpc::ByteBuffer& request) {
-  if (absl::Status s = env_->registry->Enter(this); !s.ok()) return s;
+  const bool continues =
+      env_->registry->draining() && ContinuesACall(*context_, env_->store, tenant_);
+  if (absl::Status s = env_->registry->Enter(this, continues); !s.ok()) return s;
   registered_ = true;
   gemm::v1::GetTensorRequest parsed;
   if (absl::Status s = ParseSmallRequest(request, &parsed); !s.ok()) return s;

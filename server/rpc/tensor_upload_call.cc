@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "proto/wire/gemm_wire.h"
 #include "server/observability/log.h"
+#include "server/rpc/call_continuation.h"
 #include "server/rpc/grpc_status.h"
 
 namespace gemmd {
@@ -27,7 +28,8 @@ TensorUploadCall::TensorUploadCall(const TensorCallEnvironment* env,
       last_activity_ns_(NowNanos()),
       sequence_(env->store, tenant_, env->regions) {
   env_->metrics->AddInflight(1);
-  absl::Status admitted = env_->registry->Enter(this);
+  absl::Status admitted = env_->registry->Enter(
+      this, env_->registry->draining() && ContinuesACall(*context_, env_->store, tenant_));
   registered_ = admitted.ok();
   if (admitted.ok() && env_->store == nullptr) {
     admitted = absl::FailedPreconditionError(

@@ -276,7 +276,8 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSp
                                                                   int device_index,
                                                                   absl::Duration ttl,
                                                                   std::string label,
-                                                                  std::string tenant) {
+                                                                  std::string tenant,
+                                                                  bool temporary) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
   if (absl::Status s = CheckTtl(ttl); !s.ok()) return s;
   if (label.size() > 256) {
@@ -338,6 +339,7 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSp
   if (ttl > absl::ZeroDuration()) tensor->expires = tensor->created + ttl;
   tensor->label = std::move(label);
   tensor->tenant = std::move(tenant);
+  tensor->temporary = temporary;
   return tensor;
 }
 
@@ -345,13 +347,14 @@ absl::StatusOr<TensorStore::Opened> TensorStore::OpenUpload(const TensorSpec& sp
                                                             absl::Duration ttl,
                                                             std::string label,
                                                             std::string tenant,
-                                                            absl::string_view device) {
+                                                            absl::string_view device,
+                                                            bool temporary) {
   absl::StatusOr<int> device_index = ResolveDevice(device, tenant);
   if (!device_index.ok()) return device_index.status();
   absl::StatusOr<std::shared_ptr<void>> slot = OpenSlot(tenant);
   if (!slot.ok()) return slot.status();
   absl::StatusOr<std::shared_ptr<StoredTensor>> tensor =
-      Create(spec, *device_index, ttl, std::move(label), std::move(tenant));
+      Create(spec, *device_index, ttl, std::move(label), std::move(tenant), temporary);
   if (!tensor.ok()) return tensor.status();
   return Opened{*std::move(tensor), *std::move(slot)};
 }
@@ -360,9 +363,10 @@ absl::StatusOr<std::unique_ptr<TensorStore::Upload>> TensorStore::Begin(const Te
                                                                         absl::Duration ttl,
                                                                         std::string label,
                                                                         std::string tenant,
-                                                                        absl::string_view device) {
+                                                                        absl::string_view device,
+                                                                        bool temporary) {
   absl::StatusOr<Opened> opened =
-      OpenUpload(spec, ttl, std::move(label), std::move(tenant), device);
+      OpenUpload(spec, ttl, std::move(label), std::move(tenant), device, temporary);
   if (!opened.ok()) return opened.status();
   std::unique_ptr<Upload> upload(new Upload());
   upload->store_ = this;
@@ -377,7 +381,7 @@ absl::StatusOr<std::unique_ptr<TensorStore::Upload>> TensorStore::Begin(const Te
 absl::StatusOr<std::string> TensorStore::OpenParts(const TensorSpec& spec, absl::Duration ttl,
                                                    std::string label, int parts,
                                                    std::string tenant,
-                                                   absl::string_view device) {
+                                                   absl::string_view device, bool temporary) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
   if (parts < 2 || parts > Rows(spec) || parts > static_cast<int>(kMaxParts)) {
     return absl::InvalidArgumentError(absl::StrCat("header.parts is ", parts,
@@ -385,7 +389,7 @@ absl::StatusOr<std::string> TensorStore::OpenParts(const TensorSpec& spec, absl:
                                                    ", rows = ", Rows(spec), ")"));
   }
   absl::StatusOr<Opened> opened =
-      OpenUpload(spec, ttl, std::move(label), std::move(tenant), device);
+      OpenUpload(spec, ttl, std::move(label), std::move(tenant), device, temporary);
   if (!opened.ok()) return opened.status();
   // Until every part is in, the tensor has no TTL; the sweep drops it when no part has
   // been uploading for part_upload_timeout.
@@ -561,9 +565,10 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Allocate(const Tensor
                                                                     int device_index,
                                                                     absl::Duration ttl,
                                                                     std::string label,
-                                                                    std::string tenant) {
+                                                                    std::string tenant,
+                                                                    bool temporary) {
   const int device = device_index >= 0 ? device_index : PickDevice(tenant);
-  return Create(spec, device, ttl, std::move(label), std::move(tenant));
+  return Create(spec, device, ttl, std::move(label), std::move(tenant), temporary);
 }
 
 absl::StatusOr<std::string> TensorStore::Commit(std::shared_ptr<StoredTensor> tensor) {
@@ -659,6 +664,22 @@ std::vector<TensorListing> TensorStore::List(absl::string_view tenant) {
     return a.created < b.created || (a.created == b.created && a.handle < b.handle);
   });
   return out;
+}
+
+bool TensorStore::IsTemporary(absl::string_view handle, absl::string_view tenant) {
+  absl::MutexLock lock(&mu_);
+  const Entry* entry = FindLiveLocked(handle, tenant);
+  return entry != nullptr && entry->tensor->temporary;
+}
+
+int64_t TensorStore::TemporaryCount() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  int64_t count = 0;
+  for (const auto& [handle, entry] : tensors_) {
+    count += entry.tensor->temporary && entry.tensor->expires > now ? 1 : 0;
+  }
+  return count;
 }
 
 void TensorStore::Sweep() {

@@ -72,6 +72,9 @@ struct StoredTensor {
   // The tenant that stored it ("" without authentication): only that tenant's calls find
   // it; to any other it does not exist (NOT_FOUND, as an unknown handle).
   std::string tenant;
+  // Part of one call of several RPCs (TensorHeader.temporary): a draining server serves
+  // the RPCs that continue it and waits for it to go.
+  bool temporary = false;
 
   // UNAVAILABLE (naming the tensor and its device) once its device has faulted: a faulted
   // GPU's memory cannot be read, so the tensor is lost; OK otherwise.
@@ -170,12 +173,13 @@ class TensorStore {
   // for a name of no device, UNAVAILABLE for one that faulted.
   absl::StatusOr<std::unique_ptr<Upload>> Begin(const TensorSpec& spec, absl::Duration ttl,
                                                 std::string label, std::string tenant = "",
-                                                absl::string_view device = "");
+                                                absl::string_view device = "",
+                                                bool temporary = false);
   // A new tensor uploaded in `parts` parts (2 <= parts <= its rows): its handle. Errors
   // as Begin.
   absl::StatusOr<std::string> OpenParts(const TensorSpec& spec, absl::Duration ttl,
                                         std::string label, int parts, std::string tenant = "",
-                                        absl::string_view device = "");
+                                        absl::string_view device = "", bool temporary = false);
   // Part `part` of an open tensor: NOT_FOUND for an unknown handle, INVALID_ARGUMENT for
   // a part out of range, FAILED_PRECONDITION for one already started or a complete tensor.
   absl::StatusOr<std::unique_ptr<Upload>> BeginPart(absl::string_view handle, int part,
@@ -192,6 +196,11 @@ class TensorStore {
   // Takes a tensor out (complete or not); its memory goes when its last pin does.
   absl::Status Delete(absl::string_view handle, absl::string_view tenant = "");
   std::vector<TensorListing> List(absl::string_view tenant = "");
+  // Whether `handle` names a temporary tensor of `tenant` (complete or still uploading)
+  // that has not expired.
+  bool IsTemporary(absl::string_view handle, absl::string_view tenant);
+  // Temporary tensors in the store, all tenants, not expired.
+  int64_t TemporaryCount();
 
   // Room for a result kept resident: a tensor of `spec` on `device_index` (-1: the
   // store's choice), taken from the cap. It joins the store by Commit once the job has
@@ -199,7 +208,8 @@ class TensorStore {
   absl::StatusOr<std::shared_ptr<StoredTensor>> Allocate(const TensorSpec& spec,
                                                          int device_index, absl::Duration ttl,
                                                          std::string label,
-                                                         std::string tenant = "");
+                                                         std::string tenant = "",
+                                                         bool temporary = false);
   absl::StatusOr<std::string> Commit(std::shared_ptr<StoredTensor> tensor);
 
   // Takes expired tensors and abandoned part uploads out now (the sweeper calls it).
@@ -226,7 +236,7 @@ class TensorStore {
   absl::Status CheckTtl(absl::Duration ttl) const;
   absl::StatusOr<std::shared_ptr<StoredTensor>> Create(const TensorSpec& spec, int device_index,
                                                        absl::Duration ttl, std::string label,
-                                                       std::string tenant);
+                                                       std::string tenant, bool temporary);
   // A place among the tenant's open uploads (max_open_uploads), held until released.
   absl::StatusOr<std::shared_ptr<void>> OpenSlot(const std::string& tenant);
   // A new tensor for an upload (whole or in parts) and its open-upload slot: placed on
@@ -236,7 +246,8 @@ class TensorStore {
     std::shared_ptr<void> slot;
   };
   absl::StatusOr<Opened> OpenUpload(const TensorSpec& spec, absl::Duration ttl, std::string label,
-                                    std::string tenant, absl::string_view device);
+                                    std::string tenant, absl::string_view device,
+                                    bool temporary);
   // The entry of `handle` if it is `tenant`'s and has not expired; null otherwise (to the
   // caller it does not exist: NOT_FOUND).
   const Entry* FindLiveLocked(absl::string_view handle, absl::string_view tenant) const

@@ -32,6 +32,7 @@ MAX_STRIPES = 64
 MIN_PART_BYTES = 1 << 20         # a part of an upload or download is at least this
 CHUNK_BYTES = 4 << 20            # data + scales per TensorChunk (the server's limit)
 LABEL = "striped call"
+CONTINUES = "gemmd-continues"   # the metadata key (proto/call_metadata.h)
 _ELEMENT_BYTES = {pb.DATA_TYPE_FLOAT16: 2, pb.DATA_TYPE_BFLOAT16: 2, pb.DATA_TYPE_INT8: 1}
 
 
@@ -162,16 +163,18 @@ class Striper:
             return 1
         return DEFAULT_STRIPES
 
-    def _put(self, header, data, scales, stripes, ttl_s, device, kw):
+    def _put(self, header, data, scales, stripes, ttl_s, device, kw, continues):
         header.ttl_s, header.label, header.device = ttl_s, LABEL, device
+        header.temporary = True
         rows = _rows(header.shape)
         parts = _parts(len(data) + len(scales), rows, stripes)
         put = self._client._stub.PutTensor
         if parts == 1:
-            answer = put(chunks(pb.TensorChunk(header=header), data, scales), **kw)
+            answer = put(chunks(pb.TensorChunk(header=header), data, scales),
+                         **_continuing(kw, continues))
             return answer.handle, answer.device
         header.parts = parts
-        opened = put(iter([pb.TensorChunk(header=header)]), **kw)
+        opened = put(iter([pb.TensorChunk(header=header)]), **_continuing(kw, continues))
         data_row, scales_row = len(data) // rows, len(scales) // rows
         data_view, scales_view = memoryview(data), memoryview(scales)
 
@@ -181,7 +184,7 @@ class Striper:
                 part_of=pb.TensorHandle(handle=opened.handle), part=i))
             self.stub(i).PutTensor(chunks(first, data_view[begin * data_row:end * data_row],
                                            scales_view[begin * scales_row:end * scales_row]),
-                                   **kw)
+                                   **_continuing(kw, opened.handle))
 
         failures = _run(parts, send)
         if failures:
@@ -199,7 +202,7 @@ class Striper:
             begin, end = _part_rows(rows, i, parts)
             at = begin * row_bytes
             request = pb.GetTensorRequest(handle=handle, row_begin=begin, row_end=end)
-            for chunk in self.stub(i).GetTensor(request, **kw):
+            for chunk in self.stub(i).GetTensor(request, **_continuing(kw, handle)):
                 if at + len(chunk.data) > end * row_bytes:
                     raise errors.DataLoss("GetTensor sent more rows than asked for",
                                           method="GetTensor")
@@ -216,9 +219,8 @@ class Striper:
         return bytes(out)
 
     def _delete(self, handles, kw):
-        futures = [self._client._stub.DeleteTensor.future(pb.TensorHandle(handle=h),
-                                                          **dict(kw, timeout=5))
-                   for h in handles]
+        futures = [self._client._stub.DeleteTensor.future(
+            pb.TensorHandle(handle=h), **dict(_continuing(kw, h), timeout=5)) for h in handles]
         for f in futures:
             try:
                 f.result()
@@ -244,7 +246,8 @@ class Striper:
             device = ""
             try:
                 for name, ref, header, data, scales in striped:
-                    handle, where = self._put(header, data, scales, stripes, ttl_s, device, kw)
+                    handle, where = self._put(header, data, scales, stripes, ttl_s, device, kw,
+                                              temporaries[0] if temporaries else None)
                     temporaries.append(handle)
                     device = device or where
                     getattr(inner, ref).handle = handle
@@ -255,8 +258,8 @@ class Striper:
                        else quantized_c_bytes(request))
             stripe_c = not request.HasField("keep_c") and c_bytes >= least
             if stripe_c:
-                inner.keep_c.CopyFrom(pb.ResidentResult(ttl_s=ttl_s, label=LABEL))
-            response = rpc(inner, **kw)
+                inner.keep_c.CopyFrom(pb.ResidentResult(ttl_s=ttl_s, label=LABEL, temporary=True))
+            response = rpc(inner, **_continuing(kw, temporaries[0] if temporaries else None))
             if stripe_c:
                 temporaries.append(response.c_ref.handle)
                 response.c.data = self._read(response.c_ref.handle, list(response.c.shape),
@@ -284,6 +287,14 @@ class Striper:
             self.no_store = True
             return True
         return e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def _continuing(kw, handle):
+    """kw with the metadata naming `handle`, a temporary of this call (gemmd-continues):
+    a server that starts draining serves the call's later RPCs to its end."""
+    if not handle:
+        return kw
+    return dict(kw, metadata=list(kw.get("metadata") or ()) + [(CONTINUES, handle)])
 
 
 def _run(n, body):

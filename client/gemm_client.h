@@ -15,8 +15,8 @@
 //   gemmd::MatmulResult result;
 //   absl::Status s = client.Matmul(args, {}, &result);  // result.c(): C's bytes
 //
-// A GemmClient made with a ConnectionPool can send a big call over several connections
-// (CallOptions::stripes; client/striped_call.h); by default a call takes one. A caller
+// A GemmClient made with a ConnectionPool sends a big call over several connections
+// (CallOptions::stripes; client/striped_call.h); a small one takes one. A caller
 // on the server's machine can put operands and C in shared memory instead
 // (client/shared_memory.h; RegionSliceRef): a call that names a region goes on one
 // connection and carries no tensor bytes.
@@ -124,12 +124,11 @@ struct CallOptions {
   // Where C goes (it must hold C); empty = a buffer the result owns.
   absl::Span<char> c_out;
   // Connections the call's bytes go over, for a GemmClient with a ConnectionPool
-  // (client/striped_call.h): 1 = one connection (the default: a striped call is several
-  // RPCs, and a server that starts draining refuses the ones after the first); 0 = the
-  // client's choice (several for a call that moves kStripeCallBytes or more, its large
-  // operands and C striped); N >= 2 = N, every inline operand and C striped whatever
-  // their size. Without a pool a call always goes over one connection.
-  int stripes = 1;
+  // (client/striped_call.h): 0 = the client's choice (the default: several for a call
+  // that moves kStripeCallBytes or more, its large operands and C striped; one below);
+  // 1 = one connection; N >= 2 = N, every inline operand and C striped whatever their
+  // size. Without a pool a call always goes over one connection.
+  int stripes = 0;
   // A temporary of the call of several RPCs this one belongs to (PutOptions::continues).
   std::string continues;
 };

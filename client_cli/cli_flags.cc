@@ -94,13 +94,12 @@ ABSL_FLAG(int, connections, -1,
           "put / get: move the tensor in up to this many parts at once (1 to 64), each on its "
           "own connection (one HTTP/2 connection carries a fraction of what TCP can); a part "
           "is at least 1 MiB and one row. Unset: put 1 under 64 MiB, else 8; get 1.");
-ABSL_FLAG(int, stripes, 1,
-          "matmul, quantized, bench: connections each call's bytes go over (0 to 64). 1 = one "
-          "connection; 0 = the client's choice: a call moving 32 MiB or more (operands and C) "
-          "goes over 8, its operands and C of 4 MiB or more as temporary resident tensors sent "
-          "and read in row parts; N = N, every operand and C striped. A striped call is "
-          "several RPCs: a server that starts draining (SIGTERM) refuses the ones after the "
-          "first, so it fails where a one-connection call is served to its end.");
+ABSL_FLAG(int, stripes, 0,
+          "matmul, quantized, bench: connections each call's bytes go over (0 to 64). 0 = the "
+          "client's choice: a call moving 32 MiB or more (operands and C) goes over 8, its "
+          "operands and C of 4 MiB or more as temporary resident tensors sent and read in "
+          "row parts, and a smaller call over one; 1 = one connection; N = N, every operand "
+          "and C striped.");
 ABSL_FLAG(bool, shm, false,
           "matmul, bench: put the operands and C in a shared-memory region registered with "
           "the server (it must run on this machine and share /dev/shm), so calls carry "

@@ -81,6 +81,14 @@ def seeds():
     yield "tensor_chunk_header", ld(1, header) + ld(2, bytes(32)) + ld(3, bytes([0x38] * 4))
     yield "tensor_chunk_part", ld(1, ld(8, handle) + vi(9, 1)) + ld(2, bytes(16))
     yield "tensor_chunk_data", ld(2, bytes(range(64))) + ld(3, bytes(8))
+    region = ld(1, b"r") + vi(2, 4096) + vi(3, 32)  # a RegionSlice
+    yield "matmul_in_a_region", (ld(1, ld(1, b"".join(varint(d) for d in [2, 4])) + vi(2, 1) +
+                                    ld(4, region)) + ld(2, b) + ld(15, region))
+    yield "quantized_in_a_region", (ld(1, ld(1, b"".join(varint(d) for d in [2, 32])) +
+                                       vi(2, 1) + ld(6, region) + ld(7, region)) +
+                                    ld(3, qtensor([3, 32], 1, bytes(96),
+                                                  struct.pack("<3f", 1, 2, 3))) + ld(8, region))
+    yield "tensor_chunk_region", ld(1, header) + ld(4, region) + ld(5, region)
     yield "response", (ld(1, tensor([2, 3], 1, bytes(24))) + ld(2, b"cpu_sgemm_openblas") +
                        ld(3, b"cpu:0") + ld(4, vi(1, 3) + vi(3, 40) + vi(6, 1)) + vi(5, 1))
 
@@ -191,6 +199,15 @@ def put_tensor_seeds():
         complete(1) + chunk(2, header([4, 4], dtype=1, parts=2, device=b"host:0")) + \
         complete(2)
     yield "too_few_bytes", chunk(0, header([2, 4], dtype=1) + ld(2, bytes(8))) + complete(0)
+    # Bytes from the tenant's region "r": the whole tensor in one chunk, then a part of
+    # an opened tensor from there, and a slice beyond the region.
+    def region(offset, nbytes, name=b"r"):
+        return ld(1, name) + vi(2, offset) + vi(3, nbytes)
+    yield "from_a_region", chunk(0, header([64, 64], dtype=1) + ld(4, region(4096, 16384))) + \
+        complete(0) + chunk(1, header([4, 4], dtype=1, parts=2)) + complete(1) + bytes(
+            [2 << 4 | 14, 0x00]) + chunk(2, ld(4, region(8, 32))) + complete(2) + chunk(
+            0, header([2, 4], dtype=1) + ld(4, region((1 << 20) - 16, 32))) + complete(0) + \
+        chunk(1, header([2, 4], dtype=1) + ld(4, region(0, 32, b"nobody"))) + complete(1)
 
 
 def write(target, named):

@@ -4,6 +4,8 @@
 // including part uploads into tensors the input opened. Beyond "no crash":
 //   - a tensor that completes holds exactly the data bytes its chunks carried, and its
 //     own tenant finds it while the other does not;
+//   - a chunk may name its bytes in a shared-memory region of its tenant's (data_shm,
+//     scales_shm; each tenant has one, "r", of 1 MiB): those count as its data;
 //   - a stream's error ends the sequence with a message;
 //   - when every stream is gone and every tensor deleted, the store's bytes are back to
 //     zero (nothing an unfinished or failed upload took stays counted).
@@ -16,6 +18,10 @@
 //   13    the stream goes away unfinished (a disconnect)
 //   14    a part's header chunk: next byte picks an opened tensor and the part number
 //   15    Delete: next byte picks a tensor this input stored
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +35,7 @@
 #include "proto/wire/gemm_wire.h"
 #include "server/devices/device.h"
 #include "server/observability/log.h"
+#include "server/regions/region_table.h"
 #include "server/rpc/tensor_chunk_sequence.h"
 #include "server/store/tensor_store.h"
 
@@ -70,6 +77,31 @@ gemmd::TensorStore& Store() {
   return *store;
 }
 
+constexpr int64_t kRegionBytes = 1 << 20;
+
+// Region "r" for each tenant: an object of patterned bytes, unlinked once mapped (the
+// mapping keeps it).
+gemmd::RegionTable& Regions() {
+  static gemmd::RegionTable* table = [] {
+    gemmd::RegionSettings settings;
+    settings.prefix = "gemmdfuzz-";
+    auto* regions = new gemmd::RegionTable(settings);
+    for (const char* tenant : {"a", "b"}) {
+      const std::string key = "/gemmdfuzz-" + std::string(tenant) + "@" + std::to_string(getpid());
+      const int fd = shm_open(key.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+      Check(fd >= 0 && ftruncate(fd, kRegionBytes) == 0);
+      std::string pattern(kRegionBytes, '\0');
+      for (int64_t i = 0; i < kRegionBytes; ++i) pattern[i] = static_cast<char>(i * 7 + tenant[0]);
+      Check(pwrite(fd, pattern.data(), pattern.size(), 0) == kRegionBytes);
+      close(fd);
+      Check(regions->Register(tenant, "r", key, 0, 0).ok());
+      shm_unlink(key.c_str());
+    }
+    return regions;
+  }();
+  return *table;
+}
+
 struct Stream {
   std::unique_ptr<gemmd::TensorChunkSequence> sequence;
   std::string data;  // every data byte its accepted chunks carried, in order
@@ -106,6 +138,14 @@ class Session {
     gemmd::wire::TensorChunkWire chunk;
     Check(gemmd::wire::ParseTensorChunk(bytes, &chunk).ok());
     const size_t at = stream.data.size();
+    if (chunk.has_data_shm) {  // accepted: the slice is inside the tenant's region
+      absl::StatusOr<std::shared_ptr<gemmd::SharedRegion>> region =
+          Regions().Find(TenantOf(s), chunk.data_shm.region());
+      Check(region.ok() && chunk.data.empty());
+      stream.data.append((*region)->data() + chunk.data_shm.offset(),
+                         static_cast<size_t>(chunk.data_shm.bytes()));
+      return;
+    }
     stream.data.resize(at + chunk.data.size());
     chunk.data.CopyTo(stream.data.data() + at);
   }
@@ -145,7 +185,8 @@ class Session {
 
  private:
   void Reset(int s) {
-    streams_[s].sequence = std::make_unique<gemmd::TensorChunkSequence>(&Store(), TenantOf(s));
+    streams_[s].sequence =
+        std::make_unique<gemmd::TensorChunkSequence>(&Store(), TenantOf(s), &Regions());
     streams_[s].data.clear();
     streams_[s].part = false;
     streams_[s].failed = false;

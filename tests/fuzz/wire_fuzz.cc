@@ -102,6 +102,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (chunk.has_header) *ours.mutable_header() = chunk.header;
       ours.set_data(Joined(chunk.data));
       ours.set_scales(Joined(chunk.scales));
+      if (chunk.has_data_shm) *ours.mutable_data_shm() = chunk.data_shm;
+      if (chunk.has_scales_shm) *ours.mutable_scales_shm() = chunk.scales_shm;
       generated.DiscardUnknownFields();
       ours.DiscardUnknownFields();
       Check(SameMessage(ours, generated));

@@ -276,17 +276,17 @@ class Client:
     tls_cert_file, tls_key_file: PEM client certificate and key (mutual TLS).
     tls_server_name: the name to expect in the server's certificate (e.g. when the target
     is an IP address).
-    stripes: the connections each matmul's bytes go over: 1 (default) = one connection;
-    0 = the client's choice, 8 for a call moving 32 MiB or more (its operands and C of
-    4 MiB or more put and read back as temporary resident tensors in row parts, as
-    gemm-cli --stripes does); N = N. The extra connections open on first use
-    (striping.py). A striped call is several RPCs: a server that starts draining refuses
-    the ones after the first.
+    stripes: the connections each matmul's bytes go over: 0 (default) = the client's
+    choice, 8 for a call moving 32 MiB or more (its operands and C of 4 MiB or more put
+    and read back as temporary resident tensors in row parts, as gemm-cli --stripes
+    does), one for a smaller call; 1 = one connection; N = N. The extra connections open
+    on first use (striping.py). A server that starts draining serves a striped call in
+    flight to its end, as it does a one-RPC call.
     """
 
     def __init__(self, target, timeout_s=60.0, options=None, credentials=None, metadata=None,
                  wait_for_ready=False, token=None, tls=False, tls_ca_file=None,
-                 tls_cert_file=None, tls_key_file=None, tls_server_name=None, stripes=1):
+                 tls_cert_file=None, tls_key_file=None, tls_server_name=None, stripes=0):
         merged = {
             "grpc.service_config": json.dumps(DEFAULT_SERVICE_CONFIG),
             "grpc.enable_retries": 1,

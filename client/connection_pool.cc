@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include <grpc/grpc.h>
+
 #include "absl/strings/match.h"
 
 namespace gemmd {
@@ -28,7 +30,11 @@ ConnectionPool::ConnectionPool(ConnectFn connect, bool single_address)
 ConnectionPool::ConnectionPool(const Endpoint& endpoint, int first_index)
     : ConnectionPool(
           [endpoint, first_index](int index) {
-            return ConnectChannel(endpoint, first_index + index);
+            // No health checking here: a pool connection carries only RPCs that continue
+            // a call the caller's own channel began (whose health check gates new
+            // calls), and a server that starts draining (NOT_SERVING) still serves those.
+            return ConnectChannel(endpoint, first_index + index,
+                                  {{GRPC_ARG_INHIBIT_HEALTH_CHECKING, 1}});
           },
           SingleAddressTarget(endpoint.target)) {}
 

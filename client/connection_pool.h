@@ -41,8 +41,10 @@ class ConnectionPool {
   // Connection i is connect(i). `single_address`: see single_address().
   explicit ConnectionPool(ConnectFn connect, bool single_address = true);
   // Connection i is ConnectChannel(endpoint, first_index + i): its own TCP connection, with
-  // the endpoint's security. Keep first_index clear of the indexes the caller's other
-  // channels use, or a pool connection is shared with them.
+  // the endpoint's security, without client-side health checking (it carries the later
+  // RPCs of calls begun elsewhere, which a draining server still serves). Keep
+  // first_index clear of the indexes the caller's other channels use, or a pool
+  // connection is shared with them.
   explicit ConnectionPool(const Endpoint& endpoint, int first_index = 1);
   ConnectionPool(const ConnectionPool&) = delete;
   ConnectionPool& operator=(const ConnectionPool&) = delete;

@@ -81,6 +81,7 @@ bool NoStore(const absl::Status& s) {
 
 class StripedCall::Temporaries {
  public:
+  // `store`: on a connection that reaches a draining server.
   explicit Temporaries(TensorStoreClient* store) : store_(store) {}
   // Deleted whatever happened; a delete that fails leaves the TTL to do it.
   ~Temporaries() {
@@ -98,7 +99,11 @@ class StripedCall::Temporaries {
 
 StripedCall::StripedCall(std::shared_ptr<grpc::ChannelInterface> channel,
                          std::shared_ptr<ConnectionPool> pool)
-    : pool_(pool), plain_(channel), store_(channel, pool) {}
+    : pool_(pool),
+      plain_(channel),
+      store_(channel, pool),
+      continuing_(pool->Channel(0)),
+      continuing_store_(pool->Channel(0), pool) {}
 
 int StripedCall::Decide(int64_t call_bytes, int requested) const {
   if (requested == 1) return 1;
@@ -196,7 +201,7 @@ absl::Status StripedCall::Run(const Args& args, const CallOptions& options, int 
   absl::Status status;
   bool put_failed = false;
   {
-    Temporaries temporaries(&store_);
+    Temporaries temporaries(&continuing_store_);
     Args inner = args;
     std::string device;  // the first temporary's: the others go there too
     // Puts `tensor` (dense or quantized, `bytes` in all) as a temporary and names it in
@@ -211,7 +216,8 @@ absl::Status StripedCall::Run(const Args& args, const CallOptions& options, int 
       put.timeout = deadline - absl::Now();
       put.temporary = true;
       put.continues = temporaries.first();
-      absl::StatusOr<StoredHandle> stored = store_.Store(tensor, put);
+      TensorStoreClient& store = put.continues.empty() ? store_ : continuing_store_;
+      absl::StatusOr<StoredHandle> stored = store.Store(tensor, put);
       if (!stored.ok()) return stored.status();
       temporaries.Add(stored->handle);
       if (device.empty()) device = stored->device;
@@ -245,7 +251,7 @@ absl::Status StripedCall::Matmul(const MatmulArgs& args, const CallOptions& opti
         return s;
       },
       [this](const MatmulArgs& a, const CallOptions& o, MatmulResult* r) {
-        return plain_.Matmul(a, o, r);
+        return (o.continues.empty() ? plain_ : continuing_).Matmul(a, o, r);
       },
       result);
 }
@@ -271,7 +277,7 @@ absl::Status StripedCall::QuantizedMatmul(const QuantizedMatmulArgs& args,
         return s;
       },
       [this](const QuantizedMatmulArgs& a, const CallOptions& o, MatmulResult* r) {
-        return plain_.QuantizedMatmul(a, o, r);
+        return (o.continues.empty() ? plain_ : continuing_).QuantizedMatmul(a, o, r);
       },
       result);
 }

@@ -87,8 +87,13 @@ class StripedCall {
   bool FallBack(const absl::Status& status, bool put_failed, const CallOptions& options);
 
   std::shared_ptr<ConnectionPool> pool_;
-  GemmClient plain_;  // the one-connection calls: the striped call's own, and the fallback
+  GemmClient plain_;  // the one-connection calls: the fallback
   TensorStoreClient store_;
+  // The RPCs that continue a call (after its first temporary), on the pool's first
+  // connection: the caller's channel stops sending once a draining server says
+  // NOT_SERVING, and the pool's does not (ConnectionPool).
+  GemmClient continuing_;
+  TensorStoreClient continuing_store_;
   std::atomic<bool> no_store_{false};  // the server keeps no temporaries: never again
 };
 

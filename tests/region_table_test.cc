@@ -150,6 +150,32 @@ TEST(RegionTableTest, RangesAndCapsAreChecked) {
   EXPECT_EQ((*region)->CheckIntact().code(), absl::StatusCode::kAborted);
 }
 
+TEST(RegionTableTest, PinsWhatFitsTheCapAndNothingElse) {
+  ShmObject object("pin", 2 << 20);
+  RegionSettings s = Settings();  // 1 MiB cap
+  int pinned = 0, unpinned = 0;
+  s.pinning.pin = [&](void*, size_t) {
+    ++pinned;
+    return true;
+  };
+  s.pinning.unpin = [&](void*) { ++unpinned; };
+  {
+    RegionTable table(s);
+    // Over the cap: refused before anything is mapped or page-locked.
+    EXPECT_EQ(table.Register("", "big", object.key(), 0, 0).status().code(),
+              absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(pinned, 0);
+    absl::StatusOr<std::shared_ptr<SharedRegion>> region =
+        table.Register("", "small", object.key(), 0, 4096);
+    ASSERT_TRUE(region.ok());
+    EXPECT_TRUE((*region)->page_locked());
+    EXPECT_EQ(pinned, 1);
+    ASSERT_TRUE(table.Unregister("", "small").ok());
+    EXPECT_EQ(unpinned, 0);  // a holder keeps it mapped and page-locked
+  }
+  EXPECT_EQ(unpinned, 1);  // the last holder gone: unpinned and unmapped
+}
+
 TEST(RegionTableTest, OffRefusesEverything) {
   RegionSettings s = Settings();
   s.prefix.clear();

@@ -64,8 +64,7 @@ class StripedCallTest : public InProcessServerTest {
   // A client whose striped calls go over connections of their own, as to a remote server.
   std::unique_ptr<GemmClient> Client() {
     const std::string target = absl::StrCat("127.0.0.1:", server_->port());
-    pool_ = std::make_shared<ConnectionPool>(
-        [target](int index) { return ConnectChannel(target, 1 + index); });
+    pool_ = std::make_shared<ConnectionPool>(Endpoint(target));  // connections 1..
     return std::make_unique<GemmClient>(channel_, pool_);
   }
 
@@ -257,9 +256,11 @@ TEST_F(StripedCallTest, TheClientsChoiceGivesWayToAServerWithoutAStore) {
   MatmulArgs args = call->args;
   std::unique_ptr<GemmClient> client = Client();
   CallOptions options;
-  EXPECT_EQ(client->StripesFor(args, options), 1);  // one connection unless asked
-  options.stripes = 0;                               // the client's choice
+  options.stripes = 1;
+  EXPECT_EQ(client->StripesFor(args, options), 1);
+  options.stripes = 0;  // the client's choice, the default
   ASSERT_EQ(client->StripesFor(args, options), kDefaultStripes);
+  EXPECT_EQ(client->StripesFor(args, CallOptions()), kDefaultStripes);
   MatmulResult result;
   const absl::Status s = client->Matmul(args, options, &result);
   ASSERT_TRUE(s.ok()) << s;

@@ -56,17 +56,20 @@ absl::StatusOr<std::shared_ptr<SharedRegion>> RegionTable::Register(const std::s
         absl::StrCat("name must be 1-", kMaxNameBytes, " of [A-Za-z0-9._-]"));
   }
   if (absl::Status s = CheckKey(tenant, key); !s.ok()) return s;
+  int64_t room = 0;
   {
     absl::MutexLock lock(&mu_);
     if (regions_.count(std::make_pair(tenant, name)) > 0) {
       return absl::AlreadyExistsError(absl::StrCat(
           "a region named '", name, "' is registered already; unregister it first"));
     }
+    room = settings_.max_bytes - bytes_;
   }
-  // Mapped (and page-locked, which can take a while) outside the lock; then checked
-  // again against the caps and the name, which may have changed meanwhile.
+  // Mapped (and page-locked, which can take a while) outside the lock, if it fits the
+  // room left; then checked again against the caps and the name, which may have changed
+  // meanwhile.
   absl::StatusOr<std::shared_ptr<SharedRegion>> region =
-      SharedRegion::Map(name, key, offset, bytes, settings_.pinning);
+      SharedRegion::Map(name, key, offset, bytes, settings_.pinning, room);
   if (!region.ok()) return region.status();
   absl::MutexLock lock(&mu_);
   const int64_t size = (*region)->bytes();

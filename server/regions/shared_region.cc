@@ -34,7 +34,8 @@ absl::Status OpenError(const std::string& key, int error) {
 absl::StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::Map(std::string name,
                                                                 std::string key, int64_t offset,
                                                                 int64_t bytes,
-                                                                const HostPinning& pinning) {
+                                                                const HostPinning& pinning,
+                                                                int64_t max_bytes) {
   if (offset < 0 || bytes < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("offset ", offset, " and bytes ", bytes, " must not be negative"));
@@ -55,13 +56,18 @@ absl::StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::Map(std::string name
   const int64_t size = st.st_size;
   if (bytes == 0) bytes = size - offset;
   if (offset > size || bytes > size - offset) {
-    return absl::OutOfRangeError(absl::StrCat("bytes [", offset, ", ", offset + bytes, ") of ",
+    return absl::OutOfRangeError(absl::StrCat(bytes, " bytes from offset ", offset, " of ",
                                               region->key_, " asked for; it has ", size));
   }
   if (bytes <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("the range of ", region->key_, " from offset ", offset,
                      " is empty (the object has ", size, " bytes)"));
+  }
+  if (bytes > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the region would take ", bytes, " bytes; ", max_bytes,
+        " are left of what this server maps (--shm_max_bytes)"));
   }
   const int64_t page = sysconf(_SC_PAGESIZE);
   const int64_t map_from = offset / page * page;
@@ -107,8 +113,8 @@ absl::StatusOr<char*> SharedRegion::Slice(absl::string_view field, int64_t offse
                                                    bytes, " must not be negative"));
   }
   if (offset > bytes_ || bytes > bytes_ - offset) {
-    return absl::OutOfRangeError(absl::StrCat(field, ": bytes [", offset, ", ", offset + bytes,
-                                              ") of region '", name_, "', which has ", bytes_));
+    return absl::OutOfRangeError(absl::StrCat(field, ": ", bytes, " bytes from offset ", offset,
+                                              " of region '", name_, "', which has ", bytes_));
   }
   if (absl::Status s = CheckIntact(); !s.ok()) return s;
   return data_ + offset;

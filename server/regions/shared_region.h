@@ -32,11 +32,13 @@ class SharedRegion {
   // Opens `key` (shm_open, read-write) and maps [offset, offset + bytes) of it (bytes 0:
   // to the object's end). NOT_FOUND: no such object; PERMISSION_DENIED: the server may
   // not open it; OUT_OF_RANGE: the object is smaller than the range; INVALID_ARGUMENT:
-  // not a plain shared-memory object, or an empty range; RESOURCE_EXHAUSTED: the server
+  // not a plain shared-memory object, or an empty range; RESOURCE_EXHAUSTED: a range
+  // over `max_bytes` (checked before anything is mapped or page-locked), or the server
   // guards as many regions as it can.
   static absl::StatusOr<std::shared_ptr<SharedRegion>> Map(std::string name, std::string key,
                                                            int64_t offset, int64_t bytes,
-                                                           const HostPinning& pinning);
+                                                           const HostPinning& pinning,
+                                                           int64_t max_bytes);
   ~SharedRegion();
   SharedRegion(const SharedRegion&) = delete;
   SharedRegion& operator=(const SharedRegion&) = delete;

@@ -140,8 +140,12 @@ class Striper:
         with self._lock:
             while len(self._stubs) <= i:
                 # Its own connection: a local subchannel pool and an argument of its own.
+                # No health checking: it carries only RPCs that continue a call the
+                # client's channel began, which a draining server (NOT_SERVING) still
+                # serves.
                 options = dict(self._client._options,
                                **{"grpc.use_local_subchannel_pool": 1,
+                                  "grpc.inhibit_health_checking": 1,
                                   "gemmd.channel_index": len(self._stubs) + 1})
                 channel = self._client._open(options)
                 self._channels.append(channel)
@@ -169,6 +173,8 @@ class Striper:
         rows = _rows(header.shape)
         parts = _parts(len(data) + len(scales), rows, stripes)
         put = self._client._stub.PutTensor
+        if continues:  # on a connection that reaches a draining server
+            put = self.stub(0).PutTensor
         if parts == 1:
             answer = put(chunks(pb.TensorChunk(header=header), data, scales),
                          **_continuing(kw, continues))
@@ -219,7 +225,7 @@ class Striper:
         return bytes(out)
 
     def _delete(self, handles, kw):
-        futures = [self._client._stub.DeleteTensor.future(
+        futures = [self.stub(0).DeleteTensor.future(
             pb.TensorHandle(handle=h), **dict(_continuing(kw, h), timeout=5)) for h in handles]
         for f in futures:
             try:
@@ -259,7 +265,9 @@ class Striper:
             stripe_c = not request.HasField("keep_c") and c_bytes >= least
             if stripe_c:
                 inner.keep_c.CopyFrom(pb.ResidentResult(ttl_s=ttl_s, label=LABEL, temporary=True))
-            response = rpc(inner, **_continuing(kw, temporaries[0] if temporaries else None))
+            # After the first temporary, on a connection that reaches a draining server.
+            call = getattr(self.stub(0), method) if temporaries else rpc
+            response = call(inner, **_continuing(kw, temporaries[0] if temporaries else None))
             if stripe_c:
                 temporaries.append(response.c_ref.handle)
                 response.c.data = self._read(response.c_ref.handle, list(response.c.shape),

@@ -7,7 +7,10 @@
 #include <grpcpp/security/credentials.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -18,6 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gemm/v1/gemm.grpc.pb.h"
+#include "client/gemm_client.h"
+#include "client/shared_memory.h"
 #include "kernels/quant_formats.h"
 #include "kernels/reference_gemm.h"
 #include "proto/quantized_tensor.h"
@@ -369,6 +374,50 @@ TEST_F(GpuServerTest, QuantizedMatmulRunsOnTheQuantizedKernels) {
   EXPECT_TRUE(absl::StrContains(status.error_message(), "b: NVFP4 block scale [1, 1] is 0x7f"))
       << status.error_message();
   EXPECT_EQ(server_->executor().InflightBytes(), 0);
+}
+
+// Shared-memory regions on the GPU: registered page-locked, and a call with its
+// operands and C there (large ones by their own DMA, small ones staged) answers the C
+// an inline call does.
+TEST_F(GpuServerTest, CallsThroughAPageLockedRegionMatchInlineCalls) {
+  Start(ServerConfig());
+  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> region = SharedMemoryRegion::Create(
+      absl::StrCat("/gemmd-gputest-", getpid()), 64 << 20, /*replace=*/true);
+  ASSERT_TRUE(region.ok()) << region.status();
+  absl::StatusOr<gemm::v1::RegionInfo> info =
+      RegionClient(channel_).Register("gpu", (*region)->key());
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_TRUE(info->page_locked());
+  GemmClient client(channel_);
+  for (const int64_t n : {64, 2048}) {
+    SCOPED_TRACE(n);
+    std::mt19937_64 rng(static_cast<uint64_t>(n));
+    const std::string a = RandomBytes(DataType::kFloat16, n * n, rng);
+    const std::string b = RandomBytes(DataType::kFloat16, n * n, rng);
+    MatmulArgs args;
+    args.a = {{n, n}, gemm::v1::DATA_TYPE_FLOAT16, a};
+    args.b = {{n, n}, gemm::v1::DATA_TYPE_FLOAT16, b};
+    CallOptions one;
+    one.stripes = 1;
+    MatmulResult inline_result;
+    ASSERT_TRUE(client.Matmul(args, one, &inline_result).ok());
+    const int64_t half = static_cast<int64_t>(a.size());
+    std::memcpy((*region)->data(), a.data(), a.size());
+    std::memcpy((*region)->data() + half, b.data(), b.size());
+    args.a.shm = {"gpu", 0, half};
+    args.b.shm = {"gpu", half, half};
+    args.c_shm = {"gpu", 2 * half, n * n * 4};
+    MatmulResult shm_result;
+    const absl::Status s = client.Matmul(args, one, &shm_result);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(shm_result.info().kernel(), inline_result.info().kernel());
+    std::vector<double> want(static_cast<size_t>(n * n));
+    const float* inline_c = reinterpret_cast<const float*>(inline_result.c().data());
+    for (size_t i = 0; i < want.size(); ++i) want[i] = inline_c[i];
+    EXPECT_LE(RelativeError(want.data(), (*region)->data() + 2 * half, DataType::kFloat32, n * n),
+              1e-6);
+  }
+  EXPECT_TRUE(RegionClient(channel_).Unregister("gpu").ok());
 }
 
 }  // namespace

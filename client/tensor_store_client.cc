@@ -29,6 +29,25 @@ void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
 }
 
+// A PutTensor stream's end: the server's status, or the handle it answered (`ok`: the
+// stream's writes went through and `response` was read).
+absl::StatusOr<StoredHandle> Answer(GenericStream* stream, bool ok, grpc::ByteBuffer* response) {
+  if (absl::Status s = stream->Finish(); !s.ok()) return s;
+  if (!ok) return absl::InternalError("PutTensor ended without an answer");
+  std::vector<grpc::Slice> slices;
+  wire::ByteRuns runs;
+  gemm::v1::PutTensorResponse answer;
+  std::string bytes;
+  if (DumpMessage(response, &slices, &runs)) {
+    bytes.resize(runs.size());
+    runs.CopyTo(bytes.data());
+  }
+  if (!answer.ParseFromString(bytes) || answer.handle().empty()) {
+    return absl::InternalError("PutTensor's answer is not a gemm.v1.PutTensorResponse");
+  }
+  return StoredHandle{answer.handle(), answer.device()};
+}
+
 // One PutTensor stream: `header` in the first chunk with the first data, then the rest of
 // `data`, then `scales`, `chunk_bytes` at most per chunk; `continues` as GenericStream's.
 // Returns the handle answered.
@@ -56,20 +75,7 @@ absl::StatusOr<StoredHandle> Upload(std::shared_ptr<grpc::ChannelInterface> chan
   } while (ok && (data_at < data.size() || scales_at < scales.size()));
   grpc::ByteBuffer response;
   ok = ok && stream.WritesDone() && stream.Read(&response);
-  if (absl::Status s = stream.Finish(); !s.ok()) return s;
-  if (!ok) return absl::InternalError("PutTensor ended without an answer");
-  std::vector<grpc::Slice> slices;
-  wire::ByteRuns runs;
-  gemm::v1::PutTensorResponse answer;
-  std::string bytes;
-  if (DumpMessage(&response, &slices, &runs)) {
-    bytes.resize(runs.size());
-    runs.CopyTo(bytes.data());
-  }
-  if (!answer.ParseFromString(bytes) || answer.handle().empty()) {
-    return absl::InternalError("PutTensor's answer is not a gemm.v1.PutTensorResponse");
-  }
-  return StoredHandle{answer.handle(), answer.device()};
+  return Answer(&stream, ok, &response);
 }
 
 // One PutTensor stream of one chunk: `header` and where the bytes lie in a region.
@@ -93,20 +99,7 @@ absl::StatusOr<StoredHandle> UploadFromRegion(std::shared_ptr<grpc::ChannelInter
   GenericStream stream(std::move(channel), kPutTensorMethod, timeout, continues);
   grpc::ByteBuffer response;
   const bool ok = stream.Write(message) && stream.WritesDone() && stream.Read(&response);
-  if (absl::Status s = stream.Finish(); !s.ok()) return s;
-  if (!ok) return absl::InternalError("PutTensor ended without an answer");
-  std::vector<grpc::Slice> slices;
-  wire::ByteRuns runs;
-  gemm::v1::PutTensorResponse answer;
-  std::string bytes;
-  if (DumpMessage(&response, &slices, &runs)) {
-    bytes.resize(runs.size());
-    runs.CopyTo(bytes.data());
-  }
-  if (!answer.ParseFromString(bytes) || answer.handle().empty()) {
-    return absl::InternalError("PutTensor's answer is not a gemm.v1.PutTensorResponse");
-  }
-  return StoredHandle{answer.handle(), answer.device()};
+  return Answer(&stream, ok, &response);
 }
 
 // Where one GetTensor stream's bytes go: called with the stream's header, it points

@@ -101,9 +101,10 @@ ABSL_FLAG(int, stripes, 0,
           "row parts, and a smaller call over one; 1 = one connection; N = N, every operand "
           "and C striped.");
 ABSL_FLAG(bool, shm, false,
-          "matmul, bench: put the operands and C in a shared-memory region registered with "
-          "the server (it must run on this machine and share /dev/shm), so calls carry "
-          "slices of it instead of tensor bytes; bench gives each call in flight its own C.");
+          "matmul, quantized, bench: put the operands and C in a shared-memory region "
+          "registered with the server (it must run on this machine and share /dev/shm), so "
+          "calls carry slices of it instead of tensor bytes; bench gives each call in flight "
+          "its own C.");
 ABSL_FLAG(std::string, shm_key, "",
           "--shm: the region's POSIX shared-memory name; empty = \"/\" + the server's "
           "--shm_prefix + \"cli-PID\". A server with tenants takes names with the tenant's: "

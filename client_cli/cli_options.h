@@ -41,7 +41,7 @@ struct CliOptions {
   std::string device;   // put: where the tensor lives ("" = the server's choice)
   bool keep_c = false;      // matmul: C stays on the server; print its handle
   int stripes = 0;          // matmul, quantized, bench: CallOptions::stripes
-  bool shm = false;         // matmul, bench: operands and C in a shared-memory region
+  bool shm = false;         // matmul, quantized, bench: operands and C in a region
   std::string shm_key;      // its POSIX name; empty = "/" + the server's prefix + "cli-PID"
   bool resident_b = false;  // bench: upload B once, send A alone
   // bench

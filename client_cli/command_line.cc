@@ -72,8 +72,9 @@ const std::vector<CommandSpec>& Commands() {
        "C = A * B^T with A [M,K], B [N,K] quantized here (--format int8|nvfp4,\n"
        "--weight_only), sent to QuantizedMatmul; prints bytes saved; --verify prints the\n"
        "kernel error and the format error; --a/--b @HANDLE: resident operands (B\n"
-       "quantized), downloaded for --verify; --stripes N as matmul's",
-       Concat({kQuantizedOperandFlags, {"out", "verify", "stripes"}}), &RunQuantized},
+       "quantized), downloaded for --verify; --stripes N and --shm as matmul's",
+       Concat({kQuantizedOperandFlags, {"out", "verify", "stripes", "shm", "shm_key"}}),
+       &RunQuantized},
       {"bench",
        "load test of one shape: closed loop (--concurrency calls in flight) or open\n"
        "loop (--rate R [--arrivals poisson|fixed]); --duration_s --warmup_s [--channels]\n"

@@ -4,8 +4,10 @@
 #include <grpcpp/client_context.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "client/connection_pool.h"
@@ -15,6 +17,7 @@
 #include "client_cli/request_args.h"
 #include "client_cli/quantized_inputs.h"
 #include "client_cli/resident_operands.h"
+#include "client_cli/shm_operands.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "kernels/npy_io.h"
 #include "proto/proto_types.h"
@@ -34,7 +37,28 @@ int RunQuantized(const CliOptions& o) {
   CallOptions options;
   options.timeout = absl::Seconds(o.timeout_s);
   options.stripes = o.stripes;
-  const QuantizedMatmulArgs args = ArgsOf(in.request);
+  QuantizedMatmulArgs args = ArgsOf(in.request);
+  std::unique_ptr<ShmOperands> shm;
+  if (o.shm) {
+    // The inline payloads in a region: A's data and scales (or the dense A), B's.
+    const absl::string_view none;
+    absl::StatusOr<std::unique_ptr<ShmOperands>> made = ShmOperands::Create(
+        channel, o.shm_key,
+        {args.a ? args.a->data : none, args.a ? args.a->scales : none,
+         args.a_dense ? args.a_dense->data : none, args.b_ref.empty() ? args.b.data : none,
+         args.b_ref.empty() ? args.b.scales : none},
+        /*c_slots=*/1, in.m * in.n * 4);
+    if (!made.ok()) return ReportRpcError("--shm: the shared-memory region", made.status());
+    shm = *std::move(made);
+    if (args.a) {
+      args.a->data_shm = shm->Payload(0);
+      args.a->scales_shm = shm->Payload(1);
+    }
+    if (args.a_dense) args.a_dense->shm = shm->Payload(2);
+    args.b.data_shm = shm->Payload(3);
+    args.b.scales_shm = shm->Payload(4);
+    args.c_shm = shm->CSlot(0);
+  }
   const int stripes = client.StripesFor(args, options);
   MatmulResult result;
   const absl::Time start = absl::Now();
@@ -42,6 +66,7 @@ int RunQuantized(const CliOptions& o) {
   const absl::Duration elapsed = absl::Now() - start;
   if (!status.ok()) return ReportRpcError("QuantizedMatmul", status);
   const gemm::v1::MatmulResponse& response = result.info();
+  const absl::string_view c_bytes = shm ? shm->C(0) : result.c();
 
   const int64_t fp32_bytes = (in.m + in.n) * in.k * 4;
   const int64_t b_bytes = in.b_bytes;
@@ -57,13 +82,14 @@ int RunQuantized(const CliOptions& o) {
               static_cast<long long>(t.total_us()));
   std::printf(
       "bytes sent: %lld operands (B %s) vs %lld as FP32 (%.2fx fewer), %lld as FP16; "
-      "%.3f ms round trip over %d connection%s\n",
+      "%.3f ms round trip over %s\n",
       static_cast<long long>(in.sent_bytes),
       in.request.has_b_ref() ? "resident" : std::to_string(b_bytes).c_str(),
       static_cast<long long>(fp32_bytes),
       static_cast<double>(fp32_bytes) / static_cast<double>(in.sent_bytes),
-      static_cast<long long>(fp32_bytes / 2), absl::ToDoubleMilliseconds(elapsed), stripes,
-      stripes == 1 ? "" : "s");
+      static_cast<long long>(fp32_bytes / 2), absl::ToDoubleMilliseconds(elapsed),
+      shm ? "shared memory"
+          : absl::StrCat(stripes, " connection", stripes == 1 ? "" : "s").c_str());
   std::printf("B [%lld, %lld]: %lld bytes %s vs %lld FP32, %lld FP16%s\n",
               static_cast<long long>(in.n), static_cast<long long>(in.k),
               static_cast<long long>(b_bytes), QuantFormatName(in.format),
@@ -74,14 +100,14 @@ int RunQuantized(const CliOptions& o) {
     NpyArray c;
     c.shape = {in.m, in.n};
     c.type = DataType::kFloat32;
-    c.data = std::string(result.c());
+    c.data = std::string(c_bytes);
     if (absl::Status s = WriteNpyFile(o.out_path, c); !s.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
       return 1;
     }
   }
   if (o.verify) {
-    absl::StatusOr<QuantizedErrors> e = QuantizedResultErrors(in, result.c());
+    absl::StatusOr<QuantizedErrors> e = QuantizedResultErrors(in, c_bytes);
     if (!e.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(e.status().message()).c_str());
       return 1;

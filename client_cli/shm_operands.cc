@@ -56,8 +56,10 @@ absl::StatusOr<std::unique_ptr<ShmOperands>> ShmOperands::Create(
   out->c_at_ = at;
   out->c_bytes_ = c_bytes;
   const int64_t total = at + AlignUp(c_bytes) * c_slots;
+  // One left by an earlier gemm-cli of this PID is replaced; a key the user named is
+  // never removed from under its owner (ALREADY_EXISTS).
   absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> region =
-      SharedMemoryRegion::Create(object, total, /*replace=*/true);
+      SharedMemoryRegion::Create(object, total, /*replace=*/key.empty());
   if (!region.ok()) return region.status();
   out->region_ = *std::move(region);
   for (size_t i = 0; i < payloads.size(); ++i) {

@@ -24,8 +24,8 @@ class ShmOperands {
   // Copies each of `payloads` into a new region (after its own 4 KiB-aligned start) and
   // leaves `c_slots` slots of `c_bytes` for C after them. `key`: the object's name; empty
   // = "/" + the server's shm_prefix + "cli-PID" (a server with tenants needs the
-  // tenant's name in it: --shm_key). FAILED_PRECONDITION when the server has regions
-  // off; the server's errors otherwise.
+  // tenant's name in it: --shm_key); a named key must not exist yet (ALREADY_EXISTS).
+  // FAILED_PRECONDITION when the server has regions off; the server's errors otherwise.
   static absl::StatusOr<std::unique_ptr<ShmOperands>> Create(
       std::shared_ptr<grpc::Channel> channel, const std::string& key,
       const std::vector<absl::string_view>& payloads, int c_slots, int64_t c_bytes);

@@ -311,5 +311,32 @@ TEST_F(ResidentCliTest, BenchOpenLoopKeepsUpAndSaysWhatItDropped) {
       << r.err;
 }
 
+// --shm: the operands and C through a shared-memory region (matmul, quantized dense and
+// weight-only, bench with a C per call in flight), verified against FP64; the regions
+// are gone afterwards.
+TEST_F(ResidentCliTest, ShmRunsEveryGemmCommandThroughARegion) {
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"matmul", "--m=96", "--n=80", "--k=64", "--batch=2", "--verify"},
+           {"matmul", "--m=64", "--n=48", "--k=32", "--dtype=float16", "--beta=0.5", "--verify"},
+           {"quantized", "--format=int8", "--m=16", "--n=64", "--k=128", "--verify"},
+           {"quantized", "--format=nvfp4", "--weight_only", "--m=4", "--n=64", "--k=128",
+            "--verify"}}) {
+    args.push_back("--shm");
+    const Run r = Cli(args);
+    EXPECT_EQ(r.code, 0) << args[0] << " " << args[1] << "\n" << r.out << r.err;
+    EXPECT_TRUE(absl::StrContains(r.out, "over shared memory")) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "PASS")) << r.out;
+  }
+  const Run bench = Cli({"bench", "--m=64", "--n=64", "--k=64", "--concurrency=3", "--shm",
+                         "--duration_s=0.5", "--warmup_s=0"});
+  ASSERT_EQ(bench.code, 0) << bench.out << bench.err;
+  EXPECT_TRUE(absl::StrContains(bench.out, "grpc-shm")) << bench.out;
+  EXPECT_FALSE(absl::StrContains(bench.out, " 0 ok")) << bench.out;
+  // A key outside the server's prefix is refused with its reason.
+  const Run outside = Cli({"matmul", "--m=4", "--n=4", "--k=4", "--shm", "--shm_key=/elsewhere"});
+  EXPECT_EQ(outside.code, 1);
+  EXPECT_TRUE(absl::StrContains(outside.err, "PERMISSION_DENIED")) << outside.err;
+}
+
 }  // namespace
 }  // namespace gemmd::testing

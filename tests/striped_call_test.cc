@@ -421,10 +421,11 @@ TEST_F(StripedDrainTest, AStripedCallInFlightAtADrainIsServedToItsEnd) {
     server_->Shutdown();
     shut_down.Notify();
   });
-  // Draining: a new call is refused...
+  // Draining: a new call is refused... (A probe that comes before the drain starts is
+  // queued behind the gate: a short deadline lets the loop go on; the drain waits for it.)
   gemm::v1::MatmulResponse response;
   ASSERT_TRUE(Eventually([&] {
-    return Call(RandomRequest(4, 4, 4, 1), &response).error_code() ==
+    return Call(RandomRequest(4, 4, 4, 1), &response, absl::Milliseconds(300)).error_code() ==
            grpc::StatusCode::UNAVAILABLE;
   }));
   // ...and so is one that names something other than a live temporary.

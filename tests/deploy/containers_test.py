@@ -233,17 +233,19 @@ def check_image(tag, cli, expect_backend):
         log("runs as uid 10001; Docker health status healthy")
 
         # docker stop with calls in flight: SIGTERM, the server drains, all three answer.
-        # In flight = accepted: the server counts a call from its headers, but one still
-        # sending its request when the drain starts is refused (UNAVAILABLE, for the
-        # client to retry elsewhere), so the stop waits until the requests (72 MiB each,
-        # milliseconds on loopback) are in; their compute takes seconds, and the check
-        # below fails the test if any call had ended before the stop.
+        # In flight = begun on the server. Each call moves 72 MiB, so gemm-cli stripes it
+        # (the default): A and B go up as temporary tensors in parts, then the Matmul by
+        # handle, C read back, the temporaries deleted; a draining server serves the RPCs
+        # that continue a call begun before, and refuses a call's first one (UNAVAILABLE,
+        # for the client to retry elsewhere). So the stop waits until all six operands are
+        # on the server (milliseconds on loopback); the compute takes seconds, and the
+        # check below fails the test if any call had ended before the stop.
         calls = [subprocess.Popen([cli, "matmul", "--target", grpc, "--m", "3072", "--n", "3072",
                                    "--k", "3072", "--timeout_s", "120"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for _ in range(3)]
-        wait_for("3 requests in flight (gemm_inflight_requests)",
-                 lambda: metric(metrics, "gemm_inflight_requests") >= 3, 30, 0.02)
+        wait_for("3 calls begun: their 6 operands stored (gemm_tensor_store_tensors)",
+                 lambda: metric(metrics, "gemm_tensor_store_tensors") >= 6, 30, 0.02)
         time.sleep(0.5)
         still_running = sum(c.poll() is None for c in calls)
         t0 = time.time()

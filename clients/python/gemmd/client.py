@@ -658,9 +658,7 @@ class Client:
         try:
             self.register_region(name, key, timeout_s=timeout_s)
         except BaseException:
-            region._closed = True
-            region._shm.close()
-            region._shm.unlink()
+            region._discard()  # the server refused it: nothing of it stays here either
             raise
         with self._regions_lock:
             self._regions[name] = region

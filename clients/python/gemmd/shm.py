@@ -80,15 +80,20 @@ class SharedRegion:
         try:
             self._client.unregister_region(self.name)
         finally:
-            del self._bytes
-            try:
-                self._shm.close()
-            except BufferError:  # arrays still view it: the mapping goes with them
-                pass
-            try:
-                self._shm.unlink()
-            except FileNotFoundError:
-                pass
+            self._discard()
+
+    def _discard(self):
+        """Unmaps (once no array views it) and removes the object; the server is not told."""
+        self._closed = True
+        self._bytes = None
+        try:
+            self._shm.close()
+        except BufferError:  # arrays still view it: the mapping goes with them
+            pass
+        try:
+            self._shm.unlink()
+        except FileNotFoundError:
+            pass
 
     def __enter__(self):
         return self

@@ -496,6 +496,10 @@ class SharedMemoryTest(OneServerTest):
                                out=np.empty((2, 2), np.float32))
         with self.assertRaises(gemmd.PermissionDenied):
             self.client.register_region("x", "/elsewhere")
+        # A refused registration leaves no object behind.
+        with self.assertRaises(gemmd.PermissionDenied):
+            self.client.create_region("y", 4096, key="/elsewhere-py")
+        self.assertFalse(os.path.exists("/dev/shm/elsewhere-py"))
         with self.assertRaises(gemmd.NotFound):
             self.client.unregister_region("nobody")
         with self.client.create_region("small", 4096) as region:

@@ -195,24 +195,18 @@ namespace {
 const std::string kMatmulMethod = "/gemm.v1.GemmService/Matmul";
 const std::string kQuantizedMatmulMethod = "/gemm.v1.GemmService/QuantizedMatmul";
 
-void SetSlice(const RegionSliceRef& slice, gemm::v1::RegionSlice* out) {
-  out->set_region(slice.region);
-  out->set_offset(slice.offset);
-  out->set_bytes(slice.bytes);
-}
-
 void SetTensorHead(const TensorRef& t, gemm::v1::Tensor* out) {
   for (int64_t d : t.shape) out->add_shape(d);
   out->set_dtype(t.dtype);
-  if (t.shm.set()) SetSlice(t.shm, out->mutable_shm());
+  if (t.shm.set()) ToProto(t.shm, out->mutable_shm());
 }
 
 void SetQuantizedHead(const QuantizedTensorRef& t, gemm::v1::QuantizedTensor* out) {
   for (int64_t d : t.shape) out->add_shape(d);
   out->set_format(t.format);
   out->set_tensor_scale(t.tensor_scale);
-  if (t.data_shm.set()) SetSlice(t.data_shm, out->mutable_data_shm());
-  if (t.scales_shm.set()) SetSlice(t.scales_shm, out->mutable_scales_shm());
+  if (t.data_shm.set()) ToProto(t.data_shm, out->mutable_data_shm());
+  if (t.scales_shm.set()) ToProto(t.scales_shm, out->mutable_scales_shm());
 }
 
 // The bytes that go inline: none for a tensor in a region.
@@ -263,7 +257,7 @@ wire::EncodedMessage EncodeMatmul(const MatmulArgs& args) {
     SetTensorHead(*args.c, head.mutable_c());
   }
   if (args.keep_c) SetKeep(args.keep_c, head.mutable_keep_c());
-  if (args.c_shm.set()) SetSlice(args.c_shm, head.mutable_c_shm());
+  if (args.c_shm.set()) ToProto(args.c_shm, head.mutable_c_shm());
   if (args.alpha) head.set_alpha(*args.alpha);
   head.set_beta(args.beta);
   head.set_transpose_a(args.transpose_a);
@@ -297,7 +291,7 @@ wire::EncodedMessage EncodeQuantized(const QuantizedMatmulArgs& args) {
   }
   head.set_kernel(args.kernel);
   if (args.keep_c) SetKeep(args.keep_c, head.mutable_keep_c());
-  if (args.c_shm.set()) SetSlice(args.c_shm, head.mutable_c_shm());
+  if (args.c_shm.set()) ToProto(args.c_shm, head.mutable_c_shm());
   return wire::EncodeQuantizedMatmulRequest(head, payloads);
 }
 
@@ -322,6 +316,12 @@ absl::Status Wait(const std::function<void(std::function<void(absl::Status)>)>& 
 }
 
 }  // namespace
+
+void ToProto(const RegionSliceRef& slice, gemm::v1::RegionSlice* out) {
+  out->set_region(slice.region);
+  out->set_offset(slice.offset);
+  out->set_bytes(slice.bytes);
+}
 
 GemmClient::GemmClient(std::shared_ptr<grpc::ChannelInterface> channel,
                        std::shared_ptr<ConnectionPool> pool)

@@ -55,6 +55,8 @@ struct RegionSliceRef {
   int64_t bytes = 0;
   bool set() const { return !region.empty(); }
 };
+// The slice as gemm.proto's RegionSlice.
+void ToProto(const RegionSliceRef& slice, gemm::v1::RegionSlice* out);
 
 // A tensor in the caller's memory: row-major little-endian bytes of `shape` x `dtype`.
 // Referenced, not copied: it must stay valid until the call returns (or, for the async

@@ -87,13 +87,8 @@ absl::StatusOr<StoredHandle> UploadFromRegion(std::shared_ptr<grpc::ChannelInter
                                               const std::string& continues) {
   gemm::v1::TensorChunk chunk;
   *chunk.mutable_header() = header;
-  auto set = [](const RegionSliceRef& from, gemm::v1::RegionSlice* to) {
-    to->set_region(from.region);
-    to->set_offset(from.offset);
-    to->set_bytes(from.bytes);
-  };
-  if (data.set()) set(data, chunk.mutable_data_shm());
-  if (scales.set()) set(scales, chunk.mutable_scales_shm());
+  if (data.set()) ToProto(data, chunk.mutable_data_shm());
+  if (scales.set()) ToProto(scales, chunk.mutable_scales_shm());
   wire::EncodedMessage message;
   message.AddOwned(chunk.SerializeAsString());
   GenericStream stream(std::move(channel), kPutTensorMethod, timeout, continues);

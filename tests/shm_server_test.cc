@@ -28,20 +28,11 @@
 #include "kernels/quant_formats.h"
 #include "server/store/tensor_store.h"
 #include "tests/metrics_util.h"
+#include "tests/client_calls.h"
 #include "tests/server_fixture.h"
 
 namespace gemmd::testing {
 namespace {
-
-std::string Random(DataType type, int64_t count, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  return RandomBytes(type, count, rng);
-}
-
-template <typename T>
-absl::string_view Bytes(const std::vector<T>& v) {
-  return absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
 
 std::string Key(const std::string& what) { return absl::StrCat("/gemmd-test", getpid(), what); }
 
@@ -137,24 +128,8 @@ TEST_F(ShmServerTest, QuantizedCallsThroughARegionMatchInlineCalls) {
   ASSERT_NE(region, nullptr);
   ASSERT_TRUE(Register("quant", *region).ok());
   const int64_t m = 32, n = 64, k = 128;
-  std::mt19937_64 rng(8);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(static_cast<size_t>(n * k)), y(static_cast<size_t>(m * k));
-  for (float& v : x) v = normal(rng);
-  for (float& v : y) v = normal(rng);
-  const Int8Matrix b8 = *QuantizeInt8(x.data(), n, k);
-  const Int8Matrix a8 = *QuantizeInt8(y.data(), m, k);
-  const Nvfp4Matrix b4 = *QuantizeNvfp4(x.data(), n, k);
-  const std::string a16 = Random(DataType::kFloat16, m * k, 9);
-  QuantizedMatmulArgs int8;
-  int8.a = QuantizedTensorRef{{m, k}, gemm::v1::QUANT_FORMAT_INT8, Bytes(a8.values),
-                              Bytes(a8.scales), 0.0f};
-  int8.b = {{n, k}, gemm::v1::QUANT_FORMAT_INT8, Bytes(b8.values), Bytes(b8.scales), 0.0f};
-  QuantizedMatmulArgs nvfp4;
-  nvfp4.a_dense = TensorRef{{m, k}, gemm::v1::DATA_TYPE_FLOAT16, a16};
-  nvfp4.b = {{n, k}, gemm::v1::QUANT_FORMAT_NVFP4, Bytes(b4.packed), Bytes(b4.block_scales),
-             b4.tensor_scale};
-  for (const QuantizedMatmulArgs* args : {&int8, &nvfp4}) {
+  const std::unique_ptr<QuantizedCalls> calls = MakeQuantizedCalls(m, n, k);
+  for (const QuantizedMatmulArgs* args : {&calls->int8, &calls->nvfp4}) {
     MatmulResult inline_result;
     ASSERT_TRUE(client.QuantizedMatmul(*args, {}, &inline_result).ok());
     QuantizedMatmulArgs shm = *args;

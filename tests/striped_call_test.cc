@@ -24,20 +24,11 @@
 #include "client/tensor_store_client.h"
 #include "kernels/quant_formats.h"
 #include "server/store/tensor_store.h"
+#include "tests/client_calls.h"
 #include "tests/server_fixture.h"
 
 namespace gemmd::testing {
 namespace {
-
-std::string Random(DataType type, int64_t count, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  return RandomBytes(type, count, rng);
-}
-
-template <typename T>
-absl::string_view Bytes(const std::vector<T>& v) {
-  return absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
 
 // A C = A[m,k] * B[k,n] FP32 call of N(0,1) operands it owns (seeds `seed`, `seed` + 1).
 struct DenseCall {
@@ -145,26 +136,9 @@ TEST_F(StripedCallTest, BatchedWithSharedBMatchesOneConnection) {
 
 TEST_F(StripedCallTest, QuantizedMatchesOneConnection) {
   const int64_t m = 512, n = 1024, k = 1024;
-  std::mt19937_64 rng(8);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(static_cast<size_t>(n * k)), y(static_cast<size_t>(m * k));
-  for (float& v : x) v = normal(rng);
-  for (float& v : y) v = normal(rng);
-  const Int8Matrix b8 = *QuantizeInt8(x.data(), n, k);
-  const Int8Matrix a8 = *QuantizeInt8(y.data(), m, k);
-  const Nvfp4Matrix b4 = *QuantizeNvfp4(x.data(), n, k);
-  const std::string a16 = Random(DataType::kFloat16, m * k, 9);
-
-  QuantizedMatmulArgs int8;
-  int8.a = QuantizedTensorRef{{m, k}, gemm::v1::QUANT_FORMAT_INT8, Bytes(a8.values),
-                              Bytes(a8.scales), 0.0f};
-  int8.b = {{n, k}, gemm::v1::QUANT_FORMAT_INT8, Bytes(b8.values), Bytes(b8.scales), 0.0f};
-  QuantizedMatmulArgs nvfp4;
-  nvfp4.a_dense = TensorRef{{m, k}, gemm::v1::DATA_TYPE_FLOAT16, a16};
-  nvfp4.b = {{n, k}, gemm::v1::QUANT_FORMAT_NVFP4, Bytes(b4.packed), Bytes(b4.block_scales),
-             b4.tensor_scale};
+  const std::unique_ptr<QuantizedCalls> calls = MakeQuantizedCalls(m, n, k);
   std::unique_ptr<GemmClient> client = Client();
-  for (const QuantizedMatmulArgs* args : {&int8, &nvfp4}) {
+  for (const QuantizedMatmulArgs* args : {&calls->int8, &calls->nvfp4}) {
     CallOptions one;
     one.stripes = 1;
     MatmulResult single;

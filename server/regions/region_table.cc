@@ -21,6 +21,11 @@ bool AllowedChars(absl::string_view s, bool key = false) {
   return true;
 }
 
+absl::Status AlreadyRegistered(absl::string_view name) {
+  return absl::AlreadyExistsError(
+      absl::StrCat("a region named '", name, "' is registered already; unregister it first"));
+}
+
 }  // namespace
 
 absl::Status RegionsOff() {
@@ -60,8 +65,7 @@ absl::StatusOr<std::shared_ptr<SharedRegion>> RegionTable::Register(const std::s
   {
     absl::MutexLock lock(&mu_);
     if (regions_.count(std::make_pair(tenant, name)) > 0) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "a region named '", name, "' is registered already; unregister it first"));
+      return AlreadyRegistered(name);
     }
     room = settings_.max_bytes - bytes_;
   }
@@ -88,8 +92,7 @@ absl::StatusOr<std::shared_ptr<SharedRegion>> RegionTable::Register(const std::s
         "the caller holds ", held, " regions, the most one tenant may (--shm_max_regions)"));
   }
   if (!regions_.emplace(std::make_pair(tenant, name), *region).second) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "a region named '", name, "' is registered already; unregister it first"));
+    return AlreadyRegistered(name);
   }
   bytes_ += size;
   Publish();

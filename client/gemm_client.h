@@ -46,6 +46,9 @@
 #include "gemm/v1/gemm.pb.h"
 
 namespace gemmd {
+namespace wire {
+class ByteRuns;
+}  // namespace wire
 
 // Bytes [offset, offset + bytes) of a shared-memory region registered with the server
 // (client/shared_memory.h): an operand or C there goes by name, not over the wire.
@@ -146,8 +149,9 @@ class MatmulResult {
   absl::string_view c() const { return c_; }
 
  private:
-  friend class GemmCallState;
   friend class StripedCall;
+  friend absl::Status ReadMatmulResponse(const wire::ByteRuns& runs, absl::Span<char> c_out,
+                                         bool c_in_region, MatmulResult* result);
   gemm::v1::MatmulResponse info_;
   std::unique_ptr<char[]> owned_;
   absl::string_view c_;

@@ -4,6 +4,8 @@
 // instead (the ceiling the service is measured against). With --async the calls go
 // through gRPC's callback API: `concurrency` calls stay in flight without a thread each,
 // each completion starting the next call, so the client costs less CPU per request.
+// With --stream the requests go on `concurrency` MatmulStreams, each keeping
+// --outstanding of them in flight (each answer sending the next).
 // Open loop (--rate): calls start at the arrival times of a Poisson or evenly spaced
 // process whatever the server does, and each one's latency counts from its intended
 // start, so a server that stalls shows its queueing instead of slowing the arrivals
@@ -25,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/gemm_client.h"
+#include "client/matmul_stream.h"
 #include "client/tensor_store_client.h"
 #include "client_cli/bench_report.h"
 #include "client_cli/commands.h"
@@ -264,6 +267,100 @@ class OpenLoop {
   CallSlots calls_;  // last: its callbacks use the members above
 };
 
+// Submits one request of the benchmark's RPC on a stream; C goes to the caller's buffer
+// in `options`.
+using StreamSubmit = std::function<void(MatmulStream*, const StreamCallOptions&, MatmulResult*,
+                                        std::function<void(absl::Status)>)>;
+
+// --stream: `streams` MatmulStreams over the channels (round-robin), each keeping
+// `outstanding` requests in flight until `end`; each answer records its sample and sends
+// its slot's next request on the same stream.
+class StreamClosedLoop {
+ public:
+  StreamClosedLoop(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
+                   StreamSubmit submit, absl::Duration timeout, int streams, int outstanding,
+                   absl::Time end, int64_t out_bytes)
+      : submit_(std::move(submit)), timeout_(timeout), end_(end) {
+    StreamOptions options;
+    options.max_outstanding = outstanding;
+    for (int i = 0; i < streams; ++i) {
+      streams_.push_back(std::make_unique<MatmulStream>(
+          channels[static_cast<size_t>(i) % channels.size()], options));
+      for (int j = 0; j < outstanding; ++j) {
+        auto slot = std::make_unique<Slot>();
+        slot->stream = streams_.back().get();
+        slot->out.resize(static_cast<size_t>(out_bytes));
+        slots_.push_back(std::move(slot));
+      }
+    }
+  }
+
+  // The samples, and the first stream that did not end cleanly (OK when all did).
+  std::vector<Sample> Run(absl::Status* streams_status) {
+    {
+      absl::MutexLock lock(&mu_);
+      active_ = static_cast<int>(slots_.size());
+    }
+    for (const auto& slot : slots_) Start(slot.get());
+    done_.WaitForNotification();
+    *streams_status = absl::OkStatus();
+    for (const auto& stream : streams_) {
+      const absl::Status s = stream->Close();
+      if (streams_status->ok()) *streams_status = s;
+    }
+    absl::MutexLock lock(&mu_);
+    return std::move(samples_);
+  }
+
+ private:
+  struct Slot {
+    MatmulStream* stream = nullptr;
+    std::vector<char> out;  // C, the caller's buffer
+    MatmulResult result;
+    absl::Time from;
+  };
+
+  void Start(Slot* slot) {
+    slot->result = MatmulResult();
+    slot->from = absl::Now();
+    StreamCallOptions options;
+    options.timeout = timeout_;
+    options.c_out = absl::MakeSpan(slot->out);
+    submit_(slot->stream, options, &slot->result,
+            [this, slot](absl::Status status) { Finished(slot, status); });
+  }
+
+  void Finished(Slot* slot, const absl::Status& status) {
+    Sample s;
+    s.start = slot->from;
+    s.end = absl::Now();
+    SetOutcome(status, &s);
+    if (status.ok()) SetServerTimes(slot->result.info().timing(), &s);
+    {
+      absl::MutexLock lock(&mu_);
+      samples_.push_back(std::move(s));
+    }
+    // A stream that has ended fails every later request at once: stop that slot.
+    if (absl::Now() < end_ && status.code() != absl::StatusCode::kUnavailable &&
+        status.code() != absl::StatusCode::kFailedPrecondition) {
+      Start(slot);
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    if (--active_ == 0) done_.Notify();
+  }
+
+  const StreamSubmit submit_;
+  const absl::Duration timeout_;
+  const absl::Time end_;
+  absl::Mutex mu_;
+  std::vector<Sample> samples_ ABSL_GUARDED_BY(mu_);
+  int active_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Notification done_;
+  std::vector<std::unique_ptr<MatmulStream>> streams_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // their requests reference the slots
+};
+
 // CPU seconds of the server (--server_pid) and of this process over the measured window,
 // read by a thread that wakes at its start and end.
 class WindowCpu {
@@ -316,6 +413,13 @@ int RunBench(const CliOptions& o) {
   if (o.quantized && o.local) {
     std::fprintf(stderr, "error: --quantized runs against a server; --local has no quantized path\n");
     return 1;
+  }
+  if (o.stream && (o.local || o.async || o.rate > 0 || o.shm || o.outstanding < 1 ||
+                   o.outstanding > 65536)) {
+    std::fprintf(stderr,
+                 "error: --stream runs a closed loop against a server (not with --local, "
+                 "--async, --rate or --shm), --outstanding in [1, 65536]\n");
+    return 2;
   }
   if (o.shm && (o.quantized || o.local || o.async || o.rate > 0 || o.resident_b)) {
     std::fprintf(stderr,
@@ -423,9 +527,12 @@ int RunBench(const CliOptions& o) {
   }
 
   BenchReport report;
-  report.mode = o.local ? "in-process"
-                : o.rate > 0 ? "grpc-open-loop"
-                             : (o.async ? "grpc-async" : "grpc");
+  report.mode = o.local       ? "in-process"
+                : o.rate > 0  ? "grpc-open-loop"
+                : o.stream    ? "grpc-stream"
+                : o.async     ? "grpc-async"
+                              : "grpc";
+  if (o.stream) report.outstanding = o.outstanding;
   if (o.rate > 0) {
     report.target_rate = o.rate;
     report.arrivals = o.arrivals;
@@ -441,6 +548,7 @@ int RunBench(const CliOptions& o) {
   const char* rpc_name = o.quantized ? "QuantizedMatmul" : "Matmul";
   BlockingCall blocking;
   StartCall start;
+  StreamSubmit stream_submit;
   // How many connections each call goes over, for the report.
   std::function<int(const GemmClient&, const CallOptions&)> stripes_of;
   // --shm: the operands in a region, and the call of worker i writing C to slot i.
@@ -462,6 +570,10 @@ int RunBench(const CliOptions& o) {
     start = [args](GemmClient* client, const CallOptions& options, MatmulResult* result,
                    std::function<void(absl::Status)> done) {
       client->QuantizedMatmulAsync(args, options, result, std::move(done));
+    };
+    stream_submit = [args](MatmulStream* stream, const StreamCallOptions& options,
+                           MatmulResult* result, std::function<void(absl::Status)> done) {
+      stream->Submit(args, options, result, std::move(done));
     };
     stripes_of = [args](const GemmClient& client, const CallOptions& options) {
       return client.StripesFor(args, options);
@@ -507,6 +619,10 @@ int RunBench(const CliOptions& o) {
     start = [args](GemmClient* client, const CallOptions& options, MatmulResult* result,
                    std::function<void(absl::Status)> done) {
       client->MatmulAsync(args, options, result, std::move(done));
+    };
+    stream_submit = [args](MatmulStream* stream, const StreamCallOptions& options,
+                           MatmulResult* result, std::function<void(absl::Status)> done) {
+      stream->Submit(args, options, result, std::move(done));
     };
     stripes_of = [args](const GemmClient& client, const CallOptions& options) {
       return client.StripesFor(args, options);
@@ -583,6 +699,14 @@ int RunBench(const CliOptions& o) {
     samples = OpenLoop(callers, start, absl::Seconds(o.timeout_s), o.concurrency, o.rate,
                        o.arrivals == "poisson", o.seed, measure_end, out_bytes)
                   .Run(&dropped_at);
+  } else if (o.stream) {
+    absl::Status streams_status;
+    samples = StreamClosedLoop(channels, stream_submit, absl::Seconds(o.timeout_s),
+                               o.concurrency, o.outstanding, measure_end, out_bytes)
+                  .Run(&streams_status);
+    if (!streams_status.ok()) {
+      std::fprintf(stderr, "warning: a stream ended with %s\n", streams_status.ToString().c_str());
+    }
   } else if (o.async && !o.local) {
     samples = AsyncClosedLoop(callers, start, absl::Seconds(o.timeout_s), o.concurrency,
                               measure_end, out_bytes)

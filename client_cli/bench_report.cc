@@ -57,12 +57,14 @@ std::string FormatBenchText(const BenchReport& r) {
   }
   std::string out = absl::StrFormat(
       "bench: %s %s  shape=%s dtype=%s precision=%s kernel=%s\n"
-      "       concurrency=%d channels=%d stripes=%d warmup=%.1fs measured=%.1fs\n"
+      "       concurrency=%d channels=%d stripes=%d%s warmup=%.1fs measured=%.1fs\n"
       "requests:   %d ok, %d errors  %.2f req/s\n"
       "throughput: %.2f GFLOP/s   payload %.1f MB/s (sent %.1f, received %.1f)\n"
       "latency ms: p50=%.3f p90=%.3f p99=%.3f p99.9=%.3f max=%.3f mean=%.3f\n",
       r.mode, r.target, r.shape, r.dtype, r.precision, r.kernel.empty() ? "-" : r.kernel,
-      r.concurrency, r.channels, r.stripes, r.warmup_s, r.duration_s, r.ok, errors, r.RequestsPerSecond(),
+      r.concurrency, r.channels, r.stripes,
+      r.outstanding > 0 ? absl::StrCat(" outstanding=", r.outstanding) : std::string(),
+      r.warmup_s, r.duration_s, r.ok, errors, r.RequestsPerSecond(),
       r.Gflops(), r.SentMBps() + r.ReceivedMBps(), r.SentMBps(), r.ReceivedMBps(), r.latency.p50_ms,
       r.latency.p90_ms, r.latency.p99_ms, r.latency.p999_ms, r.latency.max_ms, r.latency.mean_ms);
   if (r.resident_b) {
@@ -123,7 +125,7 @@ std::string FormatBenchJson(const BenchReport& r) {
       ",\"resident_b_bytes\":", r.resident_b_bytes,
       ",\"resident_b_upload_s\":", Num(r.resident_b_upload_s),
       ",\"concurrency\":", r.concurrency, ",\"channels\":", r.channels,
-      ",\"stripes\":", r.stripes,
+      ",\"stripes\":", r.stripes, ",\"outstanding\":", r.outstanding,
       ",\"warmup_s\":", Num(r.warmup_s), ",\"duration_s\":", Num(r.duration_s), ",\"ok\":", r.ok,
       ",\"errors\":{", absl::StrJoin(errors, ","), "}",
       ",\"error_examples\":{", absl::StrJoin(examples, ","), "}",

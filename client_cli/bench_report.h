@@ -17,7 +17,8 @@ struct LatencySummary {
 LatencySummary SummarizeLatencies(std::vector<double> latencies_ms);
 
 struct BenchReport {
-  std::string mode;    // "grpc" or "in-process"
+  std::string mode;    // "grpc", "grpc-async", "grpc-stream", "grpc-shm", "grpc-open-loop"
+                       // or "in-process"
   std::string target;  // host:port, or the in-process backend
   std::string shape;   // "1024x1024x1024 batch=1"
   std::string dtype;
@@ -31,6 +32,7 @@ struct BenchReport {
   int concurrency = 0;
   int channels = 0;
   int stripes = 1;  // connections each call's bytes went over (CallOptions::stripes)
+  int outstanding = 0;  // --stream: requests in flight per stream (0: not streamed)
   double duration_s = 0;  // measured window
   double warmup_s = 0;
   int64_t ok = 0;

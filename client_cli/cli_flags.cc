@@ -63,6 +63,12 @@ ABSL_FLAG(double, warmup_s, 2, "bench: seconds run before measuring.");
 ABSL_FLAG(bool, async, false,
           "bench: keep --concurrency calls in flight with gRPC's callback API instead of one "
           "blocking thread per call (a lighter client, for high request rates).");
+ABSL_FLAG(bool, stream, false,
+          "bench: send the requests on MatmulStreams instead of one call each: --concurrency "
+          "streams (over the --channels connections, round-robin), each keeping --outstanding "
+          "requests in flight. The way to many small GEMMs a second.");
+ABSL_FLAG(int, outstanding, 64,
+          "bench --stream: requests each stream keeps in flight (sent and not yet answered).");
 ABSL_FLAG(bool, local, false,
           "bench: time the CPU backend in this process (no gRPC): the service's ceiling.");
 ABSL_FLAG(bool, json, false, "info/bench: print JSON.");
@@ -164,6 +170,8 @@ CliOptions CliOptionsFromFlags() {
   o.warmup_s = absl::GetFlag(FLAGS_warmup_s);
   o.local = absl::GetFlag(FLAGS_local);
   o.async = absl::GetFlag(FLAGS_async);
+  o.stream = absl::GetFlag(FLAGS_stream);
+  o.outstanding = absl::GetFlag(FLAGS_outstanding);
   o.json = absl::GetFlag(FLAGS_json);
   o.quant_format = absl::GetFlag(FLAGS_format);
   o.weight_only = absl::GetFlag(FLAGS_weight_only);

@@ -51,6 +51,8 @@ struct CliOptions {
   double warmup_s = 2;
   bool local = false;  // time the in-process CPU backend instead of the server
   bool async = false;  // bench: callback API, no thread per call in flight
+  bool stream = false;   // bench: requests on MatmulStreams (--concurrency of them)
+  int outstanding = 64;  // bench --stream: requests in flight per stream
   bool quantized = false;  // bench: drive QuantizedMatmul (--format, --weight_only)
   double rate = 0;         // bench: open loop at this many requests/s (0 = closed loop)
   std::string arrivals = "poisson";  // bench --rate: poisson | fixed

@@ -81,11 +81,12 @@ const std::vector<CommandSpec>& Commands() {
        "[--async] [--json] [--server_pid PID: the server's CPU per request]; --local\n"
        "times the in-process CPU backend; --quantized drives QuantizedMatmul instead;\n"
        "--resident_b uploads B once and sends A alone (B by handle); --stripes N and\n"
-       "--shm as matmul's, for every call",
+       "--shm as matmul's, for every call; --stream [--outstanding N] sends the requests\n"
+       "on MatmulStreams (--concurrency of them), N in flight on each",
        Concat({kMatmulOperandFlags, kQuantizedOperandFlags,
                {"quantized", "concurrency", "channels", "duration_s", "warmup_s", "async",
                 "local", "json", "rate", "arrivals", "server_pid", "grpc_arg", "resident_b",
-                "stripes", "shm", "shm_key"}}),
+                "stripes", "shm", "shm_key", "stream", "outstanding"}}),
        &RunBench},
       {"put",
        "upload FILE.npy as a resident tensor and print its handle (alone on stdout;\n"

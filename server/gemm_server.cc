@@ -125,6 +125,9 @@ absl::Status CheckConfig(const ServerConfig& c) {
     return absl::InvalidArgumentError(
         "--prepare_inline_max_bytes must be >= -1 (-1 = every request on gRPC's threads)");
   }
+  if (c.stream_max_outstanding < 1 || c.stream_max_outstanding > 65536) {
+    return absl::InvalidArgumentError("--stream_max_outstanding must be in [1, 65536]");
+  }
   if (c.shm && (c.shm_prefix.empty() || c.shm_prefix.size() > 64 ||
                 !std::all_of(c.shm_prefix.begin(), c.shm_prefix.end(), [](char ch) {
                   return absl::ascii_isalnum(static_cast<unsigned char>(ch)) || ch == '.' ||
@@ -258,6 +261,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   settings.upload_idle_timeout = config.upload_idle_timeout;
   settings.download_copies = config.download_copies;
   settings.prepare_inline_max_bytes = config.prepare_inline_max_bytes;
+  settings.stream_max_outstanding = config.stream_max_outstanding;
   if (!config.auth_tokens_file.empty()) {
     absl::StatusOr<std::unique_ptr<TokenAuthenticator>> tokens =
         TokenAuthenticator::FromFile(config.auth_tokens_file);

@@ -94,6 +94,8 @@ struct ServerConfig {
   // Requests up to this size are prepared on gRPC's callback thread, larger ones on the
   // preparer threads (-1: all on gRPC's).
   int64_t prepare_inline_max_bytes = int64_t{1} << 20;
+  // Requests one MatmulStream may have read and not yet answered.
+  int stream_max_outstanding = 256;
   // Shared-memory regions (--shm, --shm_prefix, --shm_max_bytes, --shm_max_regions):
   // POSIX shared-memory objects whose names start with "/" + shm_prefix; all regions'
   // bytes together and the regions one tenant holds are capped.

@@ -78,6 +78,10 @@ ABSL_FLAG(int64_t, prepare_inline_max_bytes, int64_t{1} << 20,
           "placed, operands dequantized) on gRPC's callback thread that read them; larger "
           "ones on the server's preparer threads, so gRPC's threads go back to other calls. "
           "-1 = every request on gRPC's threads, 0 = every request on the preparers.");
+ABSL_FLAG(int, stream_max_outstanding, 256,
+          "Requests one MatmulStream may have sent that the server has read and not yet "
+          "answered; past it the server reads no more of that stream until it has answered "
+          "some (HTTP/2 flow control then holds the sender back). 1 to 65536.");
 ABSL_FLAG(bool, download_copies, false,
           "GetTensor copies each chunk out of resident memory into host memory reserved for "
           "the download, as the CUDA backend must, even where the tensor is host memory (the "
@@ -276,6 +280,7 @@ int main(int argc, char** argv) {
   config.part_upload_timeout = absl::Seconds(absl::GetFlag(FLAGS_part_upload_timeout_s));
   config.download_copies = absl::GetFlag(FLAGS_download_copies);
   config.prepare_inline_max_bytes = absl::GetFlag(FLAGS_prepare_inline_max_bytes);
+  config.stream_max_outstanding = absl::GetFlag(FLAGS_stream_max_outstanding);
   const std::string shm = absl::GetFlag(FLAGS_shm);
   if (shm != "on" && shm != "off") {
     std::fprintf(stderr, "gemm-server: --shm must be on or off, not '%s'\n", shm.c_str());

@@ -1,8 +1,10 @@
-// proto/wire against the generated protobuf code, both ways: what the generated
+// proto/wire against the generated protobuf code, both ways (MatmulStream's envelopes
+// too): what the generated
 // serializer writes, the wire parsers read (split across many slices, fields in any
 // order, unknown fields, packed or unpacked shapes); what the wire encoders write, the
 // generated parser reads. And every malformed input is refused naming its field.
 #include "proto/wire/gemm_wire.h"
+#include "proto/wire/stream_wire.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -323,6 +325,110 @@ TEST(GemmWireTest, EveryTruncationIsHandled) {
       EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     }
   }
+}
+
+// MatmulStream's envelopes: the generated serialization parsed (the request inside left
+// where it is), the encoders read by the generated parser, and the oneof refused twice.
+TEST(StreamWireTest, RequestsBothWays) {
+  gemm::v1::StreamRequest request;
+  request.set_id(0xfedcba9876543210ull);
+  request.set_timeout_us(2500);
+  *request.mutable_matmul() = FullMatmul();
+  const std::string wire = request.SerializeAsString();
+  for (std::vector<size_t> sizes : std::vector<std::vector<size_t>>{{wire.size()}, {1}, {7, 3}}) {
+    StreamRequestWire parsed;
+    ASSERT_TRUE(ParseStreamRequest(Split(wire, sizes), &parsed).ok());
+    EXPECT_EQ(parsed.id, request.id());
+    EXPECT_EQ(parsed.timeout_us, 2500u);
+    ASSERT_EQ(parsed.call, StreamCall::kMatmul);
+    MatmulRequestWire inner;
+    ASSERT_TRUE(ParseMatmulRequest(parsed.body, &inner).ok());
+    EXPECT_TRUE(MessageDifferencer::Equals(Reassembled(inner), request.matmul()));
+  }
+
+  const gemm::v1::MatmulRequest full = FullMatmul();
+  gemm::v1::MatmulRequest head = full;
+  head.mutable_a()->clear_data();
+  head.mutable_b()->clear_data();
+  head.mutable_c()->clear_data();
+  const EncodedMessage body =
+      EncodeMatmulRequest(head, full.a().data(), full.b().data(), full.c().data());
+  gemm::v1::StreamRequest generated;
+  ASSERT_TRUE(generated.ParseFromString(
+      EncodeStreamRequest(42, StreamCall::kMatmul, 0, body).Flatten()));
+  EXPECT_EQ(generated.id(), 42u);
+  EXPECT_EQ(generated.timeout_us(), 0u);
+  EXPECT_TRUE(MessageDifferencer::Equals(generated.matmul(), full));
+  // The tensors are referenced, not copied.
+  const EncodedMessage wrapped = EncodeStreamRequest(43, StreamCall::kQuantized, 7, body);
+  int payloads = 0;
+  for (const EncodedMessage::Piece& piece : wrapped.pieces()) payloads += piece.is_payload;
+  EXPECT_EQ(payloads, 3);
+  ASSERT_TRUE(generated.ParseFromString(wrapped.Flatten()));
+  EXPECT_EQ(generated.call_case(), gemm::v1::StreamRequest::kQuantized);
+  EXPECT_EQ(generated.timeout_us(), 7u);
+}
+
+TEST(StreamWireTest, ResponsesBothWays) {
+  gemm::v1::MatmulResponse result;
+  result.mutable_c()->add_shape(2);
+  result.mutable_c()->set_data(Bytes(8, 4));
+  result.set_kernel("k");
+  const std::string result_bytes = result.SerializeAsString();
+  gemm::v1::StreamResponse generated;
+  ASSERT_TRUE(generated.ParseFromString(
+      StreamResponseHead(9, 0, "", result_bytes.size()) + result_bytes));
+  EXPECT_EQ(generated.id(), 9u);
+  EXPECT_EQ(generated.code(), 0);
+  EXPECT_TRUE(MessageDifferencer::Equals(generated.result(), result));
+  ASSERT_TRUE(generated.ParseFromString(StreamResponseHead(10, 4, "too late", std::nullopt)));
+  EXPECT_EQ(generated.code(), 4);
+  EXPECT_EQ(generated.message(), "too late");
+  EXPECT_FALSE(generated.has_result());
+
+  gemm::v1::StreamResponse answer;
+  answer.set_id(11);
+  answer.set_code(-3);  // not a code any server sends, but an int32 protobuf may carry
+  answer.set_message("m");
+  *answer.mutable_result() = result;
+  const std::string wire = answer.SerializeAsString();
+  StreamResponseWire parsed;
+  ASSERT_TRUE(ParseStreamResponse(Split(wire, {5}), &parsed).ok());
+  EXPECT_EQ(parsed.id, 11u);
+  EXPECT_EQ(parsed.code, -3);
+  EXPECT_EQ(parsed.message, "m");
+  ASSERT_TRUE(parsed.has_result);
+  EXPECT_EQ(Joined(parsed.result), result_bytes);
+}
+
+TEST(StreamWireTest, RefusesMalformedEnvelopesNamingTheField) {
+  std::string both;
+  AppendLengthDelimitedHead(&both, 2, 0);
+  AppendLengthDelimitedHead(&both, 3, 0);
+  StreamRequestWire parsed;
+  EXPECT_THAT(ParseStreamRequest(ByteRuns(both), &parsed).message(),
+              HasSubstr("both matmul and quantized"));
+  std::string twice;
+  AppendVarint(&twice, 1 << 3);
+  AppendVarint(&twice, 5);
+  AppendVarint(&twice, 1 << 3);
+  AppendVarint(&twice, 6);
+  StreamRequestWire again;
+  EXPECT_THAT(ParseStreamRequest(ByteRuns(twice), &again).message(), HasSubstr("id (field 1) appears twice"));
+  std::string wrong_type;
+  AppendLengthDelimitedHead(&wrong_type, 1, 0);
+  StreamRequestWire typed;
+  const absl::Status s = ParseStreamRequest(ByteRuns(wrong_type), &typed);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("gemm.v1.StreamRequest"));
+  EXPECT_THAT(s.message(), HasSubstr("id (field 1) has wire type length-delimited"));
+  // No call at all parses (it is answered by id).
+  gemm::v1::StreamRequest empty;
+  empty.set_id(3);
+  StreamRequestWire bare;
+  ASSERT_TRUE(ParseStreamRequest(ByteRuns(empty.SerializeAsString()), &bare).ok());
+  EXPECT_EQ(bare.call, StreamCall::kNone);
+  EXPECT_EQ(bare.id, 3u);
 }
 
 }  // namespace

@@ -25,8 +25,8 @@ TEST(ServerMetricsTest, RequestLabelSetsExistUpFrontAtZero) {
   ServerMetrics metrics(1);
   // Matmul: FP32, FP16_TENSOR, NONE; QuantizedMatmul: INT8, NVFP4, NONE; GetServerInfo,
   // PutTensor, GetTensor, DeleteTensor, ListTensors, RegisterRegion, UnregisterRegion,
-  // ListRegions: NONE; each with the 17 status codes.
-  EXPECT_EQ(RequestSeries(metrics), 14 * 17);
+  // ListRegions, MatmulStream: NONE; each with the 17 status codes.
+  EXPECT_EQ(RequestSeries(metrics), 15 * 17);
   EXPECT_EQ(MetricValue(metrics, "gemm_requests_total",
                         {{"method", "Matmul"}, {"precision", "FP16_TENSOR"}, {"code", "UNAVAILABLE"}}),
             0);
@@ -61,7 +61,24 @@ TEST(ServerMetricsTest, EachRequestCountsOnceUnderItsLabels) {
   EXPECT_EQ(MetricValue(metrics, "gemm_requests_total",
                         {{"method", "Matmul"}, {"precision", "NONE"}, {"code", "UNKNOWN"}}),
             1);
-  EXPECT_EQ(RequestSeries(metrics), 14 * 17);
+  EXPECT_EQ(RequestSeries(metrics), 15 * 17);
+}
+
+TEST(ServerMetricsTest, StreamRequestsByCodeAndOpenStreams) {
+  ServerMetrics metrics(1);
+  metrics.RecordStreamRequest(absl::StatusCode::kOk);
+  metrics.RecordStreamRequest(absl::StatusCode::kOk);
+  metrics.RecordStreamRequest(absl::StatusCode::kDeadlineExceeded);
+  metrics.RecordStreamRequest(static_cast<absl::StatusCode>(99));
+  EXPECT_EQ(MetricValue(metrics, "gemm_stream_requests_total", {{"code", "OK"}}), 2);
+  EXPECT_EQ(MetricValue(metrics, "gemm_stream_requests_total", {{"code", "DEADLINE_EXCEEDED"}}),
+            1);
+  EXPECT_EQ(MetricValue(metrics, "gemm_stream_requests_total", {{"code", "UNKNOWN"}}), 1);
+  EXPECT_EQ(MetricValue(metrics, "gemm_stream_requests_total", {{"code", "CANCELLED"}}), 0);
+  metrics.AddOpenStreams(2);
+  metrics.AddOpenStreams(-1);
+  EXPECT_EQ(metrics.open_streams(), 1);
+  EXPECT_EQ(MetricValue(metrics, "gemm_open_streams", {}), 1);
 }
 
 TEST(ServerMetricsTest, DeviceMemoryGaugesByKind) {

@@ -150,6 +150,10 @@ add_executable(region_table_test region_table_test.cc)
 target_link_libraries(region_table_test PRIVATE gemm_regions GTest::gtest_main)
 gtest_discover_tests(region_table_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
 
+add_executable(matmul_stream_test matmul_stream_test.cc)
+target_link_libraries(matmul_stream_test PRIVATE gemm_server_lib gemm_client GTest::gtest_main)
+gtest_discover_tests(matmul_stream_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+
 add_executable(shm_server_test shm_server_test.cc)
 target_link_libraries(shm_server_test PRIVATE gemm_server_lib gemm_client GTest::gtest_main)
 gtest_discover_tests(shm_server_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)

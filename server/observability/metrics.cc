@@ -43,6 +43,8 @@ const char* RpcMethodName(RpcMethod method) {
       return "UnregisterRegion";
     case RpcMethod::kListRegions:
       return "ListRegions";
+    case RpcMethod::kMatmulStream:
+      return "MatmulStream";
   }
   return "unknown";
 }
@@ -131,6 +133,19 @@ ServerMetrics::ServerMetrics(const std::vector<int>& device_labels)
                   .Help("Shared-memory regions registered, all tenants")
                   .Register(*registry_)
                   .Add({});
+  auto& stream_requests = prometheus::BuildCounter()
+                              .Name("gemm_stream_requests_total")
+                              .Help("Requests that came on a MatmulStream, by status code")
+                              .Register(*registry_);
+  for (int c = 0; c < kNumCodes; ++c) {
+    stream_requests_[c] = &stream_requests.Add(
+        {{"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(c))}});
+  }
+  open_streams_ = &prometheus::BuildGauge()
+                       .Name("gemm_open_streams")
+                       .Help("MatmulStreams open")
+                       .Register(*registry_)
+                       .Add({});
   queue_depth_ = &prometheus::BuildGauge()
                       .Name("gemm_queue_depth")
                       .Help("Jobs waiting for a device")
@@ -208,6 +223,12 @@ ServerMetrics::ServerMetrics(const std::vector<int>& device_labels)
                        &memory.Add({{"device", device}, {"kind", "limit"}}),
                        &memory.Add({{"device", device}, {"kind", "pinned"}})});
   }
+}
+
+void ServerMetrics::RecordStreamRequest(absl::StatusCode code) {
+  int c = static_cast<int>(code);
+  if (c < 0 || c >= kNumCodes) c = static_cast<int>(absl::StatusCode::kUnknown);
+  stream_requests_[c]->Increment();
 }
 
 void ServerMetrics::RecordRequest(RpcMethod method, PrecisionLabel precision,

@@ -23,6 +23,10 @@
 // gemm_tensor_upload_duration_seconds                histogram (one PutTensor stream)
 // gemm_shm_region_bytes / gemm_shm_regions           gauges (shared-memory regions
 //                                                    registered, all tenants)
+// gemm_stream_requests_total{code}                   counter (the requests that came on a
+//                                                    MatmulStream, also counted in
+//                                                    gemm_requests_total as their method)
+// gemm_open_streams                                  gauge (MatmulStreams open)
 #ifndef GEMMD_SERVER_OBSERVABILITY_METRICS_H_
 #define GEMMD_SERVER_OBSERVABILITY_METRICS_H_
 
@@ -61,8 +65,9 @@ enum class RpcMethod {
   kRegisterRegion,
   kUnregisterRegion,
   kListRegions,
+  kMatmulStream,  // the stream itself; each request on it counts as a Matmul or QuantizedMatmul
 };
-inline constexpr int kNumRpcMethods = 10;
+inline constexpr int kNumRpcMethods = 11;
 // The GEMM methods (they have device phases and a precision label).
 inline bool IsGemmMethod(RpcMethod m) {
   return m == RpcMethod::kMatmul || m == RpcMethod::kQuantizedMatmul;
@@ -134,6 +139,9 @@ class ServerMetrics {
   void AddTensorsExpired(int64_t count) { tensors_expired_->Increment(static_cast<double>(count)); }
   void ObserveUpload(int64_t bytes, absl::Duration duration);
   // The shared-memory regions registered (all tenants).
+  void RecordStreamRequest(absl::StatusCode code);
+  void AddOpenStreams(int delta) { open_streams_->Increment(delta); }
+  int64_t open_streams() const { return static_cast<int64_t>(open_streams_->Value()); }
   void SetRegions(int64_t bytes, int64_t regions) {
     region_bytes_->Set(static_cast<double>(bytes));
     regions_->Set(static_cast<double>(regions));
@@ -168,6 +176,8 @@ class ServerMetrics {
   prometheus::Histogram* upload_seconds_;
   prometheus::Gauge* region_bytes_;
   prometheus::Gauge* regions_;
+  std::array<prometheus::Counter*, kNumCodes> stream_requests_{};
+  prometheus::Gauge* open_streams_;
 };
 
 }  // namespace gemmd

@@ -1,6 +1,7 @@
 #include "server/rpc/call_registry.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/time/clock.h"
 
@@ -11,10 +12,11 @@ absl::Status CallRegistry::RefuseLocked() {
   return absl::UnavailableError("server is shutting down");
 }
 
-absl::Status CallRegistry::Enter(const void* call, bool continues) {
+absl::Status CallRegistry::Enter(const void* call, bool continues,
+                                 std::function<void()> on_draining) {
   absl::MutexLock lock(&mu_);
   if (draining_ && !continues) return RefuseLocked();
-  calls_.insert(call);
+  calls_.emplace(call, std::move(on_draining));
   return absl::OkStatus();
 }
 
@@ -33,6 +35,9 @@ void CallRegistry::StartDraining() {
   if (draining_) return;
   draining_ = true;
   last_refused_ = absl::Now();  // quiet counts from here: clients have yet to hear
+  for (auto& [call, on_draining] : calls_) {
+    if (on_draining) on_draining();
+  }
 }
 
 bool CallRegistry::draining() const {

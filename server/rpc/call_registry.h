@@ -9,9 +9,10 @@
 #define GEMMD_SERVER_RPC_CALL_REGISTRY_H_
 
 #include <cstddef>
+#include <functional>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -21,8 +22,11 @@ namespace gemmd {
 class CallRegistry {
  public:
   // UNAVAILABLE once draining has started (the call is then not registered), unless
-  // the call `continues` one begun before.
-  absl::Status Enter(const void* call, bool continues = false);
+  // the call `continues` one begun before. `on_draining` (a stream that would otherwise
+  // wait for its client) runs once when draining starts while the call is registered,
+  // under the registry's lock: it must not call into the registry.
+  absl::Status Enter(const void* call, bool continues = false,
+                     std::function<void()> on_draining = nullptr);
   void Leave(const void* call);
   // UNAVAILABLE once draining has started, for a call that does not register, unless it
   // `continues` one begun before; a refusal counts for AwaitQuiet.
@@ -42,7 +46,7 @@ class CallRegistry {
 
   mutable absl::Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
-  absl::flat_hash_set<const void*> calls_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<const void*, std::function<void()>> calls_ ABSL_GUARDED_BY(mu_);
   absl::Time last_refused_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 

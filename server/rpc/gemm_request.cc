@@ -149,9 +149,13 @@ absl::Status PrepareRequest(const GemmRequestContext& context, RpcMethod method,
                             grpc::ByteBuffer* bytes, GemmRequest* r, PrecisionLabel* label) {
   absl::StatusOr<Received> received = TakeReceived(context, bytes);
   if (!received.ok()) return received.status();
-  return method == RpcMethod::kMatmul
-             ? PrepareMatmul(context, *std::move(received), r, label)
-             : PrepareQuantizedMatmul(context, *std::move(received), r, label);
+  return PrepareReceived(context, method, *std::move(received), r, label);
+}
+
+absl::Status PrepareReceived(const GemmRequestContext& context, RpcMethod method,
+                             Received received, GemmRequest* r, PrecisionLabel* label) {
+  return method == RpcMethod::kMatmul ? PrepareMatmul(context, std::move(received), r, label)
+                                      : PrepareQuantizedMatmul(context, std::move(received), r, label);
 }
 
 void SetResultDestination(const GemmRequestContext& context, void* response,

@@ -49,6 +49,7 @@
 #include "absl/time/time.h"
 #include "gemm/v1/gemm.pb.h"
 #include "kernels/quantized_operands.h"
+#include "proto/wire/wire_format.h"
 #include "server/devices/host_copier.h"
 #include "server/devices/kernel_catalogue.h"
 #include "server/observability/metrics.h"
@@ -60,6 +61,17 @@
 #include "server/store/tensor_store.h"
 
 namespace gemmd {
+
+// A received message's bytes, held as gRPC's slices (references, no copy):
+// TakeReceived (request_phases.h) makes one.
+struct Received {
+  std::vector<grpc::Slice> slices;
+  Reservation reservation;  // the bytes, against --max_inflight_bytes
+  // The request message's bytes in order, for Locate: all of the slices' bytes, or the
+  // part of them that is the request when it came inside another message (a
+  // MatmulStream's StreamRequest).
+  wire::ByteRuns runs;
+};
 
 // What preparing needs from the server.
 struct GemmRequestContext {
@@ -118,6 +130,9 @@ struct GemmRequest : Job {
 absl::Status PrepareRequest(const GemmRequestContext& context, RpcMethod method,
                             grpc::ByteBuffer* received, GemmRequest* request,
                             PrecisionLabel* label);
+// The same from bytes already taken (TakeReceived), whose runs are the request message.
+absl::Status PrepareReceived(const GemmRequestContext& context, RpcMethod method,
+                             Received received, GemmRequest* request, PrecisionLabel* label);
 
 // Where the job writes C: the request's region slice (c_shm), the kept resident tensor
 // when the request keeps C (in host memory, or in the device's memory on a device that

@@ -13,6 +13,7 @@
 #include "server/observability/client_text.h"
 #include "server/rpc/call_continuation.h"
 #include "server/rpc/grpc_status.h"
+#include "server/rpc/matmul_stream_call.h"
 #include "server/rpc/raw_messages.h"
 #include "server/rpc/tensor_chunk_sequence.h"
 #include "server/rpc/tensor_download_call.h"
@@ -82,6 +83,7 @@ GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> 
   environment_.request.regions = regions_;
   environment_.preparers = &preparers_;
   environment_.prepare_inline_max_bytes = settings_.prepare_inline_max_bytes;
+  environment_.stream_max_outstanding = settings_.stream_max_outstanding;
   environment_.executor = executor;
   environment_.metrics = metrics_;
   environment_.registry = &registry_;
@@ -110,16 +112,21 @@ grpc::ServerGenericBidiReactor* GemmServiceImpl::GenericCalls::CreateReactor(
   static const std::string kMatmul = "/gemm.v1.GemmService/Matmul";
   static const std::string kQuantizedMatmul = "/gemm.v1.GemmService/QuantizedMatmul";
   static const std::string kPutTensor = "/gemm.v1.GemmService/PutTensor";
+  static const std::string kMatmulStream = "/gemm.v1.GemmService/MatmulStream";
   const std::string& name = context->method();
   const RpcMethod method = name == kMatmul            ? RpcMethod::kMatmul
                            : name == kQuantizedMatmul ? RpcMethod::kQuantizedMatmul
                            : name == kPutTensor       ? RpcMethod::kPutTensor
+                           : name == kMatmulStream    ? RpcMethod::kMatmulStream
                                                       : RpcMethod::kGetServerInfo;
   if (method == RpcMethod::kGetServerInfo) return UnimplementedCall(context);
   absl::StatusOr<std::string> tenant = service_->auth_.TenantOf(*context, method);
   if (!tenant.ok()) return RefusedCall(tenant.status());
   if (method == RpcMethod::kPutTensor) {
     return new TensorUploadCall(&service_->tensor_environment_, context, *std::move(tenant));
+  }
+  if (method == RpcMethod::kMatmulStream) {
+    return new MatmulStreamCall(&service_->environment_, context, *std::move(tenant));
   }
   return new GemmCall(&service_->environment_, context, method, *std::move(tenant));
 }

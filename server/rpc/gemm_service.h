@@ -1,5 +1,6 @@
-// The gRPC face of the server. Matmul, QuantizedMatmul and PutTensor go through gRPC's
-// generic callback API, one GemmCall or TensorUploadCall per call (gemm_call.h says why);
+// The gRPC face of the server. Matmul, QuantizedMatmul, MatmulStream and PutTensor go
+// through gRPC's generic callback API, one GemmCall, MatmulStreamCall or TensorUploadCall
+// per call (gemm_call.h says why);
 // the other methods through the generated callback API, raw: each parses its own
 // request (raw_messages.h), so a request protobuf refuses is answered, counted and
 // logged like any other failure. No gRPC thread ever waits for a GEMM.
@@ -49,14 +50,16 @@ struct ServiceSettings {
   absl::Duration upload_idle_timeout = absl::Seconds(10);
   bool download_copies = false;  // TensorCallEnvironment::copy_downloads
   int64_t prepare_inline_max_bytes = int64_t{1} << 20;  // GemmCallEnvironment's
+  int stream_max_outstanding = 256;                      // GemmCallEnvironment's
 };
 
 // GetServerInfo and the small tensor-store calls served by the generated code, raw;
-// Matmul, QuantizedMatmul and PutTensor are left to the generic service below (marked
+// Matmul, QuantizedMatmul, MatmulStream and PutTensor are left to the generic service
+// below (marked
 // generic, so gRPC does not parse their messages: their tensors are read from the
 // received bytes).
 using GemmService = gemm::v1::GemmService;
-using GemmTypedService =
+using GemmTypedService = GemmService::WithGenericMethod_MatmulStream<
     GemmService::WithGenericMethod_Matmul<GemmService::WithGenericMethod_QuantizedMatmul<
         GemmService::WithGenericMethod_PutTensor<GemmService::WithRawCallbackMethod_GetTensor<
             GemmService::WithRawCallbackMethod_DeleteTensor<
@@ -65,7 +68,7 @@ using GemmTypedService =
                         GemmService::WithRawCallbackMethod_UnregisterRegion<
                             GemmService::WithRawCallbackMethod_ListRegions<
                                 GemmService::WithRawCallbackMethod_GetServerInfo<
-                                    GemmService::Service>>>>>>>>>>;
+                                    GemmService::Service>>>>>>>>>>>;
 
 class GemmServiceImpl final : public GemmTypedService {
  public:

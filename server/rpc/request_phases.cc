@@ -40,15 +40,19 @@ DeviceOperands ResidentPacked(const GemmRequestContext& context, const Quantized
 
 }  // namespace
 
-absl::StatusOr<Received> TakeReceived(const GemmRequestContext& context, grpc::ByteBuffer* bytes) {
-  const int64_t size = static_cast<int64_t>(bytes->Length());
+absl::StatusOr<Reservation> ReserveReceived(const GemmRequestContext& context, int64_t size) {
   if (size > context.limits.max_message_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the request is ", size, " bytes; this server accepts at most ",
         context.limits.max_message_bytes, " (--max_message_bytes)"));
   }
+  return context.memory->Reserve(size);
+}
+
+absl::StatusOr<Received> TakeReceived(const GemmRequestContext& context, grpc::ByteBuffer* bytes) {
   Received received;
-  absl::StatusOr<Reservation> reserved = context.memory->Reserve(size);
+  absl::StatusOr<Reservation> reserved =
+      ReserveReceived(context, static_cast<int64_t>(bytes->Length()));
   if (!reserved.ok()) return reserved.status();
   received.reservation = *std::move(reserved);
   // Dump takes references to gRPC's slices; no byte is copied.

@@ -23,15 +23,13 @@
 
 namespace gemmd {
 
-// TakeReceived: the message's bytes, held as gRPC's slices (references, no copy).
-struct Received {
-  std::vector<grpc::Slice> slices;
-  Reservation reservation;  // the bytes, against --max_inflight_bytes
-  wire::ByteRuns runs;      // the slices' bytes in order, for Locate
-};
+// TakeReceived: the message's bytes, held as gRPC's slices (references, no copy), in a
+// Received (gemm_request.h).
 // RESOURCE_EXHAUSTED for a message over limits.max_message_bytes or past the memory cap.
 // Takes `bytes` (leaving it empty).
 absl::StatusOr<Received> TakeReceived(const GemmRequestContext& context, grpc::ByteBuffer* bytes);
+// The size check and reservation alone, for a message whose slices are already held.
+absl::StatusOr<Reservation> ReserveReceived(const GemmRequestContext& context, int64_t size);
 
 // Bind: the resident tensors a request names, pinned, and the device they are on.
 struct Bound {

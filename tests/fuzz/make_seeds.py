@@ -4,8 +4,9 @@ The formats of validation_fuzz and put_tensor_fuzz are in their functions below.
 
 wire_fuzz:
 Each seed is one byte (the piece size the target splits the rest into) followed by a
-protobuf message written by hand: MatmulRequests, QuantizedMatmulRequests and a
-MatmulResponse, in canonical and unusual field orders, with unknown fields. Run it again
+protobuf message written by hand: MatmulRequests, QuantizedMatmulRequests, a
+MatmulResponse and MatmulStream's StreamRequests and StreamResponses, in canonical and
+unusual field orders, with unknown fields. Run it again
 after changing the messages; the files are small and kept in the repository.
 """
 import os
@@ -89,8 +90,15 @@ def seeds():
                                     ld(3, qtensor([3, 32], 1, bytes(96),
                                                   struct.pack("<3f", 1, 2, 3))) + ld(8, region))
     yield "tensor_chunk_region", ld(1, header) + ld(4, region) + ld(5, region)
-    yield "response", (ld(1, tensor([2, 3], 1, bytes(24))) + ld(2, b"cpu_sgemm_openblas") +
-                       ld(3, b"cpu:0") + ld(4, vi(1, 3) + vi(3, 40) + vi(6, 1)) + vi(5, 1))
+    response = (ld(1, tensor([2, 3], 1, bytes(24))) + ld(2, b"cpu_sgemm_openblas") +
+                ld(3, b"cpu:0") + ld(4, vi(1, 3) + vi(3, 40) + vi(6, 1)) + vi(5, 1))
+    yield "response", response
+    # MatmulStream's envelopes: a StreamRequest around each kind of call, and answers.
+    yield "stream_matmul", vi(1, 7) + ld(2, ld(1, a) + ld(2, b)) + vi(4, 2500)
+    yield "stream_quantized", vi(1, 1 << 40) + ld(3, ld(2, tensor([1, 32], 1, bytes(128))) +
+                                                     ld(6, handle))
+    yield "stream_response", vi(1, 7) + ld(4, response)
+    yield "stream_error", vi(1, 8) + vi(2, 3) + ld(3, b"b.data has 16 bytes")
 
 
 def npy(descr, shape, payload, version=1):

@@ -2,8 +2,8 @@
 // bytes, split into separately allocated pieces as gRPC hands them over, so AddressSanitizer
 // sees any read past a piece. The first byte picks the piece size. Checks, beyond "no
 // crash": payload views stay inside the input, and whatever the wire parser accepts the
-// generated protobuf parser accepts too, as the same message (Matmul requests and
-// PutTensor chunks).
+// generated protobuf parser accepts too, as the same message (Matmul requests, PutTensor
+// chunks, MatmulStream's envelopes and the Matmul request inside one).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +14,7 @@
 #include "google/protobuf/util/field_comparator.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "proto/wire/gemm_wire.h"
+#include "proto/wire/stream_wire.h"
 
 namespace {
 
@@ -107,6 +108,38 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       generated.DiscardUnknownFields();
       ours.DiscardUnknownFields();
       Check(SameMessage(ours, generated));
+    }
+  }
+  // MatmulStream's envelopes: the same id, timeout and call as the generated parser reads,
+  // and the request inside parsed as the server parses it.
+  gemmd::wire::StreamRequestWire stream;
+  if (gemmd::wire::ParseStreamRequest(runs, &stream).ok()) {
+    Check(stream.body.size() <= whole.size());
+    gemm::v1::StreamRequest generated;
+    if (generated.ParseFromString(whole)) {
+      Check(generated.id() == stream.id && generated.timeout_us() == stream.timeout_us);
+      Check(static_cast<int>(generated.call_case()) ==
+            (stream.call == gemmd::wire::StreamCall::kMatmul      ? 2
+             : stream.call == gemmd::wire::StreamCall::kQuantized ? 3
+                                                                  : 0));
+    }
+    gemmd::wire::MatmulRequestWire inner;
+    if (stream.call == gemmd::wire::StreamCall::kMatmul &&
+        gemmd::wire::ParseMatmulRequest(stream.body, &inner).ok()) {
+      Check(inner.a_data.size() + inner.b_data.size() + inner.c_data.size() <=
+            stream.body.size());
+    }
+  }
+  gemmd::wire::StreamResponseWire answer;
+  if (gemmd::wire::ParseStreamResponse(runs, &answer).ok()) {
+    Check(answer.result.size() <= whole.size());
+    gemm::v1::StreamResponse generated;
+    const bool parsed = generated.ParseFromString(whole);
+    Check(parsed || !ValidUtf8(answer.message) || answer.has_result);
+    if (parsed) {
+      Check(generated.id() == answer.id && generated.code() == answer.code &&
+            generated.message() == answer.message &&
+            generated.has_result() == answer.has_result);
     }
   }
   return 0;

@@ -1,0 +1,425 @@
+// MatmulStream (server/rpc/matmul_stream_call.h, client/matmul_stream.h) against a whole
+// server in-process: many requests on one stream answered by id and checked against the
+// FP64 reference (dense, batched, beta != 0, quantized); answers as requests complete,
+// each with its own status (a bad request among good ones ends nothing); per-request
+// deadlines; a stream that never reads its answers held at --stream_max_outstanding;
+// cancelling a stream drops its queued jobs and gives every byte back; a drain answers
+// what was read and ends the stream OK, failing what it never read UNAVAILABLE; metrics
+// count each request and each stream as the client saw them.
+#include "client/matmul_stream.h"
+
+#include <grpcpp/generic/generic_stub.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "client/gemm_client.h"
+#include "client/request_encoding.h"
+#include "kernels/reference_gemm.h"
+#include "proto/wire/stream_wire.h"
+#include "server/observability/metrics.h"
+#include "server/rpc/host_memory.h"
+#include "server/scheduling/batcher.h"
+#include "tests/client_calls.h"
+#include "tests/server_fixture.h"
+
+namespace gemmd::testing {
+namespace {
+
+// C = A[m,k] * B[k,n] (FP32, N(0,1)) with its operands, and the FP64 reference.
+struct Fp32Call {
+  int64_t m = 0, n = 0, k = 0;
+  std::string a, b;
+  MatmulArgs args;
+  MatmulResult result;
+  absl::Status status = absl::UnknownError("not answered");
+
+  Fp32Call(int64_t m_, int64_t n_, int64_t k_, uint64_t seed) : m(m_), n(n_), k(k_) {
+    a = Random(DataType::kFloat32, m * k, seed);
+    b = Random(DataType::kFloat32, k * n, seed + 1);
+    args.a = {{m, k}, gemm::v1::DATA_TYPE_FLOAT32, a};
+    args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, b};
+  }
+
+  double Error() const {
+    GemmProblem p;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    GemmOperands ops;
+    ops.a = a.data();
+    ops.b = b.data();
+    const std::vector<double> ref = ReferenceGemm(p, ops);
+    return RelativeError(ref.data(), result.c().data(), DataType::kFloat32, m * n);
+  }
+};
+
+double Scraped(GemmServer& server, const std::string& series) {
+  return ScrapedValue(HttpGet(server.metrics_port(), "/metrics"), series);
+}
+
+class MatmulStreamTest : public InProcessServerTest {
+ protected:
+  // A server on a gated FakeDevice (C = the problem's m everywhere).
+  FakeDevice* StartGated(ServerConfig config = TestConfig()) {
+    auto device = std::make_unique<FakeDevice>(/*gated=*/true);
+    FakeDevice* fake = device.get();
+    Start(config, std::move(device));
+    return fake;
+  }
+};
+
+TEST_F(MatmulStreamTest, ManyRequestsFromTwoThreadsMatchTheFp64Reference) {
+  ServerConfig config = TestConfig();
+  config.metrics_port = 0;
+  Start(config);
+  constexpr int kCalls = 240;
+  std::mt19937_64 rng(TestSeed(5));
+  std::uniform_int_distribution<int64_t> size(1, 48);
+  std::vector<std::unique_ptr<Fp32Call>> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.push_back(std::make_unique<Fp32Call>(size(rng), size(rng), size(rng), 100 + 2 * i));
+  }
+  StreamOptions options;
+  options.max_outstanding = 16;
+  MatmulStream stream(channel_, options);
+  std::atomic<int> answered{0};
+  auto submit_from = [&](int first) {
+    for (int i = first; i < kCalls; i += 2) {
+      Fp32Call* call = calls[i].get();
+      stream.Submit(call->args, {}, &call->result, [call, &answered](absl::Status s) {
+        call->status = std::move(s);
+        answered.fetch_add(1);
+      });
+      EXPECT_LE(stream.outstanding(), options.max_outstanding);
+    }
+  };
+  std::thread other(submit_from, 1);
+  submit_from(0);
+  other.join();
+  const absl::Status closed = stream.Close();
+  ASSERT_TRUE(closed.ok()) << closed;
+  ASSERT_EQ(answered.load(), kCalls);
+  for (const auto& call : calls) {
+    ASSERT_TRUE(call->status.ok()) << call->status;
+    ASSERT_EQ(call->result.c().size(), static_cast<size_t>(call->m * call->n * 4));
+    EXPECT_EQ(call->result.info().c().shape(0), call->m);
+    EXPECT_EQ(call->result.info().c().shape(1), call->n);
+    EXPECT_LT(call->Error(), 1e-5) << call->m << "x" << call->n << "x" << call->k;
+  }
+  // Counted as the client saw them: each request as a Matmul and a stream request, the
+  // stream once; nothing left open or held.
+  ASSERT_TRUE(server_->AwaitIdle(absl::Now() + absl::Seconds(10)));
+  EXPECT_EQ(Scraped(*server_, "gemm_stream_requests_total{code=\"OK\"}"), kCalls);
+  EXPECT_EQ(Scraped(*server_,
+                    "gemm_requests_total{code=\"OK\",method=\"Matmul\",precision=\"FP32\"}"),
+            kCalls);
+  EXPECT_EQ(Scraped(*server_,
+                    "gemm_requests_total{code=\"OK\",method=\"MatmulStream\",precision=\"NONE\"}"),
+            1);
+  EXPECT_EQ(Scraped(*server_, "gemm_open_streams"), 0);
+  EXPECT_EQ(Scraped(*server_, "gemm_inflight_requests"), 0);
+  EXPECT_EQ(server_->memory().reserved_bytes(), 0);
+}
+
+TEST_F(MatmulStreamTest, BatchedBetaAndQuantizedRequestsEqualTheirUnaryCalls) {
+  Start();
+  GemmClient client(channel_);
+  MatmulStream stream(channel_);
+  // Batched A against a shared B, with beta != 0 and a transposed B.
+  const int64_t batch = 3, m = 17, k = 33, n = 9;
+  const std::string a = Random(DataType::kFloat32, batch * m * k, 1);
+  const std::string b = Random(DataType::kFloat32, n * k, 2);
+  const std::string c = Random(DataType::kFloat32, batch * m * n, 3);
+  MatmulArgs dense;
+  dense.a = {{batch, m, k}, gemm::v1::DATA_TYPE_FLOAT32, a};
+  dense.b = {{n, k}, gemm::v1::DATA_TYPE_FLOAT32, b};
+  dense.c = TensorRef{{batch, m, n}, gemm::v1::DATA_TYPE_FLOAT32, c};
+  dense.transpose_b = true;
+  dense.beta = 0.75f;
+  const std::unique_ptr<QuantizedCalls> q = MakeQuantizedCalls(24, 40, 64);
+
+  MatmulResult unary_dense, unary_int8, unary_nvfp4;
+  ASSERT_TRUE(client.Matmul(dense, {}, &unary_dense).ok());
+  ASSERT_TRUE(client.QuantizedMatmul(q->int8, {}, &unary_int8).ok());
+  ASSERT_TRUE(client.QuantizedMatmul(q->nvfp4, {}, &unary_nvfp4).ok());
+
+  MatmulResult streamed_dense, streamed_int8, streamed_nvfp4;
+  std::vector<char> c_out(batch * m * n * 4);
+  StreamCallOptions into;
+  into.c_out = absl::MakeSpan(c_out);
+  std::future<absl::Status> f1 = stream.Submit(dense, into, &streamed_dense);
+  std::future<absl::Status> f2 = stream.Submit(q->int8, {}, &streamed_int8);
+  std::future<absl::Status> f3 = stream.Submit(q->nvfp4, {}, &streamed_nvfp4);
+  ASSERT_TRUE(f1.get().ok());
+  ASSERT_TRUE(f2.get().ok());
+  ASSERT_TRUE(f3.get().ok());
+  EXPECT_EQ(streamed_dense.c().data(), c_out.data());
+  EXPECT_EQ(streamed_dense.c(), unary_dense.c());
+  EXPECT_EQ(streamed_int8.c(), unary_int8.c());
+  EXPECT_EQ(streamed_nvfp4.c(), unary_nvfp4.c());
+  EXPECT_EQ(streamed_nvfp4.info().kernel(), unary_nvfp4.info().kernel());
+  EXPECT_TRUE(stream.Close().ok());
+}
+
+TEST_F(MatmulStreamTest, AnswersComeAsRequestsCompleteEachWithItsOwnStatus) {
+  ServerConfig config = TestConfig();
+  config.metrics_port = 0;
+  FakeDevice* fake = StartGated(config);
+  MatmulStream stream(channel_);
+  Fp32Call held(3, 2, 2, 1), bad(4, 2, 2, 3), queued(5, 2, 2, 5);
+  bad.args.b.shape = {3, 2};  // K = 3 does not match A's 2
+  absl::Mutex mu;
+  std::vector<int64_t> order;  // m of each answer, as answered
+  auto record = [&](Fp32Call* call) {
+    return [&, call](absl::Status s) {
+      call->status = std::move(s);
+      absl::MutexLock lock(&mu);
+      order.push_back(call->m);
+    };
+  };
+  stream.Submit(held.args, {}, &held.result, record(&held));
+  fake->AwaitStarted(1);  // the device holds it
+  stream.Submit(bad.args, {}, &bad.result, record(&bad));
+  stream.Submit(queued.args, {}, &queued.result, record(&queued));
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(+[](std::vector<int64_t>* o) { return !o->empty(); }, &order));
+    EXPECT_EQ(order, std::vector<int64_t>{4});  // answered while the first is still held
+  }
+  EXPECT_EQ(bad.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status.message(), "b.data has 16 bytes; shape [3,2] FLOAT32 needs 24");
+  fake->Open();
+  ASSERT_TRUE(stream.Close().ok());
+  ASSERT_TRUE(held.status.ok()) << held.status;
+  ASSERT_TRUE(queued.status.ok()) << queued.status;
+  // Each answer reached its own request: the fake device writes m into C.
+  EXPECT_EQ(held.result.c().size(), 3u * 2 * 4);
+  float value = 0;
+  std::memcpy(&value, held.result.c().data(), 4);
+  EXPECT_EQ(value, 3.0f);
+  std::memcpy(&value, queued.result.c().data(), 4);
+  EXPECT_EQ(value, 5.0f);
+  ASSERT_TRUE(server_->AwaitIdle(absl::Now() + absl::Seconds(10)));
+  EXPECT_EQ(Scraped(*server_, "gemm_stream_requests_total{code=\"OK\"}"), 2);
+  EXPECT_EQ(Scraped(*server_, "gemm_stream_requests_total{code=\"INVALID_ARGUMENT\"}"), 1);
+  EXPECT_EQ(Scraped(*server_, "gemm_requests_total{code=\"INVALID_ARGUMENT\",method=\"Matmul\","
+                              "precision=\"NONE\"}"),
+            1);
+}
+
+TEST_F(MatmulStreamTest, ARequestPastItsOwnDeadlineIsAnsweredSoAndTheStreamGoesOn) {
+  FakeDevice* fake = StartGated();
+  MatmulStream stream(channel_);
+  Fp32Call held(3, 2, 2, 1), late(6, 2, 2, 3), after(7, 2, 2, 5);
+  std::future<absl::Status> h = stream.Submit(held.args, {}, &held.result);
+  fake->AwaitStarted(1);
+  StreamCallOptions short_deadline;
+  short_deadline.timeout = absl::Milliseconds(100);
+  std::future<absl::Status> l = stream.Submit(late.args, short_deadline, &late.result);
+  absl::SleepFor(absl::Milliseconds(300));  // `late` waits in the queue past its deadline
+  fake->Open();
+  EXPECT_TRUE(h.get().ok());
+  const absl::Status s = l.get();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_TRUE(stream.Submit(after.args, {}, &after.result).get().ok());
+  EXPECT_TRUE(stream.Close().ok());
+  EXPECT_EQ(fake->ran_m(), (std::vector<int64_t>{3, 7}));  // `late` never reached it
+}
+
+TEST_F(MatmulStreamTest, AMalformedRequestIsAnsweredByIdAndOthersGoOn) {
+  Start();
+  grpc::GenericStub stub(channel_);
+  grpc::ClientContext context;
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
+      stub.PrepareCall(&context, "/gemm.v1.GemmService/MatmulStream", &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  auto write = [&](const std::string& bytes) {
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer buffer(&slice, 1);
+    call->Write(buffer, reinterpret_cast<void*>(2));
+    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  };
+  auto read = [&](wire::StreamResponseWire* out, std::string* keep) {
+    grpc::ByteBuffer buffer;
+    call->Read(&buffer, reinterpret_cast<void*>(3));
+    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(buffer.Dump(&slices).ok());
+    keep->clear();
+    for (const grpc::Slice& s : slices) keep->append(reinterpret_cast<const char*>(s.begin()), s.size());
+    ASSERT_TRUE(wire::ParseStreamResponse(wire::ByteRuns(*keep), out).ok());
+  };
+  // id 7 with a matmul that is not a MatmulRequest; id 8 with no call; garbage (no id);
+  // then a good one, id 9.
+  gemm::v1::StreamRequest broken;
+  broken.set_id(7);
+  std::string bytes = broken.SerializeAsString();
+  bytes += std::string("\x12\x03\xff\xff\xff", 5);  // matmul: 3 bytes of nonsense
+  write(bytes);
+  gemm::v1::StreamRequest empty;
+  empty.set_id(8);
+  write(empty.SerializeAsString());
+  write(std::string("\xff\xff\xff\xff", 4));
+  Fp32Call good(2, 3, 4, 1);
+  write(wire::EncodeStreamRequest(9, wire::StreamCall::kMatmul, 0, EncodeMatmulArgs(good.args))
+            .Flatten());
+  std::string keep;
+  std::vector<std::pair<uint64_t, int32_t>> answers;
+  for (int i = 0; i < 4; ++i) {
+    wire::StreamResponseWire answer;
+    read(&answer, &keep);
+    answers.emplace_back(answer.id, answer.code);
+    if (answer.id == 7) EXPECT_TRUE(absl::StrContains(answer.message, "MatmulRequest")) << answer.message;
+    if (answer.id == 8) EXPECT_TRUE(absl::StrContains(answer.message, "no call")) << answer.message;
+    if (answer.id == 9) {
+      EXPECT_TRUE(answer.has_result);
+      ASSERT_TRUE(ReadMatmulResponse(answer.result, {}, false, &good.result).ok());
+      EXPECT_LT(good.Error(), 1e-5);
+    }
+  }
+  std::sort(answers.begin(), answers.end());
+  EXPECT_EQ(answers, (std::vector<std::pair<uint64_t, int32_t>>{
+                         {0, grpc::StatusCode::INVALID_ARGUMENT},
+                         {7, grpc::StatusCode::INVALID_ARGUMENT},
+                         {8, grpc::StatusCode::INVALID_ARGUMENT},
+                         {9, grpc::StatusCode::OK}}));
+  call->WritesDone(reinterpret_cast<void*>(4));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+// A client that writes requests and never reads an answer: the server reads no more than
+// --stream_max_outstanding of them, holds no more memory than they need, and gives it
+// all back when the client cancels.
+TEST_F(MatmulStreamTest, AStreamThatNeverReadsIsHeldAtItsCapAndCancelledClean) {
+  ServerConfig config = TestConfig();
+  config.stream_max_outstanding = 4;
+  config.metrics_port = 0;
+  FakeDevice* fake = StartGated(config);
+  grpc::GenericStub stub(channel_);
+  grpc::ClientContext context;
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
+      stub.PrepareCall(&context, "/gemm.v1.GemmService/MatmulStream", &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  // 256 KiB requests: the server's reads stop long before the client's writes do.
+  Fp32Call big(256, 1, 256, 1);
+  const std::string request_bytes =
+      wire::EncodeStreamRequest(1, wire::StreamCall::kMatmul, 0, EncodeMatmulArgs(big.args))
+          .Flatten();
+  std::atomic<int> written{0};
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    while (!stop.load() && written.load() < 64) {
+      grpc::Slice slice(request_bytes);
+      grpc::ByteBuffer buffer(&slice, 1);
+      call->Write(buffer, reinterpret_cast<void*>(2));
+      void* t = nullptr;
+      bool w = false;
+      if (!cq.Next(&t, &w) || !w) return;
+      written.fetch_add(1);
+    }
+  });
+  fake->AwaitStarted(1);
+  ASSERT_TRUE(Eventually([&] { return server_->metrics().inflight() == 4; }));
+  absl::SleepFor(absl::Milliseconds(500));  // the client keeps writing; the server reads none
+  EXPECT_EQ(server_->metrics().inflight(), 4);
+  EXPECT_LE(server_->memory().reserved_bytes(), 4 * (static_cast<int64_t>(request_bytes.size()) + 1024));
+  EXPECT_GE(written.load(), 4);
+
+  stop.store(true);
+  context.TryCancel();
+  writer.join();
+  // The cancellation reaches the server asynchronously (RST_STREAM): once it has, the
+  // three queued jobs are known cancelled.
+  ASSERT_TRUE(Eventually([&] { return server_->executor().CancelledJobsWaiting() == 3; }));
+  fake->Open();  // the one held at the device finishes; the queued ones are dropped
+  ASSERT_TRUE(server_->AwaitIdle(absl::Now() + absl::Seconds(10)));
+  ASSERT_TRUE(Eventually([&] { return server_->metrics().inflight() == 0; }));
+  EXPECT_EQ(server_->memory().reserved_bytes(), 0);
+  EXPECT_EQ(Scraped(*server_, "gemm_open_streams"), 0);
+  EXPECT_EQ(fake->ran_m(), std::vector<int64_t>{256});
+  EXPECT_EQ(Scraped(*server_, "gemm_stream_requests_total{code=\"CANCELLED\"}"), 4);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+TEST_F(MatmulStreamTest, ADrainAnswersWhatWasReadAndEndsTheStream) {
+  FakeDevice* fake = StartGated();
+  MatmulStream stream(channel_);
+  Fp32Call first(3, 2, 2, 1), second(4, 2, 2, 3), unread(5, 2, 2, 5);
+  std::future<absl::Status> f1 = stream.Submit(first.args, {}, &first.result);
+  std::future<absl::Status> f2 = stream.Submit(second.args, {}, &second.result);
+  fake->AwaitStarted(1);  // one of them; the other queued
+  ASSERT_TRUE(Eventually([&] { return server_->metrics().inflight() == 2; }));
+  std::thread shutdown([&] { server_->Shutdown(); });
+  ASSERT_TRUE(Eventually([&] {  // the drain has begun once new calls are refused
+    grpc::ClientContext context;
+    gemm::v1::ServerInfo info;
+    return stub_->GetServerInfo(&context, gemm::v1::GetServerInfoRequest(), &info).error_code() ==
+           grpc::StatusCode::UNAVAILABLE;
+  }));
+  // Sent after the drain began: answered UNAVAILABLE when the read already waiting takes
+  // it, or never read and failed so by the client once the stream ends.
+  std::future<absl::Status> f3 = stream.Submit(unread.args, {}, &unread.result);
+  fake->Open();
+  EXPECT_TRUE(f1.get().ok());
+  EXPECT_TRUE(f2.get().ok());
+  const absl::Status s3 = f3.get();
+  EXPECT_EQ(s3.code(), absl::StatusCode::kUnavailable) << s3;
+  EXPECT_TRUE(absl::StrContains(s3.message(), "send it again") ||
+              s3.message() == "server is shutting down")
+      << s3;
+  EXPECT_TRUE(stream.Close().ok());  // the server ended it OK
+  shutdown.join();
+  // Requests of one stream are prepared side by side: they reach the queue in any order.
+  std::vector<int64_t> ran = fake->ran_m();
+  std::sort(ran.begin(), ran.end());
+  EXPECT_EQ(ran, (std::vector<int64_t>{3, 4}));
+
+  MatmulStream late(channel_);
+  const absl::Status refused = late.Submit(first.args, {}, &first.result).get();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_EQ(late.Close().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(MatmulStreamTest, SubmitsAfterCloseFailAndCloseIsIdempotent) {
+  Start();
+  MatmulStream stream(channel_);
+  Fp32Call call(2, 2, 2, 1);
+  EXPECT_TRUE(stream.Submit(call.args, {}, &call.result).get().ok());
+  EXPECT_TRUE(stream.Close().ok());
+  EXPECT_TRUE(stream.Close().ok());
+  const absl::Status late = stream.Submit(call.args, {}, &call.result).get();
+  EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition) << late;
+}
+
+}  // namespace
+}  // namespace gemmd::testing

@@ -7,7 +7,9 @@
 // how close the service comes to the transport's own cost for that payload.
 //
 // --api async serves on gRPC's completion-queue API instead (--threads polling threads),
-// to measure what the callback API itself costs.
+// to measure what the callback API itself costs. On the callback API it serves
+// MatmulStream too (each Matmul inside answered the same way), the floor of
+// `gemm-cli bench --stream`.
 //
 // Usage: grpc-floor [--port 50779] [--grpc_arg name=value,...] [--api callback|async]
 //                   [--threads 8]
@@ -21,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <algorithm>
 #include <memory>
 #include <mutex>
@@ -34,6 +37,7 @@
 #include "proto/proto_types.h"
 #include "proto/transport_arguments.h"
 #include "proto/wire/gemm_wire.h"
+#include "proto/wire/stream_wire.h"
 
 namespace {
 
@@ -64,6 +68,8 @@ grpc::ByteBuffer Serialized(const google::protobuf::Message& message) {
   return grpc::ByteBuffer(&slice, 1);
 }
 
+grpc::Status AnswerMatmul(const gemmd::wire::ByteRuns& runs, grpc::ByteBuffer* response);
+
 // The answer to one request of `method`: OK with `response` filled, or the error.
 grpc::Status Answer(const std::string& method, grpc::ByteBuffer* request,
                     grpc::ByteBuffer* response) {
@@ -77,7 +83,8 @@ grpc::Status Answer(const std::string& method, grpc::ByteBuffer* request,
     return grpc::Status::OK;
   }
   if (method != "/gemm.v1.GemmService/Matmul") {
-    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "grpc-floor answers Matmul only");
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "grpc-floor answers Matmul and MatmulStream only");
   }
   std::vector<grpc::Slice> slices;
   (void)request->Dump(&slices);
@@ -85,6 +92,11 @@ grpc::Status Answer(const std::string& method, grpc::ByteBuffer* request,
   for (const grpc::Slice& s : slices) {
     runs.Append(absl::string_view(reinterpret_cast<const char*>(s.begin()), s.size()));
   }
+  return AnswerMatmul(runs, response);
+}
+
+// A Matmul request's bytes answered: C of the right size, zeros.
+grpc::Status AnswerMatmul(const gemmd::wire::ByteRuns& runs, grpc::ByteBuffer* response) {
   gemmd::wire::MatmulRequestWire parsed;
   if (absl::Status s = gemmd::wire::ParseMatmulRequest(runs, &parsed); !s.ok()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
@@ -203,10 +215,117 @@ class AsyncFloorCall {
   State state_ = State::kRequested;
 };
 
+// MatmulStream on the callback API, as gemm-server serves it: one read at a time, each
+// Matmul inside answered at once (its own status in the envelope), the answers written
+// one at a time with the buffer hint while more wait; at most kMaxQueued answers wait
+// before reading pauses.
+class FloorStreamCall final : public grpc::ServerGenericBidiReactor {
+ public:
+  FloorStreamCall() { StartRead(&request_); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      bool finish = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        read_done_ = true;
+        finish = !writing_ && queued_.empty();
+        finished_ = finish;
+      }
+      if (finish) Finish(grpc::Status::OK);
+      return;
+    }
+    auto answer = std::make_unique<grpc::ByteBuffer>(Envelope());
+    request_.Clear();
+    grpc::ByteBuffer* write = nullptr;
+    bool read_more = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queued_.push_back(std::move(answer));
+      if (!writing_) {
+        writing_ = true;
+        write = queued_.front().get();
+      }
+      read_more = queued_.size() < kMaxQueued;
+      reading_ = read_more;
+    }
+    if (write != nullptr) Write(write);
+    if (read_more) StartRead(&request_);
+  }
+
+  void OnWriteDone(bool /*ok*/) override {
+    grpc::ByteBuffer* write = nullptr;
+    bool read_more = false, finish = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queued_.pop_front();
+      if (!queued_.empty()) {
+        write = queued_.front().get();
+      } else {
+        writing_ = false;
+        finish = read_done_ && !finished_;
+        finished_ = finished_ || finish;
+      }
+      if (!reading_ && !read_done_ && queued_.size() < kMaxQueued) read_more = reading_ = true;
+    }
+    if (write != nullptr) Write(write);
+    if (read_more) StartRead(&request_);
+    if (finish) Finish(grpc::Status::OK);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  static constexpr size_t kMaxQueued = 256;
+
+  void Write(grpc::ByteBuffer* answer) {
+    grpc::WriteOptions options;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queued_.size() > 1) options.set_buffer_hint();
+    }
+    StartWrite(answer, options);
+  }
+
+  // The StreamResponse to the StreamRequest just read.
+  grpc::ByteBuffer Envelope() {
+    std::vector<grpc::Slice> slices;
+    (void)request_.Dump(&slices);
+    gemmd::wire::ByteRuns runs;
+    for (const grpc::Slice& s : slices) {
+      runs.Append(absl::string_view(reinterpret_cast<const char*>(s.begin()), s.size()));
+    }
+    gemmd::wire::StreamRequestWire envelope;
+    grpc::Status status;
+    if (absl::Status s = gemmd::wire::ParseStreamRequest(runs, &envelope); !s.ok()) {
+      status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
+    } else if (envelope.call != gemmd::wire::StreamCall::kMatmul) {
+      status = grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "grpc-floor streams Matmul only");
+    }
+    grpc::ByteBuffer result;
+    if (status.ok()) status = AnswerMatmul(envelope.body, &result);
+    std::vector<grpc::Slice> out;
+    std::optional<size_t> result_bytes;
+    if (status.ok()) result_bytes = result.Length();
+    out.emplace_back(gemmd::wire::StreamResponseHead(envelope.id, status.error_code(),
+                                                     status.error_message(), result_bytes));
+    std::vector<grpc::Slice> tail;
+    if (status.ok()) (void)result.Dump(&tail);
+    for (grpc::Slice& slice : tail) out.push_back(std::move(slice));
+    return grpc::ByteBuffer(out.data(), out.size());
+  }
+
+  grpc::ByteBuffer request_;  // touched by OnReadDone only
+  std::mutex mu_;
+  std::deque<std::unique_ptr<grpc::ByteBuffer>> queued_;  // front: being written
+  bool writing_ = false, reading_ = true, read_done_ = false, finished_ = false;
+};
+
 class FloorService final : public grpc::CallbackGenericService {
  public:
   grpc::ServerGenericBidiReactor* CreateReactor(
       grpc::GenericCallbackServerContext* context) override {
+    if (context->method() == "/gemm.v1.GemmService/MatmulStream") return new FloorStreamCall();
     return new FloorCall(context);
   }
 };

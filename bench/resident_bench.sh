@@ -6,7 +6,8 @@
 #   stack    64 callers with M = 1 against one resident NVFP4 8192^2 weight: rows per
 #            launch, the server's compute per request, against the same server with
 #            --max_batch_size=1 and against a tiny Matmul of the same request and response
-#            size (A [1,1] FP16, B [1,8192] FP16 inline: ~16 KiB in, 32 KiB out);
+#            size (A [1,1] FP16, B [1,8192] FP16 inline: ~16 KiB in, 32 KiB out); and
+#            the same rows on 8 MatmulStreams (stack_stream_512);
 #   big      a 3 GiB FP32 operand [32768, 24576] put, then B of a Matmul with M = 4
 #            (C checked against FP64 by --verify; the whole of C is its 4 sampled rows);
 #   upload   a 2 GiB tensor put over 1, 4 and 8 connections against loopback TCP with
@@ -110,6 +111,9 @@ if [[ " $cases " == *" stack "* ]]; then
   start stack_server || exit 1
   bench stack_resident_64 "${s[@]}"
   bench stack_tiny_64 --m 1 --k 1 --n 8192 --dtype float16 --concurrency 64 --channels 8 --async
+  # The same rows on 8 MatmulStreams, 64 in flight on each.
+  bench stack_stream_512 --quantized --format nvfp4 --weight_only --m 1 --n 8192 --k 8192 \
+    --dtype float16 --resident_b --stream --concurrency 8 --channels 8 --outstanding 64
   stop
   start stack_server_unbatched --max_batch_size=1 || exit 1
   bench stack_unbatched_64 "${s[@]}"

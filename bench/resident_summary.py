@@ -81,6 +81,12 @@ def main():
         row("  server compute per request: --max_batch_size=1 / batched",
             f"{ratio:.1f}x", f"{unb['server_compute_per_request_ms'] * 1e3:.1f} vs "
             f"{st['server_compute_per_request_ms'] * 1e3:.1f} us; target >= 4x")
+    ss = load(out, "stack_stream_512")
+    if ss:
+        row("  on 8 MatmulStreams, 64 rows in flight each: rows/s", f"{ss['requests_per_s']:.0f}",
+            f"{ss['mean_batch_size']:.1f} rows per launch, p50 {ss['latency_ms']['p50']:.3f} ms"
+            + (f"; {ss['requests_per_s'] / max(st['requests_per_s'], 1e-9):.2f}x the 64 "
+               "unary callers" if st else "") + "; target >= 150000")
     if st and tiny:
         ratio = st["requests_per_s"] / max(tiny["requests_per_s"], 1e-9)
         row("  req/s against a tiny Matmul of the same size", f"{ratio * 100:.0f}%",

@@ -7,7 +7,9 @@
 #     request striped over 4, 8 and 16 connections, and through a shared-memory region
 #     (big_shm: operands and C in /dev/shm, the call carrying slices; gemm-server only);
 #   - small requests: the request rate and the server's CPU per request (--server_pid);
-#   - gemm-server over its Unix domain socket (server_unix) against loopback TCP.
+#   - gemm-server over its Unix domain socket (server_unix) against loopback TCP;
+#   - small requests on MatmulStreams (*_stream: gemm-cli bench --stream) against the same
+#     requests as unary calls, and against grpc-floor's own stream.
 # Then a side-by-side table (bench/transport_summary.py). On CUDA the small requests also
 # run against grpc-floor on gRPC's completion-queue API (floor_async) and gemm-server with
 # --cuda_sync=blocking.
@@ -64,10 +66,14 @@ bench() {  # SERVER CASE ARGS...: one gemm-cli bench run, kept as SERVER__CASE.j
 if [ "$mode" = cuda ]; then
   big=(--m 4096 --n 4096 --k 4096 --dtype float16 --precision fp16_tensor)
   small=(--dtype float16 --precision fp16_tensor --concurrency 128 --channels 8 --async)
+  # The same requests on 8 MatmulStreams (one per connection), 64 in flight on each.
+  streamed=(--dtype float16 --precision fp16_tensor --stream --concurrency 8 --channels 8
+            --outstanding 64)
   servers=(floor floor_async server server_unix server_blocking)
 else
   big=(--m 4096 --n 1 --k 4096)
   small=()
+  streamed=(--stream --concurrency 2 --channels 2 --outstanding 32)
   servers=(floor server server_unix python)
 fi
 socket=/tmp/gemmd_transport_bench.sock
@@ -99,10 +105,20 @@ for server in "${servers[@]}"; do
     # Operands and C in a shared-memory region (a caller on this machine).
     bench "$server" big_shm "${big[@]}" --concurrency 1 --shm
   fi
+  # Streams: gemm-server and grpc-floor's callback API serve MatmulStream.
+  has_stream=; case $server in floor|server|server_unix) has_stream=1 ;; esac
   if [ "$mode" = cuda ]; then
     bench "$server" small_8 --m 8 --n 8 --k 8 "${small[@]}"
     bench "$server" small_128 --m 128 --n 128 --k 128 "${small[@]}"
+    if [ -n "$has_stream" ]; then
+      bench "$server" small_8_stream --m 8 --n 8 --k 8 "${streamed[@]}"
+      bench "$server" small_128_stream --m 128 --n 128 --k 128 "${streamed[@]}"
+    fi
   else
+    if [ -n "$has_stream" ]; then
+      bench "$server" small_128_stream --m 128 --n 128 --k 128 "${streamed[@]}"
+      bench "$server" small_8_stream --m 8 --n 8 --k 8 "${streamed[@]}"
+    fi
     for c in 1 8; do
       bench "$server" "small_128_c$c" --m 128 --n 128 --k 128 --concurrency "$c"
       bench "$server" "mid_1024_c$c" --m 1024 --n 1024 --k 1024 --concurrency "$c"

@@ -60,6 +60,26 @@ def main():
                   f"call's server total ({one['server_ms']['total']:.2f} ms); one connection "
                   f"p50 {one['latency_ms']['p50']:.2f} ms; its server copy-in "
                   f"{j['server_ms'].get('copy_in', 0):.2f} ms")
+    # A stream against the same requests as unary calls (one run), and against the floor's
+    # stream.
+    for case in sorted(c for c in runs if c.endswith("_stream")):
+        unary = runs.get(case[:-len("_stream")], {})
+        for server in ("server", "server_unix"):
+            j = runs[case].get(server)
+            u = unary.get(server) or runs.get(case[:-len("_stream")] + "_c8", {}).get(server)
+            floor = runs[case].get("floor")
+            if not j:
+                continue
+            parts = [f"{case} {server}: {j['requests_per_s']:.0f} req/s"]
+            if u and u["requests_per_s"] > 0:
+                parts.append(f"{j['requests_per_s'] / u['requests_per_s']:.2f}x its unary calls "
+                             f"({u['requests_per_s']:.0f})")
+            if floor and floor["requests_per_s"] > 0:
+                parts.append(f"{j['requests_per_s'] / floor['requests_per_s']:.2f}x the stream floor "
+                             f"({floor['requests_per_s']:.0f})")
+            if j.get("server_cpu_us_per_request"):
+                parts.append(f"server CPU {j['server_cpu_us_per_request']:.0f} us/request")
+            print(", ".join(parts))
     for case in sorted(runs):
         r = runs[case]
         base = r.get("python") or r.get("floor")

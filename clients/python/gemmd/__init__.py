@@ -13,8 +13,9 @@ from .quant import BFloat16, QuantizedTensor, quantize_int8, quantize_nvfp4
 from .client import (DEFAULT_SERVICE_CONFIG, Client, Handle, KeepC, MatmulResult,
                      TensorInfo, TensorList, Timing)
 from .shm import SharedRegion
+from .streaming import Stream
 from ._stubs import gemm_pb2, health_pb2  # the raw messages, for what the client lacks
 
 __all__ = ["Client", "Handle", "KeepC", "MatmulResult", "Timing", "TensorInfo", "TensorList",
-           "SharedRegion", "QuantizedTensor", "BFloat16", "quantize_int8", "quantize_nvfp4",
-           "DEFAULT_SERVICE_CONFIG", "gemm_pb2", "health_pb2"] + list(_errors_all)
+           "SharedRegion", "Stream", "QuantizedTensor", "BFloat16", "quantize_int8",
+           "quantize_nvfp4", "DEFAULT_SERVICE_CONFIG", "gemm_pb2", "health_pb2"] + list(_errors_all)

@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 import grpc
 import numpy as np
 
-from . import errors, shm, striping
+from . import errors, shm, streaming, striping
 from ._stubs import gemm_pb2 as pb
 from ._stubs import gemm_pb2_grpc
 from ._stubs import health_pb2, health_pb2_grpc
@@ -427,6 +427,17 @@ class Client:
             if output_dtype is not None:
                 raise _invalid("give output_dtype or out_dtype (its older name), not both")
             output_dtype = out_dtype
+        request, keep = self._matmul_request(
+            a, b, c, alpha=alpha, beta=beta, precision=precision, output_dtype=output_dtype,
+            transpose_a=transpose_a, transpose_b=transpose_b, kernel=kernel, keep_c=keep_c,
+            out=out)
+        response = self._gemm("Matmul", self._stub.Matmul, request, timeout_s, stripes,
+                              striping.matmul_c_bytes(request))
+        return self._result(response, keep, return_info, out)
+
+    def _matmul_request(self, a, b, c, *, alpha, beta, precision, output_dtype, transpose_a,
+                        transpose_b, kernel, keep_c, out):
+        """The MatmulRequest of matmul()'s arguments, and its keep_c (or None)."""
         out_dtype = output_dtype
         request = pb.MatmulRequest(transpose_a=bool(transpose_a),
                                    transpose_b=bool(transpose_b), kernel=kernel or "")
@@ -464,9 +475,7 @@ class Client:
         if keep is not None:
             request.keep_c.CopyFrom(keep)
         self._set_out(request, out, keep)
-        response = self._gemm("Matmul", self._stub.Matmul, request, timeout_s, stripes,
-                              striping.matmul_c_bytes(request))
-        return self._result(response, keep, return_info, out)
+        return request, keep
 
     def quantized_matmul(self, a, b, *, kernel=None, keep_c=False, return_info=False,
                          timeout_s=_DEFAULT, stripes=None, out=None):
@@ -476,6 +485,13 @@ class Client:
         a: a QuantizedTensor, a dense [M,K] array (float32/float16/BFloat16: weight-only
         quantization), or a Handle. Returns as matmul does; stripes, a dense a in a region
         and out (float32) as matmul's."""
+        request, keep = self._quantized_request(a, b, kernel=kernel, keep_c=keep_c, out=out)
+        response = self._gemm("QuantizedMatmul", self._stub.QuantizedMatmul, request, timeout_s,
+                              stripes, striping.quantized_c_bytes(request))
+        return self._result(response, keep, return_info, out)
+
+    def _quantized_request(self, a, b, *, kernel, keep_c, out):
+        """The QuantizedMatmulRequest of quantized_matmul()'s arguments, and its keep_c."""
         request = pb.QuantizedMatmulRequest(kernel=kernel or "")
         if isinstance(b, Handle):
             request.b_ref.handle = b.handle
@@ -500,9 +516,14 @@ class Client:
         if keep is not None:
             request.keep_c.CopyFrom(keep)
         self._set_out(request, out, keep)
-        response = self._gemm("QuantizedMatmul", self._stub.QuantizedMatmul, request, timeout_s,
-                              stripes, striping.quantized_c_bytes(request))
-        return self._result(response, keep, return_info, out)
+        return request, keep
+
+    def stream(self, *, max_outstanding=64, timeout_s=None):
+        """A MatmulStream: many matmul / quantized_matmul requests on one stream, each
+        answered through a Future as it completes (streaming.py). max_outstanding: the
+        requests unanswered at once (submitting waits beyond it); timeout_s: the whole
+        stream's deadline (None: none)."""
+        return streaming.Stream(self, max_outstanding, timeout_s)
 
     def _in_region(self, x):
         """The RegionSlice of array x in one of this client's regions, or None."""

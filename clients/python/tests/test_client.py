@@ -430,6 +430,57 @@ class StripedTest(OneServerTest):
             self.client.matmul(a, b, stripes=65)
 
 
+class StreamTest(OneServerTest):
+    """client.stream(): many requests on one MatmulStream, each answered through its
+    future (C equal to the same unary call's), a bad one among good ones failing alone,
+    tagged answers from results(), per-request deadlines checked client-side."""
+
+    def test_many_requests_match_their_unary_calls(self):
+        pairs = [(self.normal(int(m), 24), self.normal(24, int(n)))
+                 for m, n in self.rng.integers(1, 40, size=(60, 2))]
+        q = gemmd.quantize_nvfp4(self.normal(32, 64))
+        a16 = self.normal(5, 64, dtype=np.float16)
+        with self.client.stream(max_outstanding=8) as stream:
+            futures = [stream.matmul(a, b) for a, b in pairs]
+            self.assertLessEqual(stream.outstanding, 8)
+            quantized = stream.quantized_matmul(a16, q, return_info=True)
+        for (a, b), future in zip(pairs, futures):
+            got = future.result()
+            self.assertEqual(got.tobytes(), self.client.matmul(a, b).tobytes())
+            want = a.astype(np.float64) @ b.astype(np.float64)
+            self.assertLess(np.linalg.norm(got - want) / np.linalg.norm(want), 1e-5)
+        info = quantized.result()
+        self.assertEqual(info.c.tobytes(), self.client.quantized_matmul(a16, q).tobytes())
+        self.assertGreater(info.timing.total_us, 0)
+
+    def test_a_bad_request_fails_alone_and_results_come_tagged(self):
+        a, b = self.normal(4, 8), self.normal(8, 3)
+        with self.client.stream() as stream:
+            good = stream.matmul(a, b, tag="good")
+            bad = stream.matmul(a, self.normal(5, 3), tag="bad")  # K 8 against 5
+            also = stream.matmul(a, b, precision="fp16_tensor", tag="also")
+            answers = dict(stream.results())
+        with self.assertRaises(gemmd.InvalidArgument) as raised:
+            bad.result()
+        self.assertIn("K", str(raised.exception))
+        self.assertIsInstance(answers["bad"], gemmd.InvalidArgument)
+        self.assertEqual(answers["good"].tobytes(), good.result().tobytes())
+        self.assertEqual(answers["also"].shape, (4, 3))
+        self.assertEqual(set(answers), {"good", "bad", "also"})
+
+    def test_submitting_after_close_and_bad_arguments(self):
+        stream = self.client.stream()
+        stream.close()
+        stream.close()  # again: nothing
+        with self.assertRaises(gemmd.FailedPrecondition):
+            stream.matmul(self.normal(2, 2), self.normal(2, 2)).result()
+        with self.assertRaises(gemmd.InvalidArgument):
+            self.client.stream(max_outstanding=0)
+        with self.client.stream() as s:
+            with self.assertRaises(gemmd.InvalidArgument):
+                s.matmul(self.normal(2, 2), self.normal(2, 2), timeout_s=0)
+
+
 class UnixSocketTest(unittest.TestCase):
     def test_matmul_over_a_unix_socket(self):
         directory = tempfile.mkdtemp(prefix="gemmd_unix_")

@@ -113,7 +113,7 @@ if [[ " $cases " == *" stack "* ]]; then
   bench stack_tiny_64 --m 1 --k 1 --n 8192 --dtype float16 --concurrency 64 --channels 8 --async
   # The same rows on 8 MatmulStreams, 64 in flight on each.
   bench stack_stream_512 --quantized --format nvfp4 --weight_only --m 1 --n 8192 --k 8192 \
-    --dtype float16 --resident_b --stream --concurrency 8 --channels 8 --outstanding 64
+    --dtype float16 --resident_b --stream --concurrency 8 --channels 8 --outstanding 64 --verify
   stop
   start stack_server_unbatched --max_batch_size=1 || exit 1
   bench stack_unbatched_64 "${s[@]}"

@@ -86,7 +86,10 @@ def main():
         row("  on 8 MatmulStreams, 64 rows in flight each: rows/s", f"{ss['requests_per_s']:.0f}",
             f"{ss['mean_batch_size']:.1f} rows per launch, p50 {ss['latency_ms']['p50']:.3f} ms"
             + (f"; {ss['requests_per_s'] / max(st['requests_per_s'], 1e-9):.2f}x the 64 "
-               "unary callers" if st else "") + "; target >= 150000")
+               "unary callers" if st else "") + "; target >= 150000"
+            + (f"; {ss['verify']['checked']} rows vs FP64: max error "
+               f"{ss['verify']['max_rel_error']:.2e}" if ss.get("verify", {}).get("checked")
+               else ""))
     if st and tiny:
         ratio = st["requests_per_s"] / max(tiny["requests_per_s"], 1e-9)
         row("  req/s against a tiny Matmul of the same size", f"{ratio * 100:.0f}%",

@@ -79,6 +79,10 @@ def main():
                              f"({floor['requests_per_s']:.0f})")
             if j.get("server_cpu_us_per_request"):
                 parts.append(f"server CPU {j['server_cpu_us_per_request']:.0f} us/request")
+            v = j.get("verify", {})
+            if v.get("checked"):
+                parts.append(f"{v['checked']} answers vs FP64: max error {v['max_rel_error']:.2e}"
+                             f" ({'PASS' if v['pass'] else 'FAIL'})")
             print(", ".join(parts))
     for case in sorted(runs):
         r = runs[case]

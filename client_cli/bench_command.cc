@@ -30,6 +30,7 @@
 #include "client/matmul_stream.h"
 #include "client/tensor_store_client.h"
 #include "client_cli/bench_report.h"
+#include "client_cli/bench_verify.h"
 #include "client_cli/commands.h"
 #include "client_cli/matmul_inputs.h"
 #include "client_cli/process_cpu.h"
@@ -100,6 +101,7 @@ using BlockingCall =
 struct CallClients {
   std::vector<std::shared_ptr<GemmClient>> clients;
   int stripes = 1;
+  AnswerSampler* sampler = nullptr;  // --verify: keeps a sample of the answers' C
 };
 
 // Calls in flight through the client library's callback API, one per slot, each slot
@@ -114,6 +116,7 @@ class CallSlots {
       : start_(std::move(start)),
         timeout_(timeout),
         stripes_(clients.stripes),
+        sampler_(clients.sampler),
         finished_(std::move(finished)),
         clients_(clients.clients),
         slots_(static_cast<size_t>(slots)) {
@@ -140,6 +143,7 @@ class CallSlots {
              s.end = absl::Now();
              SetOutcome(status, &s);
              if (status.ok()) SetServerTimes(done.result.info().timing(), &s);
+             if (status.ok() && sampler_ != nullptr) sampler_->Offer(done.result.c());
              finished_(i, std::move(s));
            });
   }
@@ -153,6 +157,7 @@ class CallSlots {
   const StartCall start_;
   const absl::Duration timeout_;
   const int stripes_;
+  AnswerSampler* const sampler_;
   const Finished finished_;
   const std::vector<std::shared_ptr<GemmClient>> clients_;
   std::vector<Slot> slots_;
@@ -279,8 +284,8 @@ class StreamClosedLoop {
  public:
   StreamClosedLoop(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
                    StreamSubmit submit, absl::Duration timeout, int streams, int outstanding,
-                   absl::Time end, int64_t out_bytes)
-      : submit_(std::move(submit)), timeout_(timeout), end_(end) {
+                   absl::Time end, int64_t out_bytes, AnswerSampler* sampler)
+      : submit_(std::move(submit)), timeout_(timeout), end_(end), sampler_(sampler) {
     StreamOptions options;
     options.max_outstanding = outstanding;
     for (int i = 0; i < streams; ++i) {
@@ -336,6 +341,7 @@ class StreamClosedLoop {
     s.end = absl::Now();
     SetOutcome(status, &s);
     if (status.ok()) SetServerTimes(slot->result.info().timing(), &s);
+    if (status.ok() && sampler_ != nullptr) sampler_->Offer(slot->result.c());
     {
       absl::MutexLock lock(&mu_);
       samples_.push_back(std::move(s));
@@ -353,6 +359,7 @@ class StreamClosedLoop {
   const StreamSubmit submit_;
   const absl::Duration timeout_;
   const absl::Time end_;
+  AnswerSampler* const sampler_;
   absl::Mutex mu_;
   std::vector<Sample> samples_ ABSL_GUARDED_BY(mu_);
   int active_ ABSL_GUARDED_BY(mu_) = 0;
@@ -419,6 +426,10 @@ int RunBench(const CliOptions& o) {
     std::fprintf(stderr,
                  "error: --stream runs a closed loop against a server (not with --local, "
                  "--async, --rate or --shm), --outstanding in [1, 65536]\n");
+    return 2;
+  }
+  if (o.verify && (o.local || o.shm)) {
+    std::fprintf(stderr, "error: --verify checks the server's answers: not with --local or --shm\n");
     return 2;
   }
   if (o.shm && (o.quantized || o.local || o.async || o.rate > 0 || o.resident_b)) {
@@ -629,8 +640,12 @@ int RunBench(const CliOptions& o) {
     };
   }
 
+  // --verify: a sample of the answers, checked against FP64 once the bench is over.
+  std::unique_ptr<AnswerSampler> sampler;
+  if (o.verify) sampler = std::make_unique<AnswerSampler>(report.received_bytes_per_request);
   CallClients callers;
   callers.stripes = o.stripes;
+  callers.sampler = sampler.get();
   for (const auto& channel : channels) {
     callers.clients.push_back(std::make_shared<GemmClient>(channel, pool));
   }
@@ -643,6 +658,7 @@ int RunBench(const CliOptions& o) {
     MatmulResult result;
     const absl::Status status = blocking(&client, options, &result);
     if (!status.ok()) return ReportRpcError(rpc_name, status);
+    if (sampler != nullptr) sampler->Offer(result.c());
     report.stripes = stripes_of(client, options);
     report.kernel = result.info().kernel();
   } else {
@@ -688,6 +704,7 @@ int RunBench(const CliOptions& o) {
         s.end = absl::Now();
         SetOutcome(status, &s);
         if (status.ok()) SetServerTimes(result.info().timing(), &s);
+        if (status.ok() && sampler != nullptr) sampler->Offer(result.c());
         return s;
       };
     };
@@ -702,7 +719,8 @@ int RunBench(const CliOptions& o) {
   } else if (o.stream) {
     absl::Status streams_status;
     samples = StreamClosedLoop(channels, stream_submit, absl::Seconds(o.timeout_s),
-                               o.concurrency, o.outstanding, measure_end, out_bytes)
+                               o.concurrency, o.outstanding, measure_end, out_bytes,
+                               sampler.get())
                   .Run(&streams_status);
     if (!streams_status.ok()) {
       std::fprintf(stderr, "warning: a stream ended with %s\n", streams_status.ToString().c_str());
@@ -753,6 +771,17 @@ int RunBench(const CliOptions& o) {
     if (cpu.server_ok()) report.server_cpu_us_per_request = cpu.server_s() / ok * 1e6;
     report.client_cpu_us_per_request = cpu.client_s() / ok * 1e6;
   }
+  if (sampler != nullptr) {
+    absl::StatusOr<SampleCheck> check =
+        CheckSamples(matmul.get(), quantized.get(), sampler->Take());
+    if (!check.ok()) {
+      std::fprintf(stderr, "error: verify: %s\n", std::string(check.status().message()).c_str());
+      return 1;
+    }
+    report.verified = check->checked;
+    report.verify_max_error = check->max_error;
+    report.verify_tolerance = check->tolerance;
+  }
   const std::string text = o.json ? FormatBenchJson(report) : FormatBenchText(report);
   std::fputs(text.c_str(), stdout);
   if (report.dropped > 0) {
@@ -762,6 +791,7 @@ int RunBench(const CliOptions& o) {
                  "them (raise --concurrency to queue them instead)\n",
                  report.dropped, o.concurrency, o.rate);
   }
+  if (report.verified > 0 && !(report.verify_max_error <= report.verify_tolerance)) return 3;
   return report.ok > 0 ? 0 : 1;
 }
 

@@ -97,6 +97,12 @@ std::string FormatBenchText(const BenchReport& r) {
                           r.server_copy_out_ms, r.server_total_ms, r.mean_batch_size,
                           r.server_compute_per_request_ms);
   }
+  if (r.verified > 0) {
+    absl::StrAppendFormat(&out,
+                          "verify:     %d answers vs FP64: max rel_error=%.3e (tolerance %.0e) %s\n",
+                          r.verified, r.verify_max_error, r.verify_tolerance,
+                          r.verify_max_error <= r.verify_tolerance ? "PASS" : "FAIL");
+  }
   absl::StrAppend(&out, "errors:     ", by_code.empty() ? "none" : absl::StrJoin(by_code, " "),
                   "\n");
   for (const auto& [code, message] : r.error_examples) {
@@ -146,7 +152,10 @@ std::string FormatBenchJson(const BenchReport& r) {
       ",\"target_rate\":", Num(r.target_rate), ",\"arrivals\":", JsonString(r.arrivals),
       ",\"dropped\":", r.dropped,
       ",\"server_cpu_us_per_request\":", Num(r.server_cpu_us_per_request),
-      ",\"client_cpu_us_per_request\":", Num(r.client_cpu_us_per_request), "}\n");
+      ",\"client_cpu_us_per_request\":", Num(r.client_cpu_us_per_request),
+      ",\"verify\":{\"checked\":", r.verified, ",\"max_rel_error\":", Num(r.verify_max_error),
+      ",\"tolerance\":", Num(r.verify_tolerance), ",\"pass\":",
+      r.verified > 0 && r.verify_max_error <= r.verify_tolerance ? "true" : "false", "}}\n");
 }
 
 }  // namespace gemmd

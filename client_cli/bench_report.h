@@ -58,6 +58,11 @@ struct BenchReport {
   // CPU seconds per successful request over the measured window (0 = not measured).
   double server_cpu_us_per_request = 0;
   double client_cpu_us_per_request = 0;
+  // --verify: answers checked against FP64 (0 = not verified), the worst one's relative
+  // error and the tolerance it is held to.
+  int verified = 0;
+  double verify_max_error = 0;
+  double verify_tolerance = 0;
 
   double RequestsPerSecond() const { return duration_s > 0 ? ok / duration_s : 0; }
   double Gflops() const { return RequestsPerSecond() * flops_per_request / 1e9; }

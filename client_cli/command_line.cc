@@ -82,11 +82,12 @@ const std::vector<CommandSpec>& Commands() {
        "times the in-process CPU backend; --quantized drives QuantizedMatmul instead;\n"
        "--resident_b uploads B once and sends A alone (B by handle); --stripes N and\n"
        "--shm as matmul's, for every call; --stream [--outstanding N] sends the requests\n"
-       "on MatmulStreams (--concurrency of them), N in flight on each",
+       "on MatmulStreams (--concurrency of them), N in flight on each; --verify checks a\n"
+       "sample of the answers (the first, then every 256th, up to 16) against FP64",
        Concat({kMatmulOperandFlags, kQuantizedOperandFlags,
                {"quantized", "concurrency", "channels", "duration_s", "warmup_s", "async",
                 "local", "json", "rate", "arrivals", "server_pid", "grpc_arg", "resident_b",
-                "stripes", "shm", "shm_key", "stream", "outstanding"}}),
+                "stripes", "shm", "shm_key", "stream", "outstanding", "verify"}}),
        &RunBench},
       {"put",
        "upload FILE.npy as a resident tensor and print its handle (alone on stdout;\n"

@@ -338,5 +338,34 @@ TEST_F(ResidentCliTest, ShmRunsEveryGemmCommandThroughARegion) {
   EXPECT_TRUE(absl::StrContains(outside.err, "PERMISSION_DENIED")) << outside.err;
 }
 
+// --stream: the requests on MatmulStreams, dense and quantized against a resident B, with
+// a sample of the answers checked against FP64 (--verify); the flags it cannot go with
+// are refused before anything is sent.
+TEST_F(ResidentCliTest, BenchStreamsAndVerifiesASampleOfTheAnswers) {
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"--m=16", "--n=32", "--k=64", "--batch=2", "--beta=0.5"},
+           {"--m=1", "--n=64", "--k=128", "--quantized", "--format=nvfp4", "--weight_only",
+            "--dtype=float16", "--resident_b"}}) {
+    std::vector<std::string> bench = {"bench", "--stream", "--concurrency=2", "--outstanding=8",
+                                      "--verify", "--duration_s=0.5", "--warmup_s=0"};
+    bench.insert(bench.end(), args.begin(), args.end());
+    const Run r = Cli(bench);
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_TRUE(absl::StrContains(r.out, "grpc-stream")) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "outstanding=8")) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "errors:     none")) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "answers vs FP64")) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "PASS")) << r.out;
+  }
+  for (const char* other : {"--local", "--async", "--rate=10", "--shm", "--outstanding=0"}) {
+    const Run r = Cli({"bench", "--stream", other, "--m=4", "--n=4", "--k=4"});
+    EXPECT_EQ(r.code, 2) << other << "\n" << r.out << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "--stream runs a closed loop")) << other << r.err;
+  }
+  const Run local = Cli({"bench", "--local", "--verify", "--m=4", "--n=4", "--k=4"});
+  EXPECT_EQ(local.code, 2) << local.err;
+  EXPECT_TRUE(absl::StrContains(local.err, "--verify checks the server's answers")) << local.err;
+}
+
 }  // namespace
 }  // namespace gemmd::testing

@@ -362,22 +362,33 @@ void MatmulStream::Submit(const QuantizedMatmulArgs& args, const StreamCallOptio
                 args.c_shm.set(), result, std::move(done));
 }
 
+namespace {
+
+// `submit(done)` with a `done` that fulfils the returned future.
+template <typename SubmitWith>
+std::future<absl::Status> AsFuture(SubmitWith submit) {
+  auto promise = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> future = promise->get_future();
+  submit([promise](absl::Status s) { promise->set_value(std::move(s)); });
+  return future;
+}
+
+}  // namespace
+
 std::future<absl::Status> MatmulStream::Submit(const MatmulArgs& args,
                                                const StreamCallOptions& options,
                                                MatmulResult* result) {
-  auto promise = std::make_shared<std::promise<absl::Status>>();
-  std::future<absl::Status> future = promise->get_future();
-  Submit(args, options, result, [promise](absl::Status s) { promise->set_value(std::move(s)); });
-  return future;
+  return AsFuture([&](std::function<void(absl::Status)> done) {
+    Submit(args, options, result, std::move(done));
+  });
 }
 
 std::future<absl::Status> MatmulStream::Submit(const QuantizedMatmulArgs& args,
                                                const StreamCallOptions& options,
                                                MatmulResult* result) {
-  auto promise = std::make_shared<std::promise<absl::Status>>();
-  std::future<absl::Status> future = promise->get_future();
-  Submit(args, options, result, [promise](absl::Status s) { promise->set_value(std::move(s)); });
-  return future;
+  return AsFuture([&](std::function<void(absl::Status)> done) {
+    Submit(args, options, result, std::move(done));
+  });
 }
 
 absl::Status MatmulStream::Close() { return call_->Close(); }

@@ -107,12 +107,15 @@ absl::StatusOr<std::unique_ptr<HostBuffer>> HostMemory::AcquireBuffer(size_t byt
   absl::Status status;
   {
     absl::MutexLock lock(&mu_);
-    // The smallest idle buffer that holds it without wasting more than its size.
+    // The smallest idle buffer that holds it without wasting more than its size. The
+    // newest first: with requests of one size (the common case) the last one returned
+    // fits exactly, so the search ends at once, and its memory is the warmest.
     size_t best = idle_.size();
-    for (size_t i = 0; i < idle_.size(); ++i) {
+    for (size_t i = idle_.size(); i-- > 0;) {
       const size_t c = idle_[i].capacity;
       if (c >= bytes && c / 2 <= bytes && (best == idle_.size() || c < idle_[best].capacity)) {
         best = i;
+        if (c == std::max<size_t>(bytes, 1)) break;
       }
     }
     if (best < idle_.size()) {

@@ -431,5 +431,37 @@ TEST_F(MatmulStreamTest, SubmitsAfterCloseFailAndCloseIsIdempotent) {
   EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition) << late;
 }
 
+// The server's caps count a stream's requests as they count unary calls: past the queue
+// or the memory cap a request is answered RESOURCE_EXHAUSTED, and the stream goes on.
+TEST_F(MatmulStreamTest, ARequestPastTheServersCapsIsRefusedAloneLikeAUnaryCall) {
+  ServerConfig config = TestConfig();
+  config.max_queue_size = 2;
+  config.max_inflight_bytes = 1 << 20;
+  FakeDevice* fake = StartGated(config);
+  MatmulStream stream(channel_);
+  std::vector<std::unique_ptr<Fp32Call>> calls;
+  for (int i = 0; i < 3; ++i) calls.push_back(std::make_unique<Fp32Call>(3 + i, 2, 2, 2 * i));
+  std::vector<std::future<absl::Status>> answers;
+  answers.push_back(stream.Submit(calls[0]->args, {}, &calls[0]->result));
+  fake->AwaitStarted(1);  // held at the device; two more fill the queue
+  answers.push_back(stream.Submit(calls[1]->args, {}, &calls[1]->result));
+  answers.push_back(stream.Submit(calls[2]->args, {}, &calls[2]->result));
+  ASSERT_TRUE(Eventually([&] { return server_->metrics().inflight() == 3; }));
+  Fp32Call past_queue(6, 2, 2, 9);
+  const absl::Status refused = stream.Submit(past_queue.args, {}, &past_queue.result).get();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "--max_queue_size=2")) << refused;
+  // 2 MiB of operands against a 1 MiB memory cap.
+  Fp32Call too_big(512, 1, 512, 11);
+  const absl::Status big = stream.Submit(too_big.args, {}, &too_big.result).get();
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted) << big;
+  EXPECT_TRUE(absl::StrContains(big.message(), "--max_inflight_bytes")) << big;
+  fake->Open();
+  for (auto& answer : answers) EXPECT_TRUE(answer.get().ok());
+  EXPECT_TRUE(stream.Close().ok());
+  ASSERT_TRUE(server_->AwaitIdle(absl::Now() + absl::Seconds(10)));
+  EXPECT_EQ(server_->memory().reserved_bytes(), 0);
+}
+
 }  // namespace
 }  // namespace gemmd::testing

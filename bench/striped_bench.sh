@@ -15,7 +15,11 @@ mode=${2:-cpu}
 port=${PORT:-50792}
 target=127.0.0.1:$port
 out=$(mktemp -d)
-py=$(command -v /usr/bin/python3 || command -v python3)
+py=
+for candidate in python3 /usr/bin/python3; do  # one with numpy (it writes the .npy file)
+  "$candidate" -c "import numpy" 2>/dev/null && { py=$candidate; break; }
+done
+[ -n "$py" ] || { echo "striped_bench.sh: no python3 with numpy" >&2; exit 1; }
 "$bin/gemm-server" --backend="$mode" --port "$port" --metrics_port -1 >"$out/server.log" 2>&1 &
 server=$!
 trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$out"' EXIT

@@ -79,9 +79,33 @@ TEST(BenchReportTest, RatesAndJson) {
       << open_text;
   const std::string open_json = FormatBenchJson(r);
   EXPECT_NE(open_json.find("\"target_rate\":1000,\"arrivals\":\"poisson\",\"dropped\":4,"
-                           "\"server_cpu_us_per_request\":55.5,\"client_cpu_us_per_request\":20}"),
+                           "\"server_cpu_us_per_request\":55.5,\"client_cpu_us_per_request\":20,"),
             std::string::npos)
       << open_json;
+  // Streams (--stream) and a sample verified (--verify); not verified: checked 0, no pass.
+  EXPECT_NE(open_json.find("\"verify\":{\"checked\":0,\"max_rel_error\":0,\"tolerance\":0,"
+                           "\"pass\":false}}"),
+            std::string::npos)
+      << open_json;
+  r.mode = "grpc-stream";
+  r.outstanding = 64;
+  r.verified = 16;
+  r.verify_max_error = 2.5e-7;
+  r.verify_tolerance = 1e-5;
+  const std::string stream_text = FormatBenchText(r);
+  EXPECT_NE(stream_text.find("stripes=1 outstanding=64 warmup"), std::string::npos) << stream_text;
+  EXPECT_NE(stream_text.find("verify:     16 answers vs FP64: max rel_error=2.500e-07 "
+                             "(tolerance 1e-05) PASS"),
+            std::string::npos)
+      << stream_text;
+  const std::string stream_json = FormatBenchJson(r);
+  EXPECT_NE(stream_json.find("\"outstanding\":64,"), std::string::npos) << stream_json;
+  EXPECT_NE(stream_json.find("\"verify\":{\"checked\":16,\"max_rel_error\":2.5e-07,"
+                             "\"tolerance\":1e-05,\"pass\":true}}"),
+            std::string::npos)
+      << stream_json;
+  r.verify_max_error = 2e-5;
+  EXPECT_NE(FormatBenchText(r).find("(tolerance 1e-05) FAIL"), std::string::npos);
 }
 
 TEST(MatmulInputsTest, RandomOperandsMatchFlagsAndVerify) {

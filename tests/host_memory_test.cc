@@ -126,5 +126,46 @@ TEST(HostMemoryTest, BuffersKeepTheirHostMemoryAlive) {
   survivor.reset();  // returns into a pool nobody else holds: must not crash
 }
 
+// A download's chunks take turns in the room it reserved: a buffer paid for out of the
+// reservation moves its bytes there and back (Recycle), so the count never changes, and
+// the cap refuses nothing the room already holds.
+TEST(HostMemoryTest, BuffersPaidForByAReservationTakeTurnsInIt) {
+  auto memory = HostMemory::Create(/*max_bytes=*/1000, /*max_pooled_bytes=*/1000);
+  absl::StatusOr<Reservation> room = memory->Reserve(400);
+  ASSERT_TRUE(room.ok());
+  absl::StatusOr<Reservation> others = memory->Reserve(600);  // the cap is full now
+  ASSERT_TRUE(others.ok());
+  absl::StatusOr<std::unique_ptr<HostBuffer>> first = memory->AcquireBuffer(200, &*room);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<std::unique_ptr<HostBuffer>> second = memory->AcquireBuffer(200, &*room);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(room->bytes(), 0);
+  EXPECT_EQ(memory->reserved_bytes(), 1000);
+  // A third does not fit the room or the cap.
+  EXPECT_EQ(memory->AcquireBuffer(200, &*room).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  memory->Recycle(*std::move(first), &*room);
+  EXPECT_EQ(room->bytes(), 200);
+  EXPECT_EQ(memory->reserved_bytes(), 1000);
+  // The next chunk reuses the pooled buffer, paid for by the room again.
+  absl::StatusOr<std::unique_ptr<HostBuffer>> third = memory->AcquireBuffer(200, &*room);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(room->bytes(), 0);
+  memory->Recycle(*std::move(second), &*room);
+  memory->Recycle(*std::move(third), &*room);
+  EXPECT_EQ(room->bytes(), 400);
+  *others = Reservation();
+  *room = Reservation();
+  EXPECT_EQ(memory->reserved_bytes(), 0);
+  // A buffer of another HostMemory's reservation is paid for the usual way.
+  auto elsewhere = HostMemory::Create(1000, 0);
+  absl::StatusOr<Reservation> foreign = elsewhere->Reserve(100);
+  ASSERT_TRUE(foreign.ok());
+  absl::StatusOr<std::unique_ptr<HostBuffer>> own = memory->AcquireBuffer(50, &*foreign);
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(foreign->bytes(), 100);
+  EXPECT_EQ(memory->reserved_bytes(), 50);
+}
+
 }  // namespace
 }  // namespace gemmd

@@ -101,6 +101,21 @@ absl::StatusOr<Reservation> HostMemory::Reserve(int64_t bytes) {
 }
 
 absl::StatusOr<std::unique_ptr<HostBuffer>> HostMemory::AcquireBuffer(size_t bytes) {
+  return AcquireBuffer(bytes, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<HostBuffer>> HostMemory::AcquireBuffer(size_t bytes,
+                                                                       Reservation* from) {
+  // What `from` can pay: its bytes move to the buffer (counted the same), if they cover
+  // the capacity the buffer gets.
+  auto pay_from = [&](size_t capacity) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (from == nullptr || from->owner_.get() != this ||
+        from->bytes_ < static_cast<int64_t>(capacity)) {
+      return false;
+    }
+    from->bytes_ -= static_cast<int64_t>(capacity);
+    return true;
+  };
   std::vector<Idle> freed;
   char* data = nullptr;
   size_t capacity = 0;
@@ -123,10 +138,11 @@ absl::StatusOr<std::unique_ptr<HostBuffer>> HostMemory::AcquireBuffer(size_t byt
       capacity = idle_[best].capacity;
       idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(best));
       pooled_ -= static_cast<int64_t>(capacity);
-      reserved_ += static_cast<int64_t>(capacity);  // idle -> in use: no new memory
+      // idle -> in use: no new memory; counted anew unless `from` pays
+      if (!pay_from(capacity)) reserved_ += static_cast<int64_t>(capacity);
     } else {
-      status = Take(static_cast<int64_t>(std::max<size_t>(bytes, 1)), &freed);
       capacity = std::max<size_t>(bytes, 1);
+      if (!pay_from(capacity)) status = Take(static_cast<int64_t>(capacity), &freed);
     }
   }
   FreeAll(&freed);
@@ -143,6 +159,30 @@ absl::StatusOr<std::unique_ptr<HostBuffer>> HostMemory::AcquireBuffer(size_t byt
     }
   }
   return std::unique_ptr<HostBuffer>(new HostBuffer(shared_from_this(), data, capacity, bytes));
+}
+
+void HostMemory::Recycle(std::unique_ptr<HostBuffer> buffer, Reservation* into) {
+  if (buffer == nullptr) return;
+  if (into == nullptr || into->owner_.get() != this) return;  // destroyed the usual way
+  char* const data = buffer->data_;
+  const size_t capacity = buffer->capacity_;
+  buffer->owner_.reset();  // its destructor gives nothing back: done here
+  buffer.reset();
+  const int64_t c = static_cast<int64_t>(capacity);
+  bool pooled = false;
+  {
+    absl::MutexLock lock(&mu_);
+    into->bytes_ += c;  // still counted in reserved_, now as the reservation's
+    const bool fits_pool =
+        pooled_ + c <= max_pooled_bytes_ && idle_.size() < max_pooled_buffers_;
+    const bool fits_cap = max_bytes_ == 0 || reserved_ + pooled_ + c <= max_bytes_;
+    if (fits_pool && fits_cap) {
+      idle_.push_back({data, capacity});
+      pooled_ += c;
+      pooled = true;
+    }
+  }
+  if (!pooled) allocator_->Free(data, capacity);
 }
 
 void HostMemory::Return(char* data, size_t capacity) {

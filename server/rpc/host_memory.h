@@ -94,6 +94,14 @@ class HostMemory : public std::enable_shared_from_this<HostMemory> {
   // most twice the size), else a new one. Fails like Reserve, for its capacity, and with
   // RESOURCE_EXHAUSTED when the allocator has no memory.
   absl::StatusOr<std::unique_ptr<HostBuffer>> AcquireBuffer(size_t bytes);
+  // The same, paid for out of `from` (a reservation of this HostMemory) when it still
+  // holds the buffer's capacity: those bytes move from the reservation to the buffer, so
+  // what is counted does not change. Otherwise as AcquireBuffer(bytes).
+  absl::StatusOr<std::unique_ptr<HostBuffer>> AcquireBuffer(size_t bytes, Reservation* from);
+  // Gives `buffer` back (pooled or freed) and its capacity to `into`, a reservation of
+  // this HostMemory: what is counted does not change, and `into` can pay for the next
+  // buffer (a download's chunks take turns in the room it reserved).
+  void Recycle(std::unique_ptr<HostBuffer> buffer, Reservation* into);
 
   // True when the cap leaves no room at all (a new call is then refused before its
   // message is read).

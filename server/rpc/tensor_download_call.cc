@@ -1,7 +1,6 @@
 #include "server/rpc/tensor_download_call.h"
 
 #include <grpcpp/support/slice.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <string>
@@ -23,15 +22,26 @@ namespace gemmd {
 // gRPC still held are gone.
 class TensorDownloadCall::Room {
  public:
-  Room(Reservation reservation, std::shared_ptr<TenantBudget> budget, std::string tenant,
-       int64_t charged)
-      : reservation_(std::move(reservation)),
+  Room(std::shared_ptr<HostMemory> memory, Reservation reservation,
+       std::shared_ptr<TenantBudget> budget, std::string tenant, int64_t charged)
+      : memory_(std::move(memory)),
+        reservation_(std::move(reservation)),
         budget_(std::move(budget)),
         tenant_(std::move(tenant)),
         charged_(charged) {}
   ~Room() { budget_->Release(tenant_, charged_); }
 
+  // A buffer for the next chunk, paid for by the room while it holds enough.
+  absl::StatusOr<std::unique_ptr<HostBuffer>> Acquire(size_t bytes) {
+    return memory_->AcquireBuffer(bytes, &reservation_);
+  }
+  // A chunk gRPC is done with: its buffer's room goes back to the download.
+  void Recycle(std::unique_ptr<HostBuffer> buffer) {
+    memory_->Recycle(std::move(buffer), &reservation_);
+  }
+
  private:
+  const std::shared_ptr<HostMemory> memory_;
   Reservation reservation_;
   std::shared_ptr<TenantBudget> budget_;
   std::string tenant_;
@@ -43,16 +53,15 @@ namespace {
 // A chunk's bytes that are the tensor's own memory: the slice keeps the tensor.
 void ReleasePin(void* pin) { delete static_cast<TensorPin*>(pin); }
 
-// A chunk copied out of device memory: mapped for this chunk alone, so its pages go back
-// to the system when gRPC is done with it (a freed heap block would stay in the process).
+// A chunk copied out of device memory into a pooled host buffer (page-locked on a GPU,
+// so the copy is one DMA): the buffer goes back to the pool when gRPC is done with it.
 struct CopiedChunk {
-  void* data = nullptr;
-  size_t bytes = 0;
+  std::unique_ptr<HostBuffer> buffer;
   std::shared_ptr<TensorDownloadCall::Room> room;
 };
 void FreeCopiedChunk(void* chunk) {
   auto* c = static_cast<CopiedChunk*>(chunk);
-  munmap(c->data, c->bytes);
+  c->room->Recycle(std::move(c->buffer));
   delete c;
 }
 
@@ -116,6 +125,7 @@ TensorDownloadCall::TensorDownloadCall(const TensorCallEnvironment* env,
   grpc::Slice slice(chunk.Flatten());
   chunk_ = grpc::ByteBuffer(&slice, 1);
   StartWrite(&chunk_);
+  Prefetch();
 }
 
 absl::Status TensorDownloadCall::Start(const grpc::ByteBuffer& request) {
@@ -139,7 +149,8 @@ absl::Status TensorDownloadCall::Start(const grpc::ByteBuffer& request) {
   absl::StatusOr<Reservation> reservation = env_->memory->Reserve(room);
   if (!reservation.ok()) return reservation.status();
   if (absl::Status s = env_->tenant_budget->Charge(tenant_, room); !s.ok()) return s;
-  room_ = std::make_shared<Room>(*std::move(reservation), env_->tenant_budget, tenant_, room);
+  room_ = std::make_shared<Room>(env_->memory, *std::move(reservation), env_->tenant_budget,
+                                 tenant_, room);
   return absl::OkStatus();
 }
 
@@ -147,17 +158,15 @@ absl::StatusOr<grpc::Slice> TensorDownloadCall::ChunkSlice(const char* resident,
   if (room_ == nullptr) {
     return grpc::Slice(const_cast<char*>(resident), n, &ReleasePin, new TensorPin(pin_));
   }
-  void* data =
-      mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (data == MAP_FAILED) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("no host memory for a ", n, "-byte chunk; retry later"));
-  }
+  // Paid for by the room the download reserved, which the chunks gRPC is done with give
+  // back.
+  absl::StatusOr<std::unique_ptr<HostBuffer>> buffer = room_->Acquire(n);
+  if (!buffer.ok()) return buffer.status();
+  char* data = (*buffer)->data();
   if (absl::Status s = pin_->device->ReadResident(data, resident, n); !s.ok()) {
-    munmap(data, n);
     return absl::Status(s.code(), absl::StrCat("reading the tensor: ", s.message()));
   }
-  return grpc::Slice(data, n, &FreeCopiedChunk, new CopiedChunk{data, n, room_});
+  return grpc::Slice(data, n, &FreeCopiedChunk, new CopiedChunk{*std::move(buffer), room_});
 }
 
 void TensorDownloadCall::OnWriteDone(bool ok) {
@@ -168,21 +177,15 @@ void TensorDownloadCall::OnWriteDone(bool ok) {
   Next();
 }
 
-void TensorDownloadCall::Next() {
+absl::StatusOr<std::optional<grpc::ByteBuffer>> TensorDownloadCall::MakeChunk() {
   const bool data = data_sent_ < range_.data_bytes;
-  if (!data && scales_sent_ >= range_.scale_bytes) {
-    FinishWith(absl::OkStatus());
-    return;
-  }
+  if (!data && scales_sent_ >= range_.scale_bytes) return std::nullopt;  // all sent
   const int64_t n = data ? std::min(kDownloadChunkBytes, range_.data_bytes - data_sent_)
                          : std::min(kDownloadChunkBytes, range_.scale_bytes - scales_sent_);
   const char* from = data ? pin_->data() + range_.data_begin + data_sent_
                           : pin_->scales() + range_.scale_begin + scales_sent_;
   absl::StatusOr<grpc::Slice> payload = ChunkSlice(from, static_cast<size_t>(n));
-  if (!payload.ok()) {
-    FinishWith(payload.status());
-    return;
-  }
+  if (!payload.ok()) return payload.status();
   (data ? data_sent_ : scales_sent_) += n;
   // The field's tag and length, then the payload slice itself.
   const absl::string_view view(reinterpret_cast<const char*>(payload->begin()), payload->size());
@@ -192,8 +195,34 @@ void TensorDownloadCall::Next() {
   for (const wire::EncodedMessage::Piece& piece : message.pieces()) {
     slices.push_back(piece.is_payload ? *payload : grpc::Slice(piece.owned));
   }
-  chunk_ = grpc::ByteBuffer(slices.data(), slices.size());
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+void TensorDownloadCall::Prefetch() {
+  absl::MutexLock lock(&mu_);
+  if (!next_.has_value()) next_ = MakeChunk();
+}
+
+void TensorDownloadCall::Next() {
+  absl::StatusOr<std::optional<grpc::ByteBuffer>> chunk;
+  {
+    // Waits for a prefetch under way; makes the chunk here when there is none.
+    absl::MutexLock lock(&mu_);
+    chunk = next_.has_value() ? *std::move(next_) : MakeChunk();
+    next_.reset();
+  }
+  if (!chunk.ok()) {
+    FinishWith(chunk.status());
+    return;
+  }
+  if (!chunk->has_value()) {
+    FinishWith(absl::OkStatus());
+    return;
+  }
+  chunk_ = **std::move(chunk);
   StartWrite(&chunk_);
+  // The next chunk is read out of the device while gRPC sends this one.
+  Prefetch();
 }
 
 void TensorDownloadCall::FinishWith(const absl::Status& status) {
@@ -204,6 +233,10 @@ void TensorDownloadCall::FinishWith(const absl::Status& status) {
 void TensorDownloadCall::OnDone() {
   const absl::Time now = absl::Now();
   chunk_.Clear();
+  {
+    absl::MutexLock lock(&mu_);
+    next_.reset();  // a chunk prefetched for a write that never came
+  }
   pin_.reset();
   room_.reset();
   env_->reporter->Report(RpcMethod::kGetTensor, PrecisionLabel::None(),

@@ -8,10 +8,11 @@
 // sending, never a second serialized copy of it (chunks go out as slices, like a Matmul's
 // C). Where resident memory is host memory (the CPU backend) the slice is the tensor's
 // own memory, so a download takes no memory of its own. Otherwise (a GPU) each chunk is
-// copied into host memory that the download reserved when it started, two chunks' worth
-// under --max_inflight_bytes and the tenant's --tenant_max_inflight_bytes (the chunk
-// gRPC sends and the next); a download that finds no room is refused RESOURCE_EXHAUSTED
-// before it starts. That memory goes back to the system when the last chunk is sent.
+// copied into a pooled host buffer (page-locked: one DMA), the next one while gRPC sends
+// the one before, so copying and sending overlap. A download reserves two chunks' worth
+// when it starts, under --max_inflight_bytes and the tenant's
+// --tenant_max_inflight_bytes (the chunk gRPC sends and the next); a download that finds
+// no room is refused RESOURCE_EXHAUSTED before it starts.
 //
 // Counted in gemm_inflight_requests while it runs; served to its end by a drain that
 // starts after it did. Owns itself.
@@ -23,9 +24,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gemm/v1/gemm.pb.h"
 #include "server/rpc/tensor_call_environment.h"
@@ -70,8 +75,12 @@ class TensorDownloadCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
  private:
   ~TensorDownloadCall() override = default;
   absl::Status Start(const grpc::ByteBuffer& request);
-  // Writes the next chunk, or finishes when all went.
+  // Writes the next chunk (the one prefetched, when there is one), or finishes when all
+  // went; then prefetches the one after.
   void Next();
+  // The next chunk's message, or none when all went (advances what was sent).
+  absl::StatusOr<std::optional<grpc::ByteBuffer>> MakeChunk() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Prefetch();
   // The next `n` bytes at `resident` as a slice: the tensor's memory itself, or a copy.
   absl::StatusOr<grpc::Slice> ChunkSlice(const char* resident, size_t n);
   void FinishWith(const absl::Status& status);
@@ -84,9 +93,13 @@ class TensorDownloadCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   TensorPin pin_;
   DownloadRange range_;
   std::shared_ptr<Room> room_;  // null when the chunks are the tensor's own memory
-  grpc::ByteBuffer chunk_;
-  int64_t data_sent_ = 0;
-  int64_t scales_sent_ = 0;
+  grpc::ByteBuffer chunk_;  // the chunk gRPC is sending
+  // The chunk after it, read while that one is sent; taken by Next. Held while a
+  // prefetch runs, so a write that completes meanwhile waits for it.
+  absl::Mutex mu_;
+  std::optional<absl::StatusOr<std::optional<grpc::ByteBuffer>>> next_ ABSL_GUARDED_BY(mu_);
+  int64_t data_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t scales_sent_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status status_;  // what the call was finished with
 };
 

@@ -362,7 +362,6 @@ TEST_F(MatmulStreamTest, AStreamThatNeverReadsIsHeldAtItsCapAndCancelledClean) {
   absl::SleepFor(absl::Milliseconds(500));  // the client keeps writing; the server reads none
   EXPECT_EQ(server_->metrics().inflight(), 4);
   EXPECT_LE(server_->memory().reserved_bytes(), 4 * (static_cast<int64_t>(request_bytes.size()) + 1024));
-  EXPECT_GE(written.load(), 4);
 
   stop.store(true);
   raw.context.TryCancel();

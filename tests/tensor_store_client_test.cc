@@ -15,20 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "client/tensor_chunks.h"
 #include "kernels/quant_formats.h"
+#include "tests/client_calls.h"
 #include "tests/server_fixture.h"
 
 namespace gemmd::testing {
 namespace {
-
-std::string Floats(int64_t count, uint64_t seed, DataType type = DataType::kFloat32) {
-  std::mt19937_64 rng(seed);
-  return RandomBytes(type, count, rng);
-}
-
-template <typename T>
-absl::string_view Bytes(const std::vector<T>& v) {
-  return absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
 
 // A quantized [rows, k] tensor of N(0,1) values, owning its bytes.
 struct Quantized {
@@ -112,16 +103,16 @@ void ExpectQuantizedRoundTrip(TensorStoreClient& store, const QuantizedTensorRef
 
 TEST_F(TensorStoreClientTest, DenseTensorsReadBackByteForByte) {
   TensorStoreClient store = Store();
-  const std::string small = Floats(37 * 21, 1);
+  const std::string small = Random(DataType::kFloat32, 37 * 21, 1);
   PutOptions put;
   put.label = "small";
   ExpectDenseRoundTrip(store, {{37, 21}, gemm::v1::DATA_TYPE_FLOAT32, small}, put);
   // 4.6 MB of FLOAT16 in a rank-3 tensor: two chunks.
-  const std::string multi = Floats(3 * 700 * 1100, 2, DataType::kFloat16);
+  const std::string multi = Random(DataType::kFloat16, 3 * 700 * 1100, 2);
   put.label = "";
   ExpectDenseRoundTrip(store, {{3, 700, 1100}, gemm::v1::DATA_TYPE_FLOAT16, multi}, put);
   // 9 MB over one connection in 1 MiB chunks: many.
-  const std::string many = Floats(1500 * 1500, 3);
+  const std::string many = Random(DataType::kFloat32, 1500 * 1500, 3);
   put.chunk_bytes = 1 << 20;
   ExpectDenseRoundTrip(store, {{1500, 1500}, gemm::v1::DATA_TYPE_FLOAT32, many}, put);
 }
@@ -147,9 +138,9 @@ TEST_F(TensorStoreClientTest, ParallelPartsOverThreeConnectionsReadBackWhole) {
   put.connections = 3;
   put.label = "parts";
   // 1001 rows do not divide by 3: the parts are 333, 334 and 334 rows.
-  const std::string dense = Floats(1001 * 1500, 6);
+  const std::string dense = Random(DataType::kFloat32, 1001 * 1500, 6);
   ExpectDenseRoundTrip(store, {{1001, 1500}, gemm::v1::DATA_TYPE_FLOAT32, dense}, put);
-  const std::string batched = Floats(5 * 7 * 64, 7, DataType::kFloat16);
+  const std::string batched = Random(DataType::kFloat16, 5 * 7 * 64, 7);
   ExpectDenseRoundTrip(store, {{5, 7, 64}, gemm::v1::DATA_TYPE_FLOAT16, batched}, put);
   for (auto format : {gemm::v1::QUANT_FORMAT_INT8, gemm::v1::QUANT_FORMAT_NVFP4}) {
     SCOPED_TRACE(format);
@@ -158,7 +149,7 @@ TEST_F(TensorStoreClientTest, ParallelPartsOverThreeConnectionsReadBackWhole) {
   }
   // More connections than rows: capped at one part per row.
   put.connections = 16;
-  const std::string two_rows = Floats(2 * 10, 9);
+  const std::string two_rows = Random(DataType::kFloat32, 2 * 10, 9);
   ExpectDenseRoundTrip(store, {{2, 10}, gemm::v1::DATA_TYPE_FLOAT32, two_rows}, put);
 }
 
@@ -166,7 +157,9 @@ TEST_F(TensorStoreClientTest, MatmulByHandleEqualsTheSameCallInline) {
   TensorStoreClient store = Store();
   GemmClient client(channel_);
   const int64_t m = 33, n = 17, k = 300;
-  const std::string a = Floats(m * k, 10), b = Floats(k * n, 11), c = Floats(m * n, 12);
+  const std::string a = Random(DataType::kFloat32, m * k, 10);
+  const std::string b = Random(DataType::kFloat32, k * n, 11);
+  const std::string c = Random(DataType::kFloat32, m * n, 12);
   MatmulArgs inline_args;
   inline_args.a = {{m, k}, gemm::v1::DATA_TYPE_FLOAT32, a};
   inline_args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT32, b};
@@ -227,7 +220,7 @@ TEST_F(TensorStoreClientTest, QuantizedMatmulByHandleEqualsTheSameCallInline) {
   TensorStoreClient store = Store();
   GemmClient client(channel_);
   const int64_t m = 5, n = 24, k = 128;
-  const std::string a = Floats(m * k, 13);
+  const std::string a = Random(DataType::kFloat32, m * k, 13);
   for (auto format : {gemm::v1::QUANT_FORMAT_INT8, gemm::v1::QUANT_FORMAT_NVFP4}) {
     SCOPED_TRACE(format);
     std::unique_ptr<Quantized> b = MakeQuantized(format, n, k, 14);
@@ -274,7 +267,8 @@ TEST_F(TensorStoreClientTest, QuantizedMatmulByHandleEqualsTheSameCallInline) {
 TEST_F(TensorStoreClientTest, ADeletedTensorIsNotFound) {
   TensorStoreClient store = Store();
   GemmClient client(channel_);
-  const std::string a = Floats(4 * 8, 16), b = Floats(8 * 3, 17);
+  const std::string a = Random(DataType::kFloat32, 4 * 8, 16);
+  const std::string b = Random(DataType::kFloat32, 8 * 3, 17);
   absl::StatusOr<std::string> handle =
       store.PutTensor(TensorRef{{8, 3}, gemm::v1::DATA_TYPE_FLOAT32, b});
   ASSERT_TRUE(handle.ok()) << handle.status();
@@ -294,7 +288,7 @@ TEST_F(TensorStoreClientTest, ADeletedTensorIsNotFound) {
 
 TEST_F(TensorStoreClientTest, ListTensorsDescribesEachTensorAndTheStore) {
   TensorStoreClient store = Store();
-  const std::string b = Floats(64 * 32, 18, DataType::kFloat16);
+  const std::string b = Random(DataType::kFloat16, 64 * 32, 18);
   PutOptions put;
   put.label = "weights";
   put.ttl_s = 3600;
@@ -362,7 +356,7 @@ TEST_F(TensorStoreClientTest, AnUploadTheServerRefusesReturnsItsStatusAndStoresN
 // Checked here, before any call: bytes that do not match the shape.
 TEST_F(TensorStoreClientTest, ATensorWhoseBytesDoNotMatchItsShapeIsRefusedHere) {
   TensorStoreClient store = Store();
-  const std::string b = Floats(10, 20);
+  const std::string b = Random(DataType::kFloat32, 10, 20);
   absl::StatusOr<std::string> handle =
       store.PutTensor(TensorRef{{3, 4}, gemm::v1::DATA_TYPE_FLOAT32, b});
   EXPECT_EQ(handle.status().code(), absl::StatusCode::kInvalidArgument);

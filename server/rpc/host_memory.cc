@@ -168,36 +168,30 @@ void HostMemory::Recycle(std::unique_ptr<HostBuffer> buffer, Reservation* into) 
   const size_t capacity = buffer->capacity_;
   buffer->owner_.reset();  // its destructor gives nothing back: done here
   buffer.reset();
-  const int64_t c = static_cast<int64_t>(capacity);
   bool pooled = false;
   {
     absl::MutexLock lock(&mu_);
-    into->bytes_ += c;  // still counted in reserved_, now as the reservation's
-    const bool fits_pool =
-        pooled_ + c <= max_pooled_bytes_ && idle_.size() < max_pooled_buffers_;
-    const bool fits_cap = max_bytes_ == 0 || reserved_ + pooled_ + c <= max_bytes_;
-    if (fits_pool && fits_cap) {
-      idle_.push_back({data, capacity});
-      pooled_ += c;
-      pooled = true;
-    }
+    into->bytes_ += static_cast<int64_t>(capacity);  // still counted, now as the reservation's
+    pooled = PoolLocked(data, capacity);
   }
   if (!pooled) allocator_->Free(data, capacity);
 }
 
-void HostMemory::Return(char* data, size_t capacity) {
+bool HostMemory::PoolLocked(char* data, size_t capacity) {
   const int64_t c = static_cast<int64_t>(capacity);
+  const bool fits_pool = pooled_ + c <= max_pooled_bytes_ && idle_.size() < max_pooled_buffers_;
+  const bool fits_cap = max_bytes_ == 0 || reserved_ + pooled_ + c <= max_bytes_;
+  if (!fits_pool || !fits_cap || data == nullptr) return false;
+  idle_.push_back({data, capacity});
+  pooled_ += c;
+  return true;
+}
+
+void HostMemory::Return(char* data, size_t capacity) {
   {
     absl::MutexLock lock(&mu_);
-    reserved_ -= c;
-    const bool fits_pool =
-        pooled_ + c <= max_pooled_bytes_ && idle_.size() < max_pooled_buffers_;
-    const bool fits_cap = max_bytes_ == 0 || reserved_ + pooled_ + c <= max_bytes_;
-    if (fits_pool && fits_cap && data != nullptr) {
-      idle_.push_back({data, capacity});
-      pooled_ += c;
-      return;
-    }
+    reserved_ -= static_cast<int64_t>(capacity);
+    if (PoolLocked(data, capacity)) return;
   }
   // Outside the lock: unmapping (or unpinning) a large buffer takes a while.
   if (data != nullptr) allocator_->Free(data, capacity);

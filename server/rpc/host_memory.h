@@ -136,6 +136,9 @@ class HostMemory : public std::enable_shared_from_this<HostMemory> {
   absl::Status Take(int64_t bytes, std::vector<Idle>* freed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Give(int64_t bytes);
   void Return(char* data, size_t capacity);
+  // Keeps an idle buffer when the pool and the cap have room for it; false: the caller
+  // frees it.
+  bool PoolLocked(char* data, size_t capacity) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t max_bytes_;
   const int64_t max_pooled_bytes_;

@@ -25,7 +25,11 @@ struct MatmulStreamCall::Request {
 
 MatmulStreamCall::MatmulStreamCall(const GemmCallEnvironment* env,
                                    grpc::GenericCallbackServerContext* context, std::string tenant)
-    : env_(env), context_(context), tenant_(std::move(tenant)), opened_(absl::Now()) {
+    : env_(env),
+      context_(context),
+      tenant_(std::move(tenant)),
+      peer_(context->peer()),
+      opened_(absl::Now()) {
   env_->metrics->AddOpenStreams(1);
   const absl::Status entered = env_->registry->Enter(this, false, [this] { OnDraining(); });
   Next next;
@@ -180,13 +184,7 @@ void MatmulStreamCall::Answer(Request* request, const absl::Status& answered,
                                                on_wire.error_message(), result_bytes));
   for (grpc::Slice& slice : result) slices.push_back(std::move(slice));
   request->bytes = grpc::ByteBuffer(slices.data(), slices.size());
-  Next next;
-  {
-    absl::MutexLock lock(&mu_);
-    answers_.push_back(request);
-    next = DecideLocked();
-  }
-  Start(next);
+  Advance([&] { answers_.push_back(request); });
 }
 
 void MatmulStreamCall::OnWriteDone(bool ok) {
@@ -202,33 +200,25 @@ void MatmulStreamCall::OnWriteDone(bool ok) {
          : absl::CancelledError(absl::StrCat(
                "the stream ended before the answer was sent; the server's answer was: ",
                written->status.ok() ? "OK" : written->status.message()));
-  written->exchange.Settle(outcome, context_->peer());
+  written->exchange.Settle(outcome, peer_);
   env_->metrics->RecordStreamRequest(outcome.code());
   delete written;
-  Next next;
-  {
-    absl::MutexLock lock(&mu_);
-    --outstanding_;
-    next = DecideLocked();
-  }
-  Start(next);
+  Advance([&] { --outstanding_; });
 }
 
 void MatmulStreamCall::OnCancel() {
-  Next next;
-  {
-    absl::MutexLock lock(&mu_);
-    cancelled_ = true;
-    next = DecideLocked();
-  }
-  Start(next);
+  Advance([&] { cancelled_ = true; });
 }
 
 void MatmulStreamCall::OnDraining() {
+  Advance([&] { draining_ = true; });
+}
+
+void MatmulStreamCall::Advance(absl::FunctionRef<void()> change) {
   Next next;
   {
     absl::MutexLock lock(&mu_);
-    draining_ = true;
+    change();
     next = DecideLocked();
   }
   Start(next);
@@ -242,7 +232,7 @@ void MatmulStreamCall::OnDone() {
   }
   const absl::Time now = absl::Now();
   env_->reporter->Report(RpcMethod::kMatmulStream, PrecisionLabel::None(),
-                         ClientOutcome(*context_, finished, now), tenant_, context_->peer(),
+                         ClientOutcome(*context_, finished, now), tenant_, peer_,
                          now - opened_);
   env_->metrics->AddOpenStreams(-1);
   if (registered_) env_->registry->Leave(this);

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -82,10 +83,13 @@ class MatmulStreamCall final : public grpc::ServerGenericBidiReactor {
 
   Next DecideLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Start(const Next& next);
+  // `change` to the state under mu_, then what it lets start, started.
+  void Advance(absl::FunctionRef<void()> change);
 
   const GemmCallEnvironment* const env_;
   grpc::GenericCallbackServerContext* const context_;
   const std::string tenant_;
+  const std::string peer_;  // for each request's report (the context's is a new string a call)
   const absl::Time opened_;
   bool registered_ = false;
   grpc::ByteBuffer read_bytes_;  // the message being read (touched only by OnReadDone)

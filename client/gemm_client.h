@@ -138,6 +138,15 @@ struct CallOptions {
   std::string continues;
 };
 
+// Where a striped call's time went, as the client saw it (client/striped_call.h): the
+// steps run one after another, so they add up to the call.
+struct StripedSteps {
+  absl::Duration put;      // the large operands put as temporaries
+  absl::Duration call;     // the Matmul (or QuantizedMatmul) that names them
+  absl::Duration get;      // C read back (zero when C rode in the call's answer)
+  absl::Duration cleanup;  // the temporaries deleted
+};
+
 // A call's answer: everything the server said, and C's bytes.
 class MatmulResult {
  public:
@@ -147,6 +156,8 @@ class MatmulResult {
   // kept on the server (keep_c: its handle is info().c_ref().handle()) or written into a
   // region (c_shm).
   absl::string_view c() const { return c_; }
+  // A call that went striped (and was not made again on one connection): its steps.
+  const std::optional<StripedSteps>& striped_steps() const { return striped_steps_; }
 
  private:
   friend class StripedCall;
@@ -155,6 +166,7 @@ class MatmulResult {
   gemm::v1::MatmulResponse info_;
   std::unique_ptr<char[]> owned_;
   absl::string_view c_;
+  std::optional<StripedSteps> striped_steps_;
 };
 
 // A server, or a deployment of replicas, to call: any gRPC target URI ("host:port",

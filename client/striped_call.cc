@@ -81,21 +81,49 @@ bool NoStore(const absl::Status& s) {
 
 class StripedCall::Temporaries {
  public:
-  // `store`: on a connection that reaches a draining server.
-  explicit Temporaries(TensorStoreClient* store) : store_(store) {}
-  // Deleted whatever happened; a delete that fails leaves the TTL to do it.
+  explicit Temporaries(StripedCall* owner) : owner_(owner) {}
+  // Deleted whatever happened; a delete that fails leaves the TTL to do it. After a call
+  // that succeeded the deletes go out without waiting (the caller has C; the server frees
+  // the memory a round trip later); after a failure they are waited for, so a call made
+  // again on one connection finds their room free.
   ~Temporaries() {
-    if (!handles_.empty()) store_->DeleteTensors(handles_, kDeleteTimeout).IgnoreError();
+    if (handles_.empty()) return;
+    if (succeeded_) {
+      owner_->DeleteLater(std::move(handles_));
+    } else {
+      owner_->continuing_store_.DeleteTensors(handles_, kDeleteTimeout).IgnoreError();
+    }
   }
   void Add(std::string handle) { handles_.push_back(std::move(handle)); }
+  void Succeeded() { succeeded_ = true; }
   // One the call made, which its later RPCs name (gemmd-continues) so a server that
   // starts draining serves the call to its end; empty before the first.
   std::string first() const { return handles_.empty() ? std::string() : handles_.front(); }
 
  private:
-  TensorStoreClient* const store_;
+  StripedCall* const owner_;
   std::vector<std::string> handles_;
+  bool succeeded_ = false;
 };
+
+StripedCall::~StripedCall() {
+  // Each delete ends by its deadline (kDeleteTimeout), so this wait does too.
+  absl::MutexLock lock(&deletes_->mu,
+                       absl::Condition(+[](int* n) { return *n == 0; }, &deletes_->pending));
+}
+
+void StripedCall::DeleteLater(std::vector<std::string> handles) {
+  {
+    absl::MutexLock lock(&deletes_->mu);
+    ++deletes_->pending;
+  }
+  // On the pool's first connection, which reaches a draining server (as the call's RPCs).
+  continuing_store_.DeleteTensorsAsync(handles, kDeleteTimeout,
+                                       [deletes = deletes_](const absl::Status&) {
+                                         absl::MutexLock lock(&deletes->mu);
+                                         --deletes->pending;
+                                       });
+}
 
 StripedCall::StripedCall(std::shared_ptr<grpc::ChannelInterface> channel,
                          std::shared_ptr<ConnectionPool> pool)
@@ -150,13 +178,17 @@ int StripedCall::StripesFor(const QuantizedMatmulArgs& args, const CallOptions& 
 template <typename Args, typename Call>
 absl::Status StripedCall::Finish(Args inner, const CallOptions& options, absl::Time deadline,
                                  int stripes, bool stripe_c, Temporaries* temporaries,
-                                 const Call& call, MatmulResult* result) {
+                                 const Call& call, StripedSteps* steps,
+                                 MatmulResult* result) {
   if (stripe_c) inner.keep_c = KeepResult{TtlFor(options.timeout), kLabel, /*temporary=*/true};
   CallOptions one = options;
   one.stripes = 1;
   one.timeout = deadline - absl::Now();
   one.continues = temporaries->first();
+  const absl::Time start = absl::Now();
   if (absl::Status s = call(inner, one, result); !s.ok()) return s;
+  const absl::Time called = absl::Now();
+  steps->call = called - start;
   if (!stripe_c) return absl::OkStatus();
 
   const std::string handle = result->info_.c_ref().handle();
@@ -185,6 +217,7 @@ absl::Status StripedCall::Finish(Args inner, const CallOptions& options, absl::T
       handle, *rows, absl::MakeSpan(out, bytes), {},
       UploadConnections(rows->data_bytes(), rows->rows, stripes), deadline - absl::Now());
   if (!read.ok()) return read.status();
+  steps->get = absl::Now() - called;
   // As the one-connection call answers: C's shape and dtype, no handle (it is gone).
   result->info_.clear_c_ref();
   result->c_ = absl::string_view(out, bytes);
@@ -195,13 +228,17 @@ template <typename Args, typename PutOperands, typename Call>
 absl::Status StripedCall::Run(const Args& args, const CallOptions& options, int stripes,
                               int64_t c_bytes, const PutOperands& put_operands,
                               const Call& call, MatmulResult* result) {
-  const absl::Time deadline = absl::Now() + options.timeout;
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + options.timeout;
+  result->striped_steps_.reset();
+  StripedSteps steps;
+  absl::Time cleanup_start;
   // Forced stripes stripe every inline operand; chosen ones only the large.
   const int64_t least = options.stripes >= 2 ? 1 : kStripeOperandBytes;
   absl::Status status;
   bool put_failed = false;
   {
-    Temporaries temporaries(&continuing_store_);
+    Temporaries temporaries(this);
     Args inner = args;
     std::string device;  // the first temporary's: the others go there too
     // Puts `tensor` (dense or quantized, `bytes` in all) as a temporary and names it in
@@ -226,10 +263,18 @@ absl::Status StripedCall::Run(const Args& args, const CallOptions& options, int 
     };
     status = put_operands(put, &inner);
     put_failed = !status.ok();
+    steps.put = absl::Now() - start;
     if (status.ok()) {
       status = Finish(std::move(inner), options, deadline, stripes,
-                      !args.keep_c && c_bytes >= least, &temporaries, call, result);
+                      !args.keep_c && c_bytes >= least, &temporaries, call, &steps, result);
     }
+    if (status.ok()) temporaries.Succeeded();
+    cleanup_start = absl::Now();
+  }  // the temporaries are deleted here
+  if (status.ok()) {
+    steps.cleanup = absl::Now() - cleanup_start;
+    result->striped_steps_ = steps;
+    return status;
   }
   if (!FallBack(status, put_failed, options)) return status;
   CallOptions one = options;

@@ -10,7 +10,8 @@
 //   4. the temporaries are deleted, all at once.
 // C is bit-identical to the one-connection call's: the server computes the same product
 // from the same bytes; only where the bytes travel differs. A step that fails fails the
-// call with the server's status, and the temporaries made so far are deleted. They carry a
+// call with the server's status, and the temporaries made so far are deleted (after a call
+// that succeeded, without waiting: the StripedCall's destructor waits). They carry a
 // TTL of the call's timeout too, so a client that dies mid-call leaks nothing past it (an
 // unfinished part upload goes sooner: the server drops it), and they count against the
 // caller's tenant quota like any resident tensor.
@@ -30,7 +31,9 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/connection_pool.h"
 #include "client/gemm_client.h"
@@ -52,6 +55,8 @@ class StripedCall {
   // Calls over `channel`, parts over `pool`'s connections.
   StripedCall(std::shared_ptr<grpc::ChannelInterface> channel,
               std::shared_ptr<ConnectionPool> pool);
+  // Waits for the deletes of its calls' temporaries still in flight.
+  ~StripedCall();
 
   // How many connections a call goes over (1: not striped), for CallOptions::stripes.
   int StripesFor(const MatmulArgs& args, const CallOptions& options) const;
@@ -74,17 +79,27 @@ class StripedCall {
   absl::Status Run(const Args& args, const CallOptions& options, int stripes, int64_t c_bytes,
                    const PutOperands& put_operands, const Call& call, MatmulResult* result);
   // Steps 2-4 for either kind of call, once the operands are in: `call` runs the call
-  // itself (keep_c set when `stripe_c`), by `deadline`.
+  // itself (keep_c set when `stripe_c`), by `deadline`; the call's and the read's times
+  // go in *steps.
   template <typename Args, typename Call>
   absl::Status Finish(Args inner, const CallOptions& options, absl::Time deadline, int stripes,
                       bool stripe_c, Temporaries* temporaries, const Call& call,
-                      MatmulResult* result);
+                      StripedSteps* steps, MatmulResult* result);
   int Decide(int64_t call_bytes, int requested) const;
   // Whether a striped call that ended with `status` is made again on one connection:
   // when its parts reached two server processes (the pool is then marked spread), and,
   // for the client's own choice of stripes (CallOptions::stripes 0), when the server
   // could not keep its operands (no tensor store, or no room in it).
   bool FallBack(const absl::Status& status, bool put_failed, const CallOptions& options);
+  // Deletes a finished call's temporaries without waiting (counted in deletes_).
+  void DeleteLater(std::vector<std::string> handles);
+
+  // Deletes sent and not yet answered: shared with their callbacks, which may end after
+  // the destructor's wait does.
+  struct PendingDeletes {
+    absl::Mutex mu;
+    int pending ABSL_GUARDED_BY(mu) = 0;
+  };
 
   std::shared_ptr<ConnectionPool> pool_;
   GemmClient plain_;  // the one-connection calls: the fallback
@@ -95,6 +110,7 @@ class StripedCall {
   GemmClient continuing_;
   TensorStoreClient continuing_store_;
   std::atomic<bool> no_store_{false};  // the server keeps no temporaries: never again
+  const std::shared_ptr<PendingDeletes> deletes_ = std::make_shared<PendingDeletes>();
 };
 
 }  // namespace gemmd

@@ -8,8 +8,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/generic_stream.h"
 #include "client/tensor_chunks.h"
@@ -418,33 +418,64 @@ absl::Status TensorStoreClient::DeleteTensor(const std::string& handle, absl::Du
 
 absl::Status TensorStoreClient::DeleteTensors(const std::vector<std::string>& handles,
                                               absl::Duration timeout) {
-  auto stub = gemm::v1::GemmService::NewStub(channel_);
-  struct Delete {
-    grpc::ClientContext context;
-    gemm::v1::TensorHandle request;
-    gemm::v1::DeleteTensorResponse response;
-    absl::Status status;
+  absl::Notification done;
+  absl::Status status;
+  DeleteTensorsAsync(handles, timeout, [&](absl::Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return status;
+}
+
+void TensorStoreClient::DeleteTensorsAsync(const std::vector<std::string>& handles,
+                                           absl::Duration timeout,
+                                           std::function<void(absl::Status)> done) {
+  if (handles.empty()) {
+    done(absl::OkStatus());
+    return;
+  }
+  // Lives until the last answer: the stub keeps the channel.
+  struct Deletes {
+    struct One {
+      grpc::ClientContext context;
+      gemm::v1::TensorHandle request;
+      gemm::v1::DeleteTensorResponse response;
+    };
+    std::unique_ptr<gemm::v1::GemmService::Stub> stub;
+    std::vector<One> ones;
+    std::function<void(absl::Status)> done;
+    absl::Mutex mu;
+    size_t pending ABSL_GUARDED_BY(mu) = 0;
+    absl::Status first ABSL_GUARDED_BY(mu);
   };
-  std::vector<Delete> deletes(handles.size());
-  absl::BlockingCounter pending(static_cast<int>(handles.size()));
+  auto* deletes = new Deletes;
+  deletes->stub = gemm::v1::GemmService::NewStub(channel_);
+  deletes->ones = std::vector<Deletes::One>(handles.size());
+  deletes->done = std::move(done);
+  deletes->pending = handles.size();
   for (size_t i = 0; i < handles.size(); ++i) {
-    Delete& d = deletes[i];
+    Deletes::One& d = deletes->ones[i];
     SetDeadline(&d.context, timeout);
     // Each names its own tensor as what it continues: a draining server deletes a
     // temporary (and refuses others, as any call).
     d.context.AddMetadata(kContinuesMetadata, handles[i]);
     d.request.set_handle(handles[i]);
-    stub->async()->DeleteTensor(&d.context, &d.request, &d.response,
-                                [&d, &pending](grpc::Status status) {
-                                  d.status = FromGrpc(status);
-                                  pending.DecrementCount();
-                                });
   }
-  pending.Wait();
-  for (const Delete& d : deletes) {
-    if (!d.status.ok()) return d.status;
+  for (Deletes::One& d : deletes->ones) {
+    deletes->stub->async()->DeleteTensor(
+        &d.context, &d.request, &d.response, [deletes](grpc::Status status) {
+          absl::Status first;
+          {
+            absl::MutexLock lock(&deletes->mu);
+            if (deletes->first.ok() && !status.ok()) deletes->first = FromGrpc(status);
+            if (--deletes->pending > 0) return;
+            first = deletes->first;
+          }
+          deletes->done(std::move(first));
+          delete deletes;
+        });
   }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<gemm::v1::ListTensorsResponse> TensorStoreClient::ListTensors(

@@ -142,6 +142,10 @@ class TensorStoreClient {
   // Deletes every tensor named, all at once (one round trip); the first error, if any.
   absl::Status DeleteTensors(const std::vector<std::string>& handles,
                              absl::Duration timeout = absl::Seconds(60));
+  // The same without waiting: `done` runs once, on a gRPC thread, with the first error
+  // (or OK) when every delete has been answered. The client may be destroyed meanwhile.
+  void DeleteTensorsAsync(const std::vector<std::string>& handles, absl::Duration timeout,
+                          std::function<void(absl::Status)> done);
   // Every tensor of the caller's, all pages of the listing in one response (the store's
   // totals as of its last page); `timeout` bounds the whole listing.
   absl::StatusOr<gemm::v1::ListTensorsResponse> ListTensors(

@@ -51,6 +51,7 @@ struct Sample {
   grpc::StatusCode code = grpc::StatusCode::OK;
   int64_t queue_us = 0, copy_in_us = 0, compute_us = 0, copy_out_us = 0, total_us = 0;
   uint32_t batch_size = 0;
+  std::optional<StripedSteps> striped;  // a call that went striped: its steps
   std::string message;  // errors only
 };
 
@@ -73,8 +74,11 @@ std::vector<Sample> RunClosedLoop(int concurrency, absl::Time end,
   return all;
 }
 
-// The server's phase times and batch size of a call that succeeded.
-void SetServerTimes(const gemm::v1::Timing& t, Sample* s) {
+// The server's phase times and batch size of a call that succeeded, and a striped call's
+// steps.
+void SetServerTimes(const MatmulResult& result, Sample* s) {
+  const gemm::v1::Timing& t = result.info().timing();
+  s->striped = result.striped_steps();
   s->queue_us = t.queue_us();
   s->copy_in_us = t.copy_in_us();
   s->compute_us = t.compute_us();
@@ -142,7 +146,7 @@ class CallSlots {
              s.start = done.from;
              s.end = absl::Now();
              SetOutcome(status, &s);
-             if (status.ok()) SetServerTimes(done.result.info().timing(), &s);
+             if (status.ok()) SetServerTimes(done.result, &s);
              if (status.ok() && sampler_ != nullptr) sampler_->Offer(done.result.c());
              finished_(i, std::move(s));
            });
@@ -340,7 +344,7 @@ class StreamClosedLoop {
     s.start = slot->from;
     s.end = absl::Now();
     SetOutcome(status, &s);
-    if (status.ok()) SetServerTimes(slot->result.info().timing(), &s);
+    if (status.ok()) SetServerTimes(slot->result, &s);
     if (status.ok() && sampler_ != nullptr) sampler_->Offer(slot->result.c());
     {
       absl::MutexLock lock(&mu_);
@@ -703,7 +707,7 @@ int RunBench(const CliOptions& o) {
         const absl::Status status = call(client.get(), options, &result);
         s.end = absl::Now();
         SetOutcome(status, &s);
-        if (status.ok()) SetServerTimes(result.info().timing(), &s);
+        if (status.ok()) SetServerTimes(result, &s);
         if (status.ok() && sampler != nullptr) sampler->Offer(result.c());
         return s;
       };
@@ -739,6 +743,7 @@ int RunBench(const CliOptions& o) {
   double queue_us = 0, copy_in_us = 0, compute_us = 0, copy_out_us = 0, total_us = 0;
   double batch_sizes = 0;
   double compute_shares_us = 0;  // each launch's compute split among its requests
+  StripedSteps striped_sum;
   for (const Sample& s : samples) {
     if (s.start < measure_start || s.end > measure_end) continue;
     if (s.code != grpc::StatusCode::OK) {
@@ -756,6 +761,13 @@ int RunBench(const CliOptions& o) {
     total_us += static_cast<double>(s.total_us);
     batch_sizes += static_cast<double>(s.batch_size);
     compute_shares_us += static_cast<double>(s.compute_us) / std::max<double>(1, s.batch_size);
+    if (s.striped) {
+      ++report.striped_calls;
+      striped_sum.put += s.striped->put;
+      striped_sum.call += s.striped->call;
+      striped_sum.get += s.striped->get;
+      striped_sum.cleanup += s.striped->cleanup;
+    }
   }
   report.latency = SummarizeLatencies(std::move(latencies_ms));
   report.error_latency = SummarizeLatencies(std::move(error_latencies_ms));
@@ -768,6 +780,13 @@ int RunBench(const CliOptions& o) {
     report.server_total_ms = total_us / 1e3 / ok;
     report.mean_batch_size = batch_sizes / ok;
     report.server_compute_per_request_ms = compute_shares_us / 1e3 / ok;
+    if (report.striped_calls > 0) {
+      const double n = static_cast<double>(report.striped_calls);
+      report.striped_put_ms = absl::ToDoubleMilliseconds(striped_sum.put) / n;
+      report.striped_call_ms = absl::ToDoubleMilliseconds(striped_sum.call) / n;
+      report.striped_get_ms = absl::ToDoubleMilliseconds(striped_sum.get) / n;
+      report.striped_cleanup_ms = absl::ToDoubleMilliseconds(striped_sum.cleanup) / n;
+    }
     if (cpu.server_ok()) report.server_cpu_us_per_request = cpu.server_s() / ok * 1e6;
     report.client_cpu_us_per_request = cpu.client_s() / ok * 1e6;
   }

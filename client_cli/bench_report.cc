@@ -97,6 +97,13 @@ std::string FormatBenchText(const BenchReport& r) {
                           r.server_copy_out_ms, r.server_total_ms, r.mean_batch_size,
                           r.server_compute_per_request_ms);
   }
+  if (r.striped_calls > 0) {
+    absl::StrAppendFormat(&out,
+                          "striped ms (mean of %d calls, client): put=%.3f call=%.3f get=%.3f "
+                          "cleanup=%.3f\n",
+                          r.striped_calls, r.striped_put_ms, r.striped_call_ms, r.striped_get_ms,
+                          r.striped_cleanup_ms);
+  }
   if (r.verified > 0) {
     absl::StrAppendFormat(&out,
                           "verify:     %d answers vs FP64: max rel_error=%.3e (tolerance %.0e) %s\n",
@@ -147,6 +154,9 @@ std::string FormatBenchJson(const BenchReport& r) {
       ",\"server_ms\":{\"queue\":", Num(r.server_queue_ms),
       ",\"copy_in\":", Num(r.server_copy_in_ms), ",\"compute\":", Num(r.server_compute_ms),
       ",\"copy_out\":", Num(r.server_copy_out_ms), ",\"total\":", Num(r.server_total_ms),
+      "},\"striped_calls\":", r.striped_calls,
+      ",\"striped_ms\":{\"put\":", Num(r.striped_put_ms), ",\"call\":", Num(r.striped_call_ms),
+      ",\"get\":", Num(r.striped_get_ms), ",\"cleanup\":", Num(r.striped_cleanup_ms),
       "},\"mean_batch_size\":", Num(r.mean_batch_size),
       ",\"server_compute_per_request_ms\":", Num(r.server_compute_per_request_ms),
       ",\"target_rate\":", Num(r.target_rate), ",\"arrivals\":", JsonString(r.arrivals),

@@ -46,6 +46,10 @@ struct BenchReport {
   // Means of the server's Timing over successful responses (grpc mode).
   double server_queue_ms = 0, server_copy_in_ms = 0, server_compute_ms = 0,
          server_copy_out_ms = 0, server_total_ms = 0;
+  // Striped calls (client/striped_call.h): how many of the successful ones went striped,
+  // and the mean of each step over those, as the client timed them.
+  int64_t striped_calls = 0;
+  double striped_put_ms = 0, striped_call_ms = 0, striped_get_ms = 0, striped_cleanup_ms = 0;
   double mean_batch_size = 0;  // requests per launch, as responses report it
   // The server's compute per request: each response's launch compute over the requests
   // that shared the launch.

@@ -106,6 +106,22 @@ TEST(BenchReportTest, RatesAndJson) {
       << stream_json;
   r.verify_max_error = 2e-5;
   EXPECT_NE(FormatBenchText(r).find("(tolerance 1e-05) FAIL"), std::string::npos);
+  // Striped calls: each step's mean, only where some call went striped.
+  EXPECT_EQ(FormatBenchText(r).find("striped ms"), std::string::npos);
+  EXPECT_NE(FormatBenchJson(r).find("\"striped_calls\":0,"), std::string::npos);
+  r.striped_calls = 7;
+  r.striped_put_ms = 4.25;
+  r.striped_call_ms = 1.5;
+  r.striped_get_ms = 6.125;
+  r.striped_cleanup_ms = 0.05;
+  EXPECT_NE(FormatBenchText(r).find("striped ms (mean of 7 calls, client): put=4.250 "
+                                    "call=1.500 get=6.125 cleanup=0.050"),
+            std::string::npos)
+      << FormatBenchText(r);
+  EXPECT_NE(FormatBenchJson(r).find("\"striped_calls\":7,\"striped_ms\":{\"put\":4.25,"
+                                    "\"call\":1.5,\"get\":6.125,\"cleanup\":0.05}"),
+            std::string::npos)
+      << FormatBenchJson(r);
 }
 
 TEST(MatmulInputsTest, RandomOperandsMatchFlagsAndVerify) {

@@ -92,6 +92,12 @@ class StripedCallTest : public InProcessServerTest {
     EXPECT_EQ(striped.info().c().dtype(), single.info().c().dtype());
     EXPECT_TRUE(striped.info().c_ref().handle().empty());
     EXPECT_EQ(striped.info().kernel(), single.info().kernel());
+    // The striped call's steps (the one-connection call has none); C came back striped.
+    EXPECT_FALSE(single.striped_steps().has_value());
+    ASSERT_TRUE(striped.striped_steps().has_value());
+    EXPECT_GT(striped.striped_steps()->put, absl::ZeroDuration());
+    EXPECT_GT(striped.striped_steps()->call, absl::ZeroDuration());
+    EXPECT_GT(striped.striped_steps()->get, absl::ZeroDuration());
     EXPECT_EQ(StoredTensors(), 0);
   }
 

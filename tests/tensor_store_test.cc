@@ -225,6 +225,71 @@ TEST_F(TensorStoreTest, TemporariesAreKnownPerTenantUntilTheyGoOrExpire) {
   EXPECT_EQ(store->TemporaryCount(), 0);
 }
 
+TEST_F(TensorStoreTest, AGoneTemporarysMemoryServesTheNextOfItsSizeThenGoes) {
+  auto store = MakeStore(1 << 20);
+  const TensorSpec spec = Dense({64, 64});  // 16 KiB
+  const int64_t charge = store->ChargeFor(64 * 64 * 4, 0);
+  auto put_temporary = [&](const TensorSpec& s) -> absl::StatusOr<std::string> {
+    absl::StatusOr<std::unique_ptr<TensorStore::Upload>> upload =
+        store->Begin(s, absl::Seconds(30), "t", "alice", "", /*temporary=*/true);
+    if (!upload.ok()) return upload.status();
+    if (absl::Status st = (*upload)->Append(Floats(s.shape[0] * s.shape[1], 0), {}); !st.ok()) return st;
+    return (*upload)->Finish();
+  };
+  absl::StatusOr<std::string> first = put_temporary(spec);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const void* memory = (*store->Acquire(*first, "alice"))->memory;
+  ASSERT_TRUE(store->Delete(*first, "alice").ok());
+  // Gone as a tensor at once; its memory stays, still counted against the cap.
+  EXPECT_EQ(store->tensor_count(), 0);
+  EXPECT_EQ(store->used_bytes(), charge);
+  EXPECT_EQ(device_.resident_allocations(), 1);
+  // The next temporary of its size on its device takes it: no new allocation.
+  absl::StatusOr<std::string> second = put_temporary(spec);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*store->Acquire(*second, "alice"))->memory, memory);
+  EXPECT_EQ(device_.resident_allocations(), 1);
+  EXPECT_EQ(store->used_bytes(), charge);
+  // Another size, or a tensor that is no temporary, allocates its own.
+  absl::StatusOr<std::string> other = put_temporary(Dense({32, 64}));
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(device_.resident_allocations(), 2);
+  ASSERT_TRUE(store->Delete(*second, "alice").ok());
+  ASSERT_TRUE(store->Delete(*other, "alice").ok());
+  absl::StatusOr<std::string> plain = Put(*store, spec, Floats(64 * 64, 1));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(device_.resident_allocations(), 3);
+  ASSERT_TRUE(store->Delete(*plain).ok());
+  EXPECT_EQ(device_.resident_allocations(), 2);  // freed at once
+  // The spares go with the first sweep two seconds after they came.
+  store->Sweep();
+  EXPECT_EQ(device_.resident_allocations(), 2);
+  clock_.Advance(absl::Seconds(3));
+  store->Sweep();
+  EXPECT_EQ(device_.resident_allocations(), 0);
+  EXPECT_EQ(store->used_bytes(), 0);
+}
+
+TEST_F(TensorStoreTest, SparesGiveWayToATensorTheCapHasNoRoomFor) {
+  const int64_t charge = MakeStore(1)->ChargeFor(256 * 256 * 4, 0);
+  auto store = MakeStore(charge + charge / 2);
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> upload =
+      store->Begin(Dense({256, 256}), absl::Seconds(30), "t", "", "", /*temporary=*/true);
+  ASSERT_TRUE(upload.ok());
+  ASSERT_TRUE((*upload)->Append(Floats(256 * 256, 0), {}).ok());
+  absl::StatusOr<std::string> temporary = (*upload)->Finish();
+  ASSERT_TRUE(temporary.ok());
+  upload->reset();  // the upload's hold on the tensor
+  ASSERT_TRUE(store->Delete(*temporary).ok());
+  EXPECT_EQ(store->tensor_count(), 0);
+  EXPECT_EQ(store->used_bytes(), charge);  // the spare
+  // A tensor of another size finds the cap full of the spare: the spare goes instead.
+  absl::StatusOr<std::string> plain = Put(*store, Dense({250, 256}), Floats(250 * 256, 1));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(device_.resident_allocations(), 1);
+  EXPECT_EQ(store->used_bytes(), store->ChargeFor(250 * 256 * 4, 0));
+}
+
 TEST_F(TensorStoreTest, PartsMakeOneTensorOnlyWhenAllArrived) {
   auto store = MakeStore(1 << 20);
   const TensorSpec spec = Dense({5, 2});  // rows 0-1 and 2-4 in two parts

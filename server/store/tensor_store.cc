@@ -17,6 +17,9 @@ namespace gemmd {
 namespace {
 
 constexpr absl::string_view kHandlePrefix = "t1-";
+// How long a gone temporary's memory waits for the next temporary of its size (Accounts:
+// spares): a striped call's next call comes within it; freed by the sweep after.
+constexpr absl::Duration kSpareLinger = absl::Seconds(2);
 
 // `bytes` random bytes in hex, from the kernel's generator (never a seeded PRNG: a handle
 // is a capability, guessing one must be as hard as guessing 128 random bits).
@@ -51,7 +54,24 @@ std::string Shown(absl::string_view handle) {
 // Bytes taken from the cap and tensors alive, per device and per tenant; shared with the
 // tensors' deleters, which give them back when the last pin of a tensor goes (possibly
 // after the store itself).
+//
+// Spares: the memory of temporaries that went, kept a moment (kSpareLinger) for the next
+// temporary of the same size on the same device. A striped call's temporaries come and go
+// with every call, so reusing their memory saves an allocation and a free per tensor: on
+// a GPU a cudaMalloc and a cudaFree, which waits for the whole device; on the CPU a fresh
+// mapping's page faults. A spare stays counted in `used` and `per_device` (memory the
+// store holds: the cap never pretends), not in `count` or any tenant's share; a tensor
+// that finds the cap full has the spares freed first.
 struct TensorStore::Accounts {
+  struct Spare {
+    Device* device = nullptr;
+    int device_index = 0;
+    void* memory = nullptr;
+    int64_t bytes = 0;    // the allocation
+    int64_t charged = 0;  // what it stays counted as
+    absl::Time since;     // kept since (the store's clock)
+  };
+
   absl::Mutex mu;
   int64_t used ABSL_GUARDED_BY(mu) = 0;
   int64_t count ABSL_GUARDED_BY(mu) = 0;
@@ -61,13 +81,32 @@ struct TensorStore::Accounts {
   absl::flat_hash_map<std::string, std::vector<int64_t>> per_tenant_device ABSL_GUARDED_BY(mu);
   // Uploads open per tenant (max_open_uploads).
   absl::flat_hash_map<std::string, int64_t> open ABSL_GUARDED_BY(mu);
+  std::vector<Spare> spares ABSL_GUARDED_BY(mu);  // oldest first
+  bool closed ABSL_GUARDED_BY(mu) = false;        // the store is gone: keep no spare
 
   // Takes `bytes` of `cap` and one of `max_tensors` for `device` (and of `tenant_cap` for
   // `tenant`, when both are set), or RESOURCE_EXHAUSTED with what was asked and free.
+  // With `reuse` (a temporary of an `allocation`-byte allocation), a spare of that size
+  // on that device is taken instead of new room where there is one: its memory in
+  // *reused (null: none, allocate).
   absl::Status Take(int64_t bytes, int64_t cap, int64_t max_tensors, int device,
-                    const std::string& tenant, int64_t tenant_cap) {
+                    const std::string& tenant, int64_t tenant_cap, bool reuse,
+                    int64_t allocation, void** reused) {
     absl::MutexLock lock(&mu);
-    if (bytes > cap) {
+    *reused = nullptr;
+    auto spare = spares.end();
+    if (reuse) {
+      for (auto it = spares.rbegin(); it != spares.rend(); ++it) {  // the newest first
+        if (it->device_index == device && it->bytes == allocation && it->charged == bytes &&
+            it->device->healthy()) {
+          spare = std::prev(it.base());
+          break;
+        }
+      }
+    }
+    if (spare != spares.end()) {
+      // Already counted in `used`: the cap has room for it.
+    } else if (bytes > cap) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "this tensor needs ", bytes, " bytes of the tensor store, more than its whole cap of ",
           cap, " (--tensor_store_bytes)"));
@@ -91,9 +130,14 @@ struct TensorStore::Accounts {
           " bytes and ", std::max<int64_t>(0, tenant_cap - tenant_used), " of ", tenant_cap,
           " are free (--tenant_tensor_store_bytes); delete tensors or let them expire"));
     }
-    used += bytes;
+    if (spare != spares.end()) {
+      *reused = spare->memory;
+      spares.erase(spare);
+    } else {
+      used += bytes;
+      per_device[device] += bytes;
+    }
     ++count;
-    per_device[device] += bytes;
     per_tenant[tenant] += bytes;
     std::vector<int64_t>& mine = per_tenant_device[tenant];
     mine.resize(per_device.size(), 0);
@@ -103,8 +147,13 @@ struct TensorStore::Accounts {
   void Give(int64_t bytes, int device, const std::string& tenant) {
     absl::MutexLock lock(&mu);
     used -= bytes;
-    --count;
     per_device[device] -= bytes;
+    ReleaseTenantLocked(bytes, device, tenant);
+  }
+  // A tensor's share of `count` and of its tenant's bytes.
+  void ReleaseTenantLocked(int64_t bytes, int device, const std::string& tenant)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    --count;
     auto it = per_tenant.find(tenant);
     if (it != per_tenant.end() && (it->second -= bytes) == 0) {
       per_tenant.erase(it);
@@ -112,6 +161,51 @@ struct TensorStore::Accounts {
     } else if (auto mine = per_tenant_device.find(tenant); mine != per_tenant_device.end()) {
       mine->second[device] -= bytes;
     }
+  }
+  // Keeps a temporary's memory as a spare from now on (true), unless the store is gone
+  // (false: free it and Give). `clock` is the store's: read only while it is there.
+  bool KeepSpare(const StoredTensor& t, Clock* clock) {
+    absl::MutexLock lock(&mu);
+    if (closed) return false;
+    ReleaseTenantLocked(t.charged, t.device_index, t.tenant);
+    spares.push_back({t.device, t.device_index, t.memory, t.bytes, t.charged, clock->Now()});
+    return true;
+  }
+  // Takes out the spares kept since before `before` (all: InfiniteFuture) for the caller
+  // to free (FreeSpares); `close` also keeps none from now on.
+  std::vector<Spare> TakeSpares(absl::Time before, bool close = false) {
+    absl::MutexLock lock(&mu);
+    if (close) closed = true;
+    std::vector<Spare> out;
+    auto it = spares.begin();
+    while (it != spares.end() && it->since < before) out.push_back(*it++);
+    spares.erase(spares.begin(), it);
+    return out;
+  }
+  bool HasSpares() {
+    absl::MutexLock lock(&mu);
+    return !spares.empty();
+  }
+  // Frees spares taken out: their bytes leave the cap (those whose memory the device
+  // could not free stay counted, as any tensor's). Returns the devices touched.
+  std::vector<int> FreeSpares(const std::vector<Spare>& gone) {
+    std::vector<int> devices;
+    for (const Spare& spare : gone) {
+      const absl::Status freed = spare.device->FreeResident(spare.memory, spare.bytes);
+      if (!freed.ok()) {
+        Log(LogLevel::kError, "resident_free_failed",
+            {{"bytes", absl::StrCat(spare.bytes)},
+             {"device", spare.device->description().name},
+             {"message", std::string(freed.message())},
+             {"counted", "the bytes stay counted against --tensor_store_bytes"}});
+        continue;
+      }
+      absl::MutexLock lock(&mu);
+      used -= spare.charged;
+      per_device[spare.device_index] -= spare.charged;
+      devices.push_back(spare.device_index);
+    }
+    return devices;
   }
   int64_t Used() {
     absl::MutexLock lock(&mu);
@@ -160,6 +254,7 @@ TensorStore::~TensorStore() {
     stop_cv_.SignalAll();
   }
   sweeper_.join();
+  accounts_->FreeSpares(accounts_->TakeSpares(absl::InfiniteFuture(), /*close=*/true));
 }
 
 int64_t TensorStore::used_bytes() const { return accounts_->Used(); }
@@ -191,6 +286,11 @@ absl::StatusOr<std::shared_ptr<void>> TensorStore::OpenSlot(const std::string& t
     auto it = accounts->open.find(tenant);
     if (it != accounts->open.end() && --it->second <= 0) accounts->open.erase(it);
   });
+}
+
+void TensorStore::PublishBytes(const std::vector<int>& devices) {
+  if (metrics_ == nullptr) return;
+  for (int d : devices) metrics_->SetTensorStoreBytes(d, accounts_->UsedOn(d));
 }
 
 void TensorStore::Publish(int device_index) {
@@ -291,13 +391,23 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSp
   const int64_t bytes = StoredBytes(spec);
   const int64_t charged = ChargeFor(bytes, device_index);
   // The caps first, then the memory: nothing is allocated for a tensor that cannot stay.
-  if (absl::Status s = accounts_->Take(charged, options_.cap_bytes, options_.max_tensors,
-                                       device_index, tenant, options_.tenant_cap_bytes);
-      !s.ok()) {
-    return s;
+  const int64_t allocation = std::max<int64_t>(bytes, 1);
+  void* reused = nullptr;
+  auto take = [&] {
+    return accounts_->Take(charged, options_.cap_bytes, options_.max_tensors, device_index,
+                           tenant, options_.tenant_cap_bytes, temporary, allocation, &reused);
+  };
+  absl::Status taken = take();
+  if (!taken.ok() && taken.code() == absl::StatusCode::kResourceExhausted &&
+      accounts_->HasSpares()) {
+    // Spares give way to a tensor.
+    PublishBytes(accounts_->FreeSpares(accounts_->TakeSpares(absl::InfiniteFuture())));
+    taken = take();
   }
+  if (!taken.ok()) return taken;
   Device* device = devices_[device_index];
-  absl::StatusOr<void*> memory = device->AllocateResident(std::max<int64_t>(bytes, 1));
+  absl::StatusOr<void*> memory =
+      reused != nullptr ? absl::StatusOr<void*>(reused) : device->AllocateResident(allocation);
   if (!memory.ok()) {
     accounts_->Give(charged, device_index, tenant);
     return absl::ResourceExhaustedError(absl::StrCat("no memory for a ", bytes, "-byte tensor on ",
@@ -309,7 +419,13 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSp
   }
   std::shared_ptr<Accounts> accounts = accounts_;
   ServerMetrics* metrics = metrics_;
-  auto free_tensor = [accounts, metrics](StoredTensor* t) {
+  Clock* clock = clock_;
+  auto free_tensor = [accounts, metrics, clock](StoredTensor* t) {
+    // A temporary's memory waits a moment for the next one (Accounts: spares).
+    if (t->temporary && t->device->healthy() && accounts->KeepSpare(*t, clock)) {
+      delete t;
+      return;
+    }
     const absl::Status freed = t->device->FreeResident(t->memory, std::max<int64_t>(t->bytes, 1));
     if (freed.ok()) {
       accounts->Give(t->charged, t->device_index, t->tenant);
@@ -708,6 +824,7 @@ void TensorStore::Sweep() {
     }
   }
   if (metrics_ != nullptr && expired > 0) metrics_->AddTensorsExpired(expired);
+  PublishBytes(accounts_->FreeSpares(accounts_->TakeSpares(clock_->Now() - kSpareLinger)));
 }
 
 int64_t TensorStore::DropTenantsOtherThan(const std::vector<std::string>& tenants) {

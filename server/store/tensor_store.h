@@ -16,7 +16,9 @@
 // lookups answer NOT_FOUND at once) and its memory is freed when the last pin goes, so a
 // queued or running job never loses its operand. An upload that is not finished
 // (disconnect, bad chunk) is never in the map and its memory goes with the Upload. Memory
-// the device fails to free stays counted (and is logged): the cap never pretends.
+// the device fails to free stays counted (and is logged): the cap never pretends. A
+// temporary's memory is kept a moment for the next temporary of its size (spares, in
+// tensor_store.cc's Accounts), counted in the store's bytes until it is freed.
 //
 // Handles: "t1-" + the instance (64 random bits) + "-" + 128 random bits, in hex; a
 // handle of another instance is NOT_FOUND saying so.
@@ -260,6 +262,8 @@ class TensorStore {
   absl::Status NotFound(absl::string_view handle) const;
   void PartFinished(const StoredTensor& tensor, int part, bool ok);
   void Publish(int device_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The store's bytes on each of `devices` to the gauge (no lock needed).
+  void PublishBytes(const std::vector<int>& devices);
   // The store's choice for a tensor of `tenant` (Placement above); -1: none healthy.
   int PickDevice(const std::string& tenant) const;
   // The index of the device named `name` ("" = PickDevice), healthy, or why not.

@@ -60,6 +60,12 @@ def main():
                   f"call's server total ({one['server_ms']['total']:.2f} ms); one connection "
                   f"p50 {one['latency_ms']['p50']:.2f} ms; its server copy-in "
                   f"{j['server_ms'].get('copy_in', 0):.2f} ms")
+            steps = j.get("striped_ms")
+            if j.get("striped_calls"):
+                print(f"  its steps (client, mean of {j['striped_calls']} calls): put "
+                      f"{steps['put']:.2f} ms, call {steps['call']:.2f} ms (server total "
+                      f"{j['server_ms']['total']:.2f}), get {steps['get']:.2f} ms, cleanup "
+                      f"{steps['cleanup']:.2f} ms")
     # A stream against the same requests as unary calls (one run), and against the floor's
     # stream.
     for case in sorted(c for c in runs if c.endswith("_stream")):

@@ -288,6 +288,19 @@ TEST_F(TensorStoreTest, SparesGiveWayToATensorTheCapHasNoRoomFor) {
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(device_.resident_allocations(), 1);
   EXPECT_EQ(store->used_bytes(), store->ChargeFor(250 * 256 * 4, 0));
+  // Or freed on demand.
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> again =
+      store->Begin(Dense({8, 8}), absl::Seconds(30), "t", "", "", /*temporary=*/true);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE((*again)->Append(Floats(64, 0), {}).ok());
+  absl::StatusOr<std::string> small = (*again)->Finish();
+  ASSERT_TRUE(small.ok());
+  again->reset();
+  ASSERT_TRUE(store->Delete(*small).ok());
+  EXPECT_EQ(device_.resident_allocations(), 2);
+  store->ReleaseSpares();
+  EXPECT_EQ(device_.resident_allocations(), 1);
+  EXPECT_EQ(store->used_bytes(), store->ChargeFor(250 * 256 * 4, 0));
 }
 
 TEST_F(TensorStoreTest, PartsMakeOneTensorOnlyWhenAllArrived) {

@@ -400,8 +400,7 @@ absl::StatusOr<std::shared_ptr<StoredTensor>> TensorStore::Create(const TensorSp
   absl::Status taken = take();
   if (!taken.ok() && taken.code() == absl::StatusCode::kResourceExhausted &&
       accounts_->HasSpares()) {
-    // Spares give way to a tensor.
-    PublishBytes(accounts_->FreeSpares(accounts_->TakeSpares(absl::InfiniteFuture())));
+    ReleaseSpares();  // spares give way to a tensor
     taken = take();
   }
   if (!taken.ok()) return taken;
@@ -847,6 +846,10 @@ int64_t TensorStore::DropTenantsOtherThan(const std::vector<std::string>& tenant
          {"why", "its tenant is no longer in the tokens file"}});
   }
   return static_cast<int64_t>(gone.size());
+}
+
+void TensorStore::ReleaseSpares() {
+  PublishBytes(accounts_->FreeSpares(accounts_->TakeSpares(absl::InfiniteFuture())));
 }
 
 void TensorStore::SweepLoop() {

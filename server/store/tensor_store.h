@@ -216,6 +216,9 @@ class TensorStore {
 
   // Takes expired tensors and abandoned part uploads out now (the sweeper calls it).
   void Sweep();
+  // Frees the memory kept of temporaries that went (spares, in tensor_store.cc) now,
+  // rather than when the sweep finds it old.
+  void ReleaseSpares();
 
   // Takes out every tensor of a tenant not in `tenants` (the tokens file no longer names
   // it, so nobody can reach them); returns how many. Tenant "" (no authentication) is

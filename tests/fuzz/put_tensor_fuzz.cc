@@ -122,6 +122,7 @@ class Session {
         Check(store.Delete(t.handle, tenant).ok());
       }
     }
+    store.ReleaseSpares();  // the memory of temporaries, kept for the next ones
     Check(store.used_bytes() == 0);
   }
 

@@ -198,8 +198,13 @@ class AsyncClosedLoop {
       calls_.Start(i, absl::Now(), i);
       return;
     }
-    absl::MutexLock lock(&mu_);
-    if (--active_ == 0) done_.Notify();
+    // Notified after the lock is let go: the waiter may destroy this (and mu_) at once.
+    bool last = false;
+    {
+      absl::MutexLock lock(&mu_);
+      last = --active_ == 0;
+    }
+    if (last) done_.Notify();
   }
 
   const absl::Time end_;
@@ -356,8 +361,13 @@ class StreamClosedLoop {
       Start(slot);
       return;
     }
-    absl::MutexLock lock(&mu_);
-    if (--active_ == 0) done_.Notify();
+    // Notified after the lock is let go: the waiter may destroy this (and mu_) at once.
+    bool last = false;
+    {
+      absl::MutexLock lock(&mu_);
+      last = --active_ == 0;
+    }
+    if (last) done_.Notify();
   }
 
   const StreamSubmit submit_;

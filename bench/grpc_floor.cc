@@ -216,9 +216,9 @@ class AsyncFloorCall {
 };
 
 // MatmulStream on the callback API, as gemm-server serves it: one read at a time, each
-// Matmul inside answered at once (its own status in the envelope), the answers written
-// one at a time with the buffer hint while more wait; at most kMaxQueued answers wait
-// before reading pauses.
+// Matmul inside answered at once (its own status in the envelope; a batch's each on its
+// own), and every answer ready when a write starts written in that one message (a batch,
+// up to kStreamBatchBytes); at most kMaxQueued answers wait before reading pauses.
 class FloorStreamCall final : public grpc::ServerGenericBidiReactor {
  public:
   FloorStreamCall() { StartRead(&request_); }
@@ -235,32 +235,27 @@ class FloorStreamCall final : public grpc::ServerGenericBidiReactor {
       if (finish) Finish(grpc::Status::OK);
       return;
     }
-    auto answer = std::make_unique<grpc::ByteBuffer>(Envelope());
+    std::vector<Answer> answers = Answers();
     request_.Clear();
-    grpc::ByteBuffer* write = nullptr;
-    bool read_more = false;
+    bool write = false, read_more = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queued_.push_back(std::move(answer));
-      if (!writing_) {
-        writing_ = true;
-        write = queued_.front().get();
-      }
+      for (Answer& answer : answers) queued_.push_back(std::move(answer));
+      write = !writing_;
+      writing_ = true;
       read_more = queued_.size() < kMaxQueued;
       reading_ = read_more;
     }
-    if (write != nullptr) Write(write);
+    if (write) WriteQueued();
     if (read_more) StartRead(&request_);
   }
 
   void OnWriteDone(bool /*ok*/) override {
-    grpc::ByteBuffer* write = nullptr;
-    bool read_more = false, finish = false;
+    bool write = false, read_more = false, finish = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queued_.pop_front();
       if (!queued_.empty()) {
-        write = queued_.front().get();
+        write = true;
       } else {
         writing_ = false;
         finish = read_done_ && !finished_;
@@ -268,7 +263,7 @@ class FloorStreamCall final : public grpc::ServerGenericBidiReactor {
       }
       if (!reading_ && !read_done_ && queued_.size() < kMaxQueued) read_more = reading_ = true;
     }
-    if (write != nullptr) Write(write);
+    if (write) WriteQueued();
     if (read_more) StartRead(&request_);
     if (finish) Finish(grpc::Status::OK);
   }
@@ -278,17 +273,37 @@ class FloorStreamCall final : public grpc::ServerGenericBidiReactor {
  private:
   static constexpr size_t kMaxQueued = 256;
 
-  void Write(grpc::ByteBuffer* answer) {
+  // One StreamResponse's bytes.
+  struct Answer {
+    std::vector<grpc::Slice> slices;
+    size_t length = 0;
+  };
+
+  // The queued answers, as many as one message takes, in one write.
+  void WriteQueued() {
+    std::vector<grpc::Slice> slices;
     grpc::WriteOptions options;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (queued_.size() > 1) options.set_buffer_hint();
+      size_t taken = 0, bytes = 0;
+      while (taken < queued_.size() && taken < gemmd::wire::kMaxStreamBatch &&
+             (taken == 0 || bytes + queued_[taken].length <= gemmd::wire::kStreamBatchBytes)) {
+        bytes += queued_[taken++].length;
+      }
+      for (size_t i = 0; i < taken; ++i) {
+        Answer& answer = queued_.front();
+        if (taken > 1) slices.emplace_back(gemmd::wire::StreamBatchElementHead(answer.length));
+        for (grpc::Slice& slice : answer.slices) slices.push_back(std::move(slice));
+        queued_.pop_front();
+      }
+      if (!queued_.empty()) options.set_buffer_hint();
     }
-    StartWrite(answer, options);
+    response_ = grpc::ByteBuffer(slices.data(), slices.size());
+    StartWrite(&response_, options);
   }
 
-  // The StreamResponse to the StreamRequest just read.
-  grpc::ByteBuffer Envelope() {
+  // The answers to the StreamRequest just read: one, or one per element of its batch.
+  std::vector<Answer> Answers() {
     std::vector<grpc::Slice> slices;
     (void)request_.Dump(&slices);
     gemmd::wire::ByteRuns runs;
@@ -296,28 +311,46 @@ class FloorStreamCall final : public grpc::ServerGenericBidiReactor {
       runs.Append(absl::string_view(reinterpret_cast<const char*>(s.begin()), s.size()));
     }
     gemmd::wire::StreamRequestWire envelope;
+    const absl::Status parsed = gemmd::wire::ParseStreamRequest(runs, &envelope);
+    std::vector<Answer> answers;
+    if (!parsed.ok() || envelope.batch.empty()) {
+      answers.push_back(AnswerOne(parsed, envelope));
+      return answers;
+    }
+    for (const gemmd::wire::ByteRuns& element : envelope.batch) {
+      gemmd::wire::StreamRequestWire one;
+      const absl::Status s = gemmd::wire::ParseStreamRequest(element, &one);
+      answers.push_back(AnswerOne(s, one));
+    }
+    return answers;
+  }
+
+  static Answer AnswerOne(const absl::Status& parsed,
+                          const gemmd::wire::StreamRequestWire& envelope) {
     grpc::Status status;
-    if (absl::Status s = gemmd::wire::ParseStreamRequest(runs, &envelope); !s.ok()) {
-      status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
+    if (!parsed.ok()) {
+      status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(parsed.message()));
     } else if (envelope.call != gemmd::wire::StreamCall::kMatmul) {
       status = grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "grpc-floor streams Matmul only");
     }
     grpc::ByteBuffer result;
     if (status.ok()) status = AnswerMatmul(envelope.body, &result);
-    std::vector<grpc::Slice> out;
+    Answer answer;
     std::optional<size_t> result_bytes;
     if (status.ok()) result_bytes = result.Length();
-    out.emplace_back(gemmd::wire::StreamResponseHead(envelope.id, status.error_code(),
-                                                     status.error_message(), result_bytes));
+    answer.slices.emplace_back(gemmd::wire::StreamResponseHead(
+        envelope.id, status.error_code(), status.error_message(), result_bytes));
     std::vector<grpc::Slice> tail;
     if (status.ok()) (void)result.Dump(&tail);
-    for (grpc::Slice& slice : tail) out.push_back(std::move(slice));
-    return grpc::ByteBuffer(out.data(), out.size());
+    for (grpc::Slice& slice : tail) answer.slices.push_back(std::move(slice));
+    for (const grpc::Slice& slice : answer.slices) answer.length += slice.size();
+    return answer;
   }
 
-  grpc::ByteBuffer request_;  // touched by OnReadDone only
+  grpc::ByteBuffer request_;   // touched by OnReadDone only
+  grpc::ByteBuffer response_;  // the message being written (touched between writes only)
   std::mutex mu_;
-  std::deque<std::unique_ptr<grpc::ByteBuffer>> queued_;  // front: being written
+  std::deque<Answer> queued_;  // answers not yet in a write
   bool writing_ = false, reading_ = true, read_done_ = false, finished_ = false;
 };
 

@@ -108,20 +108,19 @@ class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc
       slices.emplace_back(const_cast<char*>(piece.payload.data()), piece.payload.size(),
                           &Request::ReleasePayload, request);
     }
-    auto bytes = std::make_unique<grpc::ByteBuffer>(slices.data(), slices.size());
-    slices.clear();
+    Outgoing outgoing{std::move(slices), message.size()};
     bool start = false;
     {
       absl::MutexLock lock(&mu_);
       // After the stream's read side ended nothing more is sent: the end fails it.
       if (!read_ended_ && !write_failed_) {
-        writes_.push_back(std::move(bytes));
+        writes_.push_back(std::move(outgoing));
         start = !writing_;
         writing_ = true;
       }
       --submitting_;
     }
-    bytes.reset();  // unsent: its slices go now (outside the lock: that may run `done`)
+    outgoing.slices.clear();  // unsent: its slices go now (outside the lock: may run `done`)
     if (start) WriteNext();
     request->Unref();
   }
@@ -153,14 +152,13 @@ class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc
 
   // gRPC's reactions.
   void OnWriteDone(bool ok) override {
-    std::unique_ptr<grpc::ByteBuffer> written;
+    grpc::ByteBuffer written;
     {
       absl::MutexLock lock(&mu_);
-      written = std::move(writes_.front());
-      writes_.pop_front();
+      written.Swap(&in_flight_);
       if (!ok) write_failed_ = true;
     }
-    written.reset();  // its payload slices go as gRPC lets go of them (may run `done`)
+    written.Clear();  // its payload slices go as gRPC lets go of them (may run `done`)
     WriteNext();
   }
 
@@ -185,7 +183,7 @@ class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc
 
   void OnDone(const grpc::Status& status) override {
     std::vector<Request*> unanswered;
-    std::deque<std::unique_ptr<grpc::ByteBuffer>> unsent;
+    std::deque<Outgoing> unsent;
     {
       absl::MutexLock lock(&mu_);
       ended_ = true;
@@ -211,6 +209,12 @@ class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc
   }
 
  private:
+  // One request's StreamRequest, queued to be sent.
+  struct Outgoing {
+    std::vector<grpc::Slice> slices;  // its payloads reference the caller's tensors
+    size_t length = 0;
+  };
+
   struct Request {
     uint64_t id = 0;
     absl::Span<char> c_out;
@@ -244,17 +248,31 @@ class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc
     return absl::UnavailableError("the stream has ended; open another");
   }
 
-  // Starts the next queued write; once none is left and the caller has closed (or the
-  // stream can send no more), WritesDone.
+  // Starts the next write: every request queued, in one message (a batch, up to
+  // kStreamBatchBytes; one alone goes as itself), so requests submitted while a write is
+  // in flight cost the stream one message. Once none is left and the caller has closed
+  // (or the stream can send no more), WritesDone.
   void WriteNext() {
     grpc::ByteBuffer* next = nullptr;
-    bool buffered = false, end_writes = false;
-    std::deque<std::unique_ptr<grpc::ByteBuffer>> unsent;
+    bool end_writes = false;
+    std::deque<Outgoing> unsent;
     {
       absl::MutexLock lock(&mu_);
       if (!writes_.empty() && !write_failed_ && !read_ended_) {
-        next = writes_.front().get();
-        buffered = writes_.size() > 1;
+        size_t taken = 0, bytes = 0;
+        while (taken < writes_.size() && taken < wire::kMaxStreamBatch &&
+               (taken == 0 || bytes + writes_[taken].length <= wire::kStreamBatchBytes)) {
+          bytes += writes_[taken++].length;
+        }
+        std::vector<grpc::Slice> slices;
+        for (size_t i = 0; i < taken; ++i) {
+          Outgoing& outgoing = writes_.front();
+          if (taken > 1) slices.emplace_back(wire::StreamBatchElementHead(outgoing.length));
+          for (grpc::Slice& slice : outgoing.slices) slices.push_back(std::move(slice));
+          writes_.pop_front();
+        }
+        in_flight_ = grpc::ByteBuffer(slices.data(), slices.size());
+        next = &in_flight_;
       } else {
         unsent.swap(writes_);  // a failed or finished stream sends no more
         end_writes = (closing_ || write_failed_ || read_ended_) && !writes_ended_;
@@ -263,9 +281,7 @@ class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc
     }
     unsent.clear();
     if (next != nullptr) {
-      grpc::WriteOptions options;
-      if (buffered) options.set_buffer_hint();
-      StartWrite(next, options);
+      StartWrite(next);
     } else if (end_writes) {
       EndWrites();
     }
@@ -282,7 +298,7 @@ class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc
     RemoveHold();
   }
 
-  // One StreamResponse read: its request answered.
+  // One StreamResponse read: its request answered, or each of its batch's.
   void Answer() {
     std::vector<grpc::Slice> slices;
     wire::ByteRuns runs;
@@ -295,6 +311,20 @@ class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc
       runs.Append(absl::string_view(reinterpret_cast<const char*>(s.begin()), s.size()));
     }
     if (parsed.ok()) parsed = wire::ParseStreamResponse(runs, &answer);
+    if (!parsed.ok() || answer.batch.empty()) {
+      AnswerOne(parsed, answer);
+      return;
+    }
+    for (const wire::ByteRuns& element : answer.batch) {
+      wire::StreamResponseWire one;
+      absl::Status s = wire::ParseStreamResponse(element, &one);
+      if (s.ok() && !one.batch.empty()) s = absl::InternalError("the server nested a batch");
+      AnswerOne(s, one);
+    }
+  }
+
+  // The request `answer` names, answered (`parsed`: how its parse went).
+  void AnswerOne(const absl::Status& parsed, const wire::StreamResponseWire& answer) {
     Request* request = nullptr;
     {
       absl::MutexLock lock(&mu_);
@@ -327,7 +357,8 @@ class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   int submitting_ ABSL_GUARDED_BY(mu_) = 0;  // Submits between publishing and queueing
   absl::flat_hash_map<uint64_t, Request*> pending_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::unique_ptr<grpc::ByteBuffer>> writes_ ABSL_GUARDED_BY(mu_);  // front: in flight
+  std::deque<Outgoing> writes_ ABSL_GUARDED_BY(mu_);  // queued, not yet sent
+  grpc::ByteBuffer in_flight_ ABSL_GUARDED_BY(mu_);   // the message being written
   bool writing_ ABSL_GUARDED_BY(mu_) = false;  // a write (or WritesDone) is started
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool read_ended_ ABSL_GUARDED_BY(mu_) = false;  // the server finished the stream

@@ -1,8 +1,10 @@
 // Many GEMMs on one MatmulStream (gemm.proto): the way to send small calls at a rate
 // one unary call per GEMM cannot reach. Each request is submitted with a callback (or
-// waited on as a future), goes out as one stream message that references the caller's
-// tensors (no copy, as GemmClient's calls), and is answered on its own as it completes,
-// in any order, with its own status: one failed request ends nothing.
+// waited on as a future), goes out in a stream message that references the caller's
+// tensors (no copy, as GemmClient's calls): alone, or in one batch with the requests
+// submitted while the last message was being sent (gemm.proto's StreamRequest.batch),
+// so many outstanding requests cost fewer messages. Each is answered on its own as it
+// completes, in any order, with its own status: one failed request ends nothing.
 //
 //   gemmd::MatmulStream stream(gemmd::ConnectChannel("127.0.0.1:50051"));
 //   for (...) stream.Submit(args[i], {}, &results[i], [](absl::Status s) { ... });

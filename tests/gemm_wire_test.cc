@@ -431,5 +431,93 @@ TEST(StreamWireTest, RefusesMalformedEnvelopesNamingTheField) {
   EXPECT_EQ(bare.id, 3u);
 }
 
+// Batches: several requests (answers) in one message, each element parsed on its own;
+// the generated code reads what EncodeStreamBatch writes and the other way round.
+TEST(StreamWireTest, BatchesBothWays) {
+  gemm::v1::StreamRequest batched;
+  for (uint64_t id : {5, 6, 7}) {
+    gemm::v1::StreamRequest* one = batched.add_batch();
+    one->set_id(id);
+    *one->mutable_matmul() = FullMatmul();
+  }
+  const std::string wire = batched.SerializeAsString();
+  StreamRequestWire parsed;
+  ASSERT_TRUE(ParseStreamRequest(Split(wire, {9, 100}), &parsed).ok());
+  EXPECT_EQ(parsed.call, StreamCall::kNone);
+  ASSERT_EQ(parsed.batch.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    StreamRequestWire one;
+    ASSERT_TRUE(ParseStreamRequest(parsed.batch[i], &one).ok());
+    EXPECT_EQ(one.id, 5 + i);
+    MatmulRequestWire inner;
+    ASSERT_TRUE(ParseMatmulRequest(one.body, &inner).ok());
+    EXPECT_TRUE(MessageDifferencer::Equals(Reassembled(inner), FullMatmul()));
+  }
+
+  const gemm::v1::MatmulRequest full = FullMatmul();
+  gemm::v1::MatmulRequest head = full;
+  head.mutable_a()->clear_data();
+  head.mutable_b()->clear_data();
+  head.mutable_c()->clear_data();
+  const EncodedMessage body =
+      EncodeMatmulRequest(head, full.a().data(), full.b().data(), full.c().data());
+  const EncodedMessage encoded =
+      EncodeStreamBatch({EncodeStreamRequest(1, StreamCall::kMatmul, 0, body),
+                         EncodeStreamRequest(2, StreamCall::kMatmul, 9, body)});
+  int payloads = 0;  // still referenced, not copied
+  for (const EncodedMessage::Piece& piece : encoded.pieces()) payloads += piece.is_payload;
+  EXPECT_EQ(payloads, 6);
+  gemm::v1::StreamRequest generated;
+  ASSERT_TRUE(generated.ParseFromString(encoded.Flatten()));
+  ASSERT_EQ(generated.batch_size(), 2);
+  EXPECT_EQ(generated.batch(1).id(), 2u);
+  EXPECT_EQ(generated.batch(1).timeout_us(), 9u);
+  EXPECT_TRUE(MessageDifferencer::Equals(generated.batch(0).matmul(), full));
+
+  // Answers: a head plus its result, each behind its element head.
+  const std::string ok_answer = StreamResponseHead(3, 0, "", 0);
+  const std::string failed = StreamResponseHead(4, 8, "full", std::nullopt);
+  gemm::v1::StreamResponse answers;
+  ASSERT_TRUE(answers.ParseFromString(StreamBatchElementHead(ok_answer.size()) + ok_answer +
+                                      StreamBatchElementHead(failed.size()) + failed));
+  ASSERT_EQ(answers.batch_size(), 2);
+  EXPECT_EQ(answers.batch(0).id(), 3u);
+  EXPECT_TRUE(answers.batch(0).has_result());
+  EXPECT_EQ(answers.batch(1).code(), 8);
+  const std::string answers_wire = answers.SerializeAsString();
+  StreamResponseWire read;
+  ASSERT_TRUE(ParseStreamResponse(Split(answers_wire, {3}), &read).ok());
+  ASSERT_EQ(read.batch.size(), 2u);
+  StreamResponseWire second;
+  ASSERT_TRUE(ParseStreamResponse(read.batch[1], &second).ok());
+  EXPECT_EQ(second.id, 4u);
+  EXPECT_EQ(second.message, "full");
+}
+
+TEST(StreamWireTest, RefusesABatchTooLargeOrBesideARequestOfItsOwn) {
+  gemm::v1::StreamRequest mixed;
+  mixed.set_id(1);
+  mixed.add_batch()->set_id(2);
+  StreamRequestWire parsed;
+  const absl::Status s = ParseStreamRequest(ByteRuns(mixed.SerializeAsString()), &parsed);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("carries no request of its own"));
+  gemm::v1::StreamRequest many;
+  for (size_t i = 0; i <= kMaxStreamBatch; ++i) many.add_batch()->set_id(i + 1);
+  StreamRequestWire too_many;
+  EXPECT_THAT(ParseStreamRequest(ByteRuns(many.SerializeAsString()), &too_many).message(),
+              HasSubstr("batch has more than 256 elements"));
+  many.mutable_batch()->RemoveLast();
+  StreamRequestWire most;
+  ASSERT_TRUE(ParseStreamRequest(ByteRuns(many.SerializeAsString()), &most).ok());
+  EXPECT_EQ(most.batch.size(), kMaxStreamBatch);
+  std::string wrong_type;
+  AppendVarint(&wrong_type, 5 << 3);
+  AppendVarint(&wrong_type, 1);
+  StreamRequestWire typed;
+  EXPECT_THAT(ParseStreamRequest(ByteRuns(wrong_type), &typed).message(),
+              HasSubstr("batch (field 5) has wire type varint"));
+}
+
 }  // namespace
 }  // namespace gemmd::wire

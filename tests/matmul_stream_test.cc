@@ -108,6 +108,26 @@ struct RawStream {
     }
     return true;
   }
+  // Reads messages until `n` answers have come (a message may carry a batch of them):
+  // each answer's StreamResponse bytes. False when the stream ends first.
+  bool ReadAnswers(size_t n, std::vector<std::string>* answers) {
+    while (answers->size() < n) {
+      std::string bytes;
+      if (!Read(&bytes)) return false;
+      wire::StreamResponseWire message;
+      if (!wire::ParseStreamResponse(wire::ByteRuns(bytes), &message).ok()) return false;
+      if (message.batch.empty()) {
+        answers->push_back(std::move(bytes));
+        continue;
+      }
+      for (const wire::ByteRuns& element : message.batch) {
+        std::string one(element.size(), '\0');
+        element.CopyTo(one.data());
+        answers->push_back(std::move(one));
+      }
+    }
+    return true;
+  }
   grpc::Status Close() {
     call->WritesDone(this);
     Await();
@@ -313,9 +333,9 @@ TEST_F(MatmulStreamTest, AMalformedRequestIsAnsweredByIdAndOthersGoOn) {
       wire::EncodeStreamRequest(9, wire::StreamCall::kMatmul, 0, EncodeMatmulArgs(good.args))
           .Flatten()));
   std::vector<std::pair<uint64_t, int32_t>> answers;
-  for (int i = 0; i < 4; ++i) {
-    std::string keep;
-    ASSERT_TRUE(raw.Read(&keep));
+  std::vector<std::string> read;
+  ASSERT_TRUE(raw.ReadAnswers(4, &read));
+  for (const std::string& keep : read) {
     wire::StreamResponseWire answer;
     ASSERT_TRUE(wire::ParseStreamResponse(wire::ByteRuns(keep), &answer).ok());
     answers.emplace_back(answer.id, answer.code);
@@ -335,6 +355,59 @@ TEST_F(MatmulStreamTest, AMalformedRequestIsAnsweredByIdAndOthersGoOn) {
                          {9, grpc::StatusCode::OK}}));
   const grpc::Status status = raw.Close();
   EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+TEST_F(MatmulStreamTest, ABatchIsAnsweredRequestByRequestAndCountedSo) {
+  ServerConfig config = TestConfig();
+  config.metrics_port = 0;
+  Start(config);
+  RawStream raw(channel_);
+  ASSERT_TRUE(raw.started);
+  // One message: three good requests, one with no call, one that nests a batch.
+  std::vector<std::unique_ptr<Fp32Call>> good;
+  std::vector<wire::EncodedMessage> elements;
+  for (uint64_t id : {21, 22, 23}) {
+    good.push_back(std::make_unique<Fp32Call>(3, 5, 4, id));
+    elements.push_back(wire::EncodeStreamRequest(id, wire::StreamCall::kMatmul, 0,
+                                                 EncodeMatmulArgs(good.back()->args)));
+  }
+  gemm::v1::StreamRequest no_call;
+  no_call.set_id(24);
+  elements.emplace_back();
+  elements.back().AddOwned(no_call.SerializeAsString());
+  gemm::v1::StreamRequest nested;
+  nested.add_batch()->set_id(99);
+  elements.emplace_back();
+  elements.back().AddOwned(nested.SerializeAsString());
+  ASSERT_TRUE(raw.Write(wire::EncodeStreamBatch(elements).Flatten()));
+  std::vector<std::string> read;
+  ASSERT_TRUE(raw.ReadAnswers(5, &read));
+  std::vector<std::pair<uint64_t, int32_t>> answers;
+  for (const std::string& bytes : read) {
+    wire::StreamResponseWire answer;
+    ASSERT_TRUE(wire::ParseStreamResponse(wire::ByteRuns(bytes), &answer).ok());
+    answers.emplace_back(answer.id, answer.code);
+    if (answer.id == 0) EXPECT_TRUE(absl::StrContains(answer.message, "do not nest")) << answer.message;
+    if (answer.id >= 21 && answer.id <= 23) {
+      Fp32Call& call = *good[answer.id - 21];
+      ASSERT_TRUE(ReadMatmulResponse(answer.result, {}, false, &call.result).ok());
+      EXPECT_LT(call.Error(), 1e-5);
+    }
+  }
+  std::sort(answers.begin(), answers.end());
+  EXPECT_EQ(answers, (std::vector<std::pair<uint64_t, int32_t>>{
+                         {0, grpc::StatusCode::INVALID_ARGUMENT},
+                         {21, grpc::StatusCode::OK},
+                         {22, grpc::StatusCode::OK},
+                         {23, grpc::StatusCode::OK},
+                         {24, grpc::StatusCode::INVALID_ARGUMENT}}));
+  const grpc::Status status = raw.Close();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  // Each request of the batch counted on its own.
+  EXPECT_TRUE(Eventually([&] {
+    return Scraped(*server_, "gemm_stream_requests_total{code=\"OK\"}") == 3 &&
+           Scraped(*server_, "gemm_stream_requests_total{code=\"INVALID_ARGUMENT\"}") == 2;
+  }));
 }
 
 // A client that writes requests and never reads an answer: the server reads no more than
@@ -374,7 +447,9 @@ TEST_F(MatmulStreamTest, AStreamThatNeverReadsIsHeldAtItsCapAndCancelledClean) {
   fake->Open();  // the one held at the device finishes; the queued ones are dropped
   ASSERT_TRUE(server_->AwaitIdle(absl::Now() + absl::Seconds(10)));
   ASSERT_TRUE(Eventually([&] { return server_->metrics().inflight() == 0; }));
-  EXPECT_EQ(server_->memory().reserved_bytes(), 0);
+  // A dropped job's memory goes with the job, a moment after its answer was settled.
+  EXPECT_TRUE(Eventually([&] { return server_->memory().reserved_bytes() == 0; }))
+      << server_->memory().reserved_bytes() << " bytes still reserved";
   EXPECT_EQ(Scraped(*server_, "gemm_open_streams"), 0);
   EXPECT_EQ(fake->ran_m().size(), held);  // nothing launched after the cancel
   EXPECT_EQ(Scraped(*server_, "gemm_stream_requests_total{code=\"CANCELLED\"}"), 4);

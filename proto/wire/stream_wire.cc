@@ -15,6 +15,24 @@ void AppendVarintField(std::string* out, uint32_t field, uint64_t value) {
   AppendVarint(out, value);
 }
 
+static_assert(Request::kBatchFieldNumber == Response::kBatchFieldNumber,
+              "StreamBatchElementHead serves both messages");
+
+// One element of a batch (a repeated message field), left where it is; at most
+// kMaxStreamBatch of them.
+absl::Status BatchElement(const Fields& f, WireCursor* in, const Tag& tag,
+                          std::vector<ByteRuns>* batch) {
+  if (absl::Status s = f.Type(tag, "batch", WireType::kLengthDelimited); !s.ok()) return s;
+  if (batch->size() >= kMaxStreamBatch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch has more than ", kMaxStreamBatch, " elements; send at most that many a message"));
+  }
+  size_t length = 0;
+  if (absl::Status s = in->ReadLength(&length, "batch"); !s.ok()) return s;
+  batch->emplace_back();
+  return in->TakeRuns(length, &batch->back(), "batch");
+}
+
 }  // namespace
 
 absl::Status ParseStreamRequest(const ByteRuns& bytes, StreamRequestWire* out) {
@@ -37,10 +55,19 @@ absl::Status ParseStreamRequest(const ByteRuns& bytes, StreamRequestWire* out) {
           }
           case Request::kTimeoutUsFieldNumber:
             return f.Uint64(c, tag, "timeout_us", &out->timeout_us);
+          case Request::kBatchFieldNumber:
+            return BatchElement(f, c, tag, &out->batch);
         }
         return std::nullopt;
       });
-  return Invalid("stream request", "gemm.v1.StreamRequest", s);
+  absl::Status checked = s;
+  if (checked.ok() && !out->batch.empty() &&
+      (out->id != 0 || out->call != StreamCall::kNone || out->timeout_us != 0)) {
+    checked = absl::InvalidArgumentError(
+        "a message that sets batch carries no request of its own (id, matmul, quantized and "
+        "timeout_us unset)");
+  }
+  return Invalid("stream request", "gemm.v1.StreamRequest", checked);
 }
 
 EncodedMessage EncodeStreamRequest(uint64_t id, StreamCall call, uint64_t timeout_us,
@@ -67,6 +94,27 @@ EncodedMessage EncodeStreamRequest(uint64_t id, StreamCall call, uint64_t timeou
   return out;
 }
 
+EncodedMessage EncodeStreamBatch(const std::vector<EncodedMessage>& elements) {
+  EncodedMessage out;
+  for (const EncodedMessage& element : elements) {
+    out.AddOwned(StreamBatchElementHead(element.size()));
+    for (const EncodedMessage::Piece& piece : element.pieces()) {
+      if (piece.is_payload) {
+        out.AddPayload(piece.payload);
+      } else {
+        out.AddOwned(piece.owned);
+      }
+    }
+  }
+  return out;
+}
+
+std::string StreamBatchElementHead(size_t bytes) {
+  std::string head;
+  AppendLengthDelimitedHead(&head, Request::kBatchFieldNumber, bytes);
+  return head;
+}
+
 absl::Status ParseStreamResponse(const ByteRuns& bytes, StreamResponseWire* out) {
   Fields f("");
   const absl::Status s = ForEachField(
@@ -82,6 +130,8 @@ absl::Status ParseStreamResponse(const ByteRuns& bytes, StreamResponseWire* out)
           case Response::kResultFieldNumber:
             out->has_result = true;
             return f.Payload(c, tag, "result", &out->result);
+          case Response::kBatchFieldNumber:
+            return BatchElement(f, c, tag, &out->batch);
         }
         return std::nullopt;
       });

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -21,20 +22,37 @@ namespace gemmd::wire {
 // Which request a StreamRequest carries.
 enum class StreamCall { kNone, kMatmul, kQuantized };
 
+// Most requests (answers) one message's batch may carry.
+inline constexpr size_t kMaxStreamBatch = 256;
+// Most bytes a sender puts in one batch (a request or answer larger than this goes
+// alone): well under the 4 MiB a default gRPC peer takes a message.
+inline constexpr size_t kStreamBatchBytes = size_t{1} << 20;
+
 struct StreamRequestWire {
   uint64_t id = 0;
   StreamCall call = StreamCall::kNone;  // kNone: the message carried neither
   ByteRuns body;                        // the MatmulRequest's or QuantizedMatmulRequest's bytes
   uint64_t timeout_us = 0;
+  // A batch: each element one StreamRequest's bytes, to parse on its own (the message's
+  // own fields are then unset).
+  std::vector<ByteRuns> batch;
 };
-// INVALID_ARGUMENT naming the field, as gemm_wire.h's parsers. A request without a call
-// parses (call = kNone) so that it can be answered by its id.
+// INVALID_ARGUMENT naming the field, as gemm_wire.h's parsers, also for a batch of more
+// than kMaxStreamBatch or beside fields of the message's own. A request without a call
+// parses (call = kNone) so that it can be answered by its id. A batch's elements are not
+// parsed here (ParseStreamRequest each; one that carries a batch of its own is refused
+// by the caller).
 absl::Status ParseStreamRequest(const ByteRuns& bytes, StreamRequestWire* out);
 
 // A StreamRequest around `body`, an encoded MatmulRequest (kMatmul) or
 // QuantizedMatmulRequest (kQuantized), whose payloads it references in turn.
 EncodedMessage EncodeStreamRequest(uint64_t id, StreamCall call, uint64_t timeout_us,
                                    const EncodedMessage& body);
+// One StreamRequest (or StreamResponse) carrying `elements`, each an encoded message of
+// its kind, in its batch (their payloads referenced in turn).
+EncodedMessage EncodeStreamBatch(const std::vector<EncodedMessage>& elements);
+// The bytes that go before one batch element of `bytes` bytes (its tag and length).
+std::string StreamBatchElementHead(size_t bytes);
 
 struct StreamResponseWire {
   uint64_t id = 0;
@@ -42,6 +60,7 @@ struct StreamResponseWire {
   std::string message;
   bool has_result = false;
   ByteRuns result;  // the MatmulResponse's bytes (ParseMatmulResponse)
+  std::vector<ByteRuns> batch;  // as StreamRequestWire's
 };
 absl::Status ParseStreamResponse(const ByteRuns& bytes, StreamResponseWire* out);
 

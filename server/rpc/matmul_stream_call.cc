@@ -19,9 +19,33 @@ struct MatmulStreamCall::Request {
       : id(id), exchange(env, method, std::move(tenant)) {}
   const uint64_t id;
   GemmExchange exchange;
-  absl::Status status;    // its answer
-  grpc::ByteBuffer bytes;  // the StreamResponse carrying it
+  absl::Status status;  // its answer
+  // The StreamResponse carrying it.
+  std::vector<grpc::Slice> bytes;
+  size_t length = 0;
 };
+
+namespace {
+
+// The slices that hold `runs` (views into them): what one request of a batched message
+// keeps alive.
+std::vector<grpc::Slice> SlicesUnder(const std::vector<grpc::Slice>& slices,
+                                     const wire::ByteRuns& runs) {
+  std::vector<grpc::Slice> out;
+  for (const grpc::Slice& slice : slices) {
+    const char* begin = reinterpret_cast<const char*>(slice.begin());
+    const char* end = begin + slice.size();
+    for (absl::string_view run : runs.runs()) {
+      if (run.data() < end && run.data() + run.size() > begin) {
+        out.push_back(slice);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 MatmulStreamCall::MatmulStreamCall(const GemmCallEnvironment* env,
                                    grpc::GenericCallbackServerContext* context, std::string tenant)
@@ -51,10 +75,17 @@ MatmulStreamCall::MatmulStreamCall(const GemmCallEnvironment* env,
 MatmulStreamCall::Next MatmulStreamCall::DecideLocked() {
   Next next;
   if (finished_) return next;
-  if (writing_ == nullptr && !answers_.empty()) {
-    writing_ = answers_.front();
-    answers_.pop_front();
-    next.write = &writing_->bytes;
+  if (writing_.empty() && !answers_.empty()) {
+    // Every answer ready goes in this message, up to wire::kStreamBatchBytes.
+    size_t bytes = 0;
+    while (!answers_.empty() && writing_.size() < wire::kMaxStreamBatch) {
+      Request* answer = answers_.front();
+      if (!writing_.empty() && bytes + answer->length > wire::kStreamBatchBytes) break;
+      bytes += answer->length;
+      writing_.push_back(answer);
+      answers_.pop_front();
+    }
+    next.write = writing_;
     next.write_buffered = !answers_.empty();
   }
   if (!reading_ && !read_closed_ && !draining_ && !cancelled_ &&
@@ -74,10 +105,17 @@ MatmulStreamCall::Next MatmulStreamCall::DecideLocked() {
 }
 
 void MatmulStreamCall::Start(const Next& next) {
-  if (next.write != nullptr) {
+  if (!next.write.empty()) {
+    // One answer goes as itself; several as the elements of one batch.
+    std::vector<grpc::Slice> slices;
+    for (const Request* answer : next.write) {
+      if (next.write.size() > 1) slices.emplace_back(wire::StreamBatchElementHead(answer->length));
+      slices.insert(slices.end(), answer->bytes.begin(), answer->bytes.end());
+    }
+    write_bytes_ = grpc::ByteBuffer(slices.data(), slices.size());
     grpc::WriteOptions options;
     if (next.write_buffered) options.set_buffer_hint();
-    StartWrite(next.write, options);
+    StartWrite(&write_bytes_, options);
   }
   if (next.read) StartRead(&read_bytes_);
   if (next.finish) Finish(ToGrpcStatus(next.finish_status));
@@ -120,7 +158,29 @@ void MatmulStreamCall::Serve(absl::Time read_at, std::vector<grpc::Slice> slices
     runs.Append(absl::string_view(reinterpret_cast<const char*>(slice.begin()), slice.size()));
   }
   wire::StreamRequestWire envelope;
-  absl::Status status = wire::ParseStreamRequest(runs, &envelope);
+  const absl::Status parsed = wire::ParseStreamRequest(runs, &envelope);
+  if (!parsed.ok() || envelope.batch.empty()) {
+    ServeOne(read_at, std::move(slices), parsed, envelope);
+    return;
+  }
+  // The message counted as one request when it was read: it is as many as its batch.
+  if (envelope.batch.size() > 1) {
+    Advance([&] { outstanding_ += static_cast<int>(envelope.batch.size()) - 1; });
+  }
+  for (const wire::ByteRuns& element : envelope.batch) {
+    wire::StreamRequestWire request;
+    absl::Status status = wire::ParseStreamRequest(element, &request);
+    if (status.ok() && !request.batch.empty()) {
+      status = absl::InvalidArgumentError(
+          "a request in a batch carries a batch of its own; batches do not nest");
+    }
+    ServeOne(read_at, SlicesUnder(slices, element), status, request);
+  }
+}
+
+void MatmulStreamCall::ServeOne(absl::Time read_at, std::vector<grpc::Slice> slices,
+                                absl::Status parsed, const wire::StreamRequestWire& envelope) {
+  absl::Status status = std::move(parsed);
   if (status.ok() && envelope.call == wire::StreamCall::kNone) {
     status = absl::InvalidArgumentError(
         "the stream request carries no call: set matmul or quantized");
@@ -178,32 +238,35 @@ void MatmulStreamCall::Answer(Request* request, const absl::Status& answered,
   const grpc::Status on_wire = ToGrpcStatus(status);
   std::optional<size_t> result_bytes;
   if (status.ok()) result_bytes = response.Length();
-  std::vector<grpc::Slice> slices;
-  slices.reserve(result.size() + 1);
-  slices.emplace_back(wire::StreamResponseHead(request->id, on_wire.error_code(),
-                                               on_wire.error_message(), result_bytes));
-  for (grpc::Slice& slice : result) slices.push_back(std::move(slice));
-  request->bytes = grpc::ByteBuffer(slices.data(), slices.size());
+  request->bytes.reserve(result.size() + 1);
+  request->bytes.emplace_back(wire::StreamResponseHead(request->id, on_wire.error_code(),
+                                                       on_wire.error_message(), result_bytes));
+  for (grpc::Slice& slice : result) request->bytes.push_back(std::move(slice));
+  for (const grpc::Slice& slice : request->bytes) request->length += slice.size();
   Advance([&] { answers_.push_back(request); });
 }
 
 void MatmulStreamCall::OnWriteDone(bool ok) {
-  Request* written = nullptr;
+  // gRPC is done with the message: let it go while no other write can start (writing_
+  // is still taken).
+  write_bytes_.Clear();
+  std::vector<Request*> written;
   {
     absl::MutexLock lock(&mu_);
-    written = writing_;
-    writing_ = nullptr;
+    written.swap(writing_);
   }
-  // What the client got: the answer, or none when the stream broke first.
-  const absl::Status outcome =
-      ok ? written->status
-         : absl::CancelledError(absl::StrCat(
-               "the stream ended before the answer was sent; the server's answer was: ",
-               written->status.ok() ? "OK" : written->status.message()));
-  written->exchange.Settle(outcome, peer_);
-  env_->metrics->RecordStreamRequest(outcome.code());
-  delete written;
-  Advance([&] { --outstanding_; });
+  for (Request* answer : written) {
+    // What the client got: the answer, or none when the stream broke first.
+    const absl::Status outcome =
+        ok ? answer->status
+           : absl::CancelledError(absl::StrCat(
+                 "the stream ended before the answer was sent; the server's answer was: ",
+                 answer->status.ok() ? "OK" : answer->status.message()));
+    answer->exchange.Settle(outcome, peer_);
+    env_->metrics->RecordStreamRequest(outcome.code());
+    delete answer;
+  }
+  Advance([&] { outstanding_ -= static_cast<int>(written.size()); });
 }
 
 void MatmulStreamCall::OnCancel() {

@@ -14,8 +14,12 @@
 //             that request's answer: a message that does not parse is INVALID_ARGUMENT
 //             (with id 0 when even its id is unreadable). Its deadline is the earlier of
 //             the stream's and its own timeout_us.
-//   answers   written one at a time, in the order they complete (with gRPC's buffer hint
-//             while more wait, so several leave in one flush); a request is settled
+//   batches   a message may carry a batch of requests (StreamRequest.batch): each is
+//             served as if it came alone, and counts as outstanding on its own.
+//   answers   written one message at a time, in the order they complete: every answer
+//             ready when a write starts goes in it (a StreamResponse batch, up to
+//             wire::kStreamBatchBytes; one alone goes as itself), so answers that complete
+//             together (one launch's) cost the stream one message. A request is settled
 //             (counted, its memory and budget given back) once its answer is written or
 //             the stream has failed.
 //   the end   when the client has closed its side and every request read is answered:
@@ -44,6 +48,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "proto/wire/stream_wire.h"
 #include "server/rpc/gemm_call_environment.h"
 #include "server/rpc/gemm_request.h"
 
@@ -65,16 +70,20 @@ class MatmulStreamCall final : public grpc::ServerGenericBidiReactor {
   // What to start once mu_ is released (gRPC's Start* and Finish are not called under it).
   struct Next {
     bool read = false;
-    grpc::ByteBuffer* write = nullptr;
-    bool write_buffered = false;  // more answers wait behind this one
+    std::vector<Request*> write;  // the answers of the next message, if any
+    bool write_buffered = false;  // more answers wait behind these
     bool finish = false;
     absl::Status finish_status;
   };
 
   ~MatmulStreamCall() override = default;
 
-  // The request just read, from its bytes to a queued job or an answer.
+  // The message just read: one request, or a batch of them.
   void Serve(absl::Time read_at, std::vector<grpc::Slice> slices);
+  // One request (`parsed`: its envelope's parse), from its bytes to a queued job or an
+  // answer.
+  void ServeOne(absl::Time read_at, std::vector<grpc::Slice> slices, absl::Status parsed,
+                const wire::StreamRequestWire& envelope);
   absl::Status Submit(Request* request, absl::Time read_at, uint64_t timeout_us,
                       Received received);
   // `request`'s answer, queued for writing.
@@ -93,6 +102,9 @@ class MatmulStreamCall final : public grpc::ServerGenericBidiReactor {
   const absl::Time opened_;
   bool registered_ = false;
   grpc::ByteBuffer read_bytes_;  // the message being read (touched only by OnReadDone)
+  // The message being written: set by Start, let go by OnWriteDone, both while writing_
+  // holds the answers it carries (so no other write can start).
+  grpc::ByteBuffer write_bytes_;
 
   mutable absl::Mutex mu_;
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
@@ -103,7 +115,7 @@ class MatmulStreamCall final : public grpc::ServerGenericBidiReactor {
   // Requests read and not yet settled (preparing, queued, answered, being written).
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<Request*> answers_ ABSL_GUARDED_BY(mu_);  // ready to write, in order
-  Request* writing_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::vector<Request*> writing_ ABSL_GUARDED_BY(mu_);  // in the message being written
   absl::Status finish_status_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -118,6 +118,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     gemm::v1::StreamRequest generated;
     if (generated.ParseFromString(whole)) {
       Check(generated.id() == stream.id && generated.timeout_us() == stream.timeout_us);
+      Check(static_cast<size_t>(generated.batch_size()) == stream.batch.size());
       Check(static_cast<int>(generated.call_case()) ==
             (stream.call == gemmd::wire::StreamCall::kMatmul      ? 2
              : stream.call == gemmd::wire::StreamCall::kQuantized ? 3
@@ -129,17 +130,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Check(inner.a_data.size() + inner.b_data.size() + inner.c_data.size() <=
             stream.body.size());
     }
+    // A batch's elements, each parsed as the server parses it.
+    Check(stream.batch.size() <= gemmd::wire::kMaxStreamBatch);
+    for (const gemmd::wire::ByteRuns& element : stream.batch) {
+      gemmd::wire::StreamRequestWire one;
+      if (gemmd::wire::ParseStreamRequest(element, &one).ok()) {
+        Check(one.body.size() <= element.size());
+      }
+    }
   }
   gemmd::wire::StreamResponseWire answer;
   if (gemmd::wire::ParseStreamResponse(runs, &answer).ok()) {
     Check(answer.result.size() <= whole.size());
     gemm::v1::StreamResponse generated;
     const bool parsed = generated.ParseFromString(whole);
-    Check(parsed || !ValidUtf8(answer.message) || answer.has_result);
+    // Ours leaves the result and a batch's elements to be parsed on their own.
+    Check(parsed || !ValidUtf8(answer.message) || answer.has_result || !answer.batch.empty());
     if (parsed) {
       Check(generated.id() == answer.id && generated.code() == answer.code &&
             generated.message() == answer.message &&
-            generated.has_result() == answer.has_result);
+            generated.has_result() == answer.has_result &&
+            static_cast<size_t>(generated.batch_size()) == answer.batch.size());
     }
   }
   return 0;

@@ -33,6 +33,9 @@ from . import errors
 from ._stubs import gemm_pb2 as pb
 
 _END = object()  # the request iterator's end: the caller closed the stream
+# Most requests, and request bytes, one message carries (gemm.proto's StreamRequest.batch).
+_MAX_BATCH = 256
+_MAX_BATCH_BYTES = 1 << 20
 
 
 class Stream:
@@ -158,16 +161,32 @@ class Stream:
     # -- the call's two sides ---------------------------------------------------------
 
     def _requests(self):
+        # Requests submitted while gRPC was sending go out together, as one batch.
         while True:
             message = self._outgoing.get()
             if message is _END:
                 return
-            yield message
+            batch, size, end = [message], message.ByteSize(), False
+            while len(batch) < _MAX_BATCH and size < _MAX_BATCH_BYTES:
+                try:
+                    more = self._outgoing.get_nowait()
+                except queue.Empty:
+                    break
+                if more is _END:
+                    end = True
+                    break
+                batch.append(more)
+                size += more.ByteSize()
+            yield batch[0] if len(batch) == 1 else pb.StreamRequest(batch=batch)
+            if end:
+                return
 
     def _read(self):
         try:
-            for answer in self._call:
-                self._answer(answer)
+            for message in self._call:
+                # Answers that were ready together come as one batch.
+                for answer in (message.batch or (message,)):
+                    self._answer(answer)
             ended = True
         except grpc.RpcError as e:
             ended = self._client._error(e, "MatmulStream")

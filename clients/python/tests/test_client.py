@@ -481,6 +481,37 @@ class StreamTest(OneServerTest):
                 s.matmul(self.normal(2, 2), self.normal(2, 2), timeout_s=0)
 
 
+class StreamBatchingTest(unittest.TestCase):
+    """The stream's sender: requests queued while gRPC was sending go out as one batch
+    (StreamRequest.batch), a lone one as itself, and the caller's close ends it."""
+
+    def test_queued_requests_go_as_one_batch(self):
+        import queue
+        from gemmd import streaming
+        pb = streaming.pb
+
+        class Sender:
+            _outgoing = queue.Queue()
+
+        for i in (1, 2, 3):
+            Sender._outgoing.put(pb.StreamRequest(id=i))
+        Sender._outgoing.put(streaming._END)
+        sent = list(streaming.Stream._requests(Sender()))
+        self.assertEqual(len(sent), 1)
+        self.assertEqual([r.id for r in sent[0].batch], [1, 2, 3])
+        self.assertEqual(sent[0].id, 0)
+        Sender._outgoing.put(pb.StreamRequest(id=4))
+        Sender._outgoing.put(streaming._END)
+        alone = list(streaming.Stream._requests(Sender()))
+        self.assertEqual([(r.id, len(r.batch)) for r in alone], [(4, 0)])
+        # At most 256 a message.
+        for i in range(300):
+            Sender._outgoing.put(pb.StreamRequest(id=i + 1))
+        Sender._outgoing.put(streaming._END)
+        self.assertEqual([len(r.batch) for r in streaming.Stream._requests(Sender())],
+                         [256, 44])
+
+
 class UnixSocketTest(unittest.TestCase):
     def test_matmul_over_a_unix_socket(self):
         directory = tempfile.mkdtemp(prefix="gemmd_unix_")

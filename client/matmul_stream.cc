@@ -31,10 +31,10 @@ absl::Status FromGrpc(const grpc::Status& status) {
 
 }  // namespace
 
-// The stream on gRPC's callback API. It lives while the caller's MatmulStream holds it,
-// gRPC's call is running, or a request's operands are still referenced.
-class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
-                           public std::enable_shared_from_this<Call> {
+// The stream on gRPC's callback API. It lives while the caller's MatmulStream holds it
+// or gRPC's call is running; the MatmulStream's Close() waits for every request to be
+// gone, so it is the last to let go.
+class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   Call(std::shared_ptr<grpc::ChannelInterface> channel, const StreamOptions& options)
       : channel_(std::move(channel)), stub_(channel_), max_outstanding_(options.max_outstanding) {
@@ -62,7 +62,11 @@ class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc
     request->c_in_region = c_in_region;
     request->result = result;
     request->done = std::move(done);
-    request->call = shared_from_this();
+    request->call = this;
+    {
+      absl::MutexLock lock(&mu_);
+      ++live_requests_;
+    }
     // This function's own reference: the stream may answer or fail the request (OnDone)
     // as soon as it is published below.
     request->refs.fetch_add(1, std::memory_order_relaxed);
@@ -141,7 +145,14 @@ class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc
     }
     if (end_writes) EndWrites();
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(&done_));
+    // Also until every request's `done` has returned: then only the caller's
+    // MatmulStream holds this, so the call (and the channel it holds) goes on the caller's
+    // thread, never on one of gRPC's, where a channel's last reference may not be dropped.
+    mu_.Await(absl::Condition(
+        +[](Call* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+          return c->done_ && c->live_requests_ == 0;
+        },
+        this));
     return end_status_;
   }
 
@@ -201,11 +212,11 @@ class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc
     }
     // Payloads gRPC still holds (a retry layer's copy) are let go with the context.
     context_.reset();
-    {
-      absl::MutexLock lock(&mu_);
-      done_ = true;
-    }
-    self_.reset();  // may destroy this: last
+    // gRPC's hold goes before done_ is set: the caller's MatmulStream holds this until
+    // Close() has seen done_, so this is never the last reference.
+    self_.reset();
+    absl::MutexLock lock(&mu_);
+    done_ = true;
   }
 
  private:
@@ -222,19 +233,27 @@ class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc
     MatmulResult* result = nullptr;
     std::function<void(absl::Status)> done;
     absl::Status status;
-    std::shared_ptr<Call> call;  // the stream outlives its requests' callbacks
-    std::atomic<int> refs{1};    // the answer (or the stream's end), plus one per payload
+    // The stream, which outlives its requests: Close() waits until each is gone.
+    Call* call = nullptr;
+    std::atomic<int> refs{1};  // the answer (or the stream's end), plus one per payload
 
     static void ReleasePayload(void* request) { static_cast<Request*>(request)->Unref(); }
     void Unref() {
       if (refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
       std::function<void(absl::Status)> run = std::move(done);
       const absl::Status s = std::move(status);
-      std::shared_ptr<Call> keep = std::move(call);
+      Call* stream = call;
       delete this;
       run(s);
+      stream->RequestGone();
     }
   };
+
+  // A request and its `done` are over.
+  void RequestGone() {
+    absl::MutexLock lock(&mu_);
+    --live_requests_;
+  }
 
   // The status a request gets when the stream ends without answering it.
   absl::Status EndStatus(const grpc::Status& status) const {
@@ -356,6 +375,7 @@ class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc
   uint64_t last_id_ ABSL_GUARDED_BY(mu_) = 0;
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   int submitting_ ABSL_GUARDED_BY(mu_) = 0;  // Submits between publishing and queueing
+  int live_requests_ ABSL_GUARDED_BY(mu_) = 0;  // made and not yet gone (RequestGone)
   absl::flat_hash_map<uint64_t, Request*> pending_ ABSL_GUARDED_BY(mu_);
   std::deque<Outgoing> writes_ ABSL_GUARDED_BY(mu_);  // queued, not yet sent
   grpc::ByteBuffer in_flight_ ABSL_GUARDED_BY(mu_);   // the message being written

@@ -73,9 +73,11 @@ class MatmulStream {
   std::future<absl::Status> Submit(const QuantizedMatmulArgs& args,
                                    const StreamCallOptions& options, MatmulResult* result);
 
-  // Tells the server no more requests come, waits until every request is answered and
-  // the stream has ended, and returns the stream's status (OK: it ended cleanly, though
-  // a request may still have failed on its own). Later calls return the same.
+  // Tells the server no more requests come, waits until every request is answered, its
+  // `done` has returned and the stream has ended, and returns the stream's status (OK: it
+  // ended cleanly, though a request may still have failed on its own). Later calls
+  // return the same. Not from a request's `done` (nor is the destructor): it would wait
+  // for that `done` to return.
   absl::Status Close();
 
   // Requests sent and not yet answered.

@@ -472,8 +472,12 @@ void TensorStoreClient::DeleteTensorsAsync(const std::vector<std::string>& handl
             if (--deletes->pending > 0) return;
             first = deletes->first;
           }
-          deletes->done(std::move(first));
+          // The stub (and its channel reference) goes before `done` runs: the caller
+          // still holds the channel then, so its last reference is never dropped here,
+          // on gRPC's own thread.
+          std::function<void(absl::Status)> done = std::move(deletes->done);
           delete deletes;
+          done(std::move(first));
         });
   }
 }

@@ -143,7 +143,8 @@ class TensorStoreClient {
   absl::Status DeleteTensors(const std::vector<std::string>& handles,
                              absl::Duration timeout = absl::Seconds(60));
   // The same without waiting: `done` runs once, on a gRPC thread, with the first error
-  // (or OK) when every delete has been answered. The client may be destroyed meanwhile.
+  // (or OK) when every delete has been answered. The caller keeps the channel until
+  // `done` runs (gRPC may not drop a channel's last reference on its own thread).
   void DeleteTensorsAsync(const std::vector<std::string>& handles, absl::Duration timeout,
                           std::function<void(absl::Status)> done);
   // Every tensor of the caller's, all pages of the listing in one response (the store's

@@ -33,6 +33,17 @@ absl::Status BatchElement(const Fields& f, WireCursor* in, const Tag& tag,
   return in->TakeRuns(length, &batch->back(), "batch");
 }
 
+// `from`'s pieces after `out`'s, its payloads still referenced.
+void AppendPieces(const EncodedMessage& from, EncodedMessage* out) {
+  for (const EncodedMessage::Piece& piece : from.pieces()) {
+    if (piece.is_payload) {
+      out->AddPayload(piece.payload);
+    } else {
+      out->AddOwned(piece.owned);
+    }
+  }
+}
+
 }  // namespace
 
 absl::Status ParseStreamRequest(const ByteRuns& bytes, StreamRequestWire* out) {
@@ -84,13 +95,7 @@ EncodedMessage EncodeStreamRequest(uint64_t id, StreamCall call, uint64_t timeou
   EncodedMessage out;
   out.AddOwned(head);
   if (call == StreamCall::kNone) return out;
-  for (const EncodedMessage::Piece& piece : body.pieces()) {
-    if (piece.is_payload) {
-      out.AddPayload(piece.payload);
-    } else {
-      out.AddOwned(piece.owned);
-    }
-  }
+  AppendPieces(body, &out);
   return out;
 }
 
@@ -98,13 +103,7 @@ EncodedMessage EncodeStreamBatch(const std::vector<EncodedMessage>& elements) {
   EncodedMessage out;
   for (const EncodedMessage& element : elements) {
     out.AddOwned(StreamBatchElementHead(element.size()));
-    for (const EncodedMessage::Piece& piece : element.pieces()) {
-      if (piece.is_payload) {
-        out.AddPayload(piece.payload);
-      } else {
-        out.AddOwned(piece.owned);
-      }
-    }
+    AppendPieces(element, &out);
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include <climits>
 #include <exception>
 #include <limits>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -127,6 +128,10 @@ absl::Status CheckConfig(const ServerConfig& c) {
   }
   if (c.stream_max_outstanding < 1 || c.stream_max_outstanding > 65536) {
     return absl::InvalidArgumentError("--stream_max_outstanding must be in [1, 65536]");
+  }
+  if (c.call_queue_threads < 0 || c.call_queue_threads > 64) {
+    return absl::InvalidArgumentError(
+        "--call_queue_threads must be in [0, 64] (0 = half the cores, 1 to 8)");
   }
   if (c.shm && (c.shm_prefix.empty() || c.shm_prefix.size() > 64 ||
                 !std::all_of(c.shm_prefix.begin(), c.shm_prefix.end(), [](char ch) {
@@ -340,7 +345,11 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   quota.Resize(static_cast<size_t>(server->grpc_buffer_bytes_));
   builder.SetResourceQuota(quota);
   builder.RegisterService(server->service_.get());
-  builder.RegisterCallbackGenericService(server->service_->generic_service());
+  const int queue_threads =
+      config.call_queue_threads > 0
+          ? config.call_queue_threads
+          : std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 1, 8);
+  server->service_->call_queues().AddTo(&builder, queue_threads);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     const std::string why = WhyCannotListen(config.host, config.port);
@@ -351,6 +360,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
         absl::StrCat("cannot serve gRPC on ", where, ": ",
                      why.empty() ? std::string("gRPC could not listen there (see its log)") : why));
   }
+  server->service_->call_queues().Start();
   // Health answers for the server ("") and for the service by its name, as probes ask
   // either way.
   server->server_->GetHealthCheckService()->SetServingStatus(true);
@@ -370,6 +380,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
        {"backend", server->backend_.name},
        {"devices", absl::StrJoin(device_names, "; ")},
        {"cuda_sync", server->backend_.name == "cuda" ? config.cuda_sync : std::string("-")},
+       {"call_queue_threads", absl::StrCat(queue_threads)},
        {"grpc", absl::StrCat(config.host, ":", server->port_)},
        {"metrics", server->metrics_port_ >= 0
                        ? absl::StrCat(metrics_host, ":", server->metrics_port_, "/metrics")
@@ -459,6 +470,7 @@ void GemmServer::Shutdown() {
       idle ? std::min(grace_end, absl::Now() + absl::Seconds(1)) : absl::Now()));
   executor_->Drain();
   server_->Wait();
+  service_->call_queues().Stop();  // every call is over: gRPC needs its queues no more
   if (regions_ != nullptr) regions_->Clear();
   Log(LogLevel::kInfo, "shutdown_complete",
       {{"took_ms", absl::StrCat(absl::ToInt64Milliseconds(absl::Now() - start))}});

@@ -96,6 +96,9 @@ struct ServerConfig {
   int64_t prepare_inline_max_bytes = int64_t{1} << 20;
   // Requests one MatmulStream may have read and not yet answered.
   int stream_max_outstanding = 256;
+  // Threads polling the completion queues of Matmul and QuantizedMatmul calls (0: half
+  // the cores, 1 to 8).
+  int call_queue_threads = 0;
   // Shared-memory regions (--shm, --shm_prefix, --shm_max_bytes, --shm_max_regions):
   // POSIX shared-memory objects whose names start with "/" + shm_prefix; all regions'
   // bytes together and the regions one tenant holds are capped.

@@ -75,9 +75,13 @@ ABSL_FLAG(double, part_upload_timeout_s, 10,
           "long (since it was opened or a part last began or finished) is dropped.");
 ABSL_FLAG(int64_t, prepare_inline_max_bytes, int64_t{1} << 20,
           "Matmul and QuantizedMatmul requests up to this many bytes are prepared (payloads "
-          "placed, operands dequantized) on gRPC's callback thread that read them; larger "
-          "ones on the server's preparer threads, so gRPC's threads go back to other calls. "
+          "placed, operands dequantized) on the gRPC thread that read them; larger ones on "
+          "the server's preparer threads, so gRPC's threads go back to other calls. "
           "-1 = every request on gRPC's threads, 0 = every request on the preparers.");
+ABSL_FLAG(int, call_queue_threads, 0,
+          "Threads serving Matmul and QuantizedMatmul calls on gRPC's completion-queue API, "
+          "each polling its own queue (they never wait for a GEMM). 0 = half the cores, "
+          "between 1 and 8; at most 64.");
 ABSL_FLAG(int, stream_max_outstanding, 256,
           "Requests one MatmulStream may have sent that the server has read and not yet "
           "answered; past it the server reads no more of that stream until it has answered "
@@ -281,6 +285,7 @@ int main(int argc, char** argv) {
   config.download_copies = absl::GetFlag(FLAGS_download_copies);
   config.prepare_inline_max_bytes = absl::GetFlag(FLAGS_prepare_inline_max_bytes);
   config.stream_max_outstanding = absl::GetFlag(FLAGS_stream_max_outstanding);
+  config.call_queue_threads = absl::GetFlag(FLAGS_call_queue_threads);
   const std::string shm = absl::GetFlag(FLAGS_shm);
   if (shm != "on" && shm != "off") {
     std::fprintf(stderr, "gemm-server: --shm must be on or off, not '%s'\n", shm.c_str());

@@ -35,6 +35,7 @@
 #include "server/observability/log.h"
 #include "server/observability/metrics.h"
 #include "tests/fake_device.h"
+#include "tests/metrics_util.h"
 #include "tests/server_fixture.h"
 #include "tests/test_util.h"
 
@@ -47,6 +48,7 @@ using ::gemmd::testing::FakeDevice;
 using ::gemmd::testing::HttpGet;
 using ::gemmd::testing::RandomBytes;
 using ::gemmd::testing::RandomRequest;
+using ::gemmd::testing::RequestsCounted;
 using ::gemmd::testing::ScrapedValue;
 using ::gemmd::testing::SetTensor;
 using ::gemmd::testing::TestConfig;
@@ -307,6 +309,52 @@ TEST_F(ServerTest, ConcurrentRequestsShareLaunchesAndGetTheirOwnResults) {
   }
   EXPECT_GE(largest_batch, 2u);
   EXPECT_EQ(server_->executor().InflightBytes(), 0);
+}
+
+// Matmuls are served on gRPC's completion queues, one poller thread each: with several,
+// calls arriving together on different queues still get their own answers, and each is
+// counted once.
+TEST_F(ServerTest, SeveralCallQueuesAnswerEachCallWithItsOwnResult) {
+  ServerConfig config = TestConfig();
+  config.call_queue_threads = 4;
+  Start(config);
+  constexpr int kCalls = 64;
+  std::vector<std::unique_ptr<AsyncCall>> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.push_back(std::make_unique<AsyncCall>());
+    calls.back()->request = RandomRequest(8 + i % 5, 6 + i % 3, 4 + i % 7, 300 + i);
+    calls.back()->Start(stub_.get());
+  }
+  for (int i = 0; i < kCalls; ++i) {
+    AsyncCall& call = *calls[i];
+    call.done.WaitForNotification();
+    ASSERT_TRUE(call.status.ok()) << call.status.error_message();
+    GemmProblem p;
+    p.m = 8 + i % 5;
+    p.n = 6 + i % 3;
+    p.k = 4 + i % 7;
+    const std::vector<double> ref = ReferenceGemm(
+        p, {call.request.a().data().data(), call.request.b().data().data(), nullptr, nullptr});
+    EXPECT_LE(RelativeError(ref.data(), call.response.c().data().data(), DataType::kFloat32,
+                            p.m * p.n),
+              1e-5)
+        << "call " << i;
+  }
+  ASSERT_TRUE(server_->AwaitIdle(absl::Now() + absl::Seconds(5)));
+  EXPECT_EQ(RequestsCounted(server_->metrics(), "Matmul", "OK"), kCalls);
+  EXPECT_EQ(server_->executor().InflightBytes(), 0);
+}
+
+TEST(ServerConfigTest, CallQueueThreadsOutOfRangeAreRefused) {
+  for (int threads : {-1, 65}) {
+    ServerConfig config = TestConfig();
+    config.call_queue_threads = threads;
+    absl::StatusOr<std::unique_ptr<GemmServer>> server = GemmServer::Create(config);
+    ASSERT_FALSE(server.ok());
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(server.status().message(),
+              "--call_queue_threads must be in [0, 64] (0 = half the cores, 1 to 8)");
+  }
 }
 
 TEST_F(ServerTest, WithNoHealthyDeviceHealthIsNotServingAndCallsAreUnavailable) {

@@ -15,6 +15,7 @@
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/matmul_stream_call.h"
 #include "server/rpc/raw_messages.h"
+#include "server/rpc/refused_call.h"
 #include "server/rpc/tensor_chunk_sequence.h"
 #include "server/rpc/tensor_download_call.h"
 #include "server/rpc/tensor_upload_call.h"
@@ -107,28 +108,21 @@ GemmServiceImpl::~GemmServiceImpl() {
   }
 }
 
-grpc::ServerGenericBidiReactor* GemmServiceImpl::GenericCalls::CreateReactor(
-    grpc::GenericCallbackServerContext* context) {
-  static const std::string kMatmul = "/gemm.v1.GemmService/Matmul";
-  static const std::string kQuantizedMatmul = "/gemm.v1.GemmService/QuantizedMatmul";
-  static const std::string kPutTensor = "/gemm.v1.GemmService/PutTensor";
-  static const std::string kMatmulStream = "/gemm.v1.GemmService/MatmulStream";
-  const std::string& name = context->method();
-  const RpcMethod method = name == kMatmul            ? RpcMethod::kMatmul
-                           : name == kQuantizedMatmul ? RpcMethod::kQuantizedMatmul
-                           : name == kPutTensor       ? RpcMethod::kPutTensor
-                           : name == kMatmulStream    ? RpcMethod::kMatmulStream
-                                                      : RpcMethod::kGetServerInfo;
-  if (method == RpcMethod::kGetServerInfo) return UnimplementedCall(context);
-  absl::StatusOr<std::string> tenant = service_->auth_.TenantOf(*context, method);
-  if (!tenant.ok()) return RefusedCall(tenant.status());
-  if (method == RpcMethod::kPutTensor) {
-    return new TensorUploadCall(&service_->tensor_environment_, context, *std::move(tenant));
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GemmServiceImpl::MatmulStream(
+    grpc::CallbackServerContext* context) {
+  absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kMatmulStream);
+  if (!tenant.ok()) {
+    return RefusedCall<grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>>(
+        tenant.status());
   }
-  if (method == RpcMethod::kMatmulStream) {
-    return new MatmulStreamCall(&service_->environment_, context, *std::move(tenant));
-  }
-  return new GemmCall(&service_->environment_, context, method, *std::move(tenant));
+  return new MatmulStreamCall(&environment_, context, *std::move(tenant));
+}
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* GemmServiceImpl::PutTensor(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
+  absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kPutTensor);
+  if (!tenant.ok()) return RefusedCall<grpc::ServerReadReactor<grpc::ByteBuffer>>(tenant.status());
+  return new TensorUploadCall(&tensor_environment_, context, response, *std::move(tenant));
 }
 
 void GemmServiceImpl::FinishUnary(grpc::ServerUnaryReactor* reactor,

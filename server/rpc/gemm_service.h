@@ -1,16 +1,17 @@
-// The gRPC face of the server. Matmul, QuantizedMatmul, MatmulStream and PutTensor go
-// through gRPC's generic callback API, one GemmCall, MatmulStreamCall or TensorUploadCall
-// per call (gemm_call.h says why);
-// the other methods through the generated callback API, raw: each parses its own
-// request (raw_messages.h), so a request protobuf refuses is answered, counted and
-// logged like any other failure. No gRPC thread ever waits for a GEMM.
+// The gRPC face of the server. Matmul and QuantizedMatmul go through gRPC's async generic
+// service, one GemmCall per call on the completion queues of gemm_call_queues.h
+// (gemm_call.h says why); the other methods through the generated callback API, raw:
+// MatmulStream and PutTensor as one MatmulStreamCall or TensorUploadCall per call, and
+// each of the others parsing its own request (raw_messages.h), so a request protobuf
+// refuses is answered, counted and logged like any other failure. No gRPC thread ever
+// waits for a GEMM.
 //
 // Draining (shutdown): every method refuses calls that arrive after StartDraining
 // (UNAVAILABLE) and serves those that arrived before to their end. Thread-safe.
 #ifndef GEMMD_SERVER_RPC_GEMM_SERVICE_H_
 #define GEMMD_SERVER_RPC_GEMM_SERVICE_H_
 
-#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/server_builder.h>
 
 #include <atomic>
 #include <memory>
@@ -26,7 +27,7 @@
 #include "server/rpc/call_auth.h"
 #include "server/rpc/call_registry.h"
 #include "server/rpc/call_report.h"
-#include "server/rpc/gemm_call.h"
+#include "server/rpc/gemm_call_queues.h"
 #include "server/rpc/host_memory.h"
 #include "server/rpc/matmul_validation.h"
 #include "server/rpc/tensor_call_environment.h"
@@ -53,15 +54,13 @@ struct ServiceSettings {
   int stream_max_outstanding = 256;                      // GemmCallEnvironment's
 };
 
-// GetServerInfo and the small tensor-store calls served by the generated code, raw;
-// Matmul, QuantizedMatmul, MatmulStream and PutTensor are left to the generic service
-// below (marked
-// generic, so gRPC does not parse their messages: their tensors are read from the
-// received bytes).
+// Every method but Matmul and QuantizedMatmul served by the generated code, raw (gRPC
+// does not parse their messages: the tensors are read from the received bytes); those
+// two are left to the async generic service (GemmCallQueues), marked generic here.
 using GemmService = gemm::v1::GemmService;
-using GemmTypedService = GemmService::WithGenericMethod_MatmulStream<
+using GemmTypedService = GemmService::WithRawCallbackMethod_MatmulStream<
     GemmService::WithGenericMethod_Matmul<GemmService::WithGenericMethod_QuantizedMatmul<
-        GemmService::WithGenericMethod_PutTensor<GemmService::WithRawCallbackMethod_GetTensor<
+        GemmService::WithRawCallbackMethod_PutTensor<GemmService::WithRawCallbackMethod_GetTensor<
             GemmService::WithRawCallbackMethod_DeleteTensor<
                 GemmService::WithRawCallbackMethod_ListTensors<
                     GemmService::WithRawCallbackMethod_RegisterRegion<
@@ -81,15 +80,21 @@ class GemmServiceImpl final : public GemmTypedService {
                   const TokenAuthenticator* tokens = nullptr, RegionTable* regions = nullptr);
   ~GemmServiceImpl() override;
 
-  // Register with ServerBuilder::RegisterCallbackGenericService.
-  grpc::CallbackGenericService* generic_service() { return &generic_; }
+  // Matmul and QuantizedMatmul: AddTo the builder beside the service, Start once the
+  // server is, Stop after its Shutdown (gemm_call_queues.h).
+  GemmCallQueues& call_queues() { return call_queues_; }
+
+  // Many Matmuls on one stream (matmul_stream_call.h).
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* MatmulStream(
+      grpc::CallbackServerContext* context) override;
 
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
                                           const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) override;
 
-  // Resident tensors (PutTensor is a generic call: tensor_upload_call.h; GetTensor:
-  // tensor_download_call.h).
+  // Resident tensors (PutTensor: tensor_upload_call.h; GetTensor: tensor_download_call.h).
+  grpc::ServerReadReactor<grpc::ByteBuffer>* PutTensor(grpc::CallbackServerContext* context,
+                                                       grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* GetTensor(grpc::CallbackServerContext* context,
                                                         const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* DeleteTensor(grpc::CallbackServerContext* context,
@@ -134,16 +139,6 @@ class GemmServiceImpl final : public GemmTypedService {
   }
 
  private:
-  class GenericCalls final : public grpc::CallbackGenericService {
-   public:
-    explicit GenericCalls(GemmServiceImpl* service) : service_(service) {}
-    grpc::ServerGenericBidiReactor* CreateReactor(
-        grpc::GenericCallbackServerContext* context) override;
-
-   private:
-    GemmServiceImpl* const service_;
-  };
-
   // A unary call's end: counted, logged when it failed, answered.
   void FinishUnary(grpc::ServerUnaryReactor* reactor, const grpc::CallbackServerContext& context,
                    RpcMethod method, const std::string& tenant, const absl::Status& status,
@@ -178,7 +173,7 @@ class GemmServiceImpl final : public GemmTypedService {
   UploadWatch upload_watch_;
   GemmCallEnvironment environment_;
   TensorCallEnvironment tensor_environment_;
-  GenericCalls generic_{this};
+  GemmCallQueues call_queues_{&environment_, &auth_};
 };
 
 }  // namespace gemmd

@@ -48,7 +48,7 @@ std::vector<grpc::Slice> SlicesUnder(const std::vector<grpc::Slice>& slices,
 }  // namespace
 
 MatmulStreamCall::MatmulStreamCall(const GemmCallEnvironment* env,
-                                   grpc::GenericCallbackServerContext* context, std::string tenant)
+                                   grpc::CallbackServerContext* context, std::string tenant)
     : env_(env),
       context_(context),
       tenant_(std::move(tenant)),
@@ -218,7 +218,7 @@ absl::Status MatmulStreamCall::Submit(Request* request, absl::Time read_at, uint
     deadline = std::min(deadline, read_at + absl::Microseconds(static_cast<int64_t>(
                                                 std::min<uint64_t>(timeout_us, INT64_MAX / 2))));
   }
-  grpc::GenericCallbackServerContext* context = context_;
+  grpc::CallbackServerContext* context = context_;
   return request->exchange.Submit(
       std::move(received), deadline, [context] { return context->IsCancelled(); },
       [this, request](const absl::Status& status, grpc::ByteBuffer response) {

@@ -34,8 +34,9 @@
 #ifndef GEMMD_SERVER_RPC_MATMUL_STREAM_CALL_H_
 #define GEMMD_SERVER_RPC_MATMUL_STREAM_CALL_H_
 
-#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/server_context.h>
 #include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/server_callback.h>
 #include <grpcpp/support/slice.h>
 
 #include <cstdint>
@@ -54,10 +55,10 @@
 
 namespace gemmd {
 
-class MatmulStreamCall final : public grpc::ServerGenericBidiReactor {
+class MatmulStreamCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // `tenant`: the authenticated caller's ("" without authentication).
-  MatmulStreamCall(const GemmCallEnvironment* env, grpc::GenericCallbackServerContext* context,
+  MatmulStreamCall(const GemmCallEnvironment* env, grpc::CallbackServerContext* context,
                    std::string tenant);
 
   void OnReadDone(bool ok) override;
@@ -96,7 +97,7 @@ class MatmulStreamCall final : public grpc::ServerGenericBidiReactor {
   void Advance(absl::FunctionRef<void()> change);
 
   const GemmCallEnvironment* const env_;
-  grpc::GenericCallbackServerContext* const context_;
+  grpc::CallbackServerContext* const context_;
   const std::string tenant_;
   const std::string peer_;  // for each request's report (the context's is a new string a call)
   const absl::Time opened_;

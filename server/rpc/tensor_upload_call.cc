@@ -20,9 +20,11 @@ int64_t NowNanos() { return absl::ToUnixNanos(absl::Now()); }
 }  // namespace
 
 TensorUploadCall::TensorUploadCall(const TensorCallEnvironment* env,
-                                   grpc::GenericCallbackServerContext* context, std::string tenant)
+                                   grpc::CallbackServerContext* context,
+                                   grpc::ByteBuffer* response, std::string tenant)
     : env_(env),
       context_(context),
+      response_out_(response),
       tenant_(std::move(tenant)),
       started_(absl::Now()),
       last_activity_ns_(NowNanos()),
@@ -143,7 +145,8 @@ void TensorUploadCall::SendEnd() {
     status = status_;
   }
   if (status.ok()) {
-    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+    *response_out_ = response_;
+    Finish(grpc::Status::OK);
   } else {
     Finish(ToGrpcStatus(status));
   }

@@ -1,5 +1,5 @@
 // One PutTensor call: a client stream of TensorChunks into the tensor store, on gRPC's
-// callback API with raw bytes (the generic service), so each chunk's data goes from the
+// callback API with raw bytes, so each chunk's data goes from the
 // received slices straight into the tensor's memory (one copy; on a GPU, one copy to
 // the device) instead of through a parsed message.
 //
@@ -16,8 +16,9 @@
 #ifndef GEMMD_SERVER_RPC_TENSOR_UPLOAD_CALL_H_
 #define GEMMD_SERVER_RPC_TENSOR_UPLOAD_CALL_H_
 
-#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/server_context.h>
 #include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/server_callback.h>
 
 #include <atomic>
 #include <cstdint>
@@ -33,11 +34,13 @@
 
 namespace gemmd {
 
-class TensorUploadCall final : public grpc::ServerGenericBidiReactor, public UploadWatch::Upload {
+class TensorUploadCall final : public grpc::ServerReadReactor<grpc::ByteBuffer>,
+                               public UploadWatch::Upload {
  public:
   // `tenant`: the caller's; the tensor is stored as theirs.
-  TensorUploadCall(const TensorCallEnvironment* env, grpc::GenericCallbackServerContext* context,
-                   std::string tenant);
+  // `response`: where gRPC takes the answer from when the call finishes OK.
+  TensorUploadCall(const TensorCallEnvironment* env, grpc::CallbackServerContext* context,
+                   grpc::ByteBuffer* response, std::string tenant);
 
   void OnReadDone(bool ok) override;
   void OnDone() override;
@@ -61,7 +64,8 @@ class TensorUploadCall final : public grpc::ServerGenericBidiReactor, public Upl
   void SendEnd();
 
   const TensorCallEnvironment* const env_;
-  grpc::GenericCallbackServerContext* const context_;
+  grpc::CallbackServerContext* const context_;
+  grpc::ByteBuffer* const response_out_;
   const std::string tenant_;
   const absl::Time started_;
   bool registered_ = false;

@@ -241,7 +241,10 @@ absl::Status StripedCall::Run(const Args& args, const CallOptions& options, int 
     Temporaries temporaries(this);
     Args inner = args;
     std::string device;  // the first temporary's: the others go there too
-    // Puts `tensor` (dense or quantized, `bytes` in all) as a temporary and names it in
+    // The operands are opened one after another (each a small RPC: the first decides the
+    // device and is the call the others continue), then all their parts sent at once.
+    std::vector<TensorStoreClient::OpenedTensor> opened;
+    // Opens `tensor` (dense or quantized, `bytes` in all) as a temporary and names it in
     // *ref, unless it is small or already by handle.
     auto put = [&](const auto& tensor, int64_t bytes, std::string* ref) -> absl::Status {
       if (!ref->empty() || bytes < least) return absl::OkStatus();
@@ -254,14 +257,16 @@ absl::Status StripedCall::Run(const Args& args, const CallOptions& options, int 
       put.temporary = true;
       put.continues = temporaries.first();
       TensorStoreClient& store = put.continues.empty() ? store_ : continuing_store_;
-      absl::StatusOr<StoredHandle> stored = store.Store(tensor, put);
-      if (!stored.ok()) return stored.status();
-      temporaries.Add(stored->handle);
-      if (device.empty()) device = stored->device;
-      *ref = std::move(stored->handle);
+      absl::StatusOr<TensorStoreClient::OpenedTensor> open = store.Open(tensor, put);
+      if (!open.ok()) return open.status();
+      temporaries.Add(open->stored.handle);
+      if (device.empty()) device = open->stored.device;
+      *ref = open->stored.handle;
+      opened.push_back(*std::move(open));
       return absl::OkStatus();
     };
     status = put_operands(put, &inner);
+    if (status.ok()) status = store_.SendParts(opened);
     put_failed = !status.ok();
     steps.put = absl::Now() - start;
     if (status.ok()) {

@@ -1,8 +1,10 @@
 // Big calls over several connections. One HTTP/2 connection carries a fraction of what
 // TCP can (docs/BENCHMARKS.md, "Striped calls"), so a call whose operands and result are
 // large moves them over the client's ConnectionPool instead, with today's API:
-//   1. each large inline operand is put as a temporary resident tensor, in row parts,
-//      part i on connection i (PutTensor parts), all on one device;
+//   1. each large inline operand is put as a temporary resident tensor, in row parts
+//      (PutTensor parts), all on one device: the operands are opened one after another,
+//      then every part of every operand sent at once, each on its own pool connection
+//      (the first operand's part i on connection i, the next operand's after those);
 //   2. the Matmul (or QuantizedMatmul) names them by handle, sends the small operands
 //      inline, and keeps a large C on the server (keep_c);
 //   3. C is read back in row ranges, range i on connection i, straight into the caller's

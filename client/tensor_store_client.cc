@@ -3,6 +3,7 @@
 #include <grpcpp/client_context.h>
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -230,15 +231,37 @@ absl::StatusOr<std::string> TensorStoreClient::PutTensor(const QuantizedTensorRe
 
 absl::StatusOr<StoredHandle> TensorStoreClient::Store(const TensorRef& tensor,
                                                       const PutOptions& options) {
-  gemm::v1::TensorHeader header;
-  for (int64_t d : tensor.shape) header.add_shape(d);
-  header.set_dtype(tensor.dtype);
-  if (tensor.shm.set()) return PutFromRegion(std::move(header), tensor.shm, {}, options);
-  return Put(std::move(header), tensor.data, {}, options);
+  absl::StatusOr<OpenedTensor> opened = Open(tensor, options);
+  if (!opened.ok()) return opened.status();
+  if (absl::Status s = SendParts({*opened}); !s.ok()) return s;
+  return std::move(opened->stored);
 }
 
 absl::StatusOr<StoredHandle> TensorStoreClient::Store(const QuantizedTensorRef& tensor,
                                                       const PutOptions& options) {
+  absl::StatusOr<OpenedTensor> opened = Open(tensor, options);
+  if (!opened.ok()) return opened.status();
+  if (absl::Status s = SendParts({*opened}); !s.ok()) return s;
+  return std::move(opened->stored);
+}
+
+absl::StatusOr<TensorStoreClient::OpenedTensor> TensorStoreClient::Open(
+    const TensorRef& tensor, const PutOptions& options) {
+  gemm::v1::TensorHeader header;
+  for (int64_t d : tensor.shape) header.add_shape(d);
+  header.set_dtype(tensor.dtype);
+  if (tensor.shm.set()) {
+    absl::StatusOr<StoredHandle> stored = PutFromRegion(std::move(header), tensor.shm, {}, options);
+    if (!stored.ok()) return stored.status();
+    OpenedTensor whole;
+    whole.stored = *std::move(stored);
+    return whole;
+  }
+  return OpenPut(std::move(header), tensor.data, {}, options);
+}
+
+absl::StatusOr<TensorStoreClient::OpenedTensor> TensorStoreClient::Open(
+    const QuantizedTensorRef& tensor, const PutOptions& options) {
   gemm::v1::TensorHeader header;
   for (int64_t d : tensor.shape) header.add_shape(d);
   header.set_format(tensor.format);
@@ -249,9 +272,14 @@ absl::StatusOr<StoredHandle> TensorStoreClient::Store(const QuantizedTensorRef& 
       return absl::InvalidArgumentError(
           "a quantized tensor put from a region has its data there, and its scales too");
     }
-    return PutFromRegion(std::move(header), tensor.data_shm, tensor.scales_shm, options);
+    absl::StatusOr<StoredHandle> stored =
+        PutFromRegion(std::move(header), tensor.data_shm, tensor.scales_shm, options);
+    if (!stored.ok()) return stored.status();
+    OpenedTensor whole;
+    whole.stored = *std::move(stored);
+    return whole;
   }
-  return Put(std::move(header), tensor.data, tensor.scales, options);
+  return OpenPut(std::move(header), tensor.data, tensor.scales, options);
 }
 
 absl::StatusOr<StoredHandle> TensorStoreClient::PutFromRegion(gemm::v1::TensorHeader header,
@@ -265,10 +293,9 @@ absl::StatusOr<StoredHandle> TensorStoreClient::PutFromRegion(gemm::v1::TensorHe
   return UploadFromRegion(channel_, header, data, scales, options.timeout, options.continues);
 }
 
-absl::StatusOr<StoredHandle> TensorStoreClient::Put(gemm::v1::TensorHeader header,
-                                                   absl::string_view data,
-                                                   absl::string_view scales,
-                                                   const PutOptions& options) {
+absl::StatusOr<TensorStoreClient::OpenedTensor> TensorStoreClient::OpenPut(
+    gemm::v1::TensorHeader header, absl::string_view data, absl::string_view scales,
+    const PutOptions& options) {
   absl::StatusOr<TensorRows> rows = RowsOf(header);
   if (!rows.ok()) return rows.status();
   if (static_cast<int64_t>(data.size()) != rows->data_bytes() ||
@@ -283,39 +310,69 @@ absl::StatusOr<StoredHandle> TensorStoreClient::Put(gemm::v1::TensorHeader heade
   header.set_temporary(options.temporary);
   const int parts = UploadConnections(rows->data_bytes() + rows->scales_bytes(), rows->rows,
                                       options.connections);
+  OpenedTensor opened;
   if (parts == 1) {
-    return Upload(channel_, header, data, scales, options.chunk_bytes, options.timeout,
-                  options.continues);
+    absl::StatusOr<StoredHandle> stored = Upload(channel_, header, data, scales,
+                                                 options.chunk_bytes, options.timeout,
+                                                 options.continues);
+    if (!stored.ok()) return stored.status();
+    opened.stored = *std::move(stored);
+    return opened;
   }
-
-  // Open the tensor for `parts` uploads (a header with no data), then send each part on
-  // its own connection and thread.
+  // Open the tensor for `parts` uploads (a header with no data); SendParts sends them.
   header.set_parts(static_cast<uint32_t>(parts));
-  absl::StatusOr<StoredHandle> opened = Upload(channel_, header, {}, {}, options.chunk_bytes,
-                                                options.timeout, options.continues);
-  if (!opened.ok()) return opened.status();
+  absl::StatusOr<StoredHandle> stored = Upload(channel_, header, {}, {}, options.chunk_bytes,
+                                               options.timeout, options.continues);
+  if (!stored.ok()) return stored.status();
+  opened.stored = *std::move(stored);
+  opened.parts = parts;
+  opened.rows = *rows;
+  opened.data = data;
+  opened.scales = scales;
+  opened.chunk_bytes = options.chunk_bytes;
+  opened.timeout = options.timeout;
   // A temporary's parts continue the call that opened it.
-  const std::string continues = options.temporary ? opened->handle : std::string();
-  const absl::Status failed = RunParts(parts, [&](int part) -> absl::Status {
-    const RowRange r = PartRows(rows->rows, part, parts);
-    gemm::v1::TensorHeader part_header;
-    part_header.mutable_part_of()->set_handle(opened->handle);
-    part_header.set_part(static_cast<uint32_t>(part));
-    return Upload(PartChannel(part), part_header,
-                  data.substr(static_cast<size_t>(r.begin * rows->data_row_bytes),
-                              static_cast<size_t>((r.end - r.begin) * rows->data_row_bytes)),
-                  scales.substr(static_cast<size_t>(r.begin * rows->scales_row_bytes),
-                                static_cast<size_t>((r.end - r.begin) * rows->scales_row_bytes)),
-                  options.chunk_bytes, options.timeout, continues)
-        .status();
-  });
-  if (!failed.ok()) {
+  if (options.temporary) opened.continues = opened.stored.handle;
+  return opened;
+}
+
+absl::Status TensorStoreClient::SendParts(absl::Span<const OpenedTensor> opened) {
+  struct Part {
+    const OpenedTensor* tensor;
+    int part;
+  };
+  std::vector<Part> all;
+  for (const OpenedTensor& t : opened) {
+    for (int part = 0; part < t.parts; ++part) all.push_back({&t, part});
+  }
+  std::vector<std::atomic<bool>> failed(opened.size());
+  const absl::Status status =
+      RunParts(static_cast<int>(all.size()), [&](int index) -> absl::Status {
+        const OpenedTensor& t = *all[static_cast<size_t>(index)].tensor;
+        const int part = all[static_cast<size_t>(index)].part;
+        const RowRange r = PartRows(t.rows.rows, part, t.parts);
+        gemm::v1::TensorHeader part_header;
+        part_header.mutable_part_of()->set_handle(t.stored.handle);
+        part_header.set_part(static_cast<uint32_t>(part));
+        absl::Status s =
+            Upload(PartChannel(index), part_header,
+                   t.data.substr(static_cast<size_t>(r.begin * t.rows.data_row_bytes),
+                                 static_cast<size_t>((r.end - r.begin) * t.rows.data_row_bytes)),
+                   t.scales.substr(
+                       static_cast<size_t>(r.begin * t.rows.scales_row_bytes),
+                       static_cast<size_t>((r.end - r.begin) * t.rows.scales_row_bytes)),
+                   t.chunk_bytes, t.timeout, t.continues)
+                .status();
+        if (!s.ok()) failed[static_cast<size_t>(&t - opened.data())].store(true);
+        return s;
+      });
+  if (status.ok()) return status;
+  for (size_t i = 0; i < opened.size(); ++i) {
     // The server drops a tensor whose part failed; this makes sure of it (NOT_FOUND when
     // it already has).
-    DeleteTensor(opened->handle, options.timeout).IgnoreError();
-    return failed;
+    if (failed[i].load()) DeleteTensor(opened[i].stored.handle, opened[i].timeout).IgnoreError();
   }
-  return opened;
+  return status;
 }
 
 absl::StatusOr<DownloadedTensor> TensorStoreClient::GetTensor(const std::string& handle,

@@ -122,6 +122,31 @@ class TensorStoreClient {
   absl::StatusOr<StoredHandle> Store(const QuantizedTensorRef& tensor,
                                      const PutOptions& options = {});
 
+  // Several tensors stored at once (a striped call's operands): Open each in turn,
+  // which sends one in parts only its header (one small RPC: the handle and the device,
+  // so the next can go to the same device and name the first as the call it continues),
+  // and the rest whole; then SendParts sends every opened tensor's parts together.
+  // Store is Open then SendParts.
+  struct OpenedTensor {
+    StoredHandle stored;
+    int parts = 0;  // 0: complete already (sent whole by Open)
+    TensorRows rows;
+    absl::string_view data;  // the caller's bytes, read by SendParts
+    absl::string_view scales;
+    int64_t chunk_bytes = 0;
+    absl::Duration timeout;
+    std::string continues;  // what each part names (the tensor itself, for a temporary)
+  };
+  absl::StatusOr<OpenedTensor> Open(const TensorRef& tensor, const PutOptions& options = {});
+  absl::StatusOr<OpenedTensor> Open(const QuantizedTensorRef& tensor,
+                                    const PutOptions& options = {});
+  // Every part of every tensor in `opened` at once, each on its own connection (tensor
+  // i's part p on the pool's connection i * parts + p... in order of the parts before
+  // it). A failed part fails the tensors' store: the one it belongs to is deleted (the
+  // server drops it too); the others stay for the caller (they are complete, or will
+  // be dropped unfinished by the server). The first failure, as RunParts picks it.
+  absl::Status SendParts(absl::Span<const OpenedTensor> opened);
+
   // Downloads a tensor: its header, data and scales, over `connections` connections
   // (1: the client's channel; more: a first stream learns the tensor's size, then
   // ReadInto).
@@ -153,8 +178,8 @@ class TensorStoreClient {
       absl::Duration timeout = absl::Seconds(60));
 
  private:
-  absl::StatusOr<StoredHandle> Put(gemm::v1::TensorHeader header, absl::string_view data,
-                                   absl::string_view scales, const PutOptions& options);
+  absl::StatusOr<OpenedTensor> OpenPut(gemm::v1::TensorHeader header, absl::string_view data,
+                                       absl::string_view scales, const PutOptions& options);
   absl::StatusOr<StoredHandle> PutFromRegion(gemm::v1::TensorHeader header,
                                              const RegionSliceRef& data,
                                              const RegionSliceRef& scales,

@@ -7,7 +7,8 @@
 #            launch, the server's compute per request, against the same server with
 #            --max_batch_size=1 and against a tiny Matmul of the same request and response
 #            size (A [1,1] FP16, B [1,8192] FP16 inline: ~16 KiB in, 32 KiB out); and
-#            the same rows on 8 MatmulStreams (stack_stream_512);
+#            the same rows on 8 MatmulStreams (stack_stream_512), against the tiny
+#            Matmul on the same streams, on gemm-server and on grpc-floor;
 #   big      a 3 GiB FP32 operand [32768, 24576] put, then B of a Matmul with M = 4
 #            (C checked against FP64 by --verify; the whole of C is its 4 sampled rows);
 #   upload   a 2 GiB tensor put over 1, 4 and 8 connections against loopback TCP with
@@ -111,13 +112,21 @@ if [[ " $cases " == *" stack "* ]]; then
   start stack_server || exit 1
   bench stack_resident_64 "${s[@]}"
   bench stack_tiny_64 --m 1 --k 1 --n 8192 --dtype float16 --concurrency 64 --channels 8 --async
-  # The same rows on 8 MatmulStreams, 64 in flight on each.
+  # The same rows on 8 MatmulStreams, 64 in flight on each; and the tiny Matmul of the
+  # same sizes on the same streams, here and on grpc-floor (what gRPC itself carries).
+  streamed=(--stream --concurrency 8 --channels 8 --outstanding 64)
   bench stack_stream_512 --quantized --format nvfp4 --weight_only --m 1 --n 8192 --k 8192 \
-    --dtype float16 --resident_b --stream --concurrency 8 --channels 8 --outstanding 64 --verify
+    --dtype float16 --resident_b "${streamed[@]}" --verify
+  bench stack_tiny_stream_512 --m 1 --k 1 --n 8192 --dtype float16 "${streamed[@]}"
   stop
   start stack_server_unbatched --max_batch_size=1 || exit 1
   bench stack_unbatched_64 "${s[@]}"
   stop
+  if [ -n "$floor_bin" ]; then
+    start floor || exit 1
+    bench stack_tiny_stream_512_floor --m 1 --k 1 --n 8192 --dtype float16 "${streamed[@]}"
+    stop
+  fi
 fi
 
 if [[ " $cases " == *" big "* ]]; then

@@ -90,6 +90,15 @@ def main():
             + (f"; {ss['verify']['checked']} rows vs FP64: max error "
                f"{ss['verify']['max_rel_error']:.2e}" if ss.get("verify", {}).get("checked")
                else ""))
+    for name, label in (("stack_tiny_stream_512", "gemm-server"),
+                        ("stack_tiny_stream_512_floor", "grpc-floor")):
+        d = load(out, name)
+        if ss and d:
+            row(f"  the tiny Matmul of the same size on the same streams ({label}): req/s",
+                f"{d['requests_per_s']:.0f}",
+                f"the M=1 rows are {ss['requests_per_s'] / max(d['requests_per_s'], 1e-9):.2f}x "
+                f"this; server CPU {d['server_cpu_us_per_request']:.0f} us/req (rows: "
+                f"{ss['server_cpu_us_per_request']:.0f})")
     if st and tiny:
         ratio = st["requests_per_s"] / max(tiny["requests_per_s"], 1e-9)
         row("  req/s against a tiny Matmul of the same size", f"{ratio * 100:.0f}%",

@@ -285,11 +285,8 @@ class FloorStreamCall final : public grpc::ServerGenericBidiReactor {
     grpc::WriteOptions options;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      size_t taken = 0, bytes = 0;
-      while (taken < queued_.size() && taken < gemmd::wire::kMaxStreamBatch &&
-             (taken == 0 || bytes + queued_[taken].length <= gemmd::wire::kStreamBatchBytes)) {
-        bytes += queued_[taken++].length;
-      }
+      const size_t taken = gemmd::wire::StreamBatchTake(
+          queued_.size(), [this](size_t i) { return queued_[i].length; });
       for (size_t i = 0; i < taken; ++i) {
         Answer& answer = queued_.front();
         if (taken > 1) slices.emplace_back(gemmd::wire::StreamBatchElementHead(answer.length));

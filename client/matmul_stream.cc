@@ -278,11 +278,9 @@ class MatmulStream::Call : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc
     {
       absl::MutexLock lock(&mu_);
       if (!writes_.empty() && !write_failed_ && !read_ended_) {
-        size_t taken = 0, bytes = 0;
-        while (taken < writes_.size() && taken < wire::kMaxStreamBatch &&
-               (taken == 0 || bytes + writes_[taken].length <= wire::kStreamBatchBytes)) {
-          bytes += writes_[taken++].length;
-        }
+        const std::deque<Outgoing>& queued = writes_;
+        const size_t taken = wire::StreamBatchTake(
+            queued.size(), [&queued](size_t i) { return queued[i].length; });
         std::vector<grpc::Slice> slices;
         for (size_t i = 0; i < taken; ++i) {
           Outgoing& outgoing = writes_.front();

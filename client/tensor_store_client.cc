@@ -250,13 +250,7 @@ absl::StatusOr<TensorStoreClient::OpenedTensor> TensorStoreClient::Open(
   gemm::v1::TensorHeader header;
   for (int64_t d : tensor.shape) header.add_shape(d);
   header.set_dtype(tensor.dtype);
-  if (tensor.shm.set()) {
-    absl::StatusOr<StoredHandle> stored = PutFromRegion(std::move(header), tensor.shm, {}, options);
-    if (!stored.ok()) return stored.status();
-    OpenedTensor whole;
-    whole.stored = *std::move(stored);
-    return whole;
-  }
+  if (tensor.shm.set()) return PutFromRegion(std::move(header), tensor.shm, {}, options);
   return OpenPut(std::move(header), tensor.data, {}, options);
 }
 
@@ -272,25 +266,24 @@ absl::StatusOr<TensorStoreClient::OpenedTensor> TensorStoreClient::Open(
       return absl::InvalidArgumentError(
           "a quantized tensor put from a region has its data there, and its scales too");
     }
-    absl::StatusOr<StoredHandle> stored =
-        PutFromRegion(std::move(header), tensor.data_shm, tensor.scales_shm, options);
-    if (!stored.ok()) return stored.status();
-    OpenedTensor whole;
-    whole.stored = *std::move(stored);
-    return whole;
+    return PutFromRegion(std::move(header), tensor.data_shm, tensor.scales_shm, options);
   }
   return OpenPut(std::move(header), tensor.data, tensor.scales, options);
 }
 
-absl::StatusOr<StoredHandle> TensorStoreClient::PutFromRegion(gemm::v1::TensorHeader header,
-                                                             const RegionSliceRef& data,
-                                                             const RegionSliceRef& scales,
-                                                             const PutOptions& options) {
+absl::StatusOr<TensorStoreClient::OpenedTensor> TensorStoreClient::PutFromRegion(
+    gemm::v1::TensorHeader header, const RegionSliceRef& data, const RegionSliceRef& scales,
+    const PutOptions& options) {
   header.set_ttl_s(options.ttl_s);
   header.set_label(options.label);
   header.set_device(options.device);
   header.set_temporary(options.temporary);
-  return UploadFromRegion(channel_, header, data, scales, options.timeout, options.continues);
+  absl::StatusOr<StoredHandle> stored =
+      UploadFromRegion(channel_, header, data, scales, options.timeout, options.continues);
+  if (!stored.ok()) return stored.status();
+  OpenedTensor whole;  // sent whole: no parts left
+  whole.stored = *std::move(stored);
+  return whole;
 }
 
 absl::StatusOr<TensorStoreClient::OpenedTensor> TensorStoreClient::OpenPut(

@@ -180,7 +180,8 @@ class TensorStoreClient {
  private:
   absl::StatusOr<OpenedTensor> OpenPut(gemm::v1::TensorHeader header, absl::string_view data,
                                        absl::string_view scales, const PutOptions& options);
-  absl::StatusOr<StoredHandle> PutFromRegion(gemm::v1::TensorHeader header,
+  // A tensor whose bytes lie in a region, put whole (one chunk naming them).
+  absl::StatusOr<OpenedTensor> PutFromRegion(gemm::v1::TensorHeader header,
                                              const RegionSliceRef& data,
                                              const RegionSliceRef& scales,
                                              const PutOptions& options);

@@ -68,6 +68,16 @@ gemm::v1::MatmulRequest FullMatmul() {
   return r;
 }
 
+// `full` encoded as a client sends it: its head, and its tensors' bytes referenced
+// (`full` outlives the result).
+EncodedMessage EncodeAroundItsTensors(const gemm::v1::MatmulRequest& full) {
+  gemm::v1::MatmulRequest head = full;
+  head.mutable_a()->clear_data();
+  head.mutable_b()->clear_data();
+  head.mutable_c()->clear_data();
+  return EncodeMatmulRequest(head, full.a().data(), full.b().data(), full.c().data());
+}
+
 // The parsed head plus its payloads put back together: the message it stands for.
 gemm::v1::MatmulRequest Reassembled(const MatmulRequestWire& w) {
   gemm::v1::MatmulRequest r = w.head;
@@ -151,12 +161,7 @@ TEST(GemmWireTest, ReadsFieldsInAnyOrderUnpackedShapesAndSkipsUnknownFields) {
 
 TEST(GemmWireTest, EncodersWriteWhatTheGeneratedParserReads) {
   const gemm::v1::MatmulRequest full = FullMatmul();
-  gemm::v1::MatmulRequest head = full;
-  head.mutable_a()->clear_data();
-  head.mutable_b()->clear_data();
-  head.mutable_c()->clear_data();
-  const EncodedMessage encoded =
-      EncodeMatmulRequest(head, full.a().data(), full.b().data(), full.c().data());
+  const EncodedMessage encoded = EncodeAroundItsTensors(full);
   // The payloads are referenced, not copied.
   int payloads = 0;
   for (const EncodedMessage::Piece& p : encoded.pieces()) {
@@ -347,12 +352,7 @@ TEST(StreamWireTest, RequestsBothWays) {
   }
 
   const gemm::v1::MatmulRequest full = FullMatmul();
-  gemm::v1::MatmulRequest head = full;
-  head.mutable_a()->clear_data();
-  head.mutable_b()->clear_data();
-  head.mutable_c()->clear_data();
-  const EncodedMessage body =
-      EncodeMatmulRequest(head, full.a().data(), full.b().data(), full.c().data());
+  const EncodedMessage body = EncodeAroundItsTensors(full);
   gemm::v1::StreamRequest generated;
   ASSERT_TRUE(generated.ParseFromString(
       EncodeStreamRequest(42, StreamCall::kMatmul, 0, body).Flatten()));
@@ -455,12 +455,7 @@ TEST(StreamWireTest, BatchesBothWays) {
   }
 
   const gemm::v1::MatmulRequest full = FullMatmul();
-  gemm::v1::MatmulRequest head = full;
-  head.mutable_a()->clear_data();
-  head.mutable_b()->clear_data();
-  head.mutable_c()->clear_data();
-  const EncodedMessage body =
-      EncodeMatmulRequest(head, full.a().data(), full.b().data(), full.c().data());
+  const EncodedMessage body = EncodeAroundItsTensors(full);
   const EncodedMessage encoded =
       EncodeStreamBatch({EncodeStreamRequest(1, StreamCall::kMatmul, 0, body),
                          EncodeStreamRequest(2, StreamCall::kMatmul, 9, body)});

@@ -15,7 +15,8 @@ void AppendVarintField(std::string* out, uint32_t field, uint64_t value) {
   AppendVarint(out, value);
 }
 
-static_assert(Request::kBatchFieldNumber == Response::kBatchFieldNumber,
+static_assert(static_cast<int>(Request::kBatchFieldNumber) ==
+                  static_cast<int>(Response::kBatchFieldNumber),
               "StreamBatchElementHead serves both messages");
 
 // One element of a batch (a repeated message field), left where it is; at most

@@ -28,6 +28,19 @@ inline constexpr size_t kMaxStreamBatch = 256;
 // alone): well under the 4 MiB a default gRPC peer takes a message.
 inline constexpr size_t kStreamBatchBytes = size_t{1} << 20;
 
+// How many of the `waiting` messages queued to be sent (in order; `length_of(i)`: the
+// i-th one's bytes) the next message takes: all up to kMaxStreamBatch, and past the
+// first no more than kStreamBatchBytes in all. 0 when none waits.
+template <typename LengthOf>
+size_t StreamBatchTake(size_t waiting, LengthOf length_of) {
+  size_t taken = 0, bytes = 0;
+  while (taken < waiting && taken < kMaxStreamBatch &&
+         (taken == 0 || bytes + length_of(taken) <= kStreamBatchBytes)) {
+    bytes += length_of(taken++);
+  }
+  return taken;
+}
+
 struct StreamRequestWire {
   uint64_t id = 0;
   StreamCall call = StreamCall::kNone;  // kNone: the message carried neither

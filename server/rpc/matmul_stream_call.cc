@@ -77,14 +77,11 @@ MatmulStreamCall::Next MatmulStreamCall::DecideLocked() {
   if (finished_) return next;
   if (writing_.empty() && !answers_.empty()) {
     // Every answer ready goes in this message, up to wire::kStreamBatchBytes.
-    size_t bytes = 0;
-    while (!answers_.empty() && writing_.size() < wire::kMaxStreamBatch) {
-      Request* answer = answers_.front();
-      if (!writing_.empty() && bytes + answer->length > wire::kStreamBatchBytes) break;
-      bytes += answer->length;
-      writing_.push_back(answer);
-      answers_.pop_front();
-    }
+    const std::deque<Request*>& ready = answers_;
+    const size_t taken =
+        wire::StreamBatchTake(ready.size(), [&ready](size_t i) { return ready[i]->length; });
+    writing_.assign(answers_.begin(), answers_.begin() + static_cast<std::ptrdiff_t>(taken));
+    answers_.erase(answers_.begin(), answers_.begin() + static_cast<std::ptrdiff_t>(taken));
     next.write = writing_;
     next.write_buffered = !answers_.empty();
   }

@@ -134,6 +134,9 @@ struct CallOptions {
   // 1 = one connection; N >= 2 = N, every inline operand and C striped whatever their
   // size. Without a pool a call always goes over one connection.
   int stripes = 0;
+  // Bytes of tensor data per TensorChunk message when the call stripes an operand (0 =
+  // PutOptions' default).
+  int64_t stripe_chunk_bytes = 0;
   // A temporary of the call of several RPCs this one belongs to (PutOptions::continues).
   std::string continues;
 };

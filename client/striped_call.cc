@@ -253,6 +253,7 @@ absl::Status StripedCall::Run(const Args& args, const CallOptions& options, int 
       put.label = kLabel;
       put.device = device;
       put.connections = stripes;
+      if (options.stripe_chunk_bytes > 0) put.chunk_bytes = options.stripe_chunk_bytes;
       put.timeout = deadline - absl::Now();
       put.temporary = true;
       put.continues = temporaries.first();

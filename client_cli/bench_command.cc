@@ -105,6 +105,7 @@ using BlockingCall =
 struct CallClients {
   std::vector<std::shared_ptr<GemmClient>> clients;
   int stripes = 1;
+  int64_t stripe_chunk_bytes = 0;  // CallOptions::stripe_chunk_bytes
   AnswerSampler* sampler = nullptr;  // --verify: keeps a sample of the answers' C
 };
 
@@ -120,6 +121,7 @@ class CallSlots {
       : start_(std::move(start)),
         timeout_(timeout),
         stripes_(clients.stripes),
+        stripe_chunk_bytes_(clients.stripe_chunk_bytes),
         sampler_(clients.sampler),
         finished_(std::move(finished)),
         clients_(clients.clients),
@@ -138,6 +140,7 @@ class CallSlots {
     CallOptions options;
     options.timeout = timeout_;
     options.stripes = stripes_;
+    options.stripe_chunk_bytes = stripe_chunk_bytes_;
     options.c_out = absl::MakeSpan(slot.out);
     start_(clients_[n % clients_.size()].get(), options, &slot.result,
            [this, i](absl::Status status) {
@@ -161,6 +164,7 @@ class CallSlots {
   const StartCall start_;
   const absl::Duration timeout_;
   const int stripes_;
+  const int64_t stripe_chunk_bytes_;
   AnswerSampler* const sampler_;
   const Finished finished_;
   const std::vector<std::shared_ptr<GemmClient>> clients_;
@@ -659,6 +663,7 @@ int RunBench(const CliOptions& o) {
   if (o.verify) sampler = std::make_unique<AnswerSampler>(report.received_bytes_per_request);
   CallClients callers;
   callers.stripes = o.stripes;
+  callers.stripe_chunk_bytes = int64_t{o.chunk_kib} << 10;
   callers.sampler = sampler.get();
   for (const auto& channel : channels) {
     callers.clients.push_back(std::make_shared<GemmClient>(channel, pool));
@@ -669,6 +674,7 @@ int RunBench(const CliOptions& o) {
     CallOptions options;
     options.timeout = absl::Seconds(o.timeout_s);
     options.stripes = o.stripes;
+    options.stripe_chunk_bytes = int64_t{o.chunk_kib} << 10;
     MatmulResult result;
     const absl::Status status = blocking(&client, options, &result);
     if (!status.ok()) return ReportRpcError(rpc_name, status);
@@ -711,6 +717,7 @@ int RunBench(const CliOptions& o) {
         CallOptions options;
         options.timeout = absl::Seconds(o.timeout_s);
         options.stripes = o.stripes;
+        options.stripe_chunk_bytes = int64_t{o.chunk_kib} << 10;
         options.c_out = absl::MakeSpan(*out);
         MatmulResult result;
         s.start = absl::Now();

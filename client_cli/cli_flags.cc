@@ -106,6 +106,11 @@ ABSL_FLAG(int, stripes, 0,
           "operands and C of 4 MiB or more as temporary resident tensors sent and read in "
           "row parts, and a smaller call over one; 1 = one connection; N = N, every operand "
           "and C striped.");
+ABSL_FLAG(int, chunk_kib, 0,
+          "put, matmul, quantized, bench: KiB of tensor data in each message of an upload "
+          "(a put, or a striped call's operands), 64 to the server's max_tensor_chunk_bytes "
+          "(`gemm-cli info`); 0 = 4096 KiB, or the server's largest when smaller. Smaller "
+          "chunks let the server copy one while the next arrives.");
 ABSL_FLAG(bool, shm, false,
           "matmul, quantized, bench: put the operands and C in a shared-memory region "
           "registered with the server (it must run on this machine and share /dev/shm), so "
@@ -181,6 +186,7 @@ CliOptions CliOptionsFromFlags() {
   o.label = absl::GetFlag(FLAGS_label);
   o.connections = absl::GetFlag(FLAGS_connections);
   o.stripes = absl::GetFlag(FLAGS_stripes);
+  o.chunk_kib = absl::GetFlag(FLAGS_chunk_kib);
   o.shm = absl::GetFlag(FLAGS_shm);
   o.shm_key = absl::GetFlag(FLAGS_shm_key);
   o.device = absl::GetFlag(FLAGS_device);

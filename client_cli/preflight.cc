@@ -181,6 +181,10 @@ absl::Status CheckCommonFlags(const CliOptions& o) {
         "--stripes=", o.stripes, " is not in [0, ", kMaxStripes,
         "] (0 = the client's choice, 1 = one connection)"));
   }
+  if (o.chunk_kib != 0 && (o.chunk_kib < 64 || o.chunk_kib > (1 << 20))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--chunk_kib=", o.chunk_kib, " is not 0 (the default) or in [64, 1048576]"));
+  }
   if (!o.out_path.empty()) {
     const size_t slash = o.out_path.rfind('/');
     const std::string dir =

@@ -74,7 +74,8 @@ class StripedCallTest : public InProcessServerTest {
   }
 
   // C of `args` over one connection and over `stripes`: equal byte for byte, nothing left.
-  void ExpectSameC(const MatmulArgs& args, int stripes) {
+  // `chunk_bytes`: CallOptions::stripe_chunk_bytes (0 = the default).
+  void ExpectSameC(const MatmulArgs& args, int stripes, int64_t chunk_bytes = 0) {
     std::unique_ptr<GemmClient> client = Client();
     CallOptions one;
     one.stripes = 1;
@@ -82,6 +83,7 @@ class StripedCallTest : public InProcessServerTest {
     ASSERT_TRUE(client->Matmul(args, one, &single).ok());
     CallOptions many;
     many.stripes = stripes;
+    many.stripe_chunk_bytes = chunk_bytes;
     ASSERT_EQ(client->StripesFor(args, many), stripes);
     MatmulResult striped;
     const absl::Status s = client->Matmul(args, many, &striped);
@@ -127,6 +129,8 @@ TEST_F(StripedCallTest, Fp16TransposedWithBetaMatchesOneConnection) {
   args.beta = -1.25f;
   args.output_dtype = gemm::v1::DATA_TYPE_FLOAT16;
   ExpectSameC(args, 3);
+  // The parts in 64 KiB messages (the default is 4 MiB: one message a part here).
+  ExpectSameC(args, 3, 64 << 10);
 }
 
 TEST_F(StripedCallTest, BatchedWithSharedBMatchesOneConnection) {

@@ -32,13 +32,9 @@ using cuda_device_internal::Fp32Output;
 // Zeros to fill the gaps between aligned regions, so that the copy-in of a whole launch
 // is one contiguous device range (one DMA per staging slot).
 constexpr char kGapFill[kRegionAlignment] = {};
-// An operand at least this large in page-locked memory is moved by its own DMA; smaller
-// ones are gathered through the staging ring, where many share one DMA (their bytes are
-// copied on the host either way: from the wire into a buffer or into the ring).
+// A region at least this large in page-locked memory is moved by its own DMA; smaller
+// ones are gathered through the staging ring, where many share one DMA.
 constexpr int64_t kDirectDmaBytes = kPageLockedMinBytes;
-// A result above this size in page-locked memory is DMA'd into place: a smaller one is
-// cheaper to unpack from the ring than to give a DMA of its own.
-constexpr int64_t kDirectResultDmaBytes = kPinnedBlockMinBytes;
 
 }  // namespace
 
@@ -318,46 +314,29 @@ absl::Status CudaDevice::CopyIn(const ArenaCopies& copies, char* arena, Lane& la
 }
 
 absl::Status CudaDevice::CopyOut(const ArenaCopies& copies, const char* arena, Lane& lane) {
-  // Results in page-locked memory by DMA straight into place, the rest staged (the ring
-  // waits for each slot's DMA, which comes after the kernel in stream order). Results
-  // that lie next to each other both in the arena and on the host (pool blocks handed
-  // out in turn) share one DMA.
+  // Large page-locked results by their own DMA, the rest staged (the ring waits for each
+  // slot's DMA, which comes after the kernel in stream order).
   const cudaStream_t stream = lane.stream.get();
   std::vector<DeviceToHost> staged;
   staged.reserve(copies.out.size());
   bool direct = false;
-  DeviceToHost pending;  // the direct DMA being extended; bytes == 0: none
-  auto flush = [&]() -> absl::Status {
-    if (pending.bytes == 0) return absl::OkStatus();
-    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(pending.host, pending.device, pending.bytes,
-                                         cudaMemcpyDeviceToHost, stream));
-    pending = DeviceToHost{};
-    direct = true;
-    return absl::OkStatus();
-  };
   for (const ArenaCopyOut& region : copies.out) {
-    const char* from = arena + region.at;
-    const size_t bytes = static_cast<size_t>(region.bytes);
     if (region.to_device) {
       GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(
-          cudaMemcpyAsync(region.to, from, bytes, cudaMemcpyDeviceToDevice, stream)));
+          cudaMemcpyAsync(region.to, arena + region.at, static_cast<size_t>(region.bytes),
+                          cudaMemcpyDeviceToDevice, stream)));
       direct = true;
       continue;
     }
-    if (region.bytes > kDirectResultDmaBytes && IsPageLocked(region.to)) {
-      if (pending.bytes > 0 &&
-          static_cast<const char*>(pending.device) + pending.bytes == from &&
-          static_cast<char*>(pending.host) + pending.bytes == region.to) {
-        pending.bytes += bytes;
-        continue;
-      }
-      GEMMD_FAULT_IF_ERROR(flush());
-      pending = DeviceToHost{from, region.to, bytes};
+    if (region.bytes >= kDirectDmaBytes && IsPageLocked(region.to)) {
+      GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(
+          cudaMemcpyAsync(region.to, arena + region.at, static_cast<size_t>(region.bytes),
+                          cudaMemcpyDeviceToHost, stream)));
+      direct = true;
       continue;
     }
-    staged.push_back({from, region.to, bytes});
+    staged.push_back({arena + region.at, region.to, static_cast<size_t>(region.bytes)});
   }
-  GEMMD_FAULT_IF_ERROR(flush());
   GEMMD_FAULT_IF_ERROR(lane.staging->CopyOut(staged, stream));
   if (direct || staged.empty()) {
     GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaStreamSynchronize(stream)));

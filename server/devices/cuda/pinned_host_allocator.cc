@@ -2,56 +2,31 @@
 
 #include <cuda_runtime_api.h>
 
-#include "server/devices/block_pool.h"
-
 namespace gemmd {
 namespace {
-
-char* AllocatePageLocked(size_t bytes) {
-  void* data = nullptr;
-  if (cudaHostAlloc(&data, bytes, cudaHostAllocPortable) != cudaSuccess) {
-    (void)cudaGetLastError();  // out of page-locked memory is not a device fault
-    return nullptr;
-  }
-  return static_cast<char*>(data);
-}
-
-void FreePageLocked(char* data) {
-  if (cudaFreeHost(data) != cudaSuccess) (void)cudaGetLastError();
-}
-
-// Blocks of 32, 64 and 128 KiB: every size above kPinnedBlockMinBytes and below
-// kPageLockedMinBytes.
-BlockPool::Options BlockOptions() {
-  BlockPool::Options options;
-  options.min_block = 2 * kPinnedBlockMinBytes;
-  options.max_block = kPageLockedMinBytes / 2;
-  options.chunk_bytes = 4 << 20;
-  options.max_bytes = kPinnedBlockPoolBytes;
-  return options;
-}
 
 class PinnedAllocator final : public HostAllocator {
  public:
   char* Allocate(size_t bytes) override {
-    if (page_locked(bytes)) return AllocatePageLocked(bytes);
-    if (char* block = blocks_.Allocate(bytes); block != nullptr) return block;
-    return plain_->Allocate(bytes);
+    if (!page_locked(bytes)) return plain_->Allocate(bytes);
+    void* data = nullptr;
+    if (cudaHostAlloc(&data, bytes, cudaHostAllocPortable) != cudaSuccess) {
+      (void)cudaGetLastError();  // out of page-locked memory is not a device fault
+      return nullptr;
+    }
+    return static_cast<char*>(data);
   }
   void Free(char* data, size_t bytes) override {
-    if (page_locked(bytes)) {
-      FreePageLocked(data);
-    } else if (blocks_.Serves(bytes) && blocks_.Owns(data)) {
-      blocks_.Free(data, bytes);
-    } else {
+    if (!page_locked(bytes)) {
       plain_->Free(data, bytes);
+      return;
     }
+    if (cudaFreeHost(data) != cudaSuccess) (void)cudaGetLastError();
   }
   bool page_locked(size_t bytes) const override { return bytes >= kPageLockedMinBytes; }
 
  private:
   const std::shared_ptr<HostAllocator> plain_ = PlainHostAllocator();
-  BlockPool blocks_{BlockOptions(), AllocatePageLocked, FreePageLocked};
 };
 
 }  // namespace

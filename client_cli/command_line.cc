@@ -65,7 +65,8 @@ const std::vector<CommandSpec>& Commands() {
        "--keep_c keeps C on the server and prints c_ref=HANDLE; --stripes N: the\n"
        "connections the call's bytes go over (0: the client's choice); --shm: operands\n"
        "and C through a shared-memory region (a server on this machine)",
-       Concat({kMatmulOperandFlags, {"c", "out", "verify", "keep_c", "stripes", "chunk_kib", "shm", "shm_key"},
+       Concat({kMatmulOperandFlags,
+               {"c", "out", "verify", "keep_c", "stripes", "chunk_kib", "shm", "shm_key"},
                kResidentFlags}),
        &RunMatmul},
       {"quantized",
@@ -73,7 +74,8 @@ const std::vector<CommandSpec>& Commands() {
        "--weight_only), sent to QuantizedMatmul; prints bytes saved; --verify prints the\n"
        "kernel error and the format error; --a/--b @HANDLE: resident operands (B\n"
        "quantized), downloaded for --verify; --stripes N and --shm as matmul's",
-       Concat({kQuantizedOperandFlags, {"out", "verify", "stripes", "chunk_kib", "shm", "shm_key"}}),
+       Concat({kQuantizedOperandFlags,
+               {"out", "verify", "stripes", "chunk_kib", "shm", "shm_key"}}),
        &RunQuantized},
       {"bench",
        "load test of one shape: closed loop (--concurrency calls in flight) or open\n"
@@ -95,7 +97,8 @@ const std::vector<CommandSpec>& Commands() {
        "3-D), or with --format int8|nvfp4 quantized here (2-D [rows, K]) as\n"
        "`gemm-cli quantized` quantizes B; large tensors go in parallel parts\n"
        "(--connections)",
-       Concat({{"format", "connections", "chunk_kib", "device"}, kResidentFlags}), &RunPut, "FILE.npy"},
+       Concat({{"format", "connections", "chunk_kib", "device"}, kResidentFlags}), &RunPut,
+       "FILE.npy"},
       {"get",
        "download a resident tensor to --out F.npy: dense FLOAT32/FLOAT16 as they are,\n"
        "BFLOAT16 and INT8 widened to float32 (exactly; .npy has no bfloat16), INT32\n"

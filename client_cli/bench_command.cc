@@ -663,7 +663,7 @@ int RunBench(const CliOptions& o) {
   if (o.verify) sampler = std::make_unique<AnswerSampler>(report.received_bytes_per_request);
   CallClients callers;
   callers.stripes = o.stripes;
-  callers.stripe_chunk_bytes = int64_t{o.chunk_kib} << 10;
+  callers.stripe_chunk_bytes = o.chunk_bytes();
   callers.sampler = sampler.get();
   for (const auto& channel : channels) {
     callers.clients.push_back(std::make_shared<GemmClient>(channel, pool));
@@ -674,7 +674,7 @@ int RunBench(const CliOptions& o) {
     CallOptions options;
     options.timeout = absl::Seconds(o.timeout_s);
     options.stripes = o.stripes;
-    options.stripe_chunk_bytes = int64_t{o.chunk_kib} << 10;
+    options.stripe_chunk_bytes = o.chunk_bytes();
     MatmulResult result;
     const absl::Status status = blocking(&client, options, &result);
     if (!status.ok()) return ReportRpcError(rpc_name, status);
@@ -717,7 +717,7 @@ int RunBench(const CliOptions& o) {
         CallOptions options;
         options.timeout = absl::Seconds(o.timeout_s);
         options.stripes = o.stripes;
-        options.stripe_chunk_bytes = int64_t{o.chunk_kib} << 10;
+        options.stripe_chunk_bytes = o.chunk_bytes();
         options.c_out = absl::MakeSpan(*out);
         MatmulResult result;
         s.start = absl::Now();

@@ -63,6 +63,9 @@ struct CliOptions {
 
   // The server to call, with the security to call it with.
   Endpoint server() const { return Endpoint(target, security); }
+  // --chunk_kib in bytes (0 = the default): PutOptions::chunk_bytes,
+  // CallOptions::stripe_chunk_bytes.
+  int64_t chunk_bytes() const { return int64_t{chunk_kib} << 10; }
 };
 
 }  // namespace gemmd

@@ -33,7 +33,7 @@ int RunMatmul(const CliOptions& o) {
   CallOptions options;
   options.timeout = absl::Seconds(o.timeout_s);
   options.stripes = o.stripes;
-  options.stripe_chunk_bytes = int64_t{o.chunk_kib} << 10;
+  options.stripe_chunk_bytes = o.chunk_bytes();
   MatmulArgs args = ArgsOf(in.request);
   std::unique_ptr<ShmOperands> shm;
   if (o.shm) {

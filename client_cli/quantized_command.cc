@@ -37,7 +37,7 @@ int RunQuantized(const CliOptions& o) {
   CallOptions options;
   options.timeout = absl::Seconds(o.timeout_s);
   options.stripes = o.stripes;
-  options.stripe_chunk_bytes = int64_t{o.chunk_kib} << 10;
+  options.stripe_chunk_bytes = o.chunk_bytes();
   QuantizedMatmulArgs args = ArgsOf(in.request);
   std::unique_ptr<ShmOperands> shm;
   if (o.shm) {

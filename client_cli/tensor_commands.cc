@@ -127,7 +127,7 @@ int RunPut(const CliOptions& o) {
   put.connections = std::max(o.connections, 0);
   put.device = o.device;
   put.timeout = absl::Seconds(o.timeout_s);
-  if (o.chunk_kib > 0) put.chunk_bytes = int64_t{o.chunk_kib} << 10;
+  if (o.chunk_kib > 0) put.chunk_bytes = o.chunk_bytes();
   if (limits->max_tensor_chunk_bytes() > 0) {
     put.chunk_bytes = std::min(put.chunk_bytes, limits->max_tensor_chunk_bytes());
   }

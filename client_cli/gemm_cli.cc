@@ -10,6 +10,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/synchronization/mutex.h"
 #include "client_cli/cli_flags.h"
 #include "client_cli/command_line.h"
 #include "client_cli/commands.h"
@@ -26,6 +27,10 @@ int main(int argc, char** argv) {
   // more than the copy; keep freed memory mapped for reuse.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // As in gemm-server: Debian's abseil is built without NDEBUG, so absl::Mutex's deadlock
+  // detector (one process-wide graph under one global lock) would run on every lock gRPC
+  // takes, and a load test on the server's host would take CPU the server needs.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const std::string usage = gemmd::HelpText(nullptr);
   absl::SetProgramUsageMessage(usage);
   absl::FlagsUsageConfig usage_config;

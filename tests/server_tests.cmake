@@ -3,6 +3,7 @@ add_executable(server_unit_test
   matmul_validation_test.cc
   arena_plan_test.cc
   batch_queues_test.cc
+  block_pool_test.cc
   batcher_test.cc
   device_placement_test.cc
   gemm_request_test.cc

@@ -18,8 +18,9 @@ class HostAllocator {
   // has none to give.
   virtual char* Allocate(size_t bytes) = 0;
   virtual void Free(char* data, size_t bytes) = 0;
-  // Whether a buffer of `bytes` from Allocate is page-locked (a device may DMA to and
-  // from it in place).
+  // Whether every buffer of `bytes` from Allocate is page-locked, large enough that a
+  // device moves it by its own DMA in place (an allocator may page-lock some smaller
+  // ones too: a device asks of the pointer).
   virtual bool page_locked(size_t bytes) const = 0;
 };
 

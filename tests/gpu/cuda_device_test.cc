@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -34,6 +35,7 @@
 #include "server/devices/cuda/cuda_catalogue.h"
 #include "server/devices/cuda/cuda_device_pool.h"
 #include "server/devices/cuda/device_memory_pool.h"
+#include "server/devices/cuda/pinned_host_allocator.h"
 #include "server/devices/cuda/pinned_staging.h"
 #include "server/devices/host_copier.h"
 #include "server/devices/device.h"
@@ -230,6 +232,40 @@ TEST_F(CudaDeviceTest, JobsWithSeveralBatchItems) {
   for (int64_t items : {3, 1, 2, 5}) jobs.push_back(MakeTestJob(Problem(17, 129, 31, items), rng));
   EXPECT_EQ(PackedOf(jobs).batch, 11);
   ASSERT_TRUE(RunOn(*device_, jobs, 0).ok());
+  ExpectAllCorrect(jobs, kFp32Tolerance);
+}
+
+// Results of 32 KiB come from the allocator's page-locked blocks and are DMA'd into place:
+// blocks handed out in turn lie next to each other (one DMA for several), one out of
+// order gets its own, and a result in plain memory next to them is still unpacked from
+// the staging ring. Each job's C must be its own.
+TEST_F(CudaDeviceTest, ResultsInPageLockedBlocksAreCopiedIntoPlace) {
+  const uint64_t seed = TestSeed(13);
+  SCOPED_TRACE(absl::StrCat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  const GemmProblem p = Problem(64, 128, 96);
+  const size_t c_bytes = static_cast<size_t>(p.ElementsC()) * 4;
+  ASSERT_GT(c_bytes, kPinnedBlockMinBytes);
+  std::vector<std::unique_ptr<TestJob>> jobs = MakeJobs(p, 6, rng);
+  const std::shared_ptr<HostAllocator> allocator = PinnedHostAllocator();
+  std::vector<char*> blocks;
+  for (int j = 0; j < 5; ++j) {
+    blocks.push_back(allocator->Allocate(c_bytes));
+    ASSERT_NE(blocks.back(), nullptr);
+    ASSERT_TRUE(IsPageLocked(blocks.back()));
+    std::memcpy(blocks.back(), jobs[j]->c_out.data(), c_bytes);  // NaN
+  }
+  EXPECT_EQ(blocks[1], blocks[0] + c_bytes);
+  std::swap(blocks[2], blocks[4]);  // jobs 2 and 4 no longer follow their neighbours
+  DeviceLaunch launch = ToLaunch(jobs, Choose(jobs));
+  for (int j = 0; j < 5; ++j) launch.items[j].host.c_out = blocks[j];
+  LaunchTimes times;
+  const absl::Status status = device_->Run(launch, 0, &times);
+  ASSERT_TRUE(status.ok()) << status;
+  for (int j = 0; j < 5; ++j) {
+    std::memcpy(jobs[j]->c_out.data(), blocks[j], c_bytes);
+    allocator->Free(blocks[j], c_bytes);
+  }
   ExpectAllCorrect(jobs, kFp32Tolerance);
 }
 

@@ -32,9 +32,13 @@ using cuda_device_internal::Fp32Output;
 // Zeros to fill the gaps between aligned regions, so that the copy-in of a whole launch
 // is one contiguous device range (one DMA per staging slot).
 constexpr char kGapFill[kRegionAlignment] = {};
-// A region at least this large in page-locked memory is moved by its own DMA; smaller
-// ones are gathered through the staging ring, where many share one DMA.
+// An operand at least this large in page-locked memory is moved by its own DMA; smaller
+// ones are gathered through the staging ring, where many share one DMA (their bytes are
+// copied on the host either way: from the wire into a buffer or into the ring).
 constexpr int64_t kDirectDmaBytes = kPageLockedMinBytes;
+// A result above this size in page-locked memory is DMA'd into place: a smaller one is
+// cheaper to unpack from the ring than to give a DMA of its own.
+constexpr int64_t kDirectResultDmaBytes = kPinnedBlockMinBytes;
 
 }  // namespace
 
@@ -314,29 +318,47 @@ absl::Status CudaDevice::CopyIn(const ArenaCopies& copies, char* arena, Lane& la
 }
 
 absl::Status CudaDevice::CopyOut(const ArenaCopies& copies, const char* arena, Lane& lane) {
-  // Large page-locked results by their own DMA, the rest staged (the ring waits for each
-  // slot's DMA, which comes after the kernel in stream order).
+  // Results in page-locked memory by DMA straight into place, the rest staged (the ring
+  // waits for each slot's DMA, which comes after the kernel in stream order). Results
+  // that lie next to each other both in the arena and on the host, in one chunk of the
+  // pool of page-locked blocks (blocks handed out in turn), share one DMA.
   const cudaStream_t stream = lane.stream.get();
   std::vector<DeviceToHost> staged;
   staged.reserve(copies.out.size());
   bool direct = false;
+  DeviceToHost pending;  // the direct DMA being extended; bytes == 0: none
+  auto flush = [&]() -> absl::Status {
+    if (pending.bytes == 0) return absl::OkStatus();
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(pending.host, pending.device, pending.bytes,
+                                         cudaMemcpyDeviceToHost, stream));
+    pending = DeviceToHost{};
+    direct = true;
+    return absl::OkStatus();
+  };
   for (const ArenaCopyOut& region : copies.out) {
+    const char* from = arena + region.at;
+    const size_t bytes = static_cast<size_t>(region.bytes);
     if (region.to_device) {
       GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(
-          cudaMemcpyAsync(region.to, arena + region.at, static_cast<size_t>(region.bytes),
-                          cudaMemcpyDeviceToDevice, stream)));
+          cudaMemcpyAsync(region.to, from, bytes, cudaMemcpyDeviceToDevice, stream)));
       direct = true;
       continue;
     }
-    if (region.bytes >= kDirectDmaBytes && IsPageLocked(region.to)) {
-      GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(
-          cudaMemcpyAsync(region.to, arena + region.at, static_cast<size_t>(region.bytes),
-                          cudaMemcpyDeviceToHost, stream)));
-      direct = true;
+    if (region.bytes > kDirectResultDmaBytes && IsPageLocked(region.to)) {
+      if (pending.bytes > 0 &&
+          static_cast<const char*>(pending.device) + pending.bytes == from &&
+          static_cast<char*>(pending.host) + pending.bytes == region.to &&
+          SamePinnedChunk(pending.host, static_cast<char*>(region.to) + bytes - 1)) {
+        pending.bytes += bytes;
+        continue;
+      }
+      GEMMD_FAULT_IF_ERROR(flush());
+      pending = DeviceToHost{from, region.to, bytes};
       continue;
     }
-    staged.push_back({arena + region.at, region.to, static_cast<size_t>(region.bytes)});
+    staged.push_back({from, region.to, bytes});
   }
+  GEMMD_FAULT_IF_ERROR(flush());
   GEMMD_FAULT_IF_ERROR(lane.staging->CopyOut(staged, stream));
   if (direct || staged.empty()) {
     GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaStreamSynchronize(stream)));

@@ -135,7 +135,7 @@ struct CallOptions {
   // size. Without a pool a call always goes over one connection.
   int stripes = 0;
   // Bytes of tensor data per TensorChunk message when the call stripes an operand (0 =
-  // PutOptions' default).
+  // kStripeChunkBytes, 2 MiB).
   int64_t stripe_chunk_bytes = 0;
   // A temporary of the call of several RPCs this one belongs to (PutOptions::continues).
   std::string continues;

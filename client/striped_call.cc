@@ -253,7 +253,8 @@ absl::Status StripedCall::Run(const Args& args, const CallOptions& options, int 
       put.label = kLabel;
       put.device = device;
       put.connections = stripes;
-      if (options.stripe_chunk_bytes > 0) put.chunk_bytes = options.stripe_chunk_bytes;
+      put.chunk_bytes =
+          options.stripe_chunk_bytes > 0 ? options.stripe_chunk_bytes : kStripeChunkBytes;
       put.timeout = deadline - absl::Now();
       put.temporary = true;
       put.continues = temporaries.first();

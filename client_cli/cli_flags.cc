@@ -109,8 +109,9 @@ ABSL_FLAG(int, stripes, 0,
 ABSL_FLAG(int, chunk_kib, 0,
           "put, matmul, quantized, bench: KiB of tensor data in each message of an upload "
           "(a put, or a striped call's operands), 64 to the server's max_tensor_chunk_bytes "
-          "(`gemm-cli info`); 0 = 4096 KiB, or the server's largest when smaller. Smaller "
-          "chunks let the server copy one while the next arrives.");
+          "(`gemm-cli info`); 0 = 4096 KiB for a put (or the server's largest when smaller), "
+          "2048 KiB for a striped call's operands. Smaller chunks let the server copy one "
+          "while the next arrives.");
 ABSL_FLAG(bool, shm, false,
           "matmul, quantized, bench: put the operands and C in a shared-memory region "
           "registered with the server (it must run on this machine and share /dev/shm), so "

@@ -2,7 +2,8 @@
 // server in-process: many requests on one stream answered by id and checked against the
 // FP64 reference (dense, batched, beta != 0, quantized); answers as requests complete,
 // each with its own status (a bad request among good ones ends nothing); per-request
-// deadlines; a stream that never reads its answers held at --stream_max_outstanding;
+// deadlines; a device fault with a stream's requests on it and queued (each answered, the
+// drain still ends); a stream that never reads its answers held at --stream_max_outstanding;
 // cancelling a stream drops its queued jobs and gives every byte back; a drain answers
 // what was read and ends the stream OK, failing what it never read UNAVAILABLE; metrics
 // count each request and each stream as the client saw them.
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -313,6 +315,37 @@ TEST_F(MatmulStreamTest, ARequestPastItsOwnDeadlineIsAnsweredSoAndTheStreamGoesO
   EXPECT_TRUE(stream.Submit(after.args, {}, &after.result).get().ok());
   EXPECT_TRUE(stream.Close().ok());
   EXPECT_EQ(fake->ran_m(), (std::vector<int64_t>{3, 7}));  // `late` never reached it
+}
+
+// A device that faults with a stream's requests on it and in its queue: each of them is
+// answered with the fault's status, the stream stays open (a request after it is refused
+// alone: no device serves), and a drain then ends the stream and the server.
+TEST_F(MatmulStreamTest, ADeviceFaultAnswersEveryRequestAndADrainStillEnds) {
+  FakeDevice* fake = StartGated();
+  MatmulStream stream(channel_);
+  Fp32Call held(3, 2, 2, 1), queued(4, 2, 2, 3), after(5, 2, 2, 5);
+  std::future<absl::Status> h = stream.Submit(held.args, {}, &held.result);
+  fake->AwaitStarted(1);
+  std::future<absl::Status> q = stream.Submit(queued.args, {}, &queued.result);
+  ASSERT_TRUE(Eventually([&] { return server_->metrics().inflight() == 2; }));
+  fake->FailWith(absl::InternalError("CUDA error: injected fault"), /*fault=*/true);
+  fake->Open();
+  const absl::Status sh = h.get();
+  EXPECT_EQ(sh.code(), absl::StatusCode::kInternal) << sh;
+  EXPECT_EQ(sh.message(), "CUDA error: injected fault");
+  // The queued one failed with the launch it was in, or found no healthy device left.
+  const absl::Status sq = q.get();
+  EXPECT_TRUE(sq.code() == absl::StatusCode::kInternal ||
+              sq.code() == absl::StatusCode::kUnavailable)
+      << sq;
+  const absl::Status sa = stream.Submit(after.args, {}, &after.result).get();
+  EXPECT_EQ(sa.code(), absl::StatusCode::kUnavailable) << sa;
+  EXPECT_TRUE(absl::StrContains(sa.message(), "no healthy device")) << sa;
+  std::future<void> shutdown = std::async(std::launch::async, [&] { server_->Shutdown(); });
+  ASSERT_EQ(shutdown.wait_for(std::chrono::seconds(20)), std::future_status::ready)
+      << "the drain did not end with a stream open on a faulted device";
+  stream.Close().IgnoreError();  // OK, or UNAVAILABLE when the drain ended it first
+  EXPECT_EQ(server_->metrics().inflight(), 0);
 }
 
 TEST_F(MatmulStreamTest, AMalformedRequestIsAnsweredByIdAndOthersGoOn) {

@@ -3,7 +3,8 @@
 # (iperf3, one stream and four), gRPC's own cost (grpc-floor: the API answered without
 # computing) and gemm-server, driven by the same gemm-cli bench, for
 #   - payload rate: one big request per caller (one caller on one connection, and four
-#     callers on four), against TCP's rate with as many streams; and one caller's big
+#     callers on four; grpc-floor also 8 and 16), against TCP's rate with as many streams
+#     (four for more than four callers); and one caller's big
 #     request striped over 4, 8 and 16 connections, and through a shared-memory region
 #     (big_shm: operands and C in /dev/shm, the call carrying slices; gemm-server only);
 #   - small requests: the request rate and the server's CPU per request (--server_pid);
@@ -96,6 +97,13 @@ for server in "${servers[@]}"; do
     # One connection per call (grpc-floor and the Python peer keep no tensors to stripe).
     bench "$server" big_c1 "${big[@]}" --concurrency 1 --stripes 1
     bench "$server" big_c4 "${big[@]}" --concurrency 4 --channels 4 --async --stripes 1
+  fi
+  if [ "$server" = floor ]; then
+    # gRPC's own ceiling for these bytes: as many callers as a striped call has
+    # connections, each on its own (a striped call's payload is measured against it).
+    for c in 8 16; do
+      bench floor "big_c$c" "${big[@]}" --concurrency "$c" --channels "$c" --async --stripes 1
+    done
   fi
   if [ "$server" = server ]; then
     # The same call striped over the client's connection pool (client/striped_call.h).

@@ -37,9 +37,11 @@ def main():
     for case in sorted(runs):
         for server in sorted(runs[case]):
             j = runs[case][server]
-            # Four callers, or one call striped over several connections: against four
+            # Several callers, or one call striped over several connections: against four
             # TCP streams.
-            streams = 4 if case.endswith("_c4") or case.startswith("big_striped") else 1
+            callers = case[len("big_c"):] if case.startswith("big_c") else ""
+            several = case.startswith("big_striped") or (callers.isdigit() and int(callers) > 1)
+            streams = 4 if several else 1
             share = ""
             if case.startswith("big") and streams in tcp:
                 share = f"{100 * j['payload_mb_per_s'] / tcp[streams]:.0f}%"

@@ -50,9 +50,8 @@ namespace gemmd {
 inline constexpr int64_t kStripeCallBytes = int64_t{32} << 20;
 inline constexpr int64_t kStripeOperandBytes = int64_t{4} << 20;
 // Tensor data per upload message of a striped operand, unless CallOptions says otherwise:
-// against 4 MiB (PutOptions' default), 2 MiB moved more in 8 of 10 paired rounds on H100
-// hosts and less in 1 (docs/BENCHMARKS.md): the server copies one chunk while the next
-// arrives.
+// half of PutOptions' default, so the server copies one message of a part to the device
+// while the next arrives (measured against 4 MiB in docs/BENCHMARKS.md).
 inline constexpr int64_t kStripeChunkBytes = int64_t{2} << 20;
 inline constexpr int kDefaultStripes = 8;
 inline constexpr int kMaxStripes = kMaxUploadConnections;

@@ -11,7 +11,8 @@
 //      buffer (GetTensor row ranges);
 //   4. the temporaries are deleted, all at once.
 // C is bit-identical to the one-connection call's: the server computes the same product
-// from the same bytes; only where the bytes travel differs. A step that fails fails the
+// from the same bytes; only where the bytes travel differs (when neither call shares its
+// launch with others: docs/ARCHITECTURE.md, "Numerics"). A step that fails fails the
 // call with the server's status, and the temporaries made so far are deleted (after a call
 // that succeeded, without waiting: the StripedCall's destructor waits). They carry a
 // TTL of the call's timeout too, so a client that dies mid-call leaks nothing past it (an

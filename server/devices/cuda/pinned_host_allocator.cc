@@ -31,9 +31,9 @@ BlockPool::Options BlockOptions() {
   return options;
 }
 
-// One pool for the process (page-locked memory is the process's, and portable): made
-// with the first allocator and kept until the process ends, so a DMA planned from
-// SamePinnedChunk never outlives its chunk.
+// One pool for the process (page-locked memory is the process's, and portable): made on
+// first use (the first allocator, or the first IsPageLocked / SamePinnedChunk) and kept
+// until the process ends, so a DMA planned from SamePinnedChunk never outlives its chunk.
 BlockPool& SharedBlocks() {
   static BlockPool* const blocks =
       new BlockPool(BlockOptions(), AllocatePageLocked, FreePageLocked);

@@ -7,8 +7,8 @@
 //   chunks (BlockPool; allocating page-locked memory per buffer costs far more than the
 //   buffer would gain) while the pool has one free, else plain memory. A result there is
 //   DMA'd into place instead of being unpacked from the staging ring by a host copy. One
-//   pool serves the process; its chunks are page-locked when the first allocator is
-//   made, never while a request waits (cudaHostAlloc may wait for the device);
+//   pool serves the process; its chunks are page-locked on its first use (the server's
+//   start), never while a request waits (cudaHostAlloc may wait for the device);
 // - smaller buffers are plain memory: their regions gather through the staging ring.
 // Portable, so every GPU of the process may use it. Thread-safe.
 #ifndef GEMMD_SERVER_DEVICES_CUDA_PINNED_HOST_ALLOCATOR_H_

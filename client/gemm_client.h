@@ -108,6 +108,9 @@ struct MatmulArgs {
   gemm::v1::Precision precision = gemm::v1::PRECISION_AUTO;
   gemm::v1::DataType output_dtype = gemm::v1::DATA_TYPE_UNSPECIFIED;
   std::string kernel;  // force one by name; empty = the server chooses
+  // Set: A is rows [offset, offset + M) of a product of `rows` rows, computed with that
+  // product's bits (gemm.proto's MatmulRequest.row_plan; the answer echoes it).
+  std::optional<gemm::v1::RowPlan> row_plan;
 };
 
 // C[M,N] = dequant(A) * dequant(B)^T (gemm.proto's QuantizedMatmulRequest): A quantized
@@ -137,17 +140,23 @@ struct CallOptions {
   // Bytes of tensor data per TensorChunk message when the call stripes an operand (0 =
   // kStripeChunkBytes, 2 MiB).
   int64_t stripe_chunk_bytes = 0;
+  // Row blocks a striped Matmul that can go in blocks is sent in (client/striped_call.h):
+  // 0 = the client's choice (kDefaultRowBlocks: whole, today), 1 = whole, N = up to N
+  // (each of at least kRowPlanAlign rows).
+  int row_blocks = 0;
   // A temporary of the call of several RPCs this one belongs to (PutOptions::continues).
   std::string continues;
 };
 
 // Where a striped call's time went, as the client saw it (client/striped_call.h): the
-// steps run one after another, so they add up to the call.
+// steps add up to the call. In row blocks, put is B and A's first block, call the blocks'
+// Matmuls, and get the rest (C's blocks read while A's next ones went up).
 struct StripedSteps {
   absl::Duration put;      // the large operands put as temporaries
   absl::Duration call;     // the Matmul (or QuantizedMatmul) that names them
   absl::Duration get;      // C read back (zero when C rode in the call's answer)
   absl::Duration cleanup;  // the temporaries deleted
+  int row_blocks = 1;      // the blocks A went in (1: whole)
 };
 
 // A call's answer: everything the server said, and C's bytes.

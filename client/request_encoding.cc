@@ -111,6 +111,7 @@ wire::EncodedMessage EncodeMatmulArgs(const MatmulArgs& args) {
   }
   if (args.keep_c) SetKeep(args.keep_c, head.mutable_keep_c());
   if (args.c_shm.set()) ToProto(args.c_shm, head.mutable_c_shm());
+  if (args.row_plan) *head.mutable_row_plan() = *args.row_plan;
   if (args.alpha) head.set_alpha(*args.alpha);
   head.set_beta(args.beta);
   head.set_transpose_a(args.transpose_a);

@@ -19,6 +19,19 @@
 // unfinished part upload goes sooner: the server drops it), and they count against the
 // caller's tenant quota like any resident tensor.
 //
+// A Matmul whose A is big enough may go in row blocks instead (CallOptions::row_blocks;
+// the blocks' bytes overlap on the wire): A and B inline and rank 2, A not transposed,
+// beta 0, B and C large enough to stripe, and at least two blocks of kRowPlanAlign rows.
+// B and A's first block are put;
+// then three stages run at once, each in block order: a thread puts A's next blocks (on
+// connections [0, stripes)); as each arrives, a Matmul by handle with a row plan
+// (MatmulRequest.row_plan: the whole product's kernel and K split, so C's bits are the
+// whole call's) keeps its C (on connection 2 * stripes); a thread reads each C back into
+// its rows of the caller's C (on connections [stripes, 2 * stripes): a connection's
+// transport works on one thing at a time, so reads do not wait behind uploads). A server
+// that answers without the plan (it does not know it) gets the call whole, and no call in
+// blocks again.
+//
 // Every connection must reach one server process. A call that finds otherwise (a host
 // name with several addresses) marks the pool spread and is made again on one connection.
 // So is a call the client chose to stripe (CallOptions::stripes 0) whose operands the
@@ -41,6 +54,7 @@
 #include "client/connection_pool.h"
 #include "client/gemm_client.h"
 #include "client/tensor_store_client.h"
+#include "kernels/gemm_problem.h"
 
 namespace gemmd {
 
@@ -56,6 +70,13 @@ inline constexpr int64_t kStripeOperandBytes = int64_t{4} << 20;
 inline constexpr int64_t kStripeChunkBytes = int64_t{2} << 20;
 inline constexpr int kDefaultStripes = 8;
 inline constexpr int kMaxStripes = kMaxUploadConnections;
+// A Matmul that can go in row blocks goes in this many unless CallOptions says otherwise:
+// whole. Over loopback the blocks measured slower (docs/BENCHMARKS.md, "Striped calls in
+// row blocks"): both ends' gRPC threads, not the wire, bound the bytes a second, so
+// moving A's blocks up while C's come down gains nothing, and each block's RPCs cost CPU.
+// Blocks are for a link where each direction has its own capacity.
+inline constexpr int kDefaultRowBlocks = 1;
+inline constexpr int kMaxRowBlocks = 64;
 
 class StripedCall {
  public:
@@ -93,6 +114,13 @@ class StripedCall {
                       bool stripe_c, Temporaries* temporaries, const Call& call,
                       StripedSteps* steps, MatmulResult* result);
   int Decide(int64_t call_bytes, int requested) const;
+  // The row blocks a striped Matmul goes in (1: whole), as the comment above says.
+  int RowBlocksFor(const MatmulArgs& args, const CallOptions& options) const;
+  // The Matmul in `blocks` row blocks over `stripes` connections. *put_failed: B or a
+  // block of A could not be put; *unplanned: the server answered without the row plan
+  // (then nothing of C is trusted).
+  absl::Status MatmulInBlocks(const MatmulArgs& args, const CallOptions& options, int stripes,
+                              int blocks, bool* put_failed, bool* unplanned, MatmulResult* result);
   // Whether a striped call that ended with `status` is made again on one connection:
   // when its parts reached two server processes (the pool is then marked spread), and,
   // for the client's own choice of stripes (CallOptions::stripes 0), when the server
@@ -117,6 +145,7 @@ class StripedCall {
   GemmClient continuing_;
   TensorStoreClient continuing_store_;
   std::atomic<bool> no_store_{false};  // the server keeps no temporaries: never again
+  std::atomic<bool> no_row_plans_{false};  // the server ignores row plans: never again
   const std::shared_ptr<PendingDeletes> deletes_ = std::make_shared<PendingDeletes>();
 };
 

@@ -329,7 +329,8 @@ absl::StatusOr<TensorStoreClient::OpenedTensor> TensorStoreClient::OpenPut(
   return opened;
 }
 
-absl::Status TensorStoreClient::SendParts(absl::Span<const OpenedTensor> opened) {
+absl::Status TensorStoreClient::SendParts(absl::Span<const OpenedTensor> opened,
+                                          int first_connection) {
   struct Part {
     const OpenedTensor* tensor;
     int part;
@@ -348,13 +349,13 @@ absl::Status TensorStoreClient::SendParts(absl::Span<const OpenedTensor> opened)
         part_header.mutable_part_of()->set_handle(t.stored.handle);
         part_header.set_part(static_cast<uint32_t>(part));
         absl::Status s =
-            Upload(PartChannel(index), part_header,
-                   t.data.substr(static_cast<size_t>(r.begin * t.rows.data_row_bytes),
-                                 static_cast<size_t>((r.end - r.begin) * t.rows.data_row_bytes)),
-                   t.scales.substr(
-                       static_cast<size_t>(r.begin * t.rows.scales_row_bytes),
-                       static_cast<size_t>((r.end - r.begin) * t.rows.scales_row_bytes)),
-                   t.chunk_bytes, t.timeout, t.continues)
+            Upload(
+                PartChannel(first_connection + index), part_header,
+                t.data.substr(static_cast<size_t>(r.begin * t.rows.data_row_bytes),
+                              static_cast<size_t>((r.end - r.begin) * t.rows.data_row_bytes)),
+                t.scales.substr(static_cast<size_t>(r.begin * t.rows.scales_row_bytes),
+                                static_cast<size_t>((r.end - r.begin) * t.rows.scales_row_bytes)),
+                t.chunk_bytes, t.timeout, t.continues)
                 .status();
         if (!s.ok()) failed[static_cast<size_t>(&t - opened.data())].store(true);
         return s;
@@ -413,7 +414,7 @@ absl::StatusOr<DownloadedTensor> TensorStoreClient::GetTensor(const std::string&
 
 absl::StatusOr<gemm::v1::TensorHeader> TensorStoreClient::ReadInto(
     const std::string& handle, const TensorRows& layout, absl::Span<char> data,
-    absl::Span<char> scales, int connections, absl::Duration timeout) {
+    absl::Span<char> scales, int connections, absl::Duration timeout, int first_connection) {
   if (static_cast<int64_t>(data.size()) != layout.data_bytes() ||
       static_cast<int64_t>(scales.size()) != layout.scales_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -432,7 +433,7 @@ absl::StatusOr<gemm::v1::TensorHeader> TensorStoreClient::ReadInto(
       request.set_row_end(r.end);
     }
     absl::StatusOr<gemm::v1::TensorHeader> header = ReadStream(
-        parts > 1 ? PartChannel(part) : channel_, request, timeout,
+        parts > 1 ? PartChannel(first_connection + part) : channel_, request, timeout,
         [&](const gemm::v1::TensorHeader& h, absl::Span<char>* d,
             absl::Span<char>* s) -> absl::Status {
           absl::StatusOr<TensorRows> rows = RowsOf(h);

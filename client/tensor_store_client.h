@@ -145,7 +145,8 @@ class TensorStoreClient {
   // it). A failed part fails the tensors' store: the one it belongs to is deleted (the
   // server drops it too); the others stay for the caller (they are complete, or will
   // be dropped unfinished by the server). The first failure, as RunParts picks it.
-  absl::Status SendParts(absl::Span<const OpenedTensor> opened);
+  // `first_connection` shifts them all (part 0 on that connection).
+  absl::Status SendParts(absl::Span<const OpenedTensor> opened, int first_connection = 0);
 
   // Downloads a tensor: its header, data and scales, over `connections` connections
   // (1: the client's channel; more: a first stream learns the tensor's size, then
@@ -159,10 +160,12 @@ class TensorStoreClient {
   // written in place. `connections` 1 reads it over the client's channel. The server's
   // error (a range the tensor does not have: OUT_OF_RANGE), or INTERNAL for an answer
   // whose header or bytes do not match `layout`. Returns the tensor's header.
+  // `first_connection` shifts the ranges' connections (range 0 on that one).
   absl::StatusOr<gemm::v1::TensorHeader> ReadInto(const std::string& handle,
                                                   const TensorRows& layout, absl::Span<char> data,
                                                   absl::Span<char> scales, int connections,
-                                                  absl::Duration timeout = absl::Seconds(60));
+                                                  absl::Duration timeout = absl::Seconds(60),
+                                                  int first_connection = 0);
   absl::Status DeleteTensor(const std::string& handle, absl::Duration timeout = absl::Seconds(60));
   // Deletes every tensor named, all at once (one round trip); the first error, if any.
   absl::Status DeleteTensors(const std::vector<std::string>& handles,

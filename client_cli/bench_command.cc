@@ -106,6 +106,7 @@ struct CallClients {
   std::vector<std::shared_ptr<GemmClient>> clients;
   int stripes = 1;
   int64_t stripe_chunk_bytes = 0;  // CallOptions::stripe_chunk_bytes
+  int row_blocks = 0;              // CallOptions::row_blocks
   AnswerSampler* sampler = nullptr;  // --verify: keeps a sample of the answers' C
 };
 
@@ -122,6 +123,7 @@ class CallSlots {
         timeout_(timeout),
         stripes_(clients.stripes),
         stripe_chunk_bytes_(clients.stripe_chunk_bytes),
+        row_blocks_(clients.row_blocks),
         sampler_(clients.sampler),
         finished_(std::move(finished)),
         clients_(clients.clients),
@@ -141,6 +143,7 @@ class CallSlots {
     options.timeout = timeout_;
     options.stripes = stripes_;
     options.stripe_chunk_bytes = stripe_chunk_bytes_;
+    options.row_blocks = row_blocks_;
     options.c_out = absl::MakeSpan(slot.out);
     start_(clients_[n % clients_.size()].get(), options, &slot.result,
            [this, i](absl::Status status) {
@@ -165,6 +168,7 @@ class CallSlots {
   const absl::Duration timeout_;
   const int stripes_;
   const int64_t stripe_chunk_bytes_;
+  const int row_blocks_;
   AnswerSampler* const sampler_;
   const Finished finished_;
   const std::vector<std::shared_ptr<GemmClient>> clients_;
@@ -664,6 +668,7 @@ int RunBench(const CliOptions& o) {
   CallClients callers;
   callers.stripes = o.stripes;
   callers.stripe_chunk_bytes = o.chunk_bytes();
+  callers.row_blocks = o.row_blocks;
   callers.sampler = sampler.get();
   for (const auto& channel : channels) {
     callers.clients.push_back(std::make_shared<GemmClient>(channel, pool));
@@ -675,6 +680,7 @@ int RunBench(const CliOptions& o) {
     options.timeout = absl::Seconds(o.timeout_s);
     options.stripes = o.stripes;
     options.stripe_chunk_bytes = o.chunk_bytes();
+    options.row_blocks = o.row_blocks;
     MatmulResult result;
     const absl::Status status = blocking(&client, options, &result);
     if (!status.ok()) return ReportRpcError(rpc_name, status);
@@ -718,6 +724,7 @@ int RunBench(const CliOptions& o) {
         options.timeout = absl::Seconds(o.timeout_s);
         options.stripes = o.stripes;
         options.stripe_chunk_bytes = o.chunk_bytes();
+        options.row_blocks = o.row_blocks;
         options.c_out = absl::MakeSpan(*out);
         MatmulResult result;
         s.start = absl::Now();
@@ -784,6 +791,7 @@ int RunBench(const CliOptions& o) {
       striped_sum.call += s.striped->call;
       striped_sum.get += s.striped->get;
       striped_sum.cleanup += s.striped->cleanup;
+      report.striped_row_blocks = std::max(report.striped_row_blocks, s.striped->row_blocks);
     }
   }
   report.latency = SummarizeLatencies(std::move(latencies_ms));

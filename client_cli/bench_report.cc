@@ -100,9 +100,9 @@ std::string FormatBenchText(const BenchReport& r) {
   if (r.striped_calls > 0) {
     absl::StrAppendFormat(&out,
                           "striped ms (mean of %d calls, client): put=%.3f call=%.3f get=%.3f "
-                          "cleanup=%.3f\n",
+                          "cleanup=%.3f row_blocks=%d\n",
                           r.striped_calls, r.striped_put_ms, r.striped_call_ms, r.striped_get_ms,
-                          r.striped_cleanup_ms);
+                          r.striped_cleanup_ms, r.striped_row_blocks);
   }
   if (r.verified > 0) {
     absl::StrAppendFormat(&out,
@@ -157,7 +157,8 @@ std::string FormatBenchJson(const BenchReport& r) {
       "},\"striped_calls\":", r.striped_calls,
       ",\"striped_ms\":{\"put\":", Num(r.striped_put_ms), ",\"call\":", Num(r.striped_call_ms),
       ",\"get\":", Num(r.striped_get_ms), ",\"cleanup\":", Num(r.striped_cleanup_ms),
-      "},\"mean_batch_size\":", Num(r.mean_batch_size),
+      "},\"striped_row_blocks\":", r.striped_row_blocks,
+      ",\"mean_batch_size\":", Num(r.mean_batch_size),
       ",\"server_compute_per_request_ms\":", Num(r.server_compute_per_request_ms),
       ",\"target_rate\":", Num(r.target_rate), ",\"arrivals\":", JsonString(r.arrivals),
       ",\"dropped\":", r.dropped,

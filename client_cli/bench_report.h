@@ -50,6 +50,7 @@ struct BenchReport {
   // and the mean of each step over those, as the client timed them.
   int64_t striped_calls = 0;
   double striped_put_ms = 0, striped_call_ms = 0, striped_get_ms = 0, striped_cleanup_ms = 0;
+  int striped_row_blocks = 0;  // the most row blocks a striped call went in
   double mean_batch_size = 0;  // requests per launch, as responses report it
   // The server's compute per request: each response's launch compute over the requests
   // that shared the launch.

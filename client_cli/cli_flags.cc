@@ -106,6 +106,14 @@ ABSL_FLAG(int, stripes, 0,
           "operands and C of 4 MiB or more as temporary resident tensors sent and read in "
           "row parts, and a smaller call over one; 1 = one connection; N = N, every operand "
           "and C striped.");
+ABSL_FLAG(int, row_blocks, 0,
+          "matmul, bench: row blocks a striped call goes in when it can (A and B inline, "
+          "rank 2, A not transposed, beta 0, 1024 rows or more): each block's product is "
+          "computed and its rows of C read back while A's next block uploads, with the whole "
+          "call's bits. Over loopback it measured slower than whole (both ends' gRPC "
+          "threads bound the rate, not the wire); it is for links where each direction has "
+          "its own capacity. 0 = the client's choice (whole); 1 = whole; N = up to N, each "
+          "of at least 512 rows.");
 ABSL_FLAG(int, chunk_kib, 0,
           "put, matmul, quantized, bench: KiB of tensor data in each message of an upload "
           "(a put, or a striped call's operands), 64 to the server's max_tensor_chunk_bytes "
@@ -187,6 +195,7 @@ CliOptions CliOptionsFromFlags() {
   o.label = absl::GetFlag(FLAGS_label);
   o.connections = absl::GetFlag(FLAGS_connections);
   o.stripes = absl::GetFlag(FLAGS_stripes);
+  o.row_blocks = absl::GetFlag(FLAGS_row_blocks);
   o.chunk_kib = absl::GetFlag(FLAGS_chunk_kib);
   o.shm = absl::GetFlag(FLAGS_shm);
   o.shm_key = absl::GetFlag(FLAGS_shm_key);

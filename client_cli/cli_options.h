@@ -42,6 +42,7 @@ struct CliOptions {
   bool keep_c = false;      // matmul: C stays on the server; print its handle
   int stripes = 0;          // matmul, quantized, bench: CallOptions::stripes
   int chunk_kib = 0;        // put, matmul, quantized, bench: KiB per TensorChunk (0 = default)
+  int row_blocks = 0;       // matmul, bench: CallOptions::row_blocks
   bool shm = false;         // matmul, quantized, bench: operands and C in a region
   std::string shm_key;      // its POSIX name; empty = "/" + the server's prefix + "cli-PID"
   bool resident_b = false;  // bench: upload B once, send A alone

@@ -66,7 +66,8 @@ const std::vector<CommandSpec>& Commands() {
        "connections the call's bytes go over (0: the client's choice); --shm: operands\n"
        "and C through a shared-memory region (a server on this machine)",
        Concat({kMatmulOperandFlags,
-               {"c", "out", "verify", "keep_c", "stripes", "chunk_kib", "shm", "shm_key"},
+               {"c", "out", "verify", "keep_c", "stripes", "row_blocks", "chunk_kib", "shm",
+                "shm_key"},
                kResidentFlags}),
        &RunMatmul},
       {"quantized",
@@ -89,7 +90,8 @@ const std::vector<CommandSpec>& Commands() {
        Concat({kMatmulOperandFlags, kQuantizedOperandFlags,
                {"quantized", "concurrency", "channels", "duration_s", "warmup_s", "async",
                 "local", "json", "rate", "arrivals", "server_pid", "grpc_arg", "resident_b",
-                "stripes", "chunk_kib", "shm", "shm_key", "stream", "outstanding", "verify"}}),
+                "stripes", "row_blocks", "chunk_kib", "shm", "shm_key", "stream", "outstanding",
+                "verify"}}),
        &RunBench},
       {"put",
        "upload FILE.npy as a resident tensor and print its handle (alone on stdout;\n"

@@ -33,6 +33,7 @@ int RunMatmul(const CliOptions& o) {
   CallOptions options;
   options.timeout = absl::Seconds(o.timeout_s);
   options.stripes = o.stripes;
+  options.row_blocks = o.row_blocks;
   options.stripe_chunk_bytes = o.chunk_bytes();
   MatmulArgs args = ArgsOf(in.request);
   std::unique_ptr<ShmOperands> shm;

@@ -181,6 +181,11 @@ absl::Status CheckCommonFlags(const CliOptions& o) {
         "--stripes=", o.stripes, " is not in [0, ", kMaxStripes,
         "] (0 = the client's choice, 1 = one connection)"));
   }
+  if (o.row_blocks < 0 || o.row_blocks > kMaxRowBlocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--row_blocks=", o.row_blocks, " is not in [0, ", kMaxRowBlocks,
+        "] (0 = the client's choice, 1 = whole)"));
+  }
   if (o.chunk_kib != 0 && (o.chunk_kib < 64 || o.chunk_kib > (1 << 20))) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--chunk_kib=", o.chunk_kib, " is not 0 (the default) or in [64, 1048576]"));

@@ -36,6 +36,12 @@ const char* PrecisionName(Precision precision);  // "FP32", "FP16_TENSOR"
 // The element type the tensor path feeds to the multiplier for these inputs.
 DataType TensorOperandType(DataType input_type);
 
+// A row plan's blocks start on multiples of this many rows (and end on one, or at the
+// product's end). The CPU backend computes every GEMM in panels of this many rows, since
+// what OpenBLAS gives a row depends on M: a block on a panel boundary then gets the same
+// panels, so the same bits, as the whole product. CUDA tiles divide it.
+inline constexpr int64_t kRowPlanAlign = 512;
+
 struct GemmProblem {
   int64_t batch = 1;
   int64_t m = 0;
@@ -54,6 +60,16 @@ struct GemmProblem {
   int64_t batch_stride_b = -1;
   int64_t batch_stride_c_in = -1;
   int64_t batch_stride_c = -1;
+  // A row block of a larger product (MatmulRequest.row_plan): rows [plan_row0,
+  // plan_row0 + m) of a product of plan_m rows, computed as that product's launch would
+  // compute them (the kernel and K split are chosen for plan_m rows), so the block's C is
+  // bit-identical to those rows of the whole product's C. 0 = not a block (plan_m = m).
+  // Kernels only ever read PlanM(); plan_row0 is the request's, echoed in its answer.
+  int64_t plan_m = 0;
+  int64_t plan_row0 = 0;
+
+  // The M a launch's kernel choice and K split are made for.
+  int64_t PlanM() const { return plan_m > 0 ? plan_m : m; }
 
   // Row-major leading dimensions of the stored matrices.
   int64_t lda() const { return transpose_a ? m : k; }

@@ -220,5 +220,75 @@ TEST(MatmulValidationTest, ResourceExhaustedCases) {
             "(--max_message_bytes=65536)");
 }
 
+MatmulRequest Planned(int64_t m, int64_t rows, int64_t offset) {
+  MatmulRequest r = Valid(m, 3, 5);
+  r.mutable_row_plan()->set_rows(rows);
+  r.mutable_row_plan()->set_offset(offset);
+  return r;
+}
+
+TEST(MatmulValidationTest, RowPlansDecodeToTheWholeProductsM) {
+  absl::StatusOr<ValidatedMatmul> v = ValidateMatmul(Planned(512, 1300, 512), kLimits);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->problem.m, 512);
+  EXPECT_EQ(v->problem.plan_m, 1300);
+  EXPECT_EQ(v->problem.plan_row0, 512);
+  EXPECT_EQ(v->problem.PlanM(), 1300);
+  EXPECT_EQ(v->output_shape, (std::vector<int64_t>{512, 3}));
+  // The last block may be short; a block may be the whole product.
+  v = ValidateMatmul(Planned(276, 1300, 1024), kLimits);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->problem.plan_m, 1300);
+  v = ValidateMatmul(Planned(7, 7, 0), kLimits);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->problem.PlanM(), 7);
+  // Without a plan, PlanM() is M.
+  v = ValidateMatmul(Valid(), kLimits);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->problem.plan_m, 0);
+  EXPECT_EQ(v->problem.PlanM(), 4);
+}
+
+TEST(MatmulValidationTest, RowPlanErrors) {
+  const auto kInvalid = absl::StatusCode::kInvalidArgument;
+  ExpectError(Planned(512, 1300, 100), kInvalid,
+              "row_plan {rows=1300 offset=100} for op(a) of 512 rows: offset must be a "
+              "multiple of 512");
+  ExpectError(Planned(300, 1300, 0), kInvalid,
+              "row_plan {rows=1300 offset=0} for op(a) of 300 rows: a block that does not end "
+              "the product must have a multiple of 512 rows");
+  ExpectError(Planned(512, 1300, 1024), kInvalid,
+              "row_plan {rows=1300 offset=1024} for op(a) of 512 rows: the block must lie "
+              "inside the planned rows");
+  ExpectError(Planned(4, 0, 0), kInvalid,
+              "row_plan {rows=0 offset=0} for op(a) of 4 rows: the block must lie inside the "
+              "planned rows");
+  ExpectError(Planned(4, 1300, -512), kInvalid,
+              "row_plan {rows=1300 offset=-512} for op(a) of 4 rows: the block must lie inside "
+              "the planned rows");
+  MatmulRequest r = Planned(4, 4, 0);
+  r.set_transpose_a(true);
+  r.mutable_a()->clear_shape();
+  r.mutable_a()->add_shape(5);
+  r.mutable_a()->add_shape(4);
+  ExpectError(r, kInvalid,
+              "row_plan {rows=4 offset=0} for op(a) of 4 rows: a planned block's A must not be "
+              "transposed");
+  r = Planned(4, 4, 0);
+  r.set_beta(0.5f);
+  Fill(r.mutable_c(), {4, 3}, gemm::v1::DATA_TYPE_FLOAT32, 4);
+  ExpectError(r, kInvalid,
+              "row_plan {rows=4 offset=0} for op(a) of 4 rows: a planned block must have beta 0");
+  r = Planned(4, 4, 0);
+  r.mutable_a()->Clear();
+  Fill(r.mutable_a(), {2, 4, 5}, gemm::v1::DATA_TYPE_FLOAT32, 4);
+  ExpectError(r, kInvalid,
+              "row_plan {rows=4 offset=0} for op(a) of 4 rows: a planned block must have "
+              "batch 1");
+  ExpectError(Planned(512, int64_t{1} << 40, 0), kInvalid,
+              "row_plan {rows=1099511627776 offset=0} for op(a) of 512 rows: the planned product "
+              "is too large");
+}
+
 }  // namespace
 }  // namespace gemmd

@@ -74,8 +74,10 @@ class StripedCallTest : public InProcessServerTest {
   }
 
   // C of `args` over one connection and over `stripes`: equal byte for byte, nothing left.
-  // `chunk_bytes`: CallOptions::stripe_chunk_bytes (0 = the default).
-  void ExpectSameC(const MatmulArgs& args, int stripes, int64_t chunk_bytes = 0) {
+  // `chunk_bytes`: CallOptions::stripe_chunk_bytes (0 = the default); `row_blocks`:
+  // CallOptions::row_blocks, and `blocks` the row blocks the call must have gone in.
+  void ExpectSameC(const MatmulArgs& args, int stripes, int64_t chunk_bytes = 0, int row_blocks = 0,
+                   int blocks = 1) {
     std::unique_ptr<GemmClient> client = Client();
     CallOptions one;
     one.stripes = 1;
@@ -84,6 +86,7 @@ class StripedCallTest : public InProcessServerTest {
     CallOptions many;
     many.stripes = stripes;
     many.stripe_chunk_bytes = chunk_bytes;
+    many.row_blocks = row_blocks;
     ASSERT_EQ(client->StripesFor(args, many), stripes);
     MatmulResult striped;
     const absl::Status s = client->Matmul(args, many, &striped);
@@ -100,6 +103,7 @@ class StripedCallTest : public InProcessServerTest {
     EXPECT_GT(striped.striped_steps()->put, absl::ZeroDuration());
     EXPECT_GT(striped.striped_steps()->call, absl::ZeroDuration());
     EXPECT_GT(striped.striped_steps()->get, absl::ZeroDuration());
+    EXPECT_EQ(striped.striped_steps()->row_blocks, blocks);
     EXPECT_EQ(StoredTensors(), 0);
   }
 
@@ -111,7 +115,49 @@ TEST_F(StripedCallTest, DenseFp32MatchesOneConnection) {
   const int64_t m = 1024, k = 512, n = 640;
   const std::unique_ptr<DenseCall> call = Fp32Call(m, k, n, 1);
   MatmulArgs args = call->args;
-  ExpectSameC(args, 4);
+  ExpectSameC(args, 4, 0, /*row_blocks=*/1, /*blocks=*/1);
+  ExpectSameC(args, 4);  // the client's choice: whole (kDefaultRowBlocks)
+}
+
+// In row blocks (MatmulRequest.row_plan): each block is computed as the whole product's
+// rows, so C is the one-connection call's to the bit, a short last block included; the
+// blocks' temporaries (A's blocks, their Cs) are all gone afterwards.
+TEST_F(StripedCallTest, RowBlocksMatchOneConnection) {
+  {
+    const std::unique_ptr<DenseCall> call = Fp32Call(1024, 512, 640, 2);
+    ExpectSameC(call->args, 4, 0, /*row_blocks=*/2, /*blocks=*/2);
+  }
+  {
+    // 1300 rows: blocks of 512, 512 and 276; asking for more blocks than 512-row panels
+    // gets one per panel.
+    const std::unique_ptr<DenseCall> call = Fp32Call(1300, 384, 520, 3);
+    ExpectSameC(call->args, 3, 0, /*row_blocks=*/16, /*blocks=*/3);
+  }
+  {
+    // FP16 on the tensor path, B stored [N,K], FP16 C, alpha: one product, three blocks.
+    const int64_t m = 1536, k = 320, n = 264;
+    const std::string a = Random(DataType::kFloat16, m * k, 5);
+    const std::string b = Random(DataType::kFloat16, n * k, 6);
+    MatmulArgs args;
+    args.a = {{m, k}, gemm::v1::DATA_TYPE_FLOAT16, a};
+    args.b = {{n, k}, gemm::v1::DATA_TYPE_FLOAT16, b};
+    args.transpose_b = true;
+    args.alpha = 0.75f;
+    args.output_dtype = gemm::v1::DATA_TYPE_FLOAT16;
+    ExpectSameC(args, 2, 0, /*row_blocks=*/3, /*blocks=*/3);
+  }
+}
+
+// Fewer than two 512-row panels, or a C input: whole, as before.
+TEST_F(StripedCallTest, CallsThatCannotGoInBlocksGoWhole) {
+  const std::unique_ptr<DenseCall> small = Fp32Call(512, 512, 640, 7);
+  ExpectSameC(small->args, 2, 0, /*row_blocks=*/4, /*blocks=*/1);
+  const std::unique_ptr<DenseCall> call = Fp32Call(1024, 256, 512, 8);
+  const std::string c = Random(DataType::kFloat32, 1024 * 512, 9);
+  MatmulArgs args = call->args;
+  args.c = TensorRef{{1024, 512}, gemm::v1::DATA_TYPE_FLOAT32, c};
+  args.beta = 0.5f;
+  ExpectSameC(args, 2, 0, /*row_blocks=*/4, /*blocks=*/1);
 }
 
 TEST_F(StripedCallTest, Fp16TransposedWithBetaMatchesOneConnection) {
@@ -198,13 +244,17 @@ TEST_F(StripedCallTest, AFailedCallLeavesNothingAndSaysWhy) {
   MatmulArgs args = call->args;
   args.kernel = "no_such_kernel";  // refused by the Matmul, after both uploads
   std::unique_ptr<GemmClient> client = Client();
-  CallOptions many;
-  many.stripes = 4;
-  MatmulResult result;
-  const absl::Status s = client->Matmul(args, many, &result);
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-  EXPECT_TRUE(absl::StrContains(s.message(), "no kernel named 'no_such_kernel'")) << s;
-  EXPECT_EQ(StoredTensors(), 0);
+  for (const int row_blocks : {1, 2}) {  // whole, and in blocks (the first block's fails)
+    SCOPED_TRACE(absl::StrCat("row_blocks=", row_blocks));
+    CallOptions many;
+    many.stripes = 4;
+    many.row_blocks = row_blocks;
+    MatmulResult result;
+    const absl::Status s = client->Matmul(args, many, &result);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "no kernel named 'no_such_kernel'")) << s;
+    EXPECT_EQ(StoredTensors(), 0);
+  }
 }
 
 TEST_F(StripedCallTest, AStoreTooSmallForTheOperandsFailsWithTheServersStatus) {
@@ -350,25 +400,31 @@ TEST_F(StripedCallTest, APoolThatReachesTwoServersFallsBackToOneConnection) {
   ASSERT_TRUE(other.ok()) << other.status();
   const std::string here = absl::StrCat("127.0.0.1:", server_->port());
   const std::string there = absl::StrCat("127.0.0.1:", (*other)->port());
-  auto pool = std::make_shared<ConnectionPool>([here, there](int index) {
-    return ConnectChannel(index % 2 == 0 ? here : there, 1 + index);
-  });
-  GemmClient client(channel_, pool);
-  const int64_t m = 1024, k = 512, n = 512;
+  // Whole, and in row blocks (A's 2 MiB blocks go in two parts).
+  const int64_t m = 1024, k = 1024, n = 256;
   const std::unique_ptr<DenseCall> call = Fp32Call(m, k, n, 17);
   MatmulArgs args = call->args;
-  CallOptions one;
-  one.stripes = 1;
-  MatmulResult single;
-  ASSERT_TRUE(client.Matmul(args, one, &single).ok());
-  CallOptions many;
-  many.stripes = 2;
-  MatmulResult result;
-  const absl::Status s = client.Matmul(args, many, &result);
-  ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(std::memcmp(result.c().data(), single.c().data(), single.c().size()), 0);
-  EXPECT_FALSE(pool->single_address());
-  EXPECT_EQ(StoredTensors(), 0);
+  for (const int row_blocks : {1, 2}) {
+    SCOPED_TRACE(absl::StrCat("row_blocks=", row_blocks));
+    auto pool = std::make_shared<ConnectionPool>([here, there](int index) {
+      return ConnectChannel(index % 2 == 0 ? here : there, 1 + index);
+    });
+    GemmClient client(channel_, pool);
+    CallOptions one;
+    one.stripes = 1;
+    MatmulResult single;
+    ASSERT_TRUE(client.Matmul(args, one, &single).ok());
+    CallOptions many;
+    many.stripes = 2;
+    many.row_blocks = row_blocks;
+    MatmulResult result;
+    const absl::Status s = client.Matmul(args, many, &result);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(std::memcmp(result.c().data(), single.c().data(), single.c().size()), 0);
+    EXPECT_FALSE(result.striped_steps().has_value());  // made again on one connection
+    EXPECT_FALSE(pool->single_address());
+    EXPECT_EQ(StoredTensors(), 0);
+  }
 }
 
 // A server that starts draining while a striped call is midway (its operands put, its

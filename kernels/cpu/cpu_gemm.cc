@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -128,11 +129,12 @@ absl::Status CpuGemm(const GemmProblem& p, const GemmOperands& operands) {
     return absl::InvalidArgumentError("beta != 0 needs a C input");
   }
 
-  UseBlasThreads(2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) *
-                         static_cast<double>(p.k) <
-                     kParallelFlops
-                 ? 1
-                 : AllBlasThreads());
+  // Rows [r, r + panel) of every item are one BLAS call (kRowPlanAlign): the threads are
+  // chosen for one panel, so a row block of a planned product gets the same as the whole.
+  const int64_t panel = std::min(p.m, kRowPlanAlign);
+  const double panel_flops =
+      2.0 * static_cast<double>(panel) * static_cast<double>(p.n) * static_cast<double>(p.k);
+  UseBlasThreads(panel_flops < kParallelFlops ? 1 : AllBlasThreads());
   const bool tensor = p.precision == Precision::kFp16Tensor;
   // BF16 inputs keep BF16 on the tensor path, which widens exactly, so only FP32 rounds.
   const FloatOperand a(operands.a, p.a_type, p.ElementsA(),
@@ -162,12 +164,16 @@ absl::Status CpuGemm(const GemmProblem& p, const GemmOperands& operands) {
     // With beta == 0 BLAS overwrites C without reading it, so stale contents (even NaN)
     // never leak through; the NaN-poisoned tests hold it to that.
     const auto gemm = [&](float alpha, float beta, float* out) {
-      cblas_sgemm(CblasRowMajor, p.transpose_a ? CblasTrans : CblasNoTrans,
-                  p.transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(p.m),
-                  static_cast<int>(p.n), static_cast<int>(p.k), alpha,
-                  a.data() + item * p.StrideA(), static_cast<int>(p.lda()),
-                  b.data() + item * p.StrideB(), static_cast<int>(p.ldb()), beta, out,
-                  static_cast<int>(p.ldc()));
+      for (int64_t r = 0; r < p.m; r += panel) {
+        const int64_t rows = std::min(panel, p.m - r);
+        // Row r of op(A): column r of a transposed A (lda stays M), else row r.
+        const float* a_panel = a.data() + item * p.StrideA() + (p.transpose_a ? r : r * p.k);
+        cblas_sgemm(CblasRowMajor, p.transpose_a ? CblasTrans : CblasNoTrans,
+                    p.transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
+                    static_cast<int>(p.n), static_cast<int>(p.k), alpha, a_panel,
+                    static_cast<int>(p.lda()), b.data() + item * p.StrideB(),
+                    static_cast<int>(p.ldb()), beta, out + r * p.n, static_cast<int>(p.ldc()));
+      }
     };
     if (p.alpha != 0.0f) {
       gemm(p.alpha, read_c ? p.beta : 0.0f, c);

@@ -64,6 +64,10 @@ double EstimateSeconds(const GpuGemmKernel& kernel, const GemmProblem& problem,
 absl::StatusOr<const GpuGemmKernel*> SelectKernel(const GemmProblem& problem,
                                                   const DeviceCaps& caps,
                                                   const KernelRegistry& registry) {
+  // A planned row block (GemmProblem::plan_m) gets the whole product's kernel.
+  GemmProblem planned = problem;
+  planned.m = problem.PlanM();
+  planned.plan_m = 0;
   const GpuGemmKernel* best = nullptr;
   double best_seconds = std::numeric_limits<double>::infinity();
   absl::Status first_error;
@@ -84,7 +88,7 @@ absl::StatusOr<const GpuGemmKernel*> SelectKernel(const GemmProblem& problem,
       }
       continue;
     }
-    const double seconds = EstimateSeconds(*kernel, problem, caps);
+    const double seconds = EstimateSeconds(*kernel, planned, caps);
     if (seconds < best_seconds) {
       best_seconds = seconds;
       best = kernel;

@@ -119,6 +119,8 @@ absl::Status ParseMatmulRequest(const ByteRuns& bytes, MatmulRequestWire* out) {
             return SmallMessage(f, c, tag, "keep_c", head.mutable_keep_c());
           case 15:
             return SmallMessage(f, c, tag, "c_shm", head.mutable_c_shm());
+          case 16:
+            return SmallMessage(f, c, tag, "row_plan", head.mutable_row_plan());
         }
         return std::nullopt;
       });
@@ -194,6 +196,8 @@ absl::Status ParseMatmulResponse(const ByteRuns& bytes, MatmulResponseWire* out)
           }
           case 6:
             return SmallMessage(f, c, tag, "c_ref", head.mutable_c_ref());
+          case 7:
+            return SmallMessage(f, c, tag, "row_plan", head.mutable_row_plan());
         }
         return std::nullopt;
       });

@@ -117,6 +117,10 @@ void GemmExchange::JobDone(const GemmRequest& r, const absl::Status& job_status,
     timing->set_copy_out_us(Micros(result.copy_out));
     timing->set_total_us(Micros(absl::Now() - received_));
     timing->set_batch_size(result.batch_size);
+    if (r.problem.plan_m > 0) {  // followed: the client may rely on the whole call's bits
+      rest.mutable_row_plan()->set_rows(r.problem.plan_m);
+      rest.mutable_row_plan()->set_offset(r.problem.plan_row0);
+    }
     ServerMetrics* m = env_->metrics;
     m->ObservePhase(method_, Phase::kQueue, result.queue);
     m->ObservePhase(method_, Phase::kCopyIn, r.prepare + result.copy_in);

@@ -1,6 +1,8 @@
 #include "server/rpc/matmul_validation.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -83,6 +85,38 @@ absl::StatusOr<MatrixView> ParseMatrix(const gemm::v1::Tensor& t, absl::string_v
 // Batch stride for an operand: 0 broadcasts a rank-2 (or batch-1) operand.
 int64_t BatchStride(const MatrixView& v, int64_t batch) {
   return (v.batch == 0 || (v.batch == 1 && batch > 1)) ? 0 : v.rows * v.cols;
+}
+
+// A row block of a larger product (MatmulRequest.row_plan), for the cases where the
+// server can promise the whole product's bits: see kRowPlanAlign.
+absl::Status ApplyRowPlan(const gemm::v1::RowPlan& plan, GemmProblem* p) {
+  const int64_t rows = plan.rows();
+  const int64_t offset = plan.offset();
+  const auto refuse = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("row_plan {rows=", rows, " offset=", offset,
+                                                   "} for op(a) of ", p->m, " rows: ", why));
+  };
+  if (p->batch != 1) return refuse("a planned block must have batch 1");
+  if (p->transpose_a) return refuse("a planned block's A must not be transposed");
+  if (p->beta != 0.0f) return refuse("a planned block must have beta 0");
+  if (offset < 0 || rows < 1 || offset > rows || p->m > rows - offset) {
+    return refuse("the block must lie inside the planned rows");
+  }
+  if (offset % kRowPlanAlign != 0) {
+    return refuse(absl::StrCat("offset must be a multiple of ", kRowPlanAlign));
+  }
+  if (offset + p->m != rows && p->m % kRowPlanAlign != 0) {
+    return refuse(absl::StrCat("a block that does not end the product must have a multiple of ",
+                               kRowPlanAlign, " rows"));
+  }
+  int64_t planned_elements = 0;
+  if (!MulOk(rows, p->n, &planned_elements) || !MulOk(planned_elements, p->k, &planned_elements) ||
+      rows > std::numeric_limits<int32_t>::max()) {
+    return refuse("the planned product is too large");
+  }
+  p->plan_m = rows;
+  p->plan_row0 = offset;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -221,6 +255,9 @@ absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& re
     }
   }
   v.kernel = request.kernel();
+  if (request.has_row_plan()) {
+    if (absl::Status s = ApplyRowPlan(request.row_plan(), &p); !s.ok()) return s;
+  }
   return v;
 }
 

@@ -99,6 +99,8 @@ bool DenseAC(const GemmProblem& p) {
 }  // namespace
 
 bool IsBatchable(const Job& job) {
+  // A planned row block runs alone: sharing a launch would change its K split.
+  if (job.problem.plan_m > 0) return false;
   if (IsStackable(job)) return true;
   if (job.quantized != nullptr) return false;
   if (job.shared_b != nullptr) {
@@ -109,7 +111,7 @@ bool IsBatchable(const Job& job) {
 }
 
 bool IsStackable(const Job& job) {
-  if (job.shared_b == nullptr) return false;
+  if (job.shared_b == nullptr || job.problem.plan_m > 0) return false;
   if (job.quantized != nullptr) return !job.quantized->a.has_value();
   const GemmProblem& p = job.problem;
   return !p.transpose_a && DenseAC(p) && (p.batch == 1 || p.StrideB() == 0);

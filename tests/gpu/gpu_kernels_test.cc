@@ -14,6 +14,7 @@
 //                                accumulation differs (measured ~1e-6).
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -260,6 +261,107 @@ GemmProblem Square(int64_t n, Precision precision, DataType input) {
   p.precision = precision;
   p.a_type = p.b_type = input;
   return p;
+}
+
+// ---- Row plans (GemmProblem::plan_m) -----------------------------------------------------
+
+// A product of 1300 rows whose K split depends on M for the split-K variants (a 512-row
+// block alone would split K more finely than the whole product does).
+GemmProblem PlannedWhole(const GpuGemmKernel& kernel) {
+  GemmProblem p;
+  p.m = 1300;
+  p.n = 264;
+  p.k = 1536;
+  p.a_type = p.b_type = kernel.operand_type();
+  p.precision = kernel.precision();
+  p.alpha = 0.75f;
+  return p;
+}
+
+// Rows [row0, row0 + rows) of `whole`, planned as its rows.
+GemmProblem Block(const GemmProblem& whole, int64_t row0, int64_t rows) {
+  GemmProblem block = whole;
+  block.m = rows;
+  block.plan_m = whole.m;
+  block.plan_row0 = row0;
+  return block;
+}
+
+// Host only: a planned block gets its whole product's kernel and K split.
+TEST(RowPlanTest, ABlockIsChosenAndSplitAsItsWholeProduct) {
+  for (const GpuGemmKernel* k : KernelRegistry::Global().kernels()) {
+    const GemmProblem whole = PlannedWhole(*k);
+    if (!k->CanImplement(whole)) continue;
+    const GemmProblem block = Block(whole, 512, 512);
+    EXPECT_EQ(k->Geometry(block).splits, k->Geometry(whole).splits) << k->name();
+    EXPECT_EQ(k->Geometry(block).k_per_split, k->Geometry(whole).k_per_split) << k->name();
+    if (k->name() == "sgemm_simt_64x64x8_splitk") {
+      // 105 tiles split K 5 ways; 40 alone would split it 6 ways: the plan is what matters.
+      GemmProblem unplanned = block;
+      unplanned.plan_m = 0;
+      EXPECT_EQ(k->Geometry(whole).splits, 5);
+      EXPECT_EQ(k->Geometry(unplanned).splits, 6);
+    }
+    auto chosen_whole = SelectKernel(whole, FakeHopper());
+    auto chosen_block = SelectKernel(block, FakeHopper());
+    ASSERT_TRUE(chosen_whole.ok() && chosen_block.ok());
+    EXPECT_EQ(*chosen_block, *chosen_whole) << k->name();
+  }
+}
+
+// Every variant computes a planned block's rows bit for bit as in the whole product's
+// launch: 1300 rows as blocks of 512, 512 and 276.
+TEST(RowPlanTest, EveryVariantsBlocksAreTheWholeProductsRowsBitForBit) {
+  SKIP_WITHOUT_GPU();
+  auto stream = CudaStream::Create();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  for (const GpuGemmKernel* k : KernelRegistry::Global().kernels()) {
+    const GemmProblem whole = PlannedWhole(*k);
+    if (!k->CanImplement(whole)) continue;
+    int device = 0;
+    cudaDeviceProp prop{};
+    ASSERT_CUDA(cudaGetDevice(&device));
+    ASSERT_CUDA(cudaGetDeviceProperties(&prop, device));
+    if (!k->RunsOn(prop.major * 10 + prop.minor)) continue;
+    SCOPED_TRACE(Sv(k->name()));
+    std::mt19937_64 rng(testing::TestSeed(20261205));
+    const size_t in_bytes = DataTypeSize(whole.a_type);
+    const std::string a = testing::RandomBytes(whole.a_type, whole.ElementsA(), rng);
+    const std::string b = testing::RandomBytes(whole.b_type, whole.ElementsB(), rng);
+    auto d_a = DeviceBuffer::Allocate(a.size());
+    auto d_b = DeviceBuffer::Allocate(b.size());
+    auto d_whole = DeviceBuffer::Allocate(whole.ElementsC() * sizeof(float));
+    auto d_blocks = DeviceBuffer::Allocate(whole.ElementsC() * sizeof(float));
+    ASSERT_TRUE(d_a.ok() && d_b.ok() && d_whole.ok() && d_blocks.ok());
+    ASSERT_CUDA(cudaMemcpy(d_a->get(), a.data(), a.size(), cudaMemcpyHostToDevice));
+    ASSERT_CUDA(cudaMemcpy(d_b->get(), b.data(), b.size(), cudaMemcpyHostToDevice));
+    const auto run = [&](const GemmProblem& p, int64_t row0, void* c) {
+      GemmOperands ops;
+      ops.a = static_cast<const char*>(d_a->get()) + row0 * whole.k * in_bytes;
+      ops.b = d_b->get();
+      ops.c_out = static_cast<float*>(c) + row0 * whole.n;
+      const size_t ws_bytes = k->WorkspaceBytes(p, ops);
+      auto ws = DeviceBuffer::Allocate(ws_bytes);
+      ASSERT_TRUE(ws.ok());
+      const absl::Status s = k->Launch(p, ops, ws->get(), ws_bytes, stream->get());
+      ASSERT_TRUE(s.ok()) << s;
+      ASSERT_CUDA(cudaStreamSynchronize(stream->get()));
+    };
+    run(whole, 0, d_whole->get());
+    for (int64_t row0 = 0; row0 < whole.m; row0 += 512) {
+      run(Block(whole, row0, std::min<int64_t>(512, whole.m - row0)), row0, d_blocks->get());
+    }
+    std::vector<float> c_whole(whole.ElementsC()), c_blocks(whole.ElementsC());
+    ASSERT_CUDA(cudaMemcpy(c_whole.data(), d_whole->get(), c_whole.size() * sizeof(float),
+                           cudaMemcpyDeviceToHost));
+    ASSERT_CUDA(cudaMemcpy(c_blocks.data(), d_blocks->get(), c_blocks.size() * sizeof(float),
+                           cudaMemcpyDeviceToHost));
+    int64_t differing = 0;
+    for (size_t i = 0; i < c_whole.size(); ++i) {
+      differing += std::memcmp(&c_whole[i], &c_blocks[i], sizeof(float)) != 0 ? 1 : 0;
+    }
+    EXPECT_EQ(differing, 0) << "of " << c_whole.size() << " elements";
+  }
 }
 
 TEST(KernelRegistryTest, NamesAreUniqueAndFindable) {

@@ -297,8 +297,9 @@ class TiledGemmKernel final : public GpuGemmKernel {
     }
     plan.k_per_split = RoundUp(std::max<int64_t>(p.k, 1), v_.tile_k);
     if (v_.split_k && p.k > 0) {
+      // A planned row block splits K as its whole product does (GemmProblem::plan_m).
       const int64_t tiles =
-          CeilDiv(p.m, v_.tile_m) * CeilDiv(p.n, v_.tile_n) * std::min(p.batch, kMaxGridZ);
+          CeilDiv(p.PlanM(), v_.tile_m) * CeilDiv(p.n, v_.tile_n) * std::min(p.batch, kMaxGridZ);
       const int64_t target =
           v_.split_k_target_blocks > 0 ? v_.split_k_target_blocks : kSplitKTargetBlocks;
       if (tiles < target) {

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -150,6 +152,33 @@ TEST(CpuGemmTest, InPlaceBetaUsesOutputAsInput) {
   p.beta = 0.5f;
   ASSERT_TRUE(CpuGemm(p, {a.data(), b.data(), c.data(), c.data()}).ok());
   EXPECT_EQ(c[0], 11.0f + 50.0f);
+}
+
+// A planned row block (GemmProblem::plan_m) is the whole product's rows to the bit: each
+// block on a 512-row panel boundary, the short last one included, whose own size alone
+// would have run on one thread where the whole product's panels run on all of them.
+TEST(CpuGemmTest, PlannedRowBlocksAreTheWholeProductsRowsBitForBit) {
+  GemmProblem whole;
+  whole.m = 1300;
+  whole.n = 150;
+  whole.k = 150;
+  whole.alpha = 0.75f;
+  std::mt19937_64 rng(TestSeed(20261205));
+  const std::string a = RandomBytes(DataType::kFloat32, whole.m * whole.k, rng);
+  const std::string b = RandomBytes(DataType::kFloat32, whole.k * whole.n, rng);
+  std::vector<float> c_whole(static_cast<size_t>(whole.m * whole.n));
+  ASSERT_TRUE(CpuGemm(whole, {a.data(), b.data(), nullptr, c_whole.data()}).ok());
+  std::vector<float> c_blocks(c_whole.size());
+  for (int64_t row0 = 0; row0 < whole.m; row0 += kRowPlanAlign) {
+    GemmProblem block = whole;
+    block.m = std::min(kRowPlanAlign, whole.m - row0);
+    block.plan_m = whole.m;
+    block.plan_row0 = row0;
+    ASSERT_TRUE(CpuGemm(block, {a.data() + row0 * whole.k * 4, b.data(), nullptr,
+                                c_blocks.data() + row0 * whole.n})
+                    .ok());
+  }
+  EXPECT_EQ(std::memcmp(c_whole.data(), c_blocks.data(), c_whole.size() * sizeof(float)), 0);
 }
 
 TEST(CpuGemmTest, RejectsWhatItCannotRun) {

@@ -129,9 +129,10 @@ absl::Status CpuGemm(const GemmProblem& p, const GemmOperands& operands) {
     return absl::InvalidArgumentError("beta != 0 needs a C input");
   }
 
-  // Rows [r, r + panel) of every item are one BLAS call (kRowPlanAlign): the threads are
-  // chosen for one panel, so a row block of a planned product gets the same as the whole.
-  const int64_t panel = std::min(p.m, kRowPlanAlign);
+  // Rows [r, r + panel) of every item are one BLAS call (kRowPlanAlign), and the threads
+  // are chosen for a full panel of the planned product (GemmProblem::PlanM), so a row block
+  // of a planned product, its short last one included, gets the whole product's.
+  const int64_t panel = std::min(p.PlanM(), kRowPlanAlign);
   const double panel_flops =
       2.0 * static_cast<double>(panel) * static_cast<double>(p.n) * static_cast<double>(p.k);
   UseBlasThreads(panel_flops < kParallelFlops ? 1 : AllBlasThreads());

@@ -186,6 +186,25 @@ int StripedCall::StripesFor(const QuantizedMatmulArgs& args, const CallOptions& 
   return Decide(bytes, options.stripes);
 }
 
+template <typename Tensor>
+absl::StatusOr<TensorStoreClient::OpenedTensor> StripedCall::OpenTemporary(
+    const Tensor& tensor, const CallOptions& options, int stripes, absl::Time deadline,
+    const std::string& device, Temporaries* temporaries) {
+  PutOptions put;
+  put.ttl_s = TtlFor(options.timeout);
+  put.label = kLabel;
+  put.device = device;
+  put.connections = stripes;
+  put.chunk_bytes = options.stripe_chunk_bytes > 0 ? options.stripe_chunk_bytes : kStripeChunkBytes;
+  put.timeout = deadline - absl::Now();
+  put.temporary = true;
+  put.continues = temporaries->first();
+  TensorStoreClient& store = put.continues.empty() ? store_ : continuing_store_;
+  absl::StatusOr<TensorStoreClient::OpenedTensor> open = store.Open(tensor, put);
+  if (open.ok()) temporaries->Add(open->stored.handle);
+  return open;
+}
+
 template <typename Args, typename Call>
 absl::Status StripedCall::Finish(Args inner, const CallOptions& options, absl::Time deadline,
                                  int stripes, bool stripe_c, Temporaries* temporaries,
@@ -259,20 +278,9 @@ absl::Status StripedCall::Run(const Args& args, const CallOptions& options, int 
     // *ref, unless it is small or already by handle.
     auto put = [&](const auto& tensor, int64_t bytes, std::string* ref) -> absl::Status {
       if (!ref->empty() || bytes < least) return absl::OkStatus();
-      PutOptions put;
-      put.ttl_s = TtlFor(options.timeout);
-      put.label = kLabel;
-      put.device = device;
-      put.connections = stripes;
-      put.chunk_bytes =
-          options.stripe_chunk_bytes > 0 ? options.stripe_chunk_bytes : kStripeChunkBytes;
-      put.timeout = deadline - absl::Now();
-      put.temporary = true;
-      put.continues = temporaries.first();
-      TensorStoreClient& store = put.continues.empty() ? store_ : continuing_store_;
-      absl::StatusOr<TensorStoreClient::OpenedTensor> open = store.Open(tensor, put);
+      absl::StatusOr<TensorStoreClient::OpenedTensor> open =
+          OpenTemporary(tensor, options, stripes, deadline, device, &temporaries);
       if (!open.ok()) return open.status();
-      temporaries.Add(open->stored.handle);
       if (device.empty()) device = open->stored.device;
       *ref = open->stored.handle;
       opened.push_back(*std::move(open));
@@ -364,20 +372,9 @@ absl::Status StripedCall::MatmulInBlocks(const MatmulArgs& args, const CallOptio
     // Puts `tensor` as a temporary (opened, then its parts sent on connections [0,
     // stripes)); its handle in *handle.
     auto put = [&](const TensorRef& tensor, std::string* handle) -> absl::Status {
-      PutOptions put;
-      put.ttl_s = TtlFor(options.timeout);
-      put.label = kLabel;
-      put.device = device;
-      put.connections = stripes;
-      put.chunk_bytes =
-          options.stripe_chunk_bytes > 0 ? options.stripe_chunk_bytes : kStripeChunkBytes;
-      put.timeout = deadline - absl::Now();
-      put.temporary = true;
-      put.continues = temporaries.first();
-      TensorStoreClient& store = put.continues.empty() ? store_ : continuing_store_;
-      absl::StatusOr<TensorStoreClient::OpenedTensor> open = store.Open(tensor, put);
+      absl::StatusOr<TensorStoreClient::OpenedTensor> open =
+          OpenTemporary(tensor, options, stripes, deadline, device, &temporaries);
       if (!open.ok()) return open.status();
-      temporaries.Add(open->stored.handle);
       if (device.empty()) device = open->stored.device;
       *handle = open->stored.handle;
       return store_.SendParts({*open});

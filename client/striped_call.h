@@ -46,6 +46,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -106,6 +107,15 @@ class StripedCall {
   template <typename Args, typename PutOperands, typename Call>
   absl::Status Run(const Args& args, const CallOptions& options, int stripes, int64_t c_bytes,
                    const PutOperands& put_operands, const Call& call, MatmulResult* result);
+  // Opens `tensor` (dense or quantized) as one of the call's temporaries (its parts over
+  // `stripes` connections, not sent yet), on `device` (empty: the server's choice),
+  // continuing the call's first temporary; the handle is added to *temporaries.
+  template <typename Tensor>
+  absl::StatusOr<TensorStoreClient::OpenedTensor> OpenTemporary(const Tensor& tensor,
+                                                                const CallOptions& options,
+                                                                int stripes, absl::Time deadline,
+                                                                const std::string& device,
+                                                                Temporaries* temporaries);
   // Steps 2-4 for either kind of call, once the operands are in: `call` runs the call
   // itself (keep_c set when `stripe_c`), by `deadline`; the call's and the read's times
   // go in *steps.

@@ -98,7 +98,7 @@ class StripedCall {
                                int stripes, MatmulResult* result);
 
  private:
-  // The temporaries of one call: put, then deleted when it ends.
+  // The temporaries of one call: put, then deleted when it ends (striped_call_internal.h).
   class Temporaries;
 
   // Either kind of call: put_operands(put, &inner) puts the operands worth striping (with
@@ -124,7 +124,8 @@ class StripedCall {
                       bool stripe_c, Temporaries* temporaries, const Call& call,
                       StripedSteps* steps, MatmulResult* result);
   int Decide(int64_t call_bytes, int requested) const;
-  // The row blocks a striped Matmul goes in (1: whole), as the comment above says.
+  // The row blocks a striped Matmul goes in (1: whole), as the comment above says; these
+  // two are in striped_row_blocks.cc.
   int RowBlocksFor(const MatmulArgs& args, const CallOptions& options) const;
   // The Matmul in `blocks` row blocks over `stripes` connections. *put_failed: B or a
   // block of A could not be put; *unplanned: the server answered without the row plan

@@ -27,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "client/gemm_client.h"
+#include "client/part_workers.h"
 
 namespace gemmd {
 
@@ -55,12 +56,15 @@ class ConnectionPool {
   bool single_address() const { return single_address_.load(std::memory_order_relaxed); }
   // They do not: calls stop spreading over this pool.
   void MarkSpread();
+  // The threads that run parts over these connections.
+  PartWorkers& workers() { return workers_; }
 
  private:
   const ConnectFn connect_;
   std::atomic<bool> single_address_;
   absl::Mutex mu_;
   std::vector<std::shared_ptr<grpc::ChannelInterface>> channels_ ABSL_GUARDED_BY(mu_);
+  PartWorkers workers_;  // last: ended first, before the connections they use
 };
 
 }  // namespace gemmd

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -164,14 +163,14 @@ absl::StatusOr<gemm::v1::TensorHeader> ReadStream(std::shared_ptr<grpc::ChannelI
   return *std::move(header);
 }
 
-// Runs body(0) .. body(n - 1), each on its own thread (body(0) on this one), and returns
+// Runs body(0) .. body(n - 1) at once on `workers` (body(0) on this thread), and returns
 // the failure to report: a part refused by the server takes the whole tensor out, so
 // parts still going then end NOT_FOUND, possibly before the refused part's answer; the
 // cause is the first failure that is not NOT_FOUND.
-absl::Status RunParts(int n, const std::function<absl::Status(int)>& body) {
+absl::Status RunParts(PartWorkers& workers, int n, const std::function<absl::Status(int)>& body) {
   absl::Mutex failed_mu;
   absl::Status failed;
-  auto run = [&](int part) {
+  workers.Run(n, [&](int part) {
     absl::Status s = body(part);
     if (s.ok()) return;
     absl::MutexLock lock(&failed_mu);
@@ -179,13 +178,13 @@ absl::Status RunParts(int n, const std::function<absl::Status(int)>& body) {
                         s.code() != absl::StatusCode::kNotFound)) {
       failed = std::move(s);
     }
-  };
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<size_t>(n > 0 ? n - 1 : 0));
-  for (int part = 1; part < n; ++part) threads.emplace_back(run, part);
-  if (n > 0) run(0);
-  for (std::thread& t : threads) t.join();
+  });
   return failed;
+}
+
+std::shared_ptr<PartWorkers> WorkersOf(const std::shared_ptr<ConnectionPool>& pool) {
+  if (pool == nullptr) return std::make_shared<PartWorkers>();
+  return std::shared_ptr<PartWorkers>(pool, &pool->workers());  // keeps the pool
 }
 
 }  // namespace
@@ -202,11 +201,12 @@ int UploadConnections(int64_t bytes, int64_t rows, int requested) {
 TensorStoreClient::TensorStoreClient(std::shared_ptr<grpc::ChannelInterface> channel,
                                      ConnectFn connect)
     : channel_(std::move(channel)),
-      pool_(connect ? std::make_shared<ConnectionPool>(std::move(connect)) : nullptr) {}
+      pool_(connect ? std::make_shared<ConnectionPool>(std::move(connect)) : nullptr),
+      workers_(WorkersOf(pool_)) {}
 
 TensorStoreClient::TensorStoreClient(std::shared_ptr<grpc::ChannelInterface> channel,
                                      std::shared_ptr<ConnectionPool> pool)
-    : channel_(std::move(channel)), pool_(std::move(pool)) {}
+    : channel_(std::move(channel)), pool_(std::move(pool)), workers_(WorkersOf(pool_)) {}
 
 TensorStoreClient::TensorStoreClient(const Endpoint& endpoint)
     : TensorStoreClient(ConnectChannel(endpoint), std::make_shared<ConnectionPool>(endpoint)) {}
@@ -341,7 +341,7 @@ absl::Status TensorStoreClient::SendParts(absl::Span<const OpenedTensor> opened,
   }
   std::vector<std::atomic<bool>> failed(opened.size());
   const absl::Status status =
-      RunParts(static_cast<int>(all.size()), [&](int index) -> absl::Status {
+      RunParts(*workers_, static_cast<int>(all.size()), [&](int index) -> absl::Status {
         const OpenedTensor& t = *all[static_cast<size_t>(index)].tensor;
         const int part = all[static_cast<size_t>(index)].part;
         const RowRange r = PartRows(t.rows.rows, part, t.parts);
@@ -424,7 +424,7 @@ absl::StatusOr<gemm::v1::TensorHeader> TensorStoreClient::ReadInto(
   const int parts = static_cast<int>(
       std::max<int64_t>(1, std::min<int64_t>(connections, layout.rows)));
   gemm::v1::TensorHeader first;  // part 0's; every part's was checked against `layout`
-  const absl::Status failed = RunParts(parts, [&](int part) -> absl::Status {
+  const absl::Status failed = RunParts(*workers_, parts, [&](int part) -> absl::Status {
     const RowRange r = PartRows(layout.rows, part, parts);
     gemm::v1::GetTensorRequest request;
     request.set_handle(handle);

@@ -12,10 +12,11 @@
 // of at most 4 MiB), and large ones go over several connections at once: one HTTP/2
 // connection tops out near 1 GB/s. A parallel upload opens the tensor with parts=N, then
 // sends part i (rows [i*R/N, (i+1)*R/N), data and scales alike) on connection i, each in
-// its own stream on its own thread; the server makes the tensor usable once every part
-// has arrived, and drops it when one fails. Downloads likewise: ReadInto reads a tensor's
-// rows in ranges, range i on connection i, straight into the caller's buffer. The
-// connections are the client's ConnectionPool, kept open between calls.
+// its own stream, all at once (on the pool's PartWorkers); the server makes the tensor
+// usable once every part has arrived, and drops it when one fails. Downloads likewise:
+// ReadInto reads a tensor's rows in ranges, range i on connection i, straight into the
+// caller's buffer. The connections are the client's ConnectionPool, kept open between
+// calls, and so are the threads.
 //
 // Errors are the server's gRPC status as an absl::Status (same code and message), or
 // INVALID_ARGUMENT from the client for a tensor whose bytes do not match its shape.
@@ -33,10 +34,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/types/span.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "client/connection_pool.h"
 #include "client/gemm_client.h"
+#include "client/part_workers.h"
 #include "client/tensor_chunks.h"
 #include "gemm/v1/gemm.pb.h"
 
@@ -194,6 +196,8 @@ class TensorStoreClient {
   const std::shared_ptr<grpc::ChannelInterface> channel_;
   // Connections of parallel parts, kept between calls; null: parts share channel_.
   const std::shared_ptr<ConnectionPool> pool_;
+  // The pool's, or (without a pool) this client's own: they run the parts.
+  const std::shared_ptr<PartWorkers> workers_;
 };
 
 }  // namespace gemmd

@@ -158,3 +158,7 @@ gtest_discover_tests(matmul_stream_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 
 add_executable(shm_server_test shm_server_test.cc)
 target_link_libraries(shm_server_test PRIVATE gemm_server_lib gemm_client GTest::gtest_main)
 gtest_discover_tests(shm_server_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+
+add_executable(part_workers_test part_workers_test.cc)
+target_link_libraries(part_workers_test PRIVATE gemm_client GTest::gtest_main)
+gtest_discover_tests(part_workers_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)

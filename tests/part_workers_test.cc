@@ -58,7 +58,10 @@ TEST(PartWorkersTest, RunsFromSeveralThreadsNeverWaitForEachOther) {
   other.join();
   EXPECT_TRUE(first.load());
   EXPECT_TRUE(second.load());
-  EXPECT_GE(workers.threads(), 10);
+  // Five workers at least (each call's parts but its first at once); ten when the two
+  // calls overlapped.
+  EXPECT_GE(workers.threads(), 5);
+  EXPECT_LE(workers.threads(), 10);
 }
 
 }  // namespace

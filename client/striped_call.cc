@@ -199,6 +199,19 @@ absl::StatusOr<TensorStoreClient::OpenedTensor> StripedCall::OpenTemporary(
 template absl::StatusOr<TensorStoreClient::OpenedTensor> StripedCall::OpenTemporary<TensorRef>(
     const TensorRef&, const CallOptions&, int, absl::Time, const std::string&, Temporaries*);
 
+absl::StatusOr<char*> StripedCall::BufferForC(const CallOptions& options, size_t bytes,
+                                              MatmulResult* result) {
+  if (!options.c_out.empty()) {
+    if (options.c_out.size() < bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("C is ", bytes, " bytes; c_out holds ", options.c_out.size()));
+    }
+    return options.c_out.data();
+  }
+  result->owned_.reset(new char[bytes > 0 ? bytes : 1]);
+  return result->owned_.get();
+}
+
 template <typename Args, typename Call>
 absl::Status StripedCall::Finish(Args inner, const CallOptions& options, absl::Time deadline,
                                  int stripes, bool stripe_c, Temporaries* temporaries,
@@ -225,17 +238,9 @@ absl::Status StripedCall::Finish(Args inner, const CallOptions& options, absl::T
     return absl::InternalError(absl::StrCat("the response's C: ", rows.status().message()));
   }
   const size_t bytes = static_cast<size_t>(rows->data_bytes());
-  char* out = nullptr;
-  if (!options.c_out.empty()) {
-    if (options.c_out.size() < bytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("C is ", bytes, " bytes; c_out holds ", options.c_out.size()));
-    }
-    out = options.c_out.data();
-  } else {
-    result->owned_.reset(new char[bytes > 0 ? bytes : 1]);  // uninitialized: read into below
-    out = result->owned_.get();
-  }
+  absl::StatusOr<char*> buffer = BufferForC(options, bytes, result);
+  if (!buffer.ok()) return buffer.status();
+  char* const out = *buffer;
   // In ranges of 1 MiB at least, as the operands' parts.
   absl::StatusOr<gemm::v1::TensorHeader> read = store_.ReadInto(
       handle, *rows, absl::MakeSpan(out, bytes), {},

@@ -50,6 +50,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/connection_pool.h"
@@ -127,6 +128,10 @@ class StripedCall {
   // The row blocks a striped Matmul goes in (1: whole), as the comment above says; these
   // two are in striped_row_blocks.cc.
   int RowBlocksFor(const MatmulArgs& args, const CallOptions& options) const;
+  // Where C's `bytes` are read to: the caller's CallOptions::c_out (INVALID_ARGUMENT when
+  // it is too small), or a buffer *result owns, left uninitialized.
+  static absl::StatusOr<char*> BufferForC(const CallOptions& options, size_t bytes,
+                                          MatmulResult* result);
   // The Matmul in `blocks` row blocks over `stripes` connections. *put_failed: B or a
   // block of A could not be put; *unplanned: the server answered without the row plan
   // (then nothing of C is trusted).

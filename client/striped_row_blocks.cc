@@ -59,17 +59,9 @@ absl::Status StripedCall::MatmulInBlocks(const MatmulArgs& args, const CallOptio
   auto rows_of = [&](int i) { return std::min(block_rows, m - i * block_rows); };
 
   const size_t c_bytes = static_cast<size_t>(m * c_row_bytes);
-  char* out = nullptr;
-  if (!options.c_out.empty()) {
-    if (options.c_out.size() < c_bytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("C is ", c_bytes, " bytes; c_out holds ", options.c_out.size()));
-    }
-    out = options.c_out.data();
-  } else {
-    result->owned_.reset(new char[c_bytes > 0 ? c_bytes : 1]);  // each block reads its rows
-    out = result->owned_.get();
-  }
+  absl::StatusOr<char*> buffer = BufferForC(options, c_bytes, result);
+  if (!buffer.ok()) return buffer.status();
+  char* const out = *buffer;  // each block reads its rows into it
 
   StripedSteps steps;
   steps.row_blocks = count;

@@ -56,6 +56,6 @@ case "${1:-}" in
   deps) deps ;;
   build) deps; build ;;
   run) deps; build; shift; exec "$BUILD_DIR/server/gemm-server" "$@" ;;
-  test) deps; build; ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" ;;
+  test) deps; build; tests/run_ctest.sh ctest "$BUILD_DIR" --output-on-failure -j "$(nproc)" ;;
   *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

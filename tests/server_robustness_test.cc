@@ -608,9 +608,16 @@ TEST_F(RobustnessTest, ADrainUnderLoadAnswersEveryCallOkOrUnavailable) {
       }
     });
   }
-  absl::SleepFor(absl::Milliseconds(300));
   {
+    // Under load first: every client's calls answered a few times (on a loaded machine
+    // an ASan build's first calls can take longer than any fixed wait).
     absl::MutexLock lock(&mu);
+    auto loaded = [&codes] {
+      const auto ok = codes.find(grpc::StatusCode::OK);
+      return ok != codes.end() && ok->second >= 12;
+    };
+    EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(&loaded), absl::Seconds(60)))
+        << "no load before the drain";
     shutdown_start = absl::Now();
   }
   std::thread shutdown([&] { server_->Shutdown(); });

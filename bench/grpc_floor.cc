@@ -14,26 +14,27 @@
 // Usage: grpc-floor [--port 50779] [--grpc_arg name=value,...] [--api callback|async]
 //                   [--threads 8]
 #include <grpcpp/generic/async_generic_service.h>
-#include <malloc.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
+#include <malloc.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "gemm/v1/gemm.grpc.pb.h"
 #include "gemm/v1/gemm.pb.h"
 #include "proto/proto_types.h"
 #include "proto/transport_arguments.h"
@@ -168,24 +169,47 @@ class FloorCall final : public grpc::ServerGenericBidiReactor {
 };
 
 // One call on the completion-queue API (--api async): the same answer, driven by
-// threads polling their own queues, with no callback executor between.
+// threads polling their own queues, with no callback executor between. With
+// --notify_when_done it also asks for gRPC's notice that the call is over
+// (AsyncNotifyWhenDone), as gemm-server's calls do, and lets go after both that notice
+// and its Finish: the price of that one more event a call. A queue has one poller, so
+// a call's events never run at once.
 class AsyncFloorCall {
  public:
-  AsyncFloorCall(grpc::AsyncGenericService* service, grpc::ServerCompletionQueue* cq)
-      : service_(service), cq_(cq), stream_(&context_) {
-    service_->RequestCall(&context_, &stream_, cq_, cq_, this);
+  AsyncFloorCall(grpc::AsyncGenericService* service, grpc::ServerCompletionQueue* cq,
+                 bool notify_when_done)
+      : service_(service), cq_(cq), notify_(notify_when_done), stream_(&context_) {
+    if (notify_) context_.AsyncNotifyWhenDone(&over_);
+    service_->RequestCall(&context_, &stream_, cq_, cq_, &step_);
   }
 
-  void Proceed(bool ok) {
+  // A tag from the queue: a step of the call, or its notice that it is over.
+  static void Proceed(void* tag, bool ok) {
+    const Tag* t = static_cast<const Tag*>(tag);
+    if (t->over) {
+      t->call->Release();
+    } else {
+      t->call->Step(ok);
+    }
+  }
+
+ private:
+  struct Tag {
+    AsyncFloorCall* call;
+    bool over;
+  };
+  enum class State { kRequested, kReading, kFinishing };
+
+  void Step(bool ok) {
     switch (state_) {
       case State::kRequested:
-        if (!ok) {  // shutting down
+        if (!ok) {  // shutting down: no call came, so no notice will
           delete this;
           return;
         }
-        new AsyncFloorCall(service_, cq_);  // the next call on this queue
+        new AsyncFloorCall(service_, cq_, notify_);  // the next call on this queue
         state_ = State::kReading;
-        stream_.Read(&request_, this);
+        stream_.Read(&request_, &step_);
         return;
       case State::kReading: {
         state_ = State::kFinishing;
@@ -193,22 +217,28 @@ class AsyncFloorCall {
             ok ? Answer(context_.method(), &request_, &response_)
                : grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request message");
         if (status.ok()) {
-          stream_.WriteAndFinish(response_, grpc::WriteOptions(), grpc::Status::OK, this);
+          stream_.WriteAndFinish(response_, grpc::WriteOptions(), grpc::Status::OK, &step_);
         } else {
-          stream_.Finish(status, this);
+          stream_.Finish(status, &step_);
         }
         return;
       }
       case State::kFinishing:
-        delete this;
+        Release();
         return;
     }
   }
 
- private:
-  enum class State { kRequested, kReading, kFinishing };
+  void Release() {
+    if (--holds_ == 0) delete this;
+  }
+
   grpc::AsyncGenericService* const service_;
   grpc::ServerCompletionQueue* const cq_;
+  const bool notify_;
+  Tag step_{this, false};
+  Tag over_{this, true};
+  int holds_ = notify_ ? 2 : 1;  // the finish, and the notice when asked for
   grpc::GenericServerContext context_;
   grpc::GenericServerAsyncReaderWriter stream_;
   grpc::ByteBuffer request_;
@@ -373,6 +403,8 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   int port = 50779;
   int threads = 8;
+  bool notify_when_done = false;
+  bool callback_methods = false;
   std::string grpc_arg;
   std::string api = "callback";
   for (int i = 1; i < argc; ++i) {
@@ -384,12 +416,22 @@ int main(int argc, char** argv) {
       api = argv[++i];
     } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       threads = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--notify_when_done") == 0) {
+      notify_when_done = true;
+    } else if (std::strcmp(argv[i], "--callback_methods") == 0) {
+      callback_methods = true;
     } else {
       std::fprintf(stderr,
                    "usage: grpc-floor [--port 50779] [--grpc_arg name=value,...] "
-                   "[--api callback|async] [--threads 8]\n"
+                   "[--api callback|async] [--threads 8] [--notify_when_done] "
+                   "[--callback_methods]\n"
                    "A gemm.v1 server that answers Matmul with zeros of C's size without "
-                   "computing: what gRPC itself costs for a payload.\n");
+                   "computing: what gRPC itself costs for a payload. --notify_when_done "
+                   "(async API): each call also asks for gRPC's notice that it is over, as "
+                   "gemm-server's do. --callback_methods (async API): the service's other "
+                   "methods on the callback API, as gemm-server has them (here those the floor "
+                   "does not answer, each UNIMPLEMENTED), so gRPC's callback threads run "
+                   "beside the queues.\n");
       return 2;
     }
   }
@@ -404,6 +446,11 @@ int main(int argc, char** argv) {
   }
   FloorService service;
   grpc::AsyncGenericService async_service;
+  gemm::v1::GemmService::WithGenericMethod_Matmul<
+      gemm::v1::GemmService::WithGenericMethod_QuantizedMatmul<
+          gemm::v1::GemmService::WithGenericMethod_GetServerInfo<
+              gemm::v1::GemmService::CallbackService>>>
+      other_methods;  // what the floor answers stays on the queues
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials());
@@ -413,6 +460,7 @@ int main(int argc, char** argv) {
     builder.RegisterCallbackGenericService(&service);
   } else {
     builder.RegisterAsyncGenericService(&async_service);
+    if (callback_methods) builder.RegisterService(&other_methods);
     for (int i = 0; i < threads; ++i) queues.push_back(builder.AddCompletionQueue());
   }
   gemmd::SetTransportArguments(&builder, *extra);  // as gemm-server
@@ -426,11 +474,11 @@ int main(int argc, char** argv) {
   std::vector<std::thread> pollers;
   for (auto& cq : queues) {
     grpc::ServerCompletionQueue* queue = cq.get();
-    for (int i = 0; i < 64; ++i) new AsyncFloorCall(&async_service, queue);
+    for (int i = 0; i < 64; ++i) new AsyncFloorCall(&async_service, queue, notify_when_done);
     pollers.emplace_back([queue] {
       void* tag = nullptr;
       bool ok = false;
-      while (queue->Next(&tag, &ok)) static_cast<AsyncFloorCall*>(tag)->Proceed(ok);
+      while (queue->Next(&tag, &ok)) AsyncFloorCall::Proceed(tag, ok);
     });
   }
   server->Wait();

@@ -12,7 +12,8 @@
 #   - small requests on MatmulStreams (*_stream: gemm-cli bench --stream) against the same
 #     requests as unary calls, and against grpc-floor's own stream.
 # Then a side-by-side table (bench/transport_summary.py). On CUDA the small requests also
-# run against grpc-floor on gRPC's completion-queue API (floor_async) and gemm-server with
+# run against grpc-floor on gRPC's completion-queue API (floor_async; floor_async_cb with
+# the other methods on the callback API, as gemm-server) and gemm-server with
 # --cuda_sync=blocking.
 #
 # Usage: bench/transport_bench.sh BIN_DIR [cpu|cuda]
@@ -70,7 +71,7 @@ if [ "$mode" = cuda ]; then
   # The same requests on 8 MatmulStreams (one per connection), 64 in flight on each.
   streamed=(--dtype float16 --precision fp16_tensor --stream --concurrency 8 --channels 8
             --outstanding 64)
-  servers=(floor floor_async server server_unix server_blocking)
+  servers=(floor floor_async floor_async_cb server server_unix server_blocking)
 else
   big=(--m 4096 --n 1 --k 4096)
   small=()
@@ -82,6 +83,10 @@ for server in "${servers[@]}"; do
   case $server in
     floor) start floor "$floor_bin" --port "$port" || exit 1 ;;
     floor_async) start floor_async "$floor_bin" --port "$port" --api async --threads 8 || exit 1 ;;
+    # The same with the service's other methods on the callback API, as gemm-server has
+    # them: what gRPC's callback threads cost the calls on the queues.
+    floor_async_cb) start floor_async_cb "$floor_bin" --port "$port" --api async --threads 8 \
+              --callback_methods || exit 1 ;;
     server) start server "$server_bin" --port "$port" --metrics_port -1 \
               --backend "$mode" || exit 1 ;;
     server_unix) start server_unix "$server_bin" --port "$port" --metrics_port -1 \

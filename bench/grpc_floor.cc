@@ -9,10 +9,12 @@
 // --api async serves on gRPC's completion-queue API instead (--threads polling threads),
 // to measure what the callback API itself costs. On the callback API it serves
 // MatmulStream too (each Matmul inside answered the same way), the floor of
-// `gemm-cli bench --stream`.
+// `gemm-cli bench --stream`. With --api async, --callback_methods and --notify_when_done
+// add what gemm-server has beside its queues (the other methods on the callback API;
+// each call's done notice), so each can be priced.
 //
 // Usage: grpc-floor [--port 50779] [--grpc_arg name=value,...] [--api callback|async]
-//                   [--threads 8]
+//                   [--threads 8] [--notify_when_done] [--callback_methods]
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>

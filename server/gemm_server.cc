@@ -300,7 +300,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
     server->metrics_port_ = ports.empty() ? -1 : ports.front();
   }
 
-  grpc::EnableDefaultHealthCheckService(true);
+  // Health is served on the call queues (health_service.h), not by gRPC's own service.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(config.host, ":", config.port);
@@ -344,12 +344,11 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
   grpc::ResourceQuota quota("gemmd");
   quota.Resize(static_cast<size_t>(server->grpc_buffer_bytes_));
   builder.SetResourceQuota(quota);
-  builder.RegisterService(server->service_.get());
   const int queue_threads =
       config.call_queue_threads > 0
           ? config.call_queue_threads
           : std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 1, 8);
-  server->service_->call_queues().AddTo(&builder, queue_threads);
+  server->service_->AddTo(&builder, queue_threads);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     const std::string why = WhyCannotListen(config.host, config.port);
@@ -360,17 +359,17 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
         absl::StrCat("cannot serve gRPC on ", where, ": ",
                      why.empty() ? std::string("gRPC could not listen there (see its log)") : why));
   }
-  server->service_->call_queues().Start();
+  server->service_->Start();
   // Health answers for the server ("") and for the service by its name, as probes ask
   // either way.
-  server->server_->GetHealthCheckService()->SetServingStatus(true);
-  server->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+  server->service_->health().Set("", true);
+  server->service_->health().Set(kServiceName, true);
   // With every device faulted the server can answer nothing: tell health checkers, so a
   // balancer stops sending work here (requests meanwhile get UNAVAILABLE).
-  grpc::Server* grpc_server = server->server_.get();
-  server->executor_->SetOnNoHealthyDevice([grpc_server] {
+  HealthStatus* health = &server->service_->health();
+  server->executor_->SetOnNoHealthyDevice([health] {
     Log(LogLevel::kError, "no_healthy_device", {{"health", "NOT_SERVING"}});
-    grpc_server->GetHealthCheckService()->SetServingStatus(false);
+    health->SetAll(false);
   });
 
   std::vector<std::string> device_names;
@@ -452,8 +451,7 @@ void GemmServer::Shutdown() {
   // large request it has half sent). gRPC keeps its listener open meanwhile: closing it
   // first would answer late arrivals with CANCELLED.
   service_->StartDraining();
-  server_->GetHealthCheckService()->SetServingStatus(false);
-  server_->GetHealthCheckService()->SetServingStatus(kServiceName, false);
+  service_->health().SetAll(false);
   // Calls of several RPCs (striped calls) begun before are served to their end too.
   const bool idle = service_->AwaitDrained(grace_end);
   if (!idle) Log(LogLevel::kWarning, "shutdown_grace_expired", {});
@@ -466,11 +464,14 @@ void GemmServer::Shutdown() {
   // What is left in gRPC are quick unary calls and the connections; a client that does not
   // answer the GOAWAY's ping would hold them 20 s, so after a second (or past the grace
   // period, at once) gRPC cancels what is left and closes them.
+  // Health watches stay open for as long as their clients: they end here, after their
+  // NOT_SERVING, so gRPC's shutdown need not wait for them.
+  service_->health().Shutdown();
   server_->Shutdown(absl::ToChronoTime(
       idle ? std::min(grace_end, absl::Now() + absl::Seconds(1)) : absl::Now()));
   executor_->Drain();
   server_->Wait();
-  service_->call_queues().Stop();  // every call is over: gRPC needs its queues no more
+  service_->Stop();  // every call is over: gRPC needs its queues no more
   if (regions_ != nullptr) regions_->Clear();
   Log(LogLevel::kInfo, "shutdown_complete",
       {{"took_ms", absl::StrCat(absl::ToInt64Milliseconds(absl::Now() - start))}});

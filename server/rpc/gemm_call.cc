@@ -18,87 +18,47 @@ const char* RequestTypeName(RpcMethod method) {
 
 }  // namespace
 
-GemmCall::GemmCall(const GemmCallSetup* setup, grpc::ServerCompletionQueue* queue)
-    : setup_(setup), queue_(queue) {}
-
-void GemmCall::Await(const GemmCallSetup* setup, grpc::ServerCompletionQueue* queue) {
-  GemmCall* call = new GemmCall(setup, queue);
-  // Before the call starts, as gRPC requires; the notice comes only for a call that did.
-  call->context_.AsyncNotifyWhenDone(&call->over_);
-  setup->service->RequestCall(&call->context_, &call->stream_, queue, queue, &call->started_);
-}
-
-void GemmCall::Proceed(void* tag, bool ok) {
-  const Tag* t = static_cast<const Tag*>(tag);
-  GemmCall* call = t->call;
-  switch (t->kind) {
-    case Tag::kStarted:
-      if (!ok) {  // the server is shutting down: no call came, and none will
-        delete call;
-        return;
-      }
-      Await(call->setup_, call->queue_);  // the next call on this queue
-      call->Started();
-      return;
-    case Tag::kRead:
-      call->Read(ok);
-      return;
-    case Tag::kFinished:
-    case Tag::kOver:
-      call->LetGo();
-      return;
-  }
-}
-
-void GemmCall::Started() {
-  static const std::string kMatmul = "/gemm.v1.GemmService/Matmul";
-  static const std::string kQuantizedMatmul = "/gemm.v1.GemmService/QuantizedMatmul";
-  const std::string& name = context_.method();
-  if (name != kMatmul && name != kQuantizedMatmul) {
-    // Every other method of the service has its own handler: this one is unknown.
-    FinishWith(absl::UnimplementedError(absl::StrCat("unknown method ", ClientText(name))));
-    return;
-  }
-  const RpcMethod method = name == kMatmul ? RpcMethod::kMatmul : RpcMethod::kQuantizedMatmul;
-  absl::StatusOr<std::string> tenant = setup_->auth->TenantOf(context_, method);
+GemmCall::GemmCall(const GemmCallSetup* setup, QueuedCall* call, RpcMethod method)
+    : QueuedReactor(call), setup_(setup) {
+  absl::StatusOr<std::string> tenant = setup_->auth->TenantOf(context(), method);
   if (!tenant.ok()) {
-    FinishWith(tenant.status());  // counted and logged by TenantOf
+    FinishWithStatus(tenant.status());  // counted and logged by TenantOf
     return;
   }
   exchange_.emplace(setup_->env, method, *std::move(tenant));
   const absl::Status admitted = Admit();
   if (!admitted.ok()) {
     exchange_->LeaveArriving();  // at once: a refused call must not crowd out the next one
-    FinishWith(admitted);
+    FinishWithStatus(admitted);
     return;
   }
-  stream_.Read(&request_bytes_, &read_);
+  StartRead(&request_bytes_);
 }
 
 absl::Status GemmCall::Admit() {
   const GemmCallEnvironment* env = setup_->env;
   const bool continues = env->registry->draining() &&
-                         ContinuesACall(context_, env->request.store, exchange_->tenant());
+                         ContinuesACall(context(), env->request.store, exchange_->tenant());
   if (absl::Status s = env->registry->Enter(this, continues); !s.ok()) return s;
   registered_ = true;
   return exchange_->Admit();
 }
 
-void GemmCall::FinishWith(const absl::Status& status) {
+void GemmCall::FinishWithStatus(const absl::Status& status) {
   status_ = status;
-  stream_.Finish(ToGrpcStatus(status), &finished_);
+  Finish(ToGrpcStatus(status));
 }
 
-void GemmCall::Read(bool ok) {
+void GemmCall::OnReadDone(bool ok) {
   exchange_->set_received(absl::Now());
   if (!ok) {
     // No message: the client went away, or half-closed without sending one.
     exchange_->LeaveArriving();
-    FinishWith(context_.IsCancelled()
-                   ? absl::CancelledError("the call ended before its request arrived")
-                   : absl::InvalidArgumentError(
-                         absl::StrCat("the call carried no request message; expected one ",
-                                      RequestTypeName(exchange_->method()))));
+    FinishWithStatus(context().IsCancelled()
+                         ? absl::CancelledError("the call ended before its request arrived")
+                         : absl::InvalidArgumentError(
+                               absl::StrCat("the call carried no request message; expected one ",
+                                            RequestTypeName(exchange_->method()))));
     return;
   }
   const GemmCallEnvironment* env = setup_->env;
@@ -116,32 +76,31 @@ void GemmCall::Prepare() {
   absl::StatusOr<Received> received = TakeReceived(setup_->env->request, &request_bytes_);
   if (!received.ok()) {
     exchange_->LeaveArriving();
-    FinishWith(received.status());
+    FinishWithStatus(received.status());
     return;
   }
-  grpc::GenericServerContext* context = &context_;
+  grpc::GenericServerContext* context = &this->context();
   const absl::Status status = exchange_->Submit(
-      *std::move(received), DeadlineOf(context_), [context] { return context->IsCancelled(); },
+      *std::move(received), DeadlineOf(*context), [context] { return context->IsCancelled(); },
       [this](const absl::Status& status, grpc::ByteBuffer response) {
         Answer(status, std::move(response));
       });
-  if (!status.ok()) FinishWith(status);  // queued: the job's end answers it
+  if (!status.ok()) FinishWithStatus(status);  // queued: the job's end answers it
 }
 
 void GemmCall::Answer(const absl::Status& status, grpc::ByteBuffer response) {
   if (!status.ok()) {
-    FinishWith(status);
+    FinishWithStatus(status);
     return;
   }
   status_ = status;
   response_bytes_ = std::move(response);
-  stream_.WriteAndFinish(response_bytes_, grpc::WriteOptions(), grpc::Status::OK, &finished_);
+  FinishWith(&response_bytes_, grpc::Status::OK);
 }
 
-void GemmCall::LetGo() {
-  if (holds_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+void GemmCall::OnDone() {
   if (exchange_.has_value()) {
-    exchange_->Settle(ClientOutcome(context_, status_, absl::Now()), context_.peer());
+    exchange_->Settle(ClientOutcome(context(), status_, absl::Now()), context().peer());
   }
   if (registered_) setup_->env->registry->Leave(this);
   delete this;

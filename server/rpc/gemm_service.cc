@@ -4,13 +4,14 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "proto/proto_types.h"
-#include "server/observability/log.h"
 #include "server/observability/client_text.h"
+#include "server/observability/log.h"
 #include "server/rpc/call_continuation.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/matmul_stream_call.h"
@@ -19,6 +20,7 @@
 #include "server/rpc/tensor_chunk_sequence.h"
 #include "server/rpc/tensor_download_call.h"
 #include "server/rpc/tensor_upload_call.h"
+#include "server/rpc/unary_call.h"
 
 namespace gemmd {
 namespace {
@@ -100,6 +102,21 @@ GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> 
   tensor_environment_.upload_watch = &upload_watch_;
   tensor_environment_.copy_downloads = settings_.download_copies;
   tensor_environment_.regions = regions_;
+  server_info_.request = [this](grpc::ServerContext* context, grpc::ByteBuffer* request,
+                                grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* responder,
+                                grpc::ServerCompletionQueue* queue, void* tag) {
+    listed_gemm_.RequestGetServerInfo(context, request, responder, queue, queue, tag);
+  };
+  server_info_.serve = ServingOf(RpcMethod::kGetServerInfo, &GemmServiceImpl::GetServerInfo);
+  health_check_.request = [this](grpc::ServerContext* context, grpc::ByteBuffer* request,
+                                 grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* responder,
+                                 grpc::ServerCompletionQueue* queue, void* tag) {
+    listed_health_.RequestCheck(context, request, responder, queue, queue, tag);
+  };
+  health_check_.serve = [this](const grpc::ServerContextBase&, const grpc::ByteBuffer& request,
+                               grpc::ByteBuffer* response) {
+    return ServeHealthCheck(health_, request, response);
+  };
 }
 
 GemmServiceImpl::~GemmServiceImpl() {
@@ -108,30 +125,103 @@ GemmServiceImpl::~GemmServiceImpl() {
   }
 }
 
-grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GemmServiceImpl::MatmulStream(
-    grpc::CallbackServerContext* context) {
-  absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kMatmulStream);
-  if (!tenant.ok()) {
-    return RefusedCall<grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>>(
-        tenant.status());
+void GemmServiceImpl::Route(QueuedCall* call) {
+  enum class Served { kGemm, kStream, kPut, kGet, kUnary, kHealthWatch };
+  struct Method {
+    Served served;
+    RpcMethod method;
+    const char* request_type = nullptr;
+    ServeUnary serve = nullptr;
+  };
+  static const auto* const kMethods = new absl::flat_hash_map<std::string, Method>{
+      {"/gemm.v1.GemmService/Matmul", {Served::kGemm, RpcMethod::kMatmul}},
+      {"/gemm.v1.GemmService/QuantizedMatmul", {Served::kGemm, RpcMethod::kQuantizedMatmul}},
+      {"/gemm.v1.GemmService/MatmulStream", {Served::kStream, RpcMethod::kMatmulStream}},
+      {"/gemm.v1.GemmService/PutTensor", {Served::kPut, RpcMethod::kPutTensor}},
+      {"/gemm.v1.GemmService/GetTensor", {Served::kGet, RpcMethod::kGetTensor}},
+      {"/gemm.v1.GemmService/DeleteTensor",
+       {Served::kUnary, RpcMethod::kDeleteTensor, "gemm.v1.TensorHandle",
+        &GemmServiceImpl::DeleteTensor}},
+      {"/gemm.v1.GemmService/ListTensors",
+       {Served::kUnary, RpcMethod::kListTensors, "gemm.v1.ListTensorsRequest",
+        &GemmServiceImpl::ListTensors}},
+      {"/gemm.v1.GemmService/RegisterRegion",
+       {Served::kUnary, RpcMethod::kRegisterRegion, "gemm.v1.RegisterRegionRequest",
+        &GemmServiceImpl::RegisterRegion}},
+      {"/gemm.v1.GemmService/UnregisterRegion",
+       {Served::kUnary, RpcMethod::kUnregisterRegion, "gemm.v1.UnregisterRegionRequest",
+        &GemmServiceImpl::UnregisterRegion}},
+      {"/gemm.v1.GemmService/ListRegions",
+       {Served::kUnary, RpcMethod::kListRegions, "gemm.v1.ListRegionsRequest",
+        &GemmServiceImpl::ListRegions}},
+      {kHealthWatchMethod, {Served::kHealthWatch, RpcMethod::kGetServerInfo}},
+  };
+  const auto it = kMethods->find(call->context().method());
+  if (it == kMethods->end()) {
+    new RefusedCall(call, absl::UnimplementedError(absl::StrCat(
+                              "unknown method ", ClientText(call->context().method()))));
+    return;
   }
-  return new MatmulStreamCall(&environment_, context, *std::move(tenant));
+  const Method& m = it->second;
+  switch (m.served) {
+    case Served::kGemm:
+      new GemmCall(&gemm_setup_, call, m.method);
+      return;
+    case Served::kHealthWatch:
+      new HealthWatchCall(call, &health_);
+      return;
+    case Served::kUnary:
+      new UnaryCall(call, m.request_type, ServingOf(m.method, m.serve));
+      return;
+    default:
+      break;
+  }
+  absl::StatusOr<std::string> tenant = auth_.TenantOf(call->context(), m.method);
+  if (!tenant.ok()) {
+    new RefusedCall(call, tenant.status());  // counted and logged by TenantOf
+    return;
+  }
+  switch (m.served) {
+    case Served::kStream:
+      new MatmulStreamCall(&environment_, call, *std::move(tenant));
+      return;
+    case Served::kPut:
+      new TensorUploadCall(&tensor_environment_, call, *std::move(tenant));
+      return;
+    default:  // kGet
+      new TensorDownloadCall(&tensor_environment_, call, *std::move(tenant));
+      return;
+  }
 }
 
-grpc::ServerReadReactor<grpc::ByteBuffer>* GemmServiceImpl::PutTensor(
-    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
-  absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kPutTensor);
-  if (!tenant.ok()) return RefusedCall<grpc::ServerReadReactor<grpc::ByteBuffer>>(tenant.status());
-  return new TensorUploadCall(&tensor_environment_, context, response, *std::move(tenant));
+UnaryCall::Serve GemmServiceImpl::ServingOf(RpcMethod method, ServeUnary serve) {
+  return [this, method, serve](const grpc::ServerContextBase& context,
+                               const grpc::ByteBuffer& request, grpc::ByteBuffer* response) {
+    const absl::Time accepted = absl::Now();
+    absl::StatusOr<std::string> tenant = auth_.TenantOf(context, method);
+    if (!tenant.ok()) return tenant.status();  // counted and logged by TenantOf
+    const absl::Status status = (this->*serve)(context, *tenant, request, response);
+    reporter_.Report(method, PrecisionLabel::None(), status, *tenant, context.peer(),
+                     absl::Now() - accepted);
+    return status;
+  };
 }
 
-void GemmServiceImpl::FinishUnary(grpc::ServerUnaryReactor* reactor,
-                                  const grpc::CallbackServerContext& context, RpcMethod method,
-                                  const std::string& tenant, const absl::Status& status,
-                                  absl::Time accepted) {
-  reporter_.Report(method, PrecisionLabel::None(), status, tenant, context.peer(),
-                   absl::Now() - accepted);
-  reactor->Finish(ToGrpcStatus(status));
+void GemmServiceImpl::AddTo(grpc::ServerBuilder* builder, int threads) {
+  builder->RegisterService(&listed_gemm_);
+  builder->RegisterService(&listed_health_);
+  call_queues_.AddTo(builder, threads);
+}
+
+void GemmServiceImpl::Start() {
+  // A few of each waiting per queue: each arrival posts the next.
+  constexpr int kWaitingPerQueue = 4;
+  call_queues_.Start([this](grpc::ServerCompletionQueue* queue) {
+    for (int i = 0; i < kWaitingPerQueue; ++i) {
+      RegisteredUnaryCall::Await(&server_info_, queue);
+      RegisteredUnaryCall::Await(&health_check_, queue);
+    }
+  });
 }
 
 void GemmServiceImpl::DescribeServer(gemm::v1::ServerInfo* info) const {
@@ -196,66 +286,41 @@ bool GemmServiceImpl::AwaitDrained(absl::Time deadline) {
   }
 }
 
-grpc::ServerUnaryReactor* GemmServiceImpl::GetServerInfo(grpc::CallbackServerContext* context,
-                                                         const grpc::ByteBuffer* request,
-                                                         grpc::ByteBuffer* response) {
-  const absl::Time accepted = absl::Now();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kGetServerInfo);
-  if (!tenant.ok()) {
-    reactor->Finish(ToGrpcStatus(tenant.status()));
-    return reactor;
-  }
-  absl::Status status = registry_.CheckOpen();
-  gemm::v1::GetServerInfoRequest parsed;
-  if (status.ok()) status = ParseSmallRequest(*request, &parsed);
-  if (status.ok()) {
-    gemm::v1::ServerInfo info;
-    DescribeServer(&info);
-    *response = SerializeToByteBuffer(info);
-  }
-  FinishUnary(reactor, *context, RpcMethod::kGetServerInfo, *tenant, status, accepted);
-  return reactor;
-}
-
-grpc::ServerWriteReactor<grpc::ByteBuffer>* GemmServiceImpl::GetTensor(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kGetTensor);
-  if (!tenant.ok()) {
-    class Refused final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
-     public:
-      explicit Refused(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
-      void OnDone() override { delete this; }
-    };
-    return new Refused(tenant.status());
-  }
-  return new TensorDownloadCall(&tensor_environment_, context, *request, *std::move(tenant));
-}
-
-grpc::ServerUnaryReactor* GemmServiceImpl::DeleteTensor(grpc::CallbackServerContext* context,
-                                                        const grpc::ByteBuffer* request,
-                                                        grpc::ByteBuffer* response) {
-  const absl::Time accepted = absl::Now();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kDeleteTensor);
-  if (!tenant.ok()) {
-    reactor->Finish(ToGrpcStatus(tenant.status()));
-    return reactor;
-  }
-  absl::Status status =
-      registry_.CheckOpen(registry_.draining() && ContinuesACall(*context, store_, *tenant));
-  gemm::v1::TensorHandle handle;
-  if (status.ok()) status = ParseSmallRequest(*request, &handle);
-  if (status.ok())
-    status = store_ != nullptr ? store_->Delete(handle.handle(), *tenant) : NoStore();
-  if (status.ok()) *response = SerializeToByteBuffer(gemm::v1::DeleteTensorResponse());
-  FinishUnary(reactor, *context, RpcMethod::kDeleteTensor, *tenant, status, accepted);
-  return reactor;
-}
-
-absl::Status GemmServiceImpl::ListTensorsOf(const std::string& tenant,
-                                            const grpc::ByteBuffer& request, absl::Time now,
+absl::Status GemmServiceImpl::GetServerInfo(const grpc::ServerContextBase& context,
+                                            const std::string& tenant,
+                                            const grpc::ByteBuffer& request,
                                             grpc::ByteBuffer* response) {
+  if (absl::Status s = registry_.CheckOpen(); !s.ok()) return s;
+  gemm::v1::GetServerInfoRequest parsed;
+  if (absl::Status s = ParseSmallRequest(request, &parsed); !s.ok()) return s;
+  gemm::v1::ServerInfo info;
+  DescribeServer(&info);
+  *response = SerializeToByteBuffer(info);
+  return absl::OkStatus();
+}
+
+absl::Status GemmServiceImpl::DeleteTensor(const grpc::ServerContextBase& context,
+                                           const std::string& tenant,
+                                           const grpc::ByteBuffer& request,
+                                           grpc::ByteBuffer* response) {
+  if (absl::Status s =
+          registry_.CheckOpen(registry_.draining() && ContinuesACall(context, store_, tenant));
+      !s.ok()) {
+    return s;
+  }
+  gemm::v1::TensorHandle handle;
+  if (absl::Status s = ParseSmallRequest(request, &handle); !s.ok()) return s;
+  if (store_ == nullptr) return NoStore();
+  if (absl::Status s = store_->Delete(handle.handle(), tenant); !s.ok()) return s;
+  *response = SerializeToByteBuffer(gemm::v1::DeleteTensorResponse());
+  return absl::OkStatus();
+}
+
+absl::Status GemmServiceImpl::ListTensors(const grpc::ServerContextBase& context,
+                                          const std::string& tenant,
+                                          const grpc::ByteBuffer& request,
+                                          grpc::ByteBuffer* response) {
+  const absl::Time now = absl::Now();
   if (absl::Status s = registry_.CheckOpen(); !s.ok()) return s;
   gemm::v1::ListTensorsRequest parsed;
   if (absl::Status s = ParseSmallRequest(request, &parsed); !s.ok()) return s;
@@ -306,21 +371,6 @@ absl::Status GemmServiceImpl::ListTensorsOf(const std::string& tenant,
   }
   *response = SerializeToByteBuffer(reply);
   return absl::OkStatus();
-}
-
-grpc::ServerUnaryReactor* GemmServiceImpl::ListTensors(grpc::CallbackServerContext* context,
-                                                       const grpc::ByteBuffer* request,
-                                                       grpc::ByteBuffer* response) {
-  const absl::Time accepted = absl::Now();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<std::string> tenant = auth_.TenantOf(*context, RpcMethod::kListTensors);
-  if (!tenant.ok()) {
-    reactor->Finish(ToGrpcStatus(tenant.status()));
-    return reactor;
-  }
-  const absl::Status status = ListTensorsOf(*tenant, *request, accepted, response);
-  FinishUnary(reactor, *context, RpcMethod::kListTensors, *tenant, status, accepted);
-  return reactor;
 }
 
 }  // namespace gemmd

@@ -1,10 +1,11 @@
-// The gRPC face of the server. Matmul and QuantizedMatmul go through gRPC's async generic
-// service, one GemmCall per call on the completion queues of gemm_call_queues.h
-// (gemm_call.h says why); the other methods through the generated callback API, raw:
-// MatmulStream and PutTensor as one MatmulStreamCall or TensorUploadCall per call, and
-// each of the others parsing its own request (raw_messages.h), so a request protobuf
-// refuses is answered, counted and logged like any other failure. No gRPC thread ever
-// waits for a GEMM.
+// The gRPC face of the server: every call of every method (gemm.v1.GemmService and
+// grpc.health.v1.Health) arrives on the completion queues (call_queues.h) as raw bytes and
+// is routed here by its method to the reactor that serves it (queued_call.h says why
+// not gRPC's callback API): Matmul and QuantizedMatmul to a GemmCall, MatmulStream,
+// PutTensor and GetTensor to a MatmulStreamCall, TensorUploadCall or TensorDownloadCall,
+// the others to a UnaryCall that parses its own request (raw_messages.h), so a request
+// protobuf refuses is answered, counted and logged like any other failure. No gRPC
+// thread ever waits for a GEMM.
 //
 // Draining (shutdown): every method refuses calls that arrive after StartDraining
 // (UNAVAILABLE) and serves those that arrived before to their end. Thread-safe.
@@ -20,20 +21,24 @@
 
 #include "absl/time/time.h"
 #include "gemm/v1/gemm.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "server/devices/device.h"
 #include "server/devices/kernel_catalogue.h"
 #include "server/observability/log.h"
 #include "server/observability/metrics.h"
+#include "server/regions/region_table.h"
 #include "server/rpc/call_auth.h"
+#include "server/rpc/call_queues.h"
 #include "server/rpc/call_registry.h"
 #include "server/rpc/call_report.h"
-#include "server/rpc/gemm_call_queues.h"
+#include "server/rpc/gemm_call.h"
+#include "server/rpc/health_service.h"
 #include "server/rpc/host_memory.h"
 #include "server/rpc/matmul_validation.h"
+#include "server/rpc/registered_unary_call.h"
 #include "server/rpc/tensor_call_environment.h"
 #include "server/rpc/upload_watch.h"
 #include "server/scheduling/job_executor.h"
-#include "server/regions/region_table.h"
 #include "server/store/tensor_store.h"
 
 namespace gemmd {
@@ -54,22 +59,22 @@ struct ServiceSettings {
   int stream_max_outstanding = 256;                      // GemmCallEnvironment's
 };
 
-// Every method but Matmul and QuantizedMatmul served by the generated code, raw (gRPC
-// does not parse their messages: the tensors are read from the received bytes); those
-// two are left to the async generic service (GemmCallQueues), marked generic here.
+// What gRPC is told of the services: GetServerInfo and health's Check registered
+// (raw, on the queues), every other method generic.
 using GemmService = gemm::v1::GemmService;
-using GemmTypedService = GemmService::WithRawCallbackMethod_MatmulStream<
+using ListedGemmService = GemmService::WithRawMethod_GetServerInfo<
     GemmService::WithGenericMethod_Matmul<GemmService::WithGenericMethod_QuantizedMatmul<
-        GemmService::WithRawCallbackMethod_PutTensor<GemmService::WithRawCallbackMethod_GetTensor<
-            GemmService::WithRawCallbackMethod_DeleteTensor<
-                GemmService::WithRawCallbackMethod_ListTensors<
-                    GemmService::WithRawCallbackMethod_RegisterRegion<
-                        GemmService::WithRawCallbackMethod_UnregisterRegion<
-                            GemmService::WithRawCallbackMethod_ListRegions<
-                                GemmService::WithRawCallbackMethod_GetServerInfo<
-                                    GemmService::Service>>>>>>>>>>>;
+        GemmService::WithGenericMethod_MatmulStream<GemmService::WithGenericMethod_PutTensor<
+            GemmService::WithGenericMethod_GetTensor<GemmService::WithGenericMethod_DeleteTensor<
+                GemmService::WithGenericMethod_ListTensors<
+                    GemmService::WithGenericMethod_RegisterRegion<
+                        GemmService::WithGenericMethod_UnregisterRegion<
+                            GemmService::WithGenericMethod_ListRegions<
+                                GemmService::Service>>>>>>>>>>>;
+using ListedHealthService = grpc::health::v1::Health::WithRawMethod_Check<
+    grpc::health::v1::Health::WithGenericMethod_Watch<grpc::health::v1::Health::Service>>;
 
-class GemmServiceImpl final : public GemmTypedService {
+class GemmServiceImpl final : public CallRouter {
  public:
   // `devices`, `catalogue`, `executor`, `metrics`, `store` (null: no resident tensors),
   // `tokens` (null: no authentication) and `regions` (null: no shared-memory regions)
@@ -80,40 +85,18 @@ class GemmServiceImpl final : public GemmTypedService {
                   const TokenAuthenticator* tokens = nullptr, RegionTable* regions = nullptr);
   ~GemmServiceImpl() override;
 
-  // Matmul and QuantizedMatmul: AddTo the builder beside the service, Start once the
-  // server is, Stop after its Shutdown (gemm_call_queues.h).
-  GemmCallQueues& call_queues() { return call_queues_; }
+  // Every call: AddTo the builder (with `threads` queues), Start once the server is,
+  // Stop after its Shutdown (call_queues.h).
+  void AddTo(grpc::ServerBuilder* builder, int threads);
+  void Start();
+  void Stop() { call_queues_.Stop(); }
 
-  // Many Matmuls on one stream (matmul_stream_call.h).
-  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* MatmulStream(
-      grpc::CallbackServerContext* context) override;
+  // What grpc.health.v1 answers (the server sets it).
+  HealthStatus& health() { return health_; }
 
-  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
-                                          const grpc::ByteBuffer* request,
-                                          grpc::ByteBuffer* response) override;
-
-  // Resident tensors (PutTensor: tensor_upload_call.h; GetTensor: tensor_download_call.h).
-  grpc::ServerReadReactor<grpc::ByteBuffer>* PutTensor(grpc::CallbackServerContext* context,
-                                                       grpc::ByteBuffer* response) override;
-  grpc::ServerWriteReactor<grpc::ByteBuffer>* GetTensor(grpc::CallbackServerContext* context,
-                                                        const grpc::ByteBuffer* request) override;
-  grpc::ServerUnaryReactor* DeleteTensor(grpc::CallbackServerContext* context,
-                                         const grpc::ByteBuffer* request,
-                                         grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ListTensors(grpc::CallbackServerContext* context,
-                                        const grpc::ByteBuffer* request,
-                                        grpc::ByteBuffer* response) override;
-
-  // Shared-memory regions (region_service.cc).
-  grpc::ServerUnaryReactor* RegisterRegion(grpc::CallbackServerContext* context,
-                                           const grpc::ByteBuffer* request,
-                                           grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* UnregisterRegion(grpc::CallbackServerContext* context,
-                                             const grpc::ByteBuffer* request,
-                                             grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ListRegions(grpc::CallbackServerContext* context,
-                                        const grpc::ByteBuffer* request,
-                                        grpc::ByteBuffer* response) override;
+  // CallRouter: each call to its reactor by its method (UNIMPLEMENTED for one this
+  // server does not have).
+  void Route(QueuedCall* call) override;
 
   // From now on new calls of every method get UNAVAILABLE at once; calls already taken
   // (a request still arriving included) run to their end.
@@ -139,16 +122,28 @@ class GemmServiceImpl final : public GemmTypedService {
   }
 
  private:
-  // A unary call's end: counted, logged when it failed, answered.
-  void FinishUnary(grpc::ServerUnaryReactor* reactor, const grpc::CallbackServerContext& context,
-                   RpcMethod method, const std::string& tenant, const absl::Status& status,
-                   absl::Time accepted);
-  // One region RPC: its tenant, `serve` run unless the server drains, counted, answered.
-  template <typename Serve>
-  grpc::ServerUnaryReactor* ServeRegionCall(grpc::CallbackServerContext* context,
-                                            RpcMethod method, Serve serve);
-  absl::Status ListTensorsOf(const std::string& tenant, const grpc::ByteBuffer& request,
-                             absl::Time now, grpc::ByteBuffer* response);
+  // A small unary method: `serve` runs on the request of a known tenant, and the call
+  // is counted and (when it failed) logged.
+  using ServeUnary = absl::Status (GemmServiceImpl::*)(const grpc::ServerContextBase& context,
+                                                       const std::string& tenant,
+                                                       const grpc::ByteBuffer& request,
+                                                       grpc::ByteBuffer* response);
+  UnaryCall::Serve ServingOf(RpcMethod method, ServeUnary serve);
+  absl::Status GetServerInfo(const grpc::ServerContextBase& context, const std::string& tenant,
+                             const grpc::ByteBuffer& request, grpc::ByteBuffer* response);
+  absl::Status DeleteTensor(const grpc::ServerContextBase& context, const std::string& tenant,
+                            const grpc::ByteBuffer& request, grpc::ByteBuffer* response);
+  absl::Status ListTensors(const grpc::ServerContextBase& context, const std::string& tenant,
+                           const grpc::ByteBuffer& request, grpc::ByteBuffer* response);
+  // Shared-memory regions (region_service.cc).
+  absl::Status RegisterRegion(const grpc::ServerContextBase& context, const std::string& tenant,
+                              const grpc::ByteBuffer& request, grpc::ByteBuffer* response);
+  absl::Status UnregisterRegion(const grpc::ServerContextBase& context, const std::string& tenant,
+                                const grpc::ByteBuffer& request, grpc::ByteBuffer* response);
+  absl::Status ListRegions(const grpc::ServerContextBase& context, const std::string& tenant,
+                           const grpc::ByteBuffer& request, grpc::ByteBuffer* response);
+  // What the region methods check first: the server is open and has regions.
+  absl::Status RegionsOpen();
   void DescribeServer(gemm::v1::ServerInfo* info) const;
 
   const ServiceSettings settings_;
@@ -168,12 +163,20 @@ class GemmServiceImpl final : public GemmTypedService {
   std::atomic<int64_t> arriving_{0};
   // Copies large payloads off the wire (PlacePayloads) with a few helper threads.
   HostCopier copier_{3};
-  // Prepare large requests off gRPC's callback threads (GemmCallEnvironment::preparers).
+  // Prepare large requests off the queues' threads (GemmCallEnvironment::preparers).
   ThreadPool preparers_{4};
   UploadWatch upload_watch_;
   GemmCallEnvironment environment_;
+  const GemmCallSetup gemm_setup_{&environment_, &auth_};
   TensorCallEnvironment tensor_environment_;
-  GemmCallQueues call_queues_{&environment_, &auth_};
+  HealthStatus health_;
+  // One method of each service registered with gRPC, so that reflection lists them
+  // (registered_unary_call.h); every other method goes to the generic service.
+  ListedGemmService listed_gemm_;
+  ListedHealthService listed_health_;
+  RegisteredUnaryCall::Method server_info_;
+  RegisteredUnaryCall::Method health_check_;
+  CallQueues call_queues_{this};
 };
 
 }  // namespace gemmd

@@ -47,12 +47,13 @@ std::vector<grpc::Slice> SlicesUnder(const std::vector<grpc::Slice>& slices,
 
 }  // namespace
 
-MatmulStreamCall::MatmulStreamCall(const GemmCallEnvironment* env,
-                                   grpc::CallbackServerContext* context, std::string tenant)
-    : env_(env),
-      context_(context),
+MatmulStreamCall::MatmulStreamCall(const GemmCallEnvironment* env, QueuedCall* call,
+                                   std::string tenant)
+    : QueuedReactor(call),
+      env_(env),
+      context_(&context()),
       tenant_(std::move(tenant)),
-      peer_(context->peer()),
+      peer_(context_->peer()),
       opened_(absl::Now()) {
   env_->metrics->AddOpenStreams(1);
   const absl::Status entered = env_->registry->Enter(this, false, [this] { OnDraining(); });
@@ -215,7 +216,7 @@ absl::Status MatmulStreamCall::Submit(Request* request, absl::Time read_at, uint
     deadline = std::min(deadline, read_at + absl::Microseconds(static_cast<int64_t>(
                                                 std::min<uint64_t>(timeout_us, INT64_MAX / 2))));
   }
-  grpc::CallbackServerContext* context = context_;
+  grpc::GenericServerContext* context = context_;
   return request->exchange.Submit(
       std::move(received), deadline, [context] { return context->IsCancelled(); },
       [this, request](const absl::Status& status, grpc::ByteBuffer response) {

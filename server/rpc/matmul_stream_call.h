@@ -30,13 +30,11 @@
 //             the client sent that were not read get no answer: the client's library
 //             fails them UNAVAILABLE, to be sent again elsewhere.
 // Owns itself: created by the service per stream, deleted once gRPC is done with it and
-// no request of it is left.
+// no request of it is left (OnDone).
 #ifndef GEMMD_SERVER_RPC_MATMUL_STREAM_CALL_H_
 #define GEMMD_SERVER_RPC_MATMUL_STREAM_CALL_H_
 
-#include <grpcpp/server_context.h>
 #include <grpcpp/support/byte_buffer.h>
-#include <grpcpp/support/server_callback.h>
 #include <grpcpp/support/slice.h>
 
 #include <cstdint>
@@ -52,14 +50,14 @@
 #include "proto/wire/stream_wire.h"
 #include "server/rpc/gemm_call_environment.h"
 #include "server/rpc/gemm_request.h"
+#include "server/rpc/queued_call.h"
 
 namespace gemmd {
 
-class MatmulStreamCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+class MatmulStreamCall final : public QueuedReactor {
  public:
   // `tenant`: the authenticated caller's ("" without authentication).
-  MatmulStreamCall(const GemmCallEnvironment* env, grpc::CallbackServerContext* context,
-                   std::string tenant);
+  MatmulStreamCall(const GemmCallEnvironment* env, QueuedCall* call, std::string tenant);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -97,7 +95,7 @@ class MatmulStreamCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, 
   void Advance(absl::FunctionRef<void()> change);
 
   const GemmCallEnvironment* const env_;
-  grpc::CallbackServerContext* const context_;
+  grpc::GenericServerContext* const context_;
   const std::string tenant_;
   const std::string peer_;  // for each request's report (the context's is a new string a call)
   const absl::Time opened_;

@@ -108,15 +108,33 @@ gemm::v1::TensorHeader HeaderOf(const TensorSpec& spec, absl::Time expires,
   return header;
 }
 
-TensorDownloadCall::TensorDownloadCall(const TensorCallEnvironment* env,
-                                       grpc::CallbackServerContext* context,
-                                       const grpc::ByteBuffer& request, std::string tenant)
-    : env_(env), context_(context), tenant_(std::move(tenant)), started_(absl::Now()) {
+TensorDownloadCall::TensorDownloadCall(const TensorCallEnvironment* env, QueuedCall* call,
+                                       std::string tenant)
+    : QueuedReactor(call),
+      env_(env),
+      context_(&context()),
+      tenant_(std::move(tenant)),
+      started_(absl::Now()) {
   env_->metrics->AddInflight(1);
-  if (absl::Status s = Start(request); !s.ok()) {
+  StartRead(&request_);
+}
+
+void TensorDownloadCall::OnReadDone(bool ok) {
+  if (!ok) {
+    // No message: the client went away, or half-closed without sending one.
+    FinishWithStatus(
+        context_->IsCancelled()
+            ? absl::CancelledError("the call ended before its request arrived")
+            : absl::InvalidArgumentError("the call carried no request message; expected one "
+                                         "gemm.v1.GetTensorRequest"));
+    return;
+  }
+  const absl::Status started = Start(request_);
+  request_.Clear();
+  if (!started.ok()) {
     pin_.reset();
     room_.reset();
-    FinishWith(s);
+    FinishWithStatus(started);
     return;
   }
   gemm::v1::TensorHeader header = HeaderOf(pin_->spec, pin_->expires, pin_->label, absl::Now());
@@ -171,7 +189,7 @@ absl::StatusOr<grpc::Slice> TensorDownloadCall::ChunkSlice(const char* resident,
 
 void TensorDownloadCall::OnWriteDone(bool ok) {
   if (!ok) {  // the client went away
-    FinishWith(absl::CancelledError("the client cancelled the download"));
+    FinishWithStatus(absl::CancelledError("the client cancelled the download"));
     return;
   }
   Next();
@@ -212,11 +230,11 @@ void TensorDownloadCall::Next() {
     next_.reset();
   }
   if (!chunk.ok()) {
-    FinishWith(chunk.status());
+    FinishWithStatus(chunk.status());
     return;
   }
   if (!chunk->has_value()) {
-    FinishWith(absl::OkStatus());
+    FinishWithStatus(absl::OkStatus());
     return;
   }
   chunk_ = **std::move(chunk);
@@ -225,7 +243,7 @@ void TensorDownloadCall::Next() {
   Prefetch();
 }
 
-void TensorDownloadCall::FinishWith(const absl::Status& status) {
+void TensorDownloadCall::FinishWithStatus(const absl::Status& status) {
   status_ = status;
   Finish(ToGrpcStatus(status));
 }

@@ -20,7 +20,6 @@
 #define GEMMD_SERVER_RPC_TENSOR_DOWNLOAD_CALL_H_
 
 #include <grpcpp/support/byte_buffer.h>
-#include <grpcpp/support/server_callback.h>
 
 #include <cstdint>
 #include <memory>
@@ -33,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gemm/v1/gemm.pb.h"
+#include "server/rpc/queued_call.h"
 #include "server/rpc/tensor_call_environment.h"
 #include "server/store/tensor_store.h"
 
@@ -57,16 +57,16 @@ struct DownloadRange {
 absl::StatusOr<DownloadRange> RangeOf(const TensorSpec& spec, int64_t row_begin,
                                       int64_t row_end);
 
-class TensorDownloadCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+class TensorDownloadCall final : public QueuedReactor {
  public:
-  // Starts streaming the tensor (or rows) `request` (a GetTensorRequest) names, for
-  // `tenant`, or answers why not: INVALID_ARGUMENT (not a GetTensorRequest), UNAVAILABLE
-  // (draining; the tensor's device faulted), NOT_FOUND, FAILED_PRECONDITION (no store;
-  // still uploading), OUT_OF_RANGE (rows not in the tensor), RESOURCE_EXHAUSTED (no room
-  // for its chunks).
-  TensorDownloadCall(const TensorCallEnvironment* env, grpc::CallbackServerContext* context,
-                     const grpc::ByteBuffer& request, std::string tenant);
+  // Reads the call's request (a GetTensorRequest), then streams the tensor (or rows) it
+  // names, for `tenant`, or answers why not: INVALID_ARGUMENT (not a GetTensorRequest,
+  // or none), UNAVAILABLE (draining; the tensor's device faulted), NOT_FOUND,
+  // FAILED_PRECONDITION (no store; still uploading), OUT_OF_RANGE (rows not in the
+  // tensor), RESOURCE_EXHAUSTED (no room for its chunks).
+  TensorDownloadCall(const TensorCallEnvironment* env, QueuedCall* call, std::string tenant);
 
+  void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
   void OnDone() override;
 
@@ -83,16 +83,17 @@ class TensorDownloadCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   void Prefetch();
   // The next `n` bytes at `resident` as a slice: the tensor's memory itself, or a copy.
   absl::StatusOr<grpc::Slice> ChunkSlice(const char* resident, size_t n);
-  void FinishWith(const absl::Status& status);
+  void FinishWithStatus(const absl::Status& status);
 
   const TensorCallEnvironment* const env_;
-  grpc::CallbackServerContext* const context_;
+  grpc::GenericServerContext* const context_;
   const std::string tenant_;
   const absl::Time started_;
   bool registered_ = false;
   TensorPin pin_;
   DownloadRange range_;
   std::shared_ptr<Room> room_;  // null when the chunks are the tensor's own memory
+  grpc::ByteBuffer request_;
   grpc::ByteBuffer chunk_;  // the chunk gRPC is sending
   // The chunk after it, read while that one is sent; taken by Next. Held while a
   // prefetch runs, so a write that completes meanwhile waits for it.

@@ -19,12 +19,11 @@ int64_t NowNanos() { return absl::ToUnixNanos(absl::Now()); }
 
 }  // namespace
 
-TensorUploadCall::TensorUploadCall(const TensorCallEnvironment* env,
-                                   grpc::CallbackServerContext* context,
-                                   grpc::ByteBuffer* response, std::string tenant)
-    : env_(env),
-      context_(context),
-      response_out_(response),
+TensorUploadCall::TensorUploadCall(const TensorCallEnvironment* env, QueuedCall* call,
+                                   std::string tenant)
+    : QueuedReactor(call),
+      env_(env),
+      context_(&context()),
       tenant_(std::move(tenant)),
       started_(absl::Now()),
       last_activity_ns_(NowNanos()),
@@ -145,8 +144,7 @@ void TensorUploadCall::SendEnd() {
     status = status_;
   }
   if (status.ok()) {
-    *response_out_ = response_;
-    Finish(grpc::Status::OK);
+    FinishWith(&response_, grpc::Status::OK);
   } else {
     Finish(ToGrpcStatus(status));
   }

@@ -1,5 +1,5 @@
 // One PutTensor call: a client stream of TensorChunks into the tensor store, on gRPC's
-// callback API with raw bytes, so each chunk's data goes from the
+// completion queues with raw bytes (queued_call.h), so each chunk's data goes from the
 // received slices straight into the tensor's memory (one copy; on a GPU, one copy to
 // the device) instead of through a parsed message.
 //
@@ -16,9 +16,7 @@
 #ifndef GEMMD_SERVER_RPC_TENSOR_UPLOAD_CALL_H_
 #define GEMMD_SERVER_RPC_TENSOR_UPLOAD_CALL_H_
 
-#include <grpcpp/server_context.h>
 #include <grpcpp/support/byte_buffer.h>
-#include <grpcpp/support/server_callback.h>
 
 #include <atomic>
 #include <cstdint>
@@ -28,19 +26,17 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/rpc/queued_call.h"
 #include "server/rpc/tensor_call_environment.h"
 #include "server/rpc/tensor_chunk_sequence.h"
 #include "server/rpc/upload_watch.h"
 
 namespace gemmd {
 
-class TensorUploadCall final : public grpc::ServerReadReactor<grpc::ByteBuffer>,
-                               public UploadWatch::Upload {
+class TensorUploadCall final : public QueuedReactor, public UploadWatch::Upload {
  public:
   // `tenant`: the caller's; the tensor is stored as theirs.
-  // `response`: where gRPC takes the answer from when the call finishes OK.
-  TensorUploadCall(const TensorCallEnvironment* env, grpc::CallbackServerContext* context,
-                   grpc::ByteBuffer* response, std::string tenant);
+  TensorUploadCall(const TensorCallEnvironment* env, QueuedCall* call, std::string tenant);
 
   void OnReadDone(bool ok) override;
   void OnDone() override;
@@ -64,8 +60,7 @@ class TensorUploadCall final : public grpc::ServerReadReactor<grpc::ByteBuffer>,
   void SendEnd();
 
   const TensorCallEnvironment* const env_;
-  grpc::CallbackServerContext* const context_;
-  grpc::ByteBuffer* const response_out_;
+  grpc::GenericServerContext* const context_;
   const std::string tenant_;
   const absl::Time started_;
   bool registered_ = false;

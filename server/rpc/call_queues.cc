@@ -1,4 +1,4 @@
-#include "server/rpc/gemm_call_queues.h"
+#include "server/rpc/call_queues.h"
 
 #include <algorithm>
 
@@ -8,32 +8,29 @@ namespace {
 void Poll(grpc::ServerCompletionQueue* queue) {
   void* tag = nullptr;
   bool ok = false;
-  while (queue->Next(&tag, &ok)) GemmCall::Proceed(tag, ok);
+  while (queue->Next(&tag, &ok)) static_cast<QueueTag*>(tag)->Proceed(ok);
 }
 
 }  // namespace
 
-GemmCallQueues::GemmCallQueues(const GemmCallEnvironment* env, const CallAuth* auth) {
-  setup_.service = &service_;
-  setup_.env = env;
-  setup_.auth = auth;
-}
+CallQueues::~CallQueues() { Stop(); }
 
-GemmCallQueues::~GemmCallQueues() { Stop(); }
-
-void GemmCallQueues::AddTo(grpc::ServerBuilder* builder, int threads) {
+void CallQueues::AddTo(grpc::ServerBuilder* builder, int threads) {
   builder->RegisterAsyncGenericService(&service_);
   for (int i = 0; i < std::max(1, threads); ++i) queues_.push_back(builder->AddCompletionQueue());
 }
 
-void GemmCallQueues::Start() {
+void CallQueues::Start(const std::function<void(grpc::ServerCompletionQueue*)>& await_more) {
   for (const std::unique_ptr<grpc::ServerCompletionQueue>& queue : queues_) {
-    for (int i = 0; i < kWaitingCallsPerQueue; ++i) GemmCall::Await(&setup_, queue.get());
+    for (int i = 0; i < kWaitingCallsPerQueue; ++i) {
+      QueuedCall::Await(&service_, queue.get(), router_);
+    }
+    if (await_more) await_more(queue.get());
     pollers_.emplace_back(Poll, queue.get());
   }
 }
 
-void GemmCallQueues::Stop() {
+void CallQueues::Stop() {
   if (stopped_) return;
   stopped_ = true;
   for (const std::unique_ptr<grpc::ServerCompletionQueue>& queue : queues_) queue->Shutdown();

@@ -91,13 +91,13 @@ struct ServerConfig {
   absl::Duration upload_idle_timeout = absl::Seconds(10);
   // GetTensor copies its chunks out even of host memory, as on a GPU (for measuring).
   bool download_copies = false;
-  // Requests up to this size are prepared on gRPC's callback thread, larger ones on the
-  // preparer threads (-1: all on gRPC's).
+  // Requests up to this size are prepared on the completion-queue poller that read them,
+  // larger ones on the preparer threads (-1: all on the pollers).
   int64_t prepare_inline_max_bytes = int64_t{1} << 20;
   // Requests one MatmulStream may have read and not yet answered.
   int stream_max_outstanding = 256;
-  // Threads polling the completion queues of Matmul and QuantizedMatmul calls (0: half
-  // the cores, 1 to 8).
+  // Threads polling the completion queues every call is served on (0: half the cores,
+  // 1 to 8).
   int call_queue_threads = 0;
   // Shared-memory regions (--shm, --shm_prefix, --shm_max_bytes, --shm_max_regions):
   // POSIX shared-memory objects whose names start with "/" + shm_prefix; all regions'

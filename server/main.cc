@@ -79,7 +79,7 @@ ABSL_FLAG(int64_t, prepare_inline_max_bytes, int64_t{1} << 20,
           "the server's preparer threads, so gRPC's threads go back to other calls. "
           "-1 = every request on gRPC's threads, 0 = every request on the preparers.");
 ABSL_FLAG(int, call_queue_threads, 0,
-          "Threads serving Matmul and QuantizedMatmul calls on gRPC's completion-queue API, "
+          "Threads serving every call (all methods) on gRPC's completion-queue API, "
           "each polling its own queue (they never wait for a GEMM). 0 = half the cores, "
           "between 1 and 8; at most 64.");
 ABSL_FLAG(int, stream_max_outstanding, 256,

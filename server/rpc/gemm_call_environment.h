@@ -28,10 +28,9 @@ struct GemmCallEnvironment {
   // Host memory per tenant (--tenant_max_inflight_bytes).
   TenantBudget* tenant_budget = nullptr;
   // Where requests larger than prepare_inline_max_bytes are prepared (payload copies,
-  // dequantization), so the gRPC thread that read them (a completion-queue poller, or
-  // a callback thread for streams) goes back to other calls; smaller ones are prepared
-  // on that thread, where a hop would cost more than the work. -1 (or no
-  // pool): every request on gRPC's threads.
+  // dequantization), so the completion-queue poller that read them goes back to other
+  // calls; smaller ones are prepared on that thread, where a hop would cost more than
+  // the work. -1 (or no pool): every request on the pollers.
   ThreadPool* preparers = nullptr;
   int64_t prepare_inline_max_bytes = int64_t{1} << 20;
   // Requests one MatmulStream may have read and not yet answered; past it the stream

@@ -1,7 +1,7 @@
 // Ends uploads that have sent nothing for a while (--upload_idle_timeout_s). An upload
 // holds its tensor's room in the store from its header on (device memory on a GPU), so
 // a stream that sends a header and then nothing would hold that room for as long as its
-// connection lives; gRPC's callback API has no read timeout to stop it.
+// connection lives; gRPC has no read timeout to stop it.
 //
 // One thread looks every quarter of the timeout (at most every second) and ends each
 // upload whose last chunk came longer ago than the timeout, once: it takes a reference

@@ -1,17 +1,17 @@
 // grpc-floor: the yardstick for what gRPC itself costs. A minimal server of gemmd's API
 // (gemm.v1.GemmService) that answers Matmul with a C of the right size (zeros) without
 // computing anything, reading the request and writing the response the way gemm-server
-// does (gRPC's callback API on raw bytes, tensors located in the received slices, C sent
-// as a slice of a buffer kept for the process). GetServerInfo answers with no limits, so
-// `gemm-cli bench` drives it exactly like gemm-server; a benchmark that runs both says
-// how close the service comes to the transport's own cost for that payload.
+// does (raw bytes, tensors located in the received slices, C sent as a slice of a buffer
+// kept for the process). GetServerInfo answers with no limits, so `gemm-cli bench`
+// drives it exactly like gemm-server; a benchmark that runs both says how close the
+// service comes to the transport's own cost for that payload.
 //
-// --api async serves on gRPC's completion-queue API instead (--threads polling threads),
-// to measure what the callback API itself costs. On the callback API it serves
-// MatmulStream too (each Matmul inside answered the same way), the floor of
-// `gemm-cli bench --stream`. With --api async, --callback_methods and --notify_when_done
-// add what gemm-server has beside its queues (the other methods on the callback API;
-// each call's done notice), so each can be priced.
+// It serves on gRPC's callback API by default; --api async on the completion-queue API
+// (--threads polling threads), as gemm-server does. Both serve MatmulStream too (each
+// Matmul inside answered the same way), the floor of `gemm-cli bench --stream`. With
+// --api async, --callback_methods adds what gemm-server had beside its queues before
+// every method moved onto them (the other methods on the callback API), and
+// --notify_when_done what it has (each call's done notice), so each can be priced.
 //
 // Usage: grpc-floor [--port 50779] [--grpc_arg name=value,...] [--api callback|async]
 //                   [--threads 8] [--notify_when_done] [--callback_methods]
@@ -142,6 +142,75 @@ grpc::Status AnswerMatmul(const gemmd::wire::ByteRuns& runs, grpc::ByteBuffer* r
   return grpc::Status::OK;
 }
 
+// One StreamResponse's bytes.
+struct StreamAnswer {
+  std::vector<grpc::Slice> slices;
+  size_t length = 0;
+};
+
+StreamAnswer AnswerStreamed(const absl::Status& parsed,
+                            const gemmd::wire::StreamRequestWire& envelope) {
+  grpc::Status status;
+  if (!parsed.ok()) {
+    status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(parsed.message()));
+  } else if (envelope.call != gemmd::wire::StreamCall::kMatmul) {
+    status = grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "grpc-floor streams Matmul only");
+  }
+  grpc::ByteBuffer result;
+  if (status.ok()) status = AnswerMatmul(envelope.body, &result);
+  StreamAnswer answer;
+  std::optional<size_t> result_bytes;
+  if (status.ok()) result_bytes = result.Length();
+  answer.slices.emplace_back(gemmd::wire::StreamResponseHead(envelope.id, status.error_code(),
+                                                             status.error_message(), result_bytes));
+  std::vector<grpc::Slice> tail;
+  if (status.ok()) (void)result.Dump(&tail);
+  for (grpc::Slice& slice : tail) answer.slices.push_back(std::move(slice));
+  for (const grpc::Slice& slice : answer.slices) answer.length += slice.size();
+  return answer;
+}
+
+// The answers to the StreamRequest `request`: one, or one per element of its batch.
+void AnswerStreamRequest(grpc::ByteBuffer* request, std::deque<StreamAnswer>* answers) {
+  std::vector<grpc::Slice> slices;
+  (void)request->Dump(&slices);
+  request->Clear();
+  gemmd::wire::ByteRuns runs;
+  for (const grpc::Slice& s : slices) {
+    runs.Append(absl::string_view(reinterpret_cast<const char*>(s.begin()), s.size()));
+  }
+  gemmd::wire::StreamRequestWire envelope;
+  const absl::Status parsed = gemmd::wire::ParseStreamRequest(runs, &envelope);
+  if (!parsed.ok() || envelope.batch.empty()) {
+    answers->push_back(AnswerStreamed(parsed, envelope));
+    return;
+  }
+  for (const gemmd::wire::ByteRuns& element : envelope.batch) {
+    gemmd::wire::StreamRequestWire one;
+    const absl::Status s = gemmd::wire::ParseStreamRequest(element, &one);
+    answers->push_back(AnswerStreamed(s, one));
+  }
+}
+
+// The next message of a stream: as many queued answers as one takes (a batch, up to
+// kStreamBatchBytes), taken off `queued`; a buffer hint when more wait.
+grpc::ByteBuffer NextStreamMessage(std::deque<StreamAnswer>* queued, grpc::WriteOptions* options) {
+  std::vector<grpc::Slice> slices;
+  const size_t taken = gemmd::wire::StreamBatchTake(
+      queued->size(), [queued](size_t i) { return (*queued)[i].length; });
+  for (size_t i = 0; i < taken; ++i) {
+    StreamAnswer& answer = queued->front();
+    if (taken > 1) slices.emplace_back(gemmd::wire::StreamBatchElementHead(answer.length));
+    for (grpc::Slice& slice : answer.slices) slices.push_back(std::move(slice));
+    queued->pop_front();
+  }
+  if (!queued->empty()) options->set_buffer_hint();
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+// Answers a stream lets wait before it reads no more.
+constexpr size_t kMaxQueuedAnswers = 256;
+
 // One call on the callback API (as gemm-server): read the request, answer at once.
 class FloorCall final : public grpc::ServerGenericBidiReactor {
  public:
@@ -171,7 +240,8 @@ class FloorCall final : public grpc::ServerGenericBidiReactor {
 };
 
 // One call on the completion-queue API (--api async): the same answer, driven by
-// threads polling their own queues, with no callback executor between. With
+// threads polling their own queues, with no callback executor between; a MatmulStream
+// is answered as on the callback API (FloorStreamCall), on the call's queue. With
 // --notify_when_done it also asks for gRPC's notice that the call is over
 // (AsyncNotifyWhenDone), as gemm-server's calls do, and lets go after both that notice
 // and its Finish: the price of that one more event a call. A queue has one poller, so
@@ -188,19 +258,26 @@ class AsyncFloorCall {
   // A tag from the queue: a step of the call, or its notice that it is over.
   static void Proceed(void* tag, bool ok) {
     const Tag* t = static_cast<const Tag*>(tag);
-    if (t->over) {
-      t->call->Release();
-    } else {
-      t->call->Step(ok);
+    switch (t->kind) {
+      case Tag::kOver:
+        t->call->Release();
+        return;
+      case Tag::kWritten:
+        t->call->Written();
+        return;
+      case Tag::kStep:
+        t->call->Step(ok);
+        return;
     }
   }
 
  private:
   struct Tag {
+    enum Kind { kStep, kOver, kWritten };
     AsyncFloorCall* call;
-    bool over;
+    Kind kind;
   };
-  enum class State { kRequested, kReading, kFinishing };
+  enum class State { kRequested, kReading, kStreaming, kFinishing };
 
   void Step(bool ok) {
     switch (state_) {
@@ -210,8 +287,12 @@ class AsyncFloorCall {
           return;
         }
         new AsyncFloorCall(service_, cq_, notify_);  // the next call on this queue
-        state_ = State::kReading;
+        state_ = context_.method() == "/gemm.v1.GemmService/MatmulStream" ? State::kStreaming
+                                                                          : State::kReading;
         stream_.Read(&request_, &step_);
+        return;
+      case State::kStreaming:
+        StreamRead(ok);
         return;
       case State::kReading: {
         state_ = State::kFinishing;
@@ -235,23 +316,67 @@ class AsyncFloorCall {
     if (--holds_ == 0) delete this;
   }
 
+  // A stream's read done: its answers queued, written when no write is in flight, and the
+  // next read started while fewer than kMaxQueuedAnswers wait.
+  void StreamRead(bool ok) {
+    if (!ok) {
+      read_done_ = true;
+      if (!writing_ && queued_.empty()) FinishStream();
+      return;
+    }
+    AnswerStreamRequest(&request_, &queued_);
+    if (!writing_) WriteNext();
+    reading_ = queued_.size() < kMaxQueuedAnswers;
+    if (reading_) stream_.Read(&request_, &step_);
+  }
+
+  void Written() {
+    writing_ = false;
+    if (!queued_.empty()) {
+      WriteNext();
+    } else if (read_done_) {
+      FinishStream();
+      return;
+    }
+    if (!reading_ && !read_done_ && queued_.size() < kMaxQueuedAnswers) {
+      reading_ = true;
+      stream_.Read(&request_, &step_);
+    }
+  }
+
+  void WriteNext() {
+    grpc::WriteOptions options;
+    response_ = NextStreamMessage(&queued_, &options);
+    writing_ = true;
+    stream_.Write(response_, options, &written_);
+  }
+
+  void FinishStream() {
+    state_ = State::kFinishing;
+    stream_.Finish(grpc::Status::OK, &step_);
+  }
+
   grpc::AsyncGenericService* const service_;
   grpc::ServerCompletionQueue* const cq_;
   const bool notify_;
-  Tag step_{this, false};
-  Tag over_{this, true};
+  Tag step_{this, Tag::kStep};
+  Tag over_{this, Tag::kOver};
+  Tag written_{this, Tag::kWritten};
   int holds_ = notify_ ? 2 : 1;  // the finish, and the notice when asked for
   grpc::GenericServerContext context_;
   grpc::GenericServerAsyncReaderWriter stream_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
   State state_ = State::kRequested;
+  // A stream's (one poller runs all of a call's events: no lock).
+  std::deque<StreamAnswer> queued_;
+  bool writing_ = false, reading_ = true, read_done_ = false;
 };
 
 // MatmulStream on the callback API, as gemm-server serves it: one read at a time, each
 // Matmul inside answered at once (its own status in the envelope; a batch's each on its
 // own), and every answer ready when a write starts written in that one message (a batch,
-// up to kStreamBatchBytes); at most kMaxQueued answers wait before reading pauses.
+// up to kStreamBatchBytes); at most kMaxQueuedAnswers wait before reading pauses.
 class FloorStreamCall final : public grpc::ServerGenericBidiReactor {
  public:
   FloorStreamCall() { StartRead(&request_); }
@@ -268,15 +393,15 @@ class FloorStreamCall final : public grpc::ServerGenericBidiReactor {
       if (finish) Finish(grpc::Status::OK);
       return;
     }
-    std::vector<Answer> answers = Answers();
-    request_.Clear();
+    std::deque<StreamAnswer> answers;
+    AnswerStreamRequest(&request_, &answers);
     bool write = false, read_more = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (Answer& answer : answers) queued_.push_back(std::move(answer));
+      for (StreamAnswer& answer : answers) queued_.push_back(std::move(answer));
       write = !writing_;
       writing_ = true;
-      read_more = queued_.size() < kMaxQueued;
+      read_more = queued_.size() < kMaxQueuedAnswers;
       reading_ = read_more;
     }
     if (write) WriteQueued();
@@ -294,7 +419,9 @@ class FloorStreamCall final : public grpc::ServerGenericBidiReactor {
         finish = read_done_ && !finished_;
         finished_ = finished_ || finish;
       }
-      if (!reading_ && !read_done_ && queued_.size() < kMaxQueued) read_more = reading_ = true;
+      if (!reading_ && !read_done_ && queued_.size() < kMaxQueuedAnswers) {
+        read_more = reading_ = true;
+      }
     }
     if (write) WriteQueued();
     if (read_more) StartRead(&request_);
@@ -304,83 +431,20 @@ class FloorStreamCall final : public grpc::ServerGenericBidiReactor {
   void OnDone() override { delete this; }
 
  private:
-  static constexpr size_t kMaxQueued = 256;
-
-  // One StreamResponse's bytes.
-  struct Answer {
-    std::vector<grpc::Slice> slices;
-    size_t length = 0;
-  };
-
   // The queued answers, as many as one message takes, in one write.
   void WriteQueued() {
-    std::vector<grpc::Slice> slices;
     grpc::WriteOptions options;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      const size_t taken = gemmd::wire::StreamBatchTake(
-          queued_.size(), [this](size_t i) { return queued_[i].length; });
-      for (size_t i = 0; i < taken; ++i) {
-        Answer& answer = queued_.front();
-        if (taken > 1) slices.emplace_back(gemmd::wire::StreamBatchElementHead(answer.length));
-        for (grpc::Slice& slice : answer.slices) slices.push_back(std::move(slice));
-        queued_.pop_front();
-      }
-      if (!queued_.empty()) options.set_buffer_hint();
+      response_ = NextStreamMessage(&queued_, &options);
     }
-    response_ = grpc::ByteBuffer(slices.data(), slices.size());
     StartWrite(&response_, options);
-  }
-
-  // The answers to the StreamRequest just read: one, or one per element of its batch.
-  std::vector<Answer> Answers() {
-    std::vector<grpc::Slice> slices;
-    (void)request_.Dump(&slices);
-    gemmd::wire::ByteRuns runs;
-    for (const grpc::Slice& s : slices) {
-      runs.Append(absl::string_view(reinterpret_cast<const char*>(s.begin()), s.size()));
-    }
-    gemmd::wire::StreamRequestWire envelope;
-    const absl::Status parsed = gemmd::wire::ParseStreamRequest(runs, &envelope);
-    std::vector<Answer> answers;
-    if (!parsed.ok() || envelope.batch.empty()) {
-      answers.push_back(AnswerOne(parsed, envelope));
-      return answers;
-    }
-    for (const gemmd::wire::ByteRuns& element : envelope.batch) {
-      gemmd::wire::StreamRequestWire one;
-      const absl::Status s = gemmd::wire::ParseStreamRequest(element, &one);
-      answers.push_back(AnswerOne(s, one));
-    }
-    return answers;
-  }
-
-  static Answer AnswerOne(const absl::Status& parsed,
-                          const gemmd::wire::StreamRequestWire& envelope) {
-    grpc::Status status;
-    if (!parsed.ok()) {
-      status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(parsed.message()));
-    } else if (envelope.call != gemmd::wire::StreamCall::kMatmul) {
-      status = grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "grpc-floor streams Matmul only");
-    }
-    grpc::ByteBuffer result;
-    if (status.ok()) status = AnswerMatmul(envelope.body, &result);
-    Answer answer;
-    std::optional<size_t> result_bytes;
-    if (status.ok()) result_bytes = result.Length();
-    answer.slices.emplace_back(gemmd::wire::StreamResponseHead(
-        envelope.id, status.error_code(), status.error_message(), result_bytes));
-    std::vector<grpc::Slice> tail;
-    if (status.ok()) (void)result.Dump(&tail);
-    for (grpc::Slice& slice : tail) answer.slices.push_back(std::move(slice));
-    for (const grpc::Slice& slice : answer.slices) answer.length += slice.size();
-    return answer;
   }
 
   grpc::ByteBuffer request_;   // touched by OnReadDone only
   grpc::ByteBuffer response_;  // the message being written (touched between writes only)
   std::mutex mu_;
-  std::deque<Answer> queued_;  // answers not yet in a write
+  std::deque<StreamAnswer> queued_;  // answers not yet in a write
   bool writing_ = false, reading_ = true, read_done_ = false, finished_ = false;
 };
 

@@ -10,11 +10,12 @@
 #   - small requests: the request rate and the server's CPU per request (--server_pid);
 #   - gemm-server over its Unix domain socket (server_unix) against loopback TCP;
 #   - small requests on MatmulStreams (*_stream: gemm-cli bench --stream) against the same
-#     requests as unary calls, and against grpc-floor's own stream.
+#     requests as unary calls, and against grpc-floor's own stream (on the callback API;
+#     on CUDA also on the completion queues).
 # Then a side-by-side table (bench/transport_summary.py). On CUDA the small requests also
-# run against grpc-floor on gRPC's completion-queue API (floor_async; floor_async_cb with
-# the other methods on the callback API, as gemm-server) and gemm-server with
-# --cuda_sync=blocking.
+# run against grpc-floor on gRPC's completion-queue API, as gemm-server serves them
+# (floor_async; floor_async_cb with the other methods on the callback API, as gemm-server
+# had them before) and gemm-server with --cuda_sync=blocking.
 #
 # Usage: bench/transport_bench.sh BIN_DIR [cpu|cuda]
 #   BIN_DIR: a build directory (build/) or one folder holding gemm-server, gemm-cli and
@@ -118,11 +119,12 @@ for server in "${servers[@]}"; do
     # Operands and C in a shared-memory region (a caller on this machine).
     bench "$server" big_shm "${big[@]}" --concurrency 1 --shm
   fi
-  # Streams: gemm-server and grpc-floor's callback API serve MatmulStream.
-  has_stream=; case $server in floor|server|server_unix) has_stream=1 ;; esac
+  # Streams: gemm-server and grpc-floor (on either API) serve MatmulStream.
+  has_stream=; case $server in floor|floor_async|server|server_unix) has_stream=1 ;; esac
   # gemm-server's streamed answers are checked against FP64 on a sample (the floor's are
   # zeros).
-  streamed_here=("${streamed[@]}"); [ "$server" = floor ] || streamed_here+=(--verify)
+  streamed_here=("${streamed[@]}")
+  case $server in floor*) ;; *) streamed_here+=(--verify) ;; esac
   if [ "$mode" = cuda ]; then
     bench "$server" small_8 --m 8 --n 8 --k 8 "${small[@]}"
     bench "$server" small_128 --m 128 --n 128 --k 128 "${small[@]}"

@@ -76,6 +76,7 @@ def main():
             j = runs[case].get(server)
             u = unary.get(server) or runs.get(case[:-len("_stream")] + "_c8", {}).get(server)
             floor = runs[case].get("floor")
+            floor_async = runs[case].get("floor_async")
             if not j:
                 continue
             parts = [f"{case} {server}: {j['requests_per_s']:.0f} req/s"]
@@ -85,6 +86,9 @@ def main():
             if floor and floor["requests_per_s"] > 0:
                 parts.append(f"{j['requests_per_s'] / floor['requests_per_s']:.2f}x the stream floor "
                              f"({floor['requests_per_s']:.0f})")
+            if floor_async and floor_async["requests_per_s"] > 0:
+                parts.append(f"{j['requests_per_s'] / floor_async['requests_per_s']:.2f}x the "
+                             f"stream floor on the queues ({floor_async['requests_per_s']:.0f})")
             if j.get("server_cpu_us_per_request"):
                 parts.append(f"server CPU {j['server_cpu_us_per_request']:.0f} us/request")
             v = j.get("verify", {})

@@ -126,7 +126,11 @@ GemmServiceImpl::~GemmServiceImpl() {
 }
 
 void GemmServiceImpl::Route(QueuedCall* call) {
-  enum class Served { kGemm, kStream, kPut, kGet, kUnary, kHealthWatch };
+  if (call->context().method() == kHealthWatchMethod) {  // no token, not counted
+    new HealthWatchCall(call, &health_);
+    return;
+  }
+  enum class Served { kGemm, kStream, kPut, kGet, kUnary };
   struct Method {
     Served served;
     RpcMethod method;
@@ -154,7 +158,6 @@ void GemmServiceImpl::Route(QueuedCall* call) {
       {"/gemm.v1.GemmService/ListRegions",
        {Served::kUnary, RpcMethod::kListRegions, "gemm.v1.ListRegionsRequest",
         &GemmServiceImpl::ListRegions}},
-      {kHealthWatchMethod, {Served::kHealthWatch, RpcMethod::kGetServerInfo}},
   };
   const auto it = kMethods->find(call->context().method());
   if (it == kMethods->end()) {
@@ -166,9 +169,6 @@ void GemmServiceImpl::Route(QueuedCall* call) {
   switch (m.served) {
     case Served::kGemm:
       new GemmCall(&gemm_setup_, call, m.method);
-      return;
-    case Served::kHealthWatch:
-      new HealthWatchCall(call, &health_);
       return;
     case Served::kUnary:
       new UnaryCall(call, m.request_type, ServingOf(m.method, m.serve));

@@ -3,8 +3,8 @@
 // Check answers a name's status (NOT_FOUND for a name never set), Watch sends it at once
 // and again at each change (SERVICE_UNKNOWN for a name never set), until the client
 // leaves or the server shuts down. gRPC's own is a callback service, and one callback
-// method brings gRPC's callback threads to the whole server (queued_call.h says why that
-// costs every call). No token is asked for: probes carry none.
+// method brings gRPC's callback threads to the whole server (queued_call.h says what they
+// cost). No token is asked for: probes carry none.
 #ifndef GEMMD_SERVER_RPC_HEALTH_SERVICE_H_
 #define GEMMD_SERVER_RPC_HEALTH_SERVICE_H_
 

@@ -7,9 +7,9 @@
 //
 // Why not gRPC's callback API: a server with even one callback method runs gRPC's
 // callback threads, which poll the same connections as the completion queues' threads.
-// A message read on one thread is then handed to another that is asleep, and every small
-// call pays for the switch (docs/BENCHMARKS.md measures it). With every method here, the
-// thread that reads a message is the one that serves it.
+// A message read on one thread is then handed to another that is asleep; where cores are
+// few, small calls pay for those switches (docs/BENCHMARKS.md). With every method here,
+// the thread that reads a message is the one that serves it.
 //
 // Every event of a call comes back on its queue's one poller thread, so a reactor's
 // On* never run at once; Start* and Finish may be called from any thread (one read and

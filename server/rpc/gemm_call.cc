@@ -2,9 +2,7 @@
 
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/observability/client_text.h"
 #include "server/rpc/call_continuation.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/request_phases.h"
@@ -52,13 +50,8 @@ void GemmCall::FinishWithStatus(const absl::Status& status) {
 void GemmCall::OnReadDone(bool ok) {
   exchange_->set_received(absl::Now());
   if (!ok) {
-    // No message: the client went away, or half-closed without sending one.
     exchange_->LeaveArriving();
-    FinishWithStatus(context().IsCancelled()
-                         ? absl::CancelledError("the call ended before its request arrived")
-                         : absl::InvalidArgumentError(
-                               absl::StrCat("the call carried no request message; expected one ",
-                                            RequestTypeName(exchange_->method()))));
+    FinishWithStatus(NoRequest(RequestTypeName(exchange_->method())));
     return;
   }
   const GemmCallEnvironment* env = setup_->env;

@@ -4,7 +4,6 @@
 #include <tuple>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -108,6 +107,28 @@ GemmServiceImpl::GemmServiceImpl(ServiceSettings settings, std::vector<Device*> 
     listed_gemm_.RequestGetServerInfo(context, request, responder, queue, queue, tag);
   };
   server_info_.serve = ServingOf(RpcMethod::kGetServerInfo, &GemmServiceImpl::GetServerInfo);
+  auto unary = [this](RpcMethod method, const char* request_type, ServeUnary serve) {
+    return MethodRoute{Served::kUnary, method, request_type, ServingOf(method, serve)};
+  };
+  routes_ = {
+      {"/gemm.v1.GemmService/Matmul", {Served::kGemm, RpcMethod::kMatmul}},
+      {"/gemm.v1.GemmService/QuantizedMatmul", {Served::kGemm, RpcMethod::kQuantizedMatmul}},
+      {"/gemm.v1.GemmService/MatmulStream", {Served::kStream, RpcMethod::kMatmulStream}},
+      {"/gemm.v1.GemmService/PutTensor", {Served::kPut, RpcMethod::kPutTensor}},
+      {"/gemm.v1.GemmService/GetTensor", {Served::kGet, RpcMethod::kGetTensor}},
+      {"/gemm.v1.GemmService/DeleteTensor",
+       unary(RpcMethod::kDeleteTensor, "gemm.v1.TensorHandle", &GemmServiceImpl::DeleteTensor)},
+      {"/gemm.v1.GemmService/ListTensors",
+       unary(RpcMethod::kListTensors, "gemm.v1.ListTensorsRequest", &GemmServiceImpl::ListTensors)},
+      {"/gemm.v1.GemmService/RegisterRegion",
+       unary(RpcMethod::kRegisterRegion, "gemm.v1.RegisterRegionRequest",
+             &GemmServiceImpl::RegisterRegion)},
+      {"/gemm.v1.GemmService/UnregisterRegion",
+       unary(RpcMethod::kUnregisterRegion, "gemm.v1.UnregisterRegionRequest",
+             &GemmServiceImpl::UnregisterRegion)},
+      {"/gemm.v1.GemmService/ListRegions",
+       unary(RpcMethod::kListRegions, "gemm.v1.ListRegionsRequest", &GemmServiceImpl::ListRegions)},
+  };
   health_check_.request = [this](grpc::ServerContext* context, grpc::ByteBuffer* request,
                                  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* responder,
                                  grpc::ServerCompletionQueue* queue, void* tag) {
@@ -130,48 +151,19 @@ void GemmServiceImpl::Route(QueuedCall* call) {
     new HealthWatchCall(call, &health_);
     return;
   }
-  enum class Served { kGemm, kStream, kPut, kGet, kUnary };
-  struct Method {
-    Served served;
-    RpcMethod method;
-    const char* request_type = nullptr;
-    ServeUnary serve = nullptr;
-  };
-  static const auto* const kMethods = new absl::flat_hash_map<std::string, Method>{
-      {"/gemm.v1.GemmService/Matmul", {Served::kGemm, RpcMethod::kMatmul}},
-      {"/gemm.v1.GemmService/QuantizedMatmul", {Served::kGemm, RpcMethod::kQuantizedMatmul}},
-      {"/gemm.v1.GemmService/MatmulStream", {Served::kStream, RpcMethod::kMatmulStream}},
-      {"/gemm.v1.GemmService/PutTensor", {Served::kPut, RpcMethod::kPutTensor}},
-      {"/gemm.v1.GemmService/GetTensor", {Served::kGet, RpcMethod::kGetTensor}},
-      {"/gemm.v1.GemmService/DeleteTensor",
-       {Served::kUnary, RpcMethod::kDeleteTensor, "gemm.v1.TensorHandle",
-        &GemmServiceImpl::DeleteTensor}},
-      {"/gemm.v1.GemmService/ListTensors",
-       {Served::kUnary, RpcMethod::kListTensors, "gemm.v1.ListTensorsRequest",
-        &GemmServiceImpl::ListTensors}},
-      {"/gemm.v1.GemmService/RegisterRegion",
-       {Served::kUnary, RpcMethod::kRegisterRegion, "gemm.v1.RegisterRegionRequest",
-        &GemmServiceImpl::RegisterRegion}},
-      {"/gemm.v1.GemmService/UnregisterRegion",
-       {Served::kUnary, RpcMethod::kUnregisterRegion, "gemm.v1.UnregisterRegionRequest",
-        &GemmServiceImpl::UnregisterRegion}},
-      {"/gemm.v1.GemmService/ListRegions",
-       {Served::kUnary, RpcMethod::kListRegions, "gemm.v1.ListRegionsRequest",
-        &GemmServiceImpl::ListRegions}},
-  };
-  const auto it = kMethods->find(call->context().method());
-  if (it == kMethods->end()) {
+  const auto it = routes_.find(call->context().method());
+  if (it == routes_.end()) {
     new RefusedCall(call, absl::UnimplementedError(absl::StrCat(
                               "unknown method ", ClientText(call->context().method()))));
     return;
   }
-  const Method& m = it->second;
+  const MethodRoute& m = it->second;
   switch (m.served) {
     case Served::kGemm:
       new GemmCall(&gemm_setup_, call, m.method);
       return;
     case Served::kUnary:
-      new UnaryCall(call, m.request_type, ServingOf(m.method, m.serve));
+      new UnaryCall(call, m.request_type, &m.serve);
       return;
     default:
       break;

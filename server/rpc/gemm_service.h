@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -129,6 +130,16 @@ class GemmServiceImpl final : public CallRouter {
                                                        const grpc::ByteBuffer& request,
                                                        grpc::ByteBuffer* response);
   UnaryCall::Serve ServingOf(RpcMethod method, ServeUnary serve);
+
+  // How Route serves each GemmService method (GetServerInfo is registered apart; health's
+  // Watch is routed before the table).
+  enum class Served { kGemm, kStream, kPut, kGet, kUnary };
+  struct MethodRoute {
+    Served served;
+    RpcMethod method;
+    const char* request_type = nullptr;  // kUnary: for UnaryCall
+    UnaryCall::Serve serve;              // kUnary
+  };
   absl::Status GetServerInfo(const grpc::ServerContextBase& context, const std::string& tenant,
                              const grpc::ByteBuffer& request, grpc::ByteBuffer* response);
   absl::Status DeleteTensor(const grpc::ServerContextBase& context, const std::string& tenant,
@@ -176,6 +187,8 @@ class GemmServiceImpl final : public CallRouter {
   ListedHealthService listed_health_;
   RegisteredUnaryCall::Method server_info_;
   RegisteredUnaryCall::Method health_check_;
+  // By method name; built once, read by the pollers.
+  absl::flat_hash_map<std::string, MethodRoute> routes_;
   CallQueues call_queues_{this};
 };
 

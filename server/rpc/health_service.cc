@@ -1,5 +1,6 @@
 #include "server/rpc/health_service.h"
 
+#include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/observability/client_text.h"
 #include "server/rpc/grpc_status.h"
@@ -33,20 +34,21 @@ void HealthStatus::Set(const std::string& service, bool serving) {
   SetLocked(service, serving ? kServing : kNotServing);
 }
 
+void HealthStatus::SetEveryLocked(Serving serving) {
+  // Only values change (no name is added), so the iteration stays valid.
+  for (const auto& [name, status] : statuses_) SetLocked(name, serving);
+}
+
 void HealthStatus::SetAll(bool serving) {
   absl::MutexLock lock(&mu_);
   if (shut_down_) return;
-  std::vector<std::string> names;
-  for (const auto& [name, status] : statuses_) names.push_back(name);
-  for (const std::string& name : names) SetLocked(name, serving ? kServing : kNotServing);
+  SetEveryLocked(serving ? kServing : kNotServing);
 }
 
 void HealthStatus::Shutdown() {
   absl::MutexLock lock(&mu_);
   if (shut_down_) return;
-  std::vector<std::string> names;
-  for (const auto& [name, status] : statuses_) names.push_back(name);
-  for (const std::string& name : names) SetLocked(name, kNotServing);
+  SetEveryLocked(kNotServing);
   shut_down_ = true;
   for (const auto& [name, watchers] : watchers_) {
     for (Watcher* watcher : watchers) watcher->End();
@@ -97,11 +99,7 @@ void HealthWatchCall::OnReadDone(bool ok) {
   absl::Status refused;
   grpc::health::v1::HealthCheckRequest parsed;
   if (!ok) {
-    refused = context().IsCancelled()
-                  ? absl::CancelledError("the call ended before its request arrived")
-                  : absl::InvalidArgumentError(
-                        "the call carried no request message; expected one "
-                        "grpc.health.v1.HealthCheckRequest");
+    refused = NoRequest("grpc.health.v1.HealthCheckRequest");
   } else {
     refused = ParseSmallRequest(request_, &parsed);
   }
@@ -122,7 +120,6 @@ void HealthWatchCall::OnReadDone(bool ok) {
 
 void HealthWatchCall::Notify(HealthStatus::Serving serving) {
   absl::MutexLock lock(&mu_);
-  has_status_ = true;
   latest_ = serving;
   AdvanceLocked();
 }
@@ -162,8 +159,7 @@ void HealthWatchCall::OnCancel() {
 void HealthWatchCall::AdvanceLocked() {
   if (finished_ || writing_) return;
   // The latest status goes out first, a shutdown's NOT_SERVING included.
-  if (!gone_ && has_status_ && (!sent_any_ || latest_ != sent_)) {
-    sent_any_ = true;
+  if (!gone_ && latest_ != sent_) {
     sent_ = latest_;
     writing_ = true;
     write_bytes_ = ResponseOf(latest_);

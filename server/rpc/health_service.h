@@ -11,7 +11,6 @@
 #include <grpcpp/support/byte_buffer.h>
 
 #include <string>
-#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -62,6 +61,7 @@ class HealthStatus {
 
  private:
   void SetLocked(const std::string& service, Serving serving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetEveryLocked(Serving serving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
@@ -101,9 +101,9 @@ class HealthWatchCall final : public QueuedReactor, public HealthStatus::Watcher
   absl::Mutex mu_;
   grpc::ByteBuffer write_bytes_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool has_status_ ABSL_GUARDED_BY(mu_) = false;
+  // The status last notified, and the one last sent: kUnknown (which the table never
+  // holds) until the first of each.
   HealthStatus::Serving latest_ ABSL_GUARDED_BY(mu_) = HealthStatus::kUnknown;
-  bool sent_any_ ABSL_GUARDED_BY(mu_) = false;
   HealthStatus::Serving sent_ ABSL_GUARDED_BY(mu_) = HealthStatus::kUnknown;
   bool gone_ ABSL_GUARDED_BY(mu_) = false;  // the client: nothing more can be sent
   // To finish once nothing is left to send.

@@ -1,10 +1,20 @@
 #include "server/rpc/queued_call.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace gemmd {
 
 QueuedReactor::QueuedReactor(QueuedCall* call) : call_(call) { call->reactor_ = this; }
 
 grpc::GenericServerContext& QueuedReactor::context() const { return call_->context_; }
+
+absl::Status QueuedReactor::NoRequest(absl::string_view request_type) const {
+  if (call_->context_.IsCancelled()) {
+    return absl::CancelledError("the call ended before its request arrived");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("the call carried no request message; expected one ", request_type));
+}
 
 void QueuedReactor::StartRead(grpc::ByteBuffer* message) {
   call_->holds_.fetch_add(1, std::memory_order_relaxed);

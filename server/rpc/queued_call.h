@@ -22,6 +22,9 @@
 
 #include <atomic>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
 namespace gemmd {
 
 // Every tag on the server's completion queues: what its completion does (on the poller).
@@ -52,6 +55,9 @@ class QueuedReactor {
   explicit QueuedReactor(QueuedCall* call);
 
   grpc::GenericServerContext& context() const;
+  // Why a read that was to bring the request (a `request_type`) brought none: the client
+  // went away (CANCELLED), or half-closed without sending it (INVALID_ARGUMENT).
+  absl::Status NoRequest(absl::string_view request_type) const;
   void StartRead(grpc::ByteBuffer* message);
   void StartWrite(const grpc::ByteBuffer* message, grpc::WriteOptions options = {});
   void Finish(const grpc::Status& status);

@@ -121,12 +121,7 @@ TensorDownloadCall::TensorDownloadCall(const TensorCallEnvironment* env, QueuedC
 
 void TensorDownloadCall::OnReadDone(bool ok) {
   if (!ok) {
-    // No message: the client went away, or half-closed without sending one.
-    FinishWithStatus(
-        context_->IsCancelled()
-            ? absl::CancelledError("the call ended before its request arrived")
-            : absl::InvalidArgumentError("the call carried no request message; expected one "
-                                         "gemm.v1.GetTensorRequest"));
+    FinishWithStatus(NoRequest("gemm.v1.GetTensorRequest"));
     return;
   }
   const absl::Status started = Start(request_);

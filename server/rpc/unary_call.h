@@ -21,8 +21,9 @@ class UnaryCall final : public QueuedReactor {
       std::function<absl::Status(const grpc::ServerContextBase& context,
                                  const grpc::ByteBuffer& request, grpc::ByteBuffer* response)>;
 
-  // `request_type` is named in the error for a call that carried no request.
-  UnaryCall(QueuedCall* call, const char* request_type, Serve serve);
+  // `request_type` is named in the error for a call that carried no request; `serve`
+  // outlives the call.
+  UnaryCall(QueuedCall* call, const char* request_type, const Serve* serve);
 
   void OnReadDone(bool ok) override;
   void OnDone() override { delete this; }
@@ -31,7 +32,7 @@ class UnaryCall final : public QueuedReactor {
   ~UnaryCall() override = default;
 
   const char* const request_type_;
-  const Serve serve_;
+  const Serve* const serve_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
 };

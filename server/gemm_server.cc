@@ -93,6 +93,10 @@ absl::Status CheckConfig(const ServerConfig& c) {
     return absl::InvalidArgumentError(
         absl::StrCat("--cuda_sync=", c.cuda_sync, " is not one of blocking, spin"));
   }
+  if (c.cuda_lanes < 1 || c.cuda_lanes > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cuda_lanes=", c.cuda_lanes, " is not in [1, 16]"));
+  }
   if (absl::Status s = CheckServerTlsFiles(c.tls); !s.ok()) return s;
   if (c.tenant_max_inflight_bytes < 0 || c.tenant_tensor_store_bytes < 0) {
     return absl::InvalidArgumentError(
@@ -163,6 +167,7 @@ absl::StatusOr<Backend> OpenBackend(const ServerConfig& config) {
     CudaDeviceOptions options;
     options.memory_limit_bytes = config.device_memory_limit_bytes;
     options.blocking_sync = config.cuda_sync == "blocking";
+    options.lanes = config.cuda_lanes;
     options.resident_bytes = std::max<int64_t>(0, config.tensor_store_bytes);
     return OpenCudaBackend(config.devices, options);
   }
@@ -379,6 +384,8 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
        {"backend", server->backend_.name},
        {"devices", absl::StrJoin(device_names, "; ")},
        {"cuda_sync", server->backend_.name == "cuda" ? config.cuda_sync : std::string("-")},
+       {"cuda_lanes",
+        server->backend_.name == "cuda" ? absl::StrCat(config.cuda_lanes) : std::string("-")},
        {"call_queue_threads", absl::StrCat(queue_threads)},
        {"grpc", absl::StrCat(config.host, ":", server->port_)},
        {"metrics", server->metrics_port_ >= 0
@@ -400,8 +407,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
        {"max_inflight_bytes", absl::StrCat(config.max_inflight_bytes)},
        {"message_pool_bytes", absl::StrCat(config.message_pool_bytes)},
        {"grpc_buffer_bytes", absl::StrCat(server->grpc_buffer_bytes_)},
-       {"max_connection_age_s",
-        absl::StrCat(absl::ToDoubleSeconds(config.max_connection_age))},
+       {"max_connection_age_s", absl::StrCat(absl::ToDoubleSeconds(config.max_connection_age))},
        {"tensor_store_bytes", absl::StrCat(store_bytes)},
        {"tensor_store_max_tensors", absl::StrCat(config.tensor_store_max_tensors)},
        {"max_open_uploads", absl::StrCat(config.max_open_uploads)},

@@ -72,6 +72,7 @@ struct ServerConfig {
   std::string devices = "all";            // all | comma list of ordinals
   int64_t device_memory_limit_bytes = 0;  // per GPU; 0 = 90% of its free memory
   std::string cuda_sync = "spin";         // how threads wait for a GPU: spin | blocking
+  int cuda_lanes = 2;                     // batches one GPU runs at once (1 to 16)
   std::string grpc_args;  // extra gRPC arguments, "name=value,..." (--grpc_arg)
   // Resident tensors' cap (--tensor_store_bytes): -1 = a share of the devices' memory
   // (DefaultTensorStoreBytes), 0 = no store.

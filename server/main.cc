@@ -117,6 +117,11 @@ ABSL_FLAG(std::string, cuda_sync, "spin",
           "How a thread waits for its GPU: spin (answers sooner; measured faster and no "
           "dearer per request for small requests) or blocking (sleeps until the GPU signals: "
           "no core spent waiting on long launches).");
+ABSL_FLAG(int, cuda_lanes, 2,
+          "CUDA backend: batches one GPU runs at once, each with its own stream, page-locked "
+          "staging and share of device memory, so one batch's copies overlap another's "
+          "compute. More lanes start a batch sooner when the GPU is not the limit; each "
+          "spins a core while it waits (--cuda_sync=spin). 1 to 16.");
 ABSL_FLAG(std::string, grpc_arg, "",
           "Extra gRPC server arguments with integer values, name=value[,name=value] (e.g. "
           "grpc.http2.max_frame_size=1048576): for measuring transport settings; they "
@@ -268,6 +273,7 @@ int main(int argc, char** argv) {
   config.device_memory_limit_bytes = absl::GetFlag(FLAGS_device_memory_limit_bytes);
   config.tensor_store_bytes = absl::GetFlag(FLAGS_tensor_store_bytes);
   config.cuda_sync = absl::GetFlag(FLAGS_cuda_sync);
+  config.cuda_lanes = absl::GetFlag(FLAGS_cuda_lanes);
   config.grpc_args = absl::GetFlag(FLAGS_grpc_arg);
   config.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   config.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));

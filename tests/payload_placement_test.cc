@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -35,16 +36,19 @@ struct Aligned {
   absl::string_view view;
 };
 
-// Page-locks buffers from `from` bytes (the CUDA backend's rule, without CUDA).
+// Page-locks buffers from `from` bytes, and may from `pool_from` (the CUDA backend's rule,
+// its pool of page-locked blocks included, without CUDA).
 class LockingAllocator : public HostAllocator {
  public:
-  explicit LockingAllocator(size_t from) : from_(from) {}
+  explicit LockingAllocator(size_t from, size_t pool_from = SIZE_MAX)
+      : from_(from), pool_from_(std::min(from, pool_from)) {}
   char* Allocate(size_t bytes) override { return plain_->Allocate(bytes); }
   void Free(char* data, size_t bytes) override { plain_->Free(data, bytes); }
   bool page_locked(size_t bytes) const override { return bytes >= from_; }
+  bool may_page_lock(size_t bytes) const override { return bytes >= pool_from_; }
 
  private:
-  const size_t from_;
+  const size_t from_, pool_from_;
   const std::shared_ptr<HostAllocator> plain_ = PlainHostAllocator();
 };
 
@@ -150,6 +154,39 @@ TEST(PayloadPlacementTest, PiecesStayPiecesForADeviceThatGathersThem) {
   ASSERT_TRUE(placed.ok());
   EXPECT_TRUE(unused.empty());
   EXPECT_EQ(std::string(small_view), small);
+}
+
+// A size the pool of page-locked blocks may serve counts as page-locked: the payload is
+// copied where it arrived (the device then DMAs it in place), whole or in pieces, and only
+// smaller ones are left for the device to gather.
+TEST(PayloadPlacementTest, PayloadsThePoolMayPageLockAreCopiedNotLeftInPieces) {
+  auto memory = HostMemory::Create(0, 0, 256, std::make_shared<LockingAllocator>(8000, 2000));
+  const std::string small = Bytes(1500, 8), block = Bytes(3000, 9);
+  const Aligned block_whole(block, 0);
+  wire::ByteRuns small_runs, block_split;
+  small_runs.Append(absl::string_view(small).substr(0, 700));
+  small_runs.Append(absl::string_view(small).substr(700));
+  block_split.Append(absl::string_view(block).substr(0, 1000));
+  block_split.Append(absl::string_view(block).substr(1000));
+  const wire::ByteRuns block_runs(block_whole.view);
+  absl::string_view small_view, split_view, whole_view;
+  std::vector<absl::string_view> small_pieces, split_pieces, whole_pieces;
+  absl::StatusOr<PlacedPayloads> placed = PlacePayloads(memory.get(), nullptr,
+                                                        {{&small_runs, &small_view, &small_pieces},
+                                                         {&block_split, &split_view, &split_pieces},
+                                                         {&block_runs, &whole_view, &whole_pieces}},
+                                                        /*pieces_ok=*/true);
+  ASSERT_TRUE(placed.ok());
+  ASSERT_NE(placed->buffer, nullptr);
+  EXPECT_EQ(small_pieces.size(), 2u);  // gathered by the device
+  EXPECT_EQ(small_view.data(), nullptr);
+  EXPECT_TRUE(split_pieces.empty());
+  EXPECT_TRUE(whole_pieces.empty());
+  EXPECT_EQ(std::string(split_view), block);
+  EXPECT_EQ(std::string(whole_view), block);
+  EXPECT_NE(whole_view.data(), block_whole.at);  // copied although aligned in one slice
+  EXPECT_GE(split_view.data(), placed->buffer->data());
+  EXPECT_LT(whole_view.data(), placed->buffer->data() + placed->buffer->size());
 }
 
 TEST(PayloadPlacementTest, TheCapRefusesTheCopy) {

@@ -114,6 +114,8 @@ class HostMemory : public std::enable_shared_from_this<HostMemory> {
   int64_t max_bytes() const { return max_bytes_; }
   // Whether a buffer of `bytes` is page-locked (HostAllocator::page_locked).
   bool page_locked(size_t bytes) const { return allocator_->page_locked(bytes); }
+  // Whether it may be (HostAllocator::may_page_lock).
+  bool may_page_lock(size_t bytes) const { return allocator_->may_page_lock(bytes); }
 
  private:
   friend class Reservation;

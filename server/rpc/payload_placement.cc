@@ -24,9 +24,11 @@ absl::StatusOr<PlacedPayloads> PlacePayloads(HostMemory* memory, HostCopier* cop
     const std::optional<absl::string_view> whole = runs.Contiguous();
     const bool aligned =
         whole && reinterpret_cast<uintptr_t>(whole->data()) % kInPlaceAlignment == 0;
-    // A payload the device would read from page-locked memory is copied there; one it
-    // would stage anyway may stay where it arrived, whole or in pieces.
-    const bool staged = !memory->page_locked(runs.size());
+    // A payload the device would read from page-locked memory is copied there (where
+    // it arrived, its bytes still in this thread's cache, and not on the lane when its
+    // batch launches); one it would stage anyway may stay where it arrived, whole or in
+    // pieces.
+    const bool staged = !memory->may_page_lock(runs.size());
     if (runs.empty() || (whole && aligned && (staged || payloads[i].in_region))) {
       *payloads[i].view = whole.value_or(absl::string_view());
       placed.uses_wire |= !runs.empty();

@@ -5,9 +5,9 @@
 // tensor data a request makes on the host before its device reads it.
 //
 // In place needs the payload in one slice, aligned to 16 bytes, and no page-locked buffer
-// for its size (the CUDA backend's large payloads are copied into a pooled page-locked
-// buffer, from which the GPU's DMA reads directly; smaller ones are staged by the device
-// wherever they are). Thread-safe.
+// for its size (the CUDA backend's payloads above 16 KiB are copied into a pooled
+// page-locked buffer or block, from which the GPU's DMA reads directly; smaller ones are
+// staged by the device wherever they are). Thread-safe.
 #ifndef GEMMD_SERVER_RPC_PAYLOAD_PLACEMENT_H_
 #define GEMMD_SERVER_RPC_PAYLOAD_PLACEMENT_H_
 
@@ -41,8 +41,8 @@ struct PayloadSlot {
 
 // Places each slot's payload and points its view at it; the copying is spread over
 // `copier`'s threads when it is large (copier may be null: this thread alone). A payload
-// that arrived in several pieces is left so when its slot allows it, `pieces_ok` and it
-// needs no page-locked buffer. RESOURCE_EXHAUSTED when the buffer would pass the memory
+// that arrived in several pieces is left so when its slot allows it, `pieces_ok` and its
+// size may not be page-locked. RESOURCE_EXHAUSTED when the buffer would pass the memory
 // cap.
 absl::StatusOr<PlacedPayloads> PlacePayloads(HostMemory* memory, HostCopier* copier,
                                              const std::vector<PayloadSlot>& payloads,

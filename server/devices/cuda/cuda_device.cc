@@ -32,13 +32,51 @@ using cuda_device_internal::Fp32Output;
 // Zeros to fill the gaps between aligned regions, so that the copy-in of a whole launch
 // is one contiguous device range (one DMA per staging slot).
 constexpr char kGapFill[kRegionAlignment] = {};
-// An operand at least this large in page-locked memory is moved by its own DMA; smaller
-// ones are gathered through the staging ring, where many share one DMA (their bytes are
-// copied on the host either way: from the wire into a buffer or into the ring).
-constexpr int64_t kDirectDmaBytes = kPageLockedMinBytes;
-// A result above this size in page-locked memory is DMA'd into place: a smaller one is
-// cheaper to unpack from the ring than to give a DMA of its own.
-constexpr int64_t kDirectResultDmaBytes = kPinnedBlockMinBytes;
+// An operand or result above this size in page-locked memory moves by DMA straight from
+// or into its buffer (the pool's blocks start above it); smaller ones go through the
+// staging ring, where many share one DMA and a host copy is cheaper than a DMA's set-up.
+constexpr int64_t kDirectDmaMinBytes = kPinnedBlockMinBytes;
+
+// One copy between page-locked host memory and device memory, either way.
+struct Dma {
+  void* to;
+  const void* from;
+  size_t bytes;
+};
+
+// Enqueues `dmas` on `stream`, after the work before them: several as one
+// cudaMemcpyBatchAsync, which the copy engines run with less of a pause between copies
+// than one cudaMemcpyAsync each (a batch's operands and results lie in pooled blocks
+// that are seldom next to each other).
+absl::Status EnqueueDmas(const std::vector<Dma>& dmas, cudaStream_t stream) {
+  if (dmas.empty()) return absl::OkStatus();
+  if (dmas.size() > 1) {
+    std::vector<void*> to(dmas.size());
+    std::vector<const void*> from(dmas.size());
+    std::vector<size_t> bytes(dmas.size());
+    for (size_t i = 0; i < dmas.size(); ++i) {
+      to[i] = dmas[i].to;
+      from[i] = dmas[i].from;
+      bytes[i] = dmas[i].bytes;
+    }
+    cudaMemcpyAttributes in_stream_order{};
+    in_stream_order.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    size_t attribute_from = 0;  // every copy takes the one attribute
+    const cudaError_t batched =
+        cudaMemcpyBatchAsync(to.data(), from.data(), bytes.data(), dmas.size(), &in_stream_order,
+                             &attribute_from, 1, stream);
+    if (batched != cudaErrorNotSupported) return GEMMD_CUDA_STATUS(batched);
+    (void)cudaGetLastError();  // a driver without batches: one copy each
+  }
+  for (const Dma& dma : dmas) {
+    if (absl::Status s = GEMMD_CUDA_STATUS(
+            cudaMemcpyAsync(dma.to, dma.from, dma.bytes, cudaMemcpyDefault, stream));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -285,13 +323,14 @@ absl::StatusOr<CudaDevice::Arena> CudaDevice::AcquireArena(const LaunchPlan& pla
 }
 
 absl::Status CudaDevice::CopyIn(const ArenaCopies& copies, char* arena, Lane& lane) {
-  // A large region in page-locked memory (the server's request buffers) goes by its own
-  // DMA, straight from the host buffer; every other region goes through the staging
-  // ring, in arena order with the alignment gaps filled, so the ring sends the range as
-  // few DMAs as possible.
+  // A region above kDirectDmaMinBytes in page-locked memory (the server's request
+  // buffers and pooled blocks) goes by DMA straight from the host buffer, all of them in
+  // one batch of copies; every other region goes through the staging ring, in arena order
+  // with the alignment gaps filled, so the ring sends the range as few DMAs as possible.
   const cudaStream_t stream = lane.stream.get();
   std::vector<HostToDevice> staged;
   staged.reserve(copies.in.size() * 2);
+  std::vector<Dma> dmas;
   int64_t covered = -1;  // arena bytes up to `covered` are in `staged`, or -1 for none
   for (const ArenaCopyIn& region : copies.in) {
     if (region.from_device) {
@@ -301,10 +340,8 @@ absl::Status CudaDevice::CopyIn(const ArenaCopies& copies, char* arena, Lane& la
       covered = -1;  // no gap fill across it: the staged bytes land after this copy
       continue;
     }
-    if (region.bytes >= kDirectDmaBytes && IsPageLocked(region.from)) {
-      GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(
-          cudaMemcpyAsync(arena + region.at, region.from, static_cast<size_t>(region.bytes),
-                          cudaMemcpyHostToDevice, stream)));
+    if (region.bytes > kDirectDmaMinBytes && IsPageLocked(region.from)) {
+      dmas.push_back({arena + region.at, region.from, static_cast<size_t>(region.bytes)});
       continue;
     }
     if (covered >= 0 && region.at > covered && region.at - covered <= kRegionAlignment) {
@@ -313,6 +350,8 @@ absl::Status CudaDevice::CopyIn(const ArenaCopies& copies, char* arena, Lane& la
     staged.push_back({region.from, arena + region.at, static_cast<size_t>(region.bytes)});
     covered = region.at + region.bytes;
   }
+  // The direct copies first: the engines move them while the ring gathers on the host.
+  GEMMD_FAULT_IF_ERROR(EnqueueDmas(dmas, stream));
   GEMMD_FAULT_IF_ERROR(lane.staging->CopyIn(staged, stream));
   return absl::OkStatus();
 }
@@ -325,42 +364,33 @@ absl::Status CudaDevice::CopyOut(const ArenaCopies& copies, const char* arena, L
   const cudaStream_t stream = lane.stream.get();
   std::vector<DeviceToHost> staged;
   staged.reserve(copies.out.size());
-  bool direct = false;
-  DeviceToHost pending;  // the direct DMA being extended; bytes == 0: none
-  auto flush = [&]() -> absl::Status {
-    if (pending.bytes == 0) return absl::OkStatus();
-    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(pending.host, pending.device, pending.bytes,
-                                         cudaMemcpyDeviceToHost, stream));
-    pending = DeviceToHost{};
-    direct = true;
-    return absl::OkStatus();
-  };
+  std::vector<Dma> dmas;   // straight into place, enqueued together
+  bool on_device = false;  // a copy to a resident C was enqueued
   for (const ArenaCopyOut& region : copies.out) {
     const char* from = arena + region.at;
     const size_t bytes = static_cast<size_t>(region.bytes);
     if (region.to_device) {
       GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(
           cudaMemcpyAsync(region.to, from, bytes, cudaMemcpyDeviceToDevice, stream)));
-      direct = true;
+      on_device = true;
       continue;
     }
-    if (region.bytes > kDirectResultDmaBytes && IsPageLocked(region.to)) {
-      if (pending.bytes > 0 &&
-          static_cast<const char*>(pending.device) + pending.bytes == from &&
-          static_cast<char*>(pending.host) + pending.bytes == region.to &&
-          SamePinnedChunk(pending.host, static_cast<char*>(region.to) + bytes - 1)) {
-        pending.bytes += bytes;
+    if (region.bytes > kDirectDmaMinBytes && IsPageLocked(region.to)) {
+      Dma* last = dmas.empty() ? nullptr : &dmas.back();
+      if (last != nullptr && static_cast<const char*>(last->from) + last->bytes == from &&
+          static_cast<char*>(last->to) + last->bytes == region.to &&
+          SamePinnedChunk(last->to, static_cast<char*>(region.to) + bytes - 1)) {
+        last->bytes += bytes;
         continue;
       }
-      GEMMD_FAULT_IF_ERROR(flush());
-      pending = DeviceToHost{from, region.to, bytes};
+      dmas.push_back({region.to, from, bytes});
       continue;
     }
     staged.push_back({from, region.to, bytes});
   }
-  GEMMD_FAULT_IF_ERROR(flush());
+  GEMMD_FAULT_IF_ERROR(EnqueueDmas(dmas, stream));
   GEMMD_FAULT_IF_ERROR(lane.staging->CopyOut(staged, stream));
-  if (direct || staged.empty()) {
+  if (on_device || !dmas.empty() || staged.empty()) {
     GEMMD_FAULT_IF_ERROR(GEMMD_CUDA_STATUS(cudaStreamSynchronize(stream)));
   }
   return absl::OkStatus();

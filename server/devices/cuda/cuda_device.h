@@ -1,13 +1,14 @@
 // One GPU as a Device for the batcher (docs/ARCHITECTURE.md): the CUDA kernels of
 // kernels/cuda behind per-lane streams, pinned staging rings and device memory arenas.
 //
-// A launch runs as copy-in (the items' operands gathered through pinned staging into one
-// arena: for a dense launch regions A | B | C_in | C | workspace, so a batch's items are
-// back to back, the dense strided-batch layout one launch serves; for a quantized one
-// A | A scales | B codes | B scales | C | workspace, the packed bytes as they came),
-// compute (one launch) and copy-out (the C region scattered to each item's c_out). Each lane has
-// its own stream, staging ring and arena, so two batches on two lanes run at once and one's copies
-// overlap the other's compute.
+// A launch runs as copy-in (the items' operands into one arena, by DMA straight from the
+// page-locked buffers they were placed in, or gathered through pinned staging: for a
+// dense launch regions A | B | C_in | C | workspace, so a batch's items are back to back,
+// the dense strided-batch layout one launch serves; for a quantized one A | A scales |
+// B codes | B scales | C | workspace, the packed bytes as they came), compute (one
+// launch) and copy-out (the C region scattered to each item's c_out). Each lane has its
+// own stream, staging ring and arena, so batches on different lanes run at once and one's
+// copies overlap another's compute.
 //
 // Threads: Run may be called concurrently for different lanes (one caller per
 // lane); everything else is thread-safe. A CUDA fault (any CUDA error of a copy, launch

@@ -57,6 +57,7 @@ class PinnedAllocator final : public HostAllocator {
     }
   }
   bool page_locked(size_t bytes) const override { return bytes >= kPageLockedMinBytes; }
+  bool may_page_lock(size_t bytes) const override { return bytes > kPinnedBlockMinBytes; }
 
  private:
   const std::shared_ptr<HostAllocator> plain_ = PlainHostAllocator();

@@ -27,7 +27,7 @@ endif()
 gtest_discover_tests(server_unit_test DISCOVERY_TIMEOUT 60)
 
 add_executable(server_integration_test server_integration_test.cc
-  health_and_reflection_test.cc)
+  health_and_reflection_test.cc thread_name_test.cc)
 target_link_libraries(server_integration_test PRIVATE gemm_server_lib GTest::gtest_main)
 gtest_discover_tests(server_integration_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 

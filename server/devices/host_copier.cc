@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "server/observability/thread_name.h"
+
 namespace gemmd {
 namespace {
 
@@ -12,7 +14,12 @@ constexpr size_t kMinPieceBytes = size_t{256} << 10;
 }  // namespace
 
 HostCopier::HostCopier(int helper_threads) : ways_(std::max(0, helper_threads) + 1) {
-  for (int i = 0; i < helper_threads; ++i) helpers_.emplace_back([this] { HelperLoop(); });
+  for (int i = 0; i < helper_threads; ++i) {
+    helpers_.emplace_back([this] {
+      NameThisThread("gemmd-copy");
+      HelperLoop();
+    });
+  }
 }
 
 HostCopier::~HostCopier() {

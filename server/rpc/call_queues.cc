@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+#include "server/observability/thread_name.h"
+
 namespace gemmd {
 namespace {
 
@@ -26,7 +29,10 @@ void CallQueues::Start(const std::function<void(grpc::ServerCompletionQueue*)>& 
       QueuedCall::Await(&service_, queue.get(), router_);
     }
     if (await_more) await_more(queue.get());
-    pollers_.emplace_back(Poll, queue.get());
+    pollers_.emplace_back([queue = queue.get(), i = pollers_.size()] {
+      NameThisThread(absl::StrCat("gemmd-cq", i));
+      Poll(queue);
+    });
   }
 }
 

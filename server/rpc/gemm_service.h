@@ -175,7 +175,7 @@ class GemmServiceImpl final : public CallRouter {
   // Copies large payloads off the wire (PlacePayloads) with a few helper threads.
   HostCopier copier_{3};
   // Prepare large requests off the queues' threads (GemmCallEnvironment::preparers).
-  ThreadPool preparers_{4};
+  ThreadPool preparers_{4, "gemmd-prepare"};
   UploadWatch upload_watch_;
   GemmCallEnvironment environment_;
   const GemmCallSetup gemm_setup_{&environment_, &auth_};

@@ -4,11 +4,16 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "server/observability/thread_name.h"
 
 namespace gemmd {
 
 UploadWatch::UploadWatch(absl::Duration timeout) : timeout_(timeout) {
-  if (timeout_ > absl::ZeroDuration()) thread_ = std::thread([this] { Loop(); });
+  if (timeout_ > absl::ZeroDuration())
+    thread_ = std::thread([this] {
+      NameThisThread("gemmd-uploads");
+      Loop();
+    });
 }
 
 UploadWatch::~UploadWatch() {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/observability/log.h"
+#include "server/observability/thread_name.h"
 
 namespace gemmd {
 namespace {
@@ -42,10 +43,16 @@ Batcher::Batcher(std::vector<Device*> devices, Options options, ServerMetrics* m
       metrics_->SetDeviceHealthy(static_cast<int>(i), devices[i]->healthy());
     }
   }
-  dispatcher_ = std::thread([this] { DispatchLoop(); });
+  dispatcher_ = std::thread([this] {
+    NameThisThread("gemmd-dispatch");
+    DispatchLoop();
+  });
   for (size_t d = 0; d < devices.size(); ++d) {
     for (int lane = 0; lane < std::max(1, devices[d]->lanes()); ++lane) {
-      lanes_.emplace_back([this, d, lane] { LaneLoop(static_cast<int>(d), lane); });
+      lanes_.emplace_back([this, d, lane] {
+        NameThisThread(absl::StrCat("gemmd-lane", d, ".", lane));
+        LaneLoop(static_cast<int>(d), lane);
+      });
     }
   }
 }

@@ -10,9 +10,12 @@
 
 namespace gemmd {
 
-LaunchRunner::LaunchRunner(const KernelCatalogue* catalogue, ServerMetrics* metrics,
-                           Clock* clock, int completion_threads)
-    : catalogue_(catalogue), metrics_(metrics), clock_(clock), completions_(completion_threads) {}
+LaunchRunner::LaunchRunner(const KernelCatalogue* catalogue, ServerMetrics* metrics, Clock* clock,
+                           int completion_threads)
+    : catalogue_(catalogue),
+      metrics_(metrics),
+      clock_(clock),
+      completions_(completion_threads, "gemmd-answer") {}
 
 std::vector<LaunchRunner::Ran> LaunchRunner::Run(Device* device, int device_index, int lane,
                                                  Batch batch) {

@@ -3,10 +3,17 @@
 #include <algorithm>
 #include <utility>
 
+#include "server/observability/thread_name.h"
+
 namespace gemmd {
 
-ThreadPool::ThreadPool(int threads) {
-  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { WorkerLoop(); });
+ThreadPool::ThreadPool(int threads, std::string name) {
+  for (int i = 0; i < std::max(1, threads); ++i) {
+    threads_.emplace_back([this, name] {
+      NameThisThread(name);
+      WorkerLoop();
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -6,6 +6,7 @@
 
 #include <deque>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -16,7 +17,8 @@ namespace gemmd {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads);
+  // `name`: each thread's (NameThisThread).
+  ThreadPool(int threads, std::string name);
   ~ThreadPool();  // runs everything still queued, then joins
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

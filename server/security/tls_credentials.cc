@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/observability/log.h"
+#include "server/observability/thread_name.h"
 #include "server/security/pem_files.h"
 
 namespace gemmd {
@@ -199,7 +200,10 @@ absl::StatusOr<std::unique_ptr<ServerTls>> ServerTls::Start(const ServerTlsFiles
   }
   tls->credentials_ = grpc::experimental::TlsServerCredentials(options);
   ServerTls* watched = tls.get();
-  tls->watcher_ = std::thread([watched] { watched->Watch(); });
+  tls->watcher_ = std::thread([watched] {
+    NameThisThread("gemmd-tls");
+    watched->Watch();
+  });
   return tls;
 }
 

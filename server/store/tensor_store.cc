@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "server/observability/log.h"
+#include "server/observability/thread_name.h"
 
 namespace gemmd {
 namespace {
@@ -244,7 +245,10 @@ TensorStore::TensorStore(TensorStoreOptions options, std::vector<Device*> device
     tensors_per_device_.assign(devices_.size(), 0);
     for (size_t d = 0; d < devices_.size(); ++d) Publish(static_cast<int>(d));
   }
-  sweeper_ = std::thread([this] { SweepLoop(); });
+  sweeper_ = std::thread([this] {
+    NameThisThread("gemmd-sweeper");
+    SweepLoop();
+  });
 }
 
 TensorStore::~TensorStore() {

@@ -65,8 +65,12 @@ absl::Status EnqueueDmas(const std::vector<Dma>& dmas, cudaStream_t stream) {
     const cudaError_t batched =
         cudaMemcpyBatchAsync(to.data(), from.data(), bytes.data(), dmas.size(), &in_stream_order,
                              &attribute_from, 1, stream);
-    if (batched != cudaErrorNotSupported) return GEMMD_CUDA_STATUS(batched);
-    (void)cudaGetLastError();  // a driver without batches: one copy each
+    // A driver without batches, or one that refuses this batch (neither error is
+    // sticky): one copy each, which any driver takes.
+    if (batched != cudaErrorNotSupported && batched != cudaErrorInvalidValue) {
+      return GEMMD_CUDA_STATUS(batched);
+    }
+    (void)cudaGetLastError();
   }
   for (const Dma& dma : dmas) {
     if (absl::Status s = GEMMD_CUDA_STATUS(

@@ -357,6 +357,19 @@ TEST(ServerConfigTest, CallQueueThreadsOutOfRangeAreRefused) {
   }
 }
 
+// Checked whatever the backend, so a bad value fails the same on every machine.
+TEST(ServerConfigTest, CudaLanesOutOfRangeAreRefused) {
+  for (int lanes : {0, 17}) {
+    ServerConfig config = TestConfig();
+    config.cuda_lanes = lanes;
+    absl::StatusOr<std::unique_ptr<GemmServer>> server = GemmServer::Create(config);
+    ASSERT_FALSE(server.ok());
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(server.status().message(),
+              absl::StrCat("--cuda_lanes=", lanes, " is not in [1, 16]"));
+  }
+}
+
 TEST_F(ServerTest, WithNoHealthyDeviceHealthIsNotServingAndCallsAreUnavailable) {
   auto device = std::make_unique<FakeDevice>();
   device->FailWith(absl::InternalError("cuda:0 fault: unspecified launch failure"),

@@ -36,19 +36,21 @@ struct Aligned {
   absl::string_view view;
 };
 
-// Page-locks buffers from `from` bytes, and may from `pool_from` (the CUDA backend's rule,
-// its pool of page-locked blocks included, without CUDA).
+// Page-locks buffers from `from` bytes, and may from `pool_from` to `pool_to` (the CUDA
+// backend's rule, its pool of page-locked blocks included, without CUDA).
 class LockingAllocator : public HostAllocator {
  public:
-  explicit LockingAllocator(size_t from, size_t pool_from = SIZE_MAX)
-      : from_(from), pool_from_(std::min(from, pool_from)) {}
+  explicit LockingAllocator(size_t from, size_t pool_from = SIZE_MAX, size_t pool_to = SIZE_MAX)
+      : from_(from), pool_from_(pool_from), pool_to_(pool_to) {}
   char* Allocate(size_t bytes) override { return plain_->Allocate(bytes); }
   void Free(char* data, size_t bytes) override { plain_->Free(data, bytes); }
   bool page_locked(size_t bytes) const override { return bytes >= from_; }
-  bool may_page_lock(size_t bytes) const override { return bytes >= pool_from_; }
+  bool may_page_lock(size_t bytes) const override {
+    return page_locked(bytes) || (bytes >= pool_from_ && bytes <= pool_to_);
+  }
 
  private:
-  const size_t from_, pool_from_;
+  const size_t from_, pool_from_, pool_to_;
   const std::shared_ptr<HostAllocator> plain_ = PlainHostAllocator();
 };
 
@@ -187,6 +189,37 @@ TEST(PayloadPlacementTest, PayloadsThePoolMayPageLockAreCopiedNotLeftInPieces) {
   EXPECT_NE(whole_view.data(), block_whole.at);  // copied although aligned in one slice
   EXPECT_GE(split_view.data(), placed->buffer->data());
   EXPECT_LT(whole_view.data(), placed->buffer->data() + placed->buffer->size());
+}
+
+// Copied payloads share one buffer. When the pool's sizes add up to one that can never be
+// page-locked (past the largest block, short of the always page-locked sizes), they are
+// left for the device to stage, not copied into plain memory to be staged again.
+TEST(PayloadPlacementTest, PoolSizesThatTogetherCannotBePageLockedAreLeftInPieces) {
+  auto memory = HostMemory::Create(0, 0, 256, std::make_shared<LockingAllocator>(8000, 2000, 4000));
+  const std::string a = Bytes(3000, 10), b = Bytes(3000, 11);
+  wire::ByteRuns a_runs, b_runs;
+  a_runs.Append(absl::string_view(a).substr(0, 1000));
+  a_runs.Append(absl::string_view(a).substr(1000));
+  b_runs.Append(absl::string_view(b).substr(0, 2000));
+  b_runs.Append(absl::string_view(b).substr(2000));
+  absl::string_view a_view, b_view;
+  std::vector<absl::string_view> a_pieces, b_pieces;
+  absl::StatusOr<PlacedPayloads> placed = PlacePayloads(
+      memory.get(), nullptr, {{&a_runs, &a_view, &a_pieces}, {&b_runs, &b_view, &b_pieces}},
+      /*pieces_ok=*/true);
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(placed->buffer, nullptr);
+  EXPECT_EQ(a_pieces.size(), 2u);
+  EXPECT_EQ(b_pieces.size(), 2u);
+  EXPECT_EQ(memory->reserved_bytes(), 0);
+  // Alone, the same payload fits a block: copied.
+  std::vector<absl::string_view> alone_pieces;
+  placed = PlacePayloads(memory.get(), nullptr, {{&a_runs, &a_view, &alone_pieces}},
+                         /*pieces_ok=*/true);
+  ASSERT_TRUE(placed.ok());
+  ASSERT_NE(placed->buffer, nullptr);
+  EXPECT_TRUE(alone_pieces.empty());
+  EXPECT_EQ(std::string(a_view), a);
 }
 
 TEST(PayloadPlacementTest, TheCapRefusesTheCopy) {

@@ -22,10 +22,10 @@ class HostAllocator {
   // device moves it by its own DMA in place (an allocator may page-lock some smaller
   // ones too: a device asks of the pointer).
   virtual bool page_locked(size_t bytes) const = 0;
-  // Whether a buffer of `bytes` may come page-locked (from a pool of page-locked blocks
-  // while it has one free): a device then moves it by DMA in place, so an operand of that
-  // size is worth copying into such a buffer where it arrived rather than gathering it
-  // from where it arrived when its batch launches.
+  // Whether a buffer of `bytes` may come page-locked (always, or from a pool of
+  // page-locked blocks while it has one free): a device then moves it by DMA in place, so
+  // an operand of that size is worth copying into such a buffer where it arrived rather
+  // than gathering it from where it arrived when its batch launches.
   virtual bool may_page_lock(size_t bytes) const { return page_locked(bytes); }
 };
 

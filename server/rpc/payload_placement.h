@@ -6,8 +6,9 @@
 //
 // In place needs the payload in one slice, aligned to 16 bytes, and no page-locked buffer
 // for its size (the CUDA backend's payloads above 16 KiB are copied into a pooled
-// page-locked buffer or block, from which the GPU's DMA reads directly; smaller ones are
-// staged by the device wherever they are). Thread-safe.
+// page-locked buffer or block, from which the GPU's DMA reads directly, unless the
+// request's copied payloads together come to a size that is never page-locked; smaller
+// ones are staged by the device wherever they are). Thread-safe.
 #ifndef GEMMD_SERVER_RPC_PAYLOAD_PLACEMENT_H_
 #define GEMMD_SERVER_RPC_PAYLOAD_PLACEMENT_H_
 

@@ -57,7 +57,9 @@ class PinnedAllocator final : public HostAllocator {
     }
   }
   bool page_locked(size_t bytes) const override { return bytes >= kPageLockedMinBytes; }
-  bool may_page_lock(size_t bytes) const override { return bytes > kPinnedBlockMinBytes; }
+  bool may_page_lock(size_t bytes) const override {
+    return page_locked(bytes) || blocks_.Serves(bytes);
+  }
 
  private:
   const std::shared_ptr<HostAllocator> plain_ = PlainHostAllocator();

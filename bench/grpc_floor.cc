@@ -12,9 +12,16 @@
 // --api async, --callback_methods adds what gemm-server had beside its queues before
 // every method moved onto them (the other methods on the callback API), and
 // --notify_when_done what it has (each call's done notice), so each can be priced.
+// On --api async it also answers what a striped call asks of the tensor store (PutTensor,
+// a Matmul by handle keeping C, GetTensor of row ranges, DeleteTensor) with no bytes kept
+// (floor_tensors.h): the floor of `gemm-cli bench --stripes N`; with --copy_payloads each
+// uploaded chunk's bytes are also copied once out of gRPC's buffers, the least a server
+// that keeps them does (gemm-server copies them into page-locked memory for the DMA).
 //
-// Usage: grpc-floor [--port 50779] [--grpc_arg name=value,...] [--api callback|async]
+// Usage: grpc-floor [--port 50779 (0: any free port, printed)] [--grpc_arg name=value,...] [--api
+// callback|async]
 //                   [--threads 8] [--notify_when_done] [--callback_methods]
+//                   [--copy_payloads]
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
@@ -36,6 +43,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "bench/floor_tensors.h"
 #include "gemm/v1/gemm.grpc.pb.h"
 #include "gemm/v1/gemm.pb.h"
 #include "proto/proto_types.h"
@@ -44,27 +52,6 @@
 #include "proto/wire/stream_wire.h"
 
 namespace {
-
-// Zeros for C, shared by every response; grown (and the old one kept alive by the
-// slices that still reference it) when a larger C is asked for.
-class Zeros {
- public:
-  grpc::Slice Take(size_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (bytes > size_) {
-      size_ = std::max(bytes, 2 * size_);
-      buffers_.push_back(std::make_unique<char[]>(size_));  // zero-filled, kept forever
-    }
-    return grpc::Slice(buffers_.back().get(), bytes, grpc::Slice::STATIC_SLICE);
-  }
-
- private:
-  std::mutex mu_;
-  size_t size_ = 0;
-  std::vector<std::unique_ptr<char[]>> buffers_;
-};
-
-Zeros zeros;
 
 grpc::ByteBuffer Serialized(const google::protobuf::Message& message) {
   const std::string bytes = message.SerializeAsString();
@@ -86,9 +73,13 @@ grpc::Status Answer(const std::string& method, grpc::ByteBuffer* request,
     *response = Serialized(info);
     return grpc::Status::OK;
   }
+  if (method == "/gemm.v1.GemmService/DeleteTensor") {
+    return gemmd::floor::AnswerDeleteTensor(request, response);
+  }
   if (method != "/gemm.v1.GemmService/Matmul") {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                        "grpc-floor answers Matmul and MatmulStream only");
+                        "grpc-floor answers Matmul, MatmulStream, DeleteTensor and (--api "
+                        "async) PutTensor and GetTensor only");
   }
   std::vector<grpc::Slice> slices;
   (void)request->Dump(&slices);
@@ -106,8 +97,16 @@ grpc::Status AnswerMatmul(const gemmd::wire::ByteRuns& runs, grpc::ByteBuffer* r
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
   }
   const gemm::v1::MatmulRequest& r = parsed.head;
-  const auto& a = r.a().shape();
-  const auto& b = r.b().shape();
+  // An operand by handle has the shape it was put with (floor_tensors.h).
+  std::optional<gemm::v1::TensorHeader> a_kept, b_kept;
+  if (r.has_a_ref() && !(a_kept = gemmd::floor::FindTensor(r.a_ref().handle()))) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "a_ref: no such tensor");
+  }
+  if (r.has_b_ref() && !(b_kept = gemmd::floor::FindTensor(r.b_ref().handle()))) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "b_ref: no such tensor");
+  }
+  const auto& a = a_kept ? a_kept->shape() : r.a().shape();
+  const auto& b = b_kept ? b_kept->shape() : r.b().shape();
   if (a.size() < 2 || b.size() < 2) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a and b need rank 2 or 3");
   }
@@ -130,8 +129,15 @@ grpc::Status AnswerMatmul(const gemmd::wire::ByteRuns& runs, grpc::ByteBuffer* r
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "C's dimensions must be in [1, 2^20] and its elements at most 2^32");
   }
-  const size_t c_bytes = static_cast<size_t>(batch * m * n) * element;
-  grpc::Slice c = zeros.Take(c_bytes);
+  // A kept C: its shape and dtype remembered and its handle answered, no data.
+  if (r.has_keep_c()) {
+    gemm::v1::TensorHeader kept;
+    *kept.mutable_shape() = c_head.shape();
+    kept.set_dtype(c_head.dtype());
+    rest.mutable_c_ref()->set_handle(gemmd::floor::KeepTensor(kept));
+  }
+  const size_t c_bytes = r.has_keep_c() ? 0 : static_cast<size_t>(batch * m * n) * element;
+  const grpc::Slice c = c_bytes > 0 ? gemmd::floor::Zeros(c_bytes) : grpc::Slice();
   const gemmd::wire::EncodedMessage message = gemmd::wire::EncodeMatmulResponse(
       c_head, absl::string_view(reinterpret_cast<const char*>(c.begin()), c.size()), rest);
   std::vector<grpc::Slice> out;
@@ -208,6 +214,9 @@ grpc::ByteBuffer NextStreamMessage(std::deque<StreamAnswer>* queued, grpc::Write
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
+// --copy_payloads: each PutTensor chunk's bytes are copied out of gRPC's buffers once.
+bool copy_payloads = false;
+
 // Answers a stream lets wait before it reads no more.
 constexpr size_t kMaxQueuedAnswers = 256;
 
@@ -277,7 +286,7 @@ class AsyncFloorCall {
     AsyncFloorCall* call;
     Kind kind;
   };
-  enum class State { kRequested, kReading, kStreaming, kFinishing };
+  enum class State { kRequested, kReading, kStreaming, kUploading, kDownloading, kFinishing };
 
   void Step(bool ok) {
     switch (state_) {
@@ -288,14 +297,25 @@ class AsyncFloorCall {
         }
         new AsyncFloorCall(service_, cq_, notify_);  // the next call on this queue
         state_ = context_.method() == "/gemm.v1.GemmService/MatmulStream" ? State::kStreaming
+                 : context_.method() == "/gemm.v1.GemmService/PutTensor"  ? State::kUploading
                                                                           : State::kReading;
         stream_.Read(&request_, &step_);
         return;
       case State::kStreaming:
         StreamRead(ok);
         return;
+      case State::kUploading:
+        UploadRead(ok);
+        return;
+      case State::kDownloading:
+        Downloaded(ok);
+        return;
       case State::kReading: {
         state_ = State::kFinishing;
+        if (ok && context_.method() == "/gemm.v1.GemmService/GetTensor") {
+          StartDownload();
+          return;
+        }
         const grpc::Status status =
             ok ? Answer(context_.method(), &request_, &response_)
                : grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request message");
@@ -314,6 +334,62 @@ class AsyncFloorCall {
 
   void Release() {
     if (--holds_ == 0) delete this;
+  }
+
+  // A PutTensor chunk read (ok) or the stream's end: the answer decided by the first
+  // chunk, the others dropped, and sent once the stream ends (a refused first chunk ends
+  // the call at once, as gemm-server's does).
+  void UploadRead(bool ok) {
+    if (ok) {
+      if (copy_payloads) {
+        if (grpc::Status s = gemmd::floor::CopyChunkPayload(&request_); !s.ok()) {
+          state_ = State::kFinishing;
+          stream_.Finish(s, &step_);
+          return;
+        }
+      }
+      if (!answered_) {
+        answered_ = true;
+        upload_status_ = gemmd::floor::AnswerPutTensor(&request_, &response_);
+        if (!upload_status_.ok()) {
+          state_ = State::kFinishing;
+          stream_.Finish(upload_status_, &step_);
+          return;
+        }
+      }
+      request_.Clear();
+      stream_.Read(&request_, &step_);
+      return;
+    }
+    state_ = State::kFinishing;
+    if (!answered_) {
+      stream_.Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no chunk"), &step_);
+    } else {
+      stream_.WriteAndFinish(response_, grpc::WriteOptions(), grpc::Status::OK, &step_);
+    }
+  }
+
+  // GetTensor's request read: its chunks written one after another, then OK.
+  void StartDownload() {
+    const grpc::Status status = gemmd::floor::AnswerGetTensor(&request_, &chunks_);
+    if (!status.ok()) {
+      stream_.Finish(status, &step_);
+      return;
+    }
+    state_ = State::kDownloading;
+    next_chunk_ = 0;
+    stream_.Write(chunks_[0], &step_);
+  }
+
+  void Downloaded(bool ok) {
+    if (ok && ++next_chunk_ < chunks_.size()) {
+      stream_.Write(chunks_[next_chunk_], &step_);
+      return;
+    }
+    state_ = State::kFinishing;
+    stream_.Finish(
+        ok ? grpc::Status::OK : grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"),
+        &step_);
   }
 
   // A stream's read done: its answers queued, written when no write is in flight, and the
@@ -371,6 +447,11 @@ class AsyncFloorCall {
   // A stream's (one poller runs all of a call's events: no lock).
   std::deque<StreamAnswer> queued_;
   bool writing_ = false, reading_ = true, read_done_ = false;
+  // An upload's (PutTensor) and a download's (GetTensor).
+  bool answered_ = false;
+  grpc::Status upload_status_;
+  std::vector<grpc::ByteBuffer> chunks_;
+  size_t next_chunk_ = 0;
 };
 
 // MatmulStream on the callback API, as gemm-server serves it: one read at a time, each
@@ -486,18 +567,24 @@ int main(int argc, char** argv) {
       notify_when_done = true;
     } else if (std::strcmp(argv[i], "--callback_methods") == 0) {
       callback_methods = true;
+    } else if (std::strcmp(argv[i], "--copy_payloads") == 0) {
+      copy_payloads = true;
     } else {
       std::fprintf(stderr,
                    "usage: grpc-floor [--port 50779] [--grpc_arg name=value,...] "
                    "[--api callback|async] [--threads 8] [--notify_when_done] "
-                   "[--callback_methods]\n"
+                   "[--callback_methods] [--copy_payloads]\n"
                    "A gemm.v1 server that answers Matmul with zeros of C's size without "
                    "computing: what gRPC itself costs for a payload. --notify_when_done "
                    "(async API): each call also asks for gRPC's notice that it is over, as "
                    "gemm-server's do. --callback_methods (async API): the service's other "
                    "methods on the callback API, as gemm-server has them (here those the floor "
                    "does not answer, each UNIMPLEMENTED), so gRPC's callback threads run "
-                   "beside the queues.\n");
+                   "beside the queues. On the async API it also serves striped calls "
+                   "(PutTensor, Matmul by handle with keep_c, GetTensor, DeleteTensor), keeping "
+                   "tensors' shapes and none of their bytes; --copy_payloads copies each "
+                   "uploaded chunk's bytes once out of gRPC's buffers, as a server that stores "
+                   "them must.\n");
       return 2;
     }
   }
@@ -519,7 +606,9 @@ int main(int argc, char** argv) {
       other_methods;  // what the floor answers stays on the queues
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials());
+  int listening = 0;  // the port bound (--port 0: one the system picked)
+  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials(),
+                           &listening);
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
   if (api == "callback") {
@@ -531,11 +620,11 @@ int main(int argc, char** argv) {
   }
   gemmd::SetTransportArguments(&builder, *extra);  // as gemm-server
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr) {
+  if (server == nullptr || listening == 0) {
     std::fprintf(stderr, "grpc-floor: cannot listen on 127.0.0.1:%d\n", port);
     return 1;
   }
-  std::printf("grpc-floor on 127.0.0.1:%d (%s API)\n", port, api.c_str());
+  std::printf("grpc-floor on 127.0.0.1:%d (%s API)\n", listening, api.c_str());
   std::fflush(stdout);
   std::vector<std::thread> pollers;
   for (auto& cq : queues) {

@@ -7,6 +7,9 @@
 #     (four for more than four callers); and one caller's big
 #     request striped over 4, 8 and 16 connections, and through a shared-memory region
 #     (big_shm: operands and C in /dev/shm, the call carrying slices; gemm-server only);
+#     on CUDA the striped call against grpc-floor on the queues too, which answers the
+#     tensor store's RPCs without keeping bytes (floor_async), and the same copying each
+#     uploaded byte once (floor_copy): the least a striped call can take over gRPC;
 #   - small requests: the request rate and the server's CPU per request (--server_pid);
 #   - gemm-server over its Unix domain socket (server_unix) against loopback TCP;
 #   - small requests on MatmulStreams (*_stream: gemm-cli bench --stream) against the same
@@ -72,7 +75,7 @@ if [ "$mode" = cuda ]; then
   # The same requests on 8 MatmulStreams (one per connection), 64 in flight on each.
   streamed=(--dtype float16 --precision fp16_tensor --stream --concurrency 8 --channels 8
             --outstanding 64)
-  servers=(floor floor_async floor_async_cb server server_unix server_blocking)
+  servers=(floor floor_async floor_async_cb floor_copy server server_unix server_blocking)
 else
   big=(--m 4096 --n 1 --k 4096)
   small=()
@@ -88,6 +91,10 @@ for server in "${servers[@]}"; do
     # them: what gRPC's callback threads cost the calls on the queues.
     floor_async_cb) start floor_async_cb "$floor_bin" --port "$port" --api async --threads 8 \
               --callback_methods || exit 1 ;;
+    # The queues' floor copying each uploaded byte once out of gRPC's buffers, as a server
+    # that stores them must (striped calls only).
+    floor_copy) start floor_copy "$floor_bin" --port "$port" --api async --threads 8 \
+              --copy_payloads || exit 1 ;;
     server) start server "$server_bin" --port "$port" --metrics_port -1 \
               --backend "$mode" || exit 1 ;;
     server_unix) start server_unix "$server_bin" --port "$port" --metrics_port -1 \
@@ -110,6 +117,14 @@ for server in "${servers[@]}"; do
     for c in 8 16; do
       bench floor "big_c$c" "${big[@]}" --concurrency "$c" --channels "$c" --async --stripes 1
     done
+  fi
+  if [ "$server" = floor_async ] || [ "$server" = floor_copy ]; then
+    # gRPC's own cost of a striped call (floor_tensors.h: the store's RPCs answered, no
+    # bytes kept), without and with the one copy of each uploaded byte.
+    for stripes in 8 16; do
+      bench "$server" "big_striped$stripes" "${big[@]}" --concurrency 1 --stripes "$stripes"
+    done
+    [ "$server" = floor_copy ] && { stop; continue; }
   fi
   if [ "$server" = server ]; then
     # The same call striped over the client's connection pool (client/striped_call.h).

@@ -62,6 +62,12 @@ def main():
                   f"call's server total ({one['server_ms']['total']:.2f} ms); one connection "
                   f"p50 {one['latency_ms']['p50']:.2f} ms; its server copy-in "
                   f"{j['server_ms'].get('copy_in', 0):.2f} ms")
+            for floor in ("floor_async", "floor_copy"):
+                f = runs[case].get(floor)
+                if f and f["payload_mb_per_s"] > 0:
+                    print(f"  {j['payload_mb_per_s'] / f['payload_mb_per_s']:.2f}x the payload of "
+                          f"the same call against {floor} ({f['payload_mb_per_s']:.0f} MB/s, p50 "
+                          f"{f['latency_ms']['p50']:.2f} ms)")
             steps = j.get("striped_ms")
             if j.get("striped_calls"):
                 print(f"  its steps (client, mean of {j['striped_calls']} calls): put "

@@ -64,6 +64,16 @@ target_compile_definitions(striped_process_test PRIVATE
 add_dependencies(striped_process_test gemm-server gemm-cli)
 gtest_discover_tests(striped_process_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 
+# grpc-floor, the transport benchmarks' yardstick, serves striped calls (a process).
+if(TARGET grpc-floor)
+  add_executable(grpc_floor_test grpc_floor_test.cc)
+  target_link_libraries(grpc_floor_test PRIVATE gemm_client GTest::gtest_main absl::strings
+    absl::synchronization absl::time)
+  target_compile_definitions(grpc_floor_test PRIVATE GRPC_FLOOR_BINARY="$<TARGET_FILE:grpc-floor>")
+  add_dependencies(grpc_floor_test grpc-floor)
+  gtest_discover_tests(grpc_floor_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
+endif()
+
 # gemm-server --unix_socket, called by gemm-cli.
 add_executable(unix_socket_test unix_socket_test.cc)
 target_link_libraries(unix_socket_test PRIVATE GTest::gtest_main absl::strings

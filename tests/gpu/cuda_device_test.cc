@@ -13,6 +13,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -31,14 +32,14 @@
 #include "kernels/cuda/common/cuda_raii.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/reference_gemm.h"
-#include "server/scheduling/batch.h"
 #include "server/devices/cuda/cuda_catalogue.h"
 #include "server/devices/cuda/cuda_device_pool.h"
 #include "server/devices/cuda/device_memory_pool.h"
 #include "server/devices/cuda/pinned_host_allocator.h"
 #include "server/devices/cuda/pinned_staging.h"
-#include "server/devices/host_copier.h"
 #include "server/devices/device.h"
+#include "server/devices/host_copier.h"
+#include "server/scheduling/batch.h"
 #include "server/scheduling/job.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/test_util.h"
@@ -208,6 +209,35 @@ TEST_F(CudaDeviceTest, OneJob) {
   EXPECT_GT(run.compute, absl::ZeroDuration());
   EXPECT_GE(run.copy_out, absl::ZeroDuration());
   EXPECT_GT(device_->memory().device_pool_bytes, 0);
+  EXPECT_TRUE(device_->healthy());
+}
+
+// An upload's chunk arrives as runs of any size (gRPC's slices): they are gathered into the
+// page-locked bounce buffer and sent a buffer at a time, refilling it past its size. Runs
+// that straddle the buffer's end must land byte for byte, and a second write right after
+// must not disturb the first.
+TEST_F(CudaDeviceTest, ResidentWritesInRunsLandByteForByte) {
+  std::mt19937_64 rng(TestSeed(7));
+  const size_t total = (size_t{9} << 20) + 4093;  // more than two 4 MiB buffers
+  std::string bytes(total, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng());
+  std::vector<absl::string_view> runs;
+  for (size_t at = 0; at < total;) {
+    const size_t n = std::min<size_t>(total - at, 1 + rng() % (size_t{3} << 19));
+    runs.push_back(absl::string_view(bytes).substr(at, n));
+    at += n;
+  }
+  absl::StatusOr<void*> resident = device_->AllocateResident(static_cast<int64_t>(2 * total));
+  ASSERT_TRUE(resident.ok()) << resident.status();
+  char* const at = static_cast<char*>(*resident);
+  ASSERT_TRUE(device_->WriteResidentRuns(at, runs).ok());
+  ASSERT_TRUE(
+      device_->WriteResidentRuns(at + total, {absl::string_view(bytes).substr(0, 100)}).ok());
+  std::string back(total + 100, '\1');
+  ASSERT_TRUE(device_->ReadResident(back.data(), at, back.size()).ok());
+  EXPECT_TRUE(back.compare(0, total, bytes) == 0);
+  EXPECT_EQ(back.substr(total), bytes.substr(0, 100));
+  EXPECT_TRUE(device_->FreeResident(*resident, static_cast<int64_t>(2 * total)).ok());
   EXPECT_TRUE(device_->healthy());
 }
 

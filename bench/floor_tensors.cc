@@ -3,7 +3,6 @@
 #include <grpcpp/support/slice.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -19,6 +18,8 @@ namespace {
 
 // gemm-server's GetTensor chunk (kDownloadChunkBytes, server/rpc/tensor_download_call.h).
 constexpr int64_t kChunkBytes = int64_t{2} << 20;
+// The largest tensor put here: its zeros are allocated when it is read.
+constexpr int64_t kMaxTensorBytes = int64_t{16} << 30;
 
 class ZeroBuffers {
  public:
@@ -51,13 +52,22 @@ Store& TheStore() {
   return *store;
 }
 
+// `buffer`'s bytes where they lie, in `slices` (which hold them).
+wire::ByteRuns RunsOf(grpc::ByteBuffer* buffer, std::vector<grpc::Slice>* slices) {
+  (void)buffer->Dump(slices);
+  wire::ByteRuns runs;
+  for (const grpc::Slice& s : *slices) {
+    runs.Append(absl::string_view(reinterpret_cast<const char*>(s.begin()), s.size()));
+  }
+  return runs;
+}
+
+// A small message's bytes in one piece, for the generated parser.
 std::string Flat(grpc::ByteBuffer* buffer) {
   std::vector<grpc::Slice> slices;
-  (void)buffer->Dump(&slices);
-  std::string bytes;
-  for (const grpc::Slice& s : slices) {
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
+  const wire::ByteRuns runs = RunsOf(buffer, &slices);
+  std::string bytes(runs.size(), '\0');
+  runs.CopyTo(bytes.data());
   return bytes;
 }
 
@@ -95,13 +105,10 @@ grpc::Status CopyChunkPayload(grpc::ByteBuffer* chunk) {
   thread_local std::unique_ptr<char[]> buffer(new char[kBufferBytes]);
   thread_local size_t at = 0;
   std::vector<grpc::Slice> slices;
-  (void)chunk->Dump(&slices);
-  wire::ByteRuns runs;
-  for (const grpc::Slice& s : slices) {
-    runs.Append(absl::string_view(reinterpret_cast<const char*>(s.begin()), s.size()));
-  }
   wire::TensorChunkWire parsed;
-  if (absl::Status s = wire::ParseTensorChunk(runs, &parsed); !s.ok()) return Invalid(s.message());
+  if (absl::Status s = wire::ParseTensorChunk(RunsOf(chunk, &slices), &parsed); !s.ok()) {
+    return Invalid(s.message());
+  }
   for (const wire::ByteRuns* payload : {&parsed.data, &parsed.scales}) {
     for (absl::string_view run : payload->runs()) {
       while (!run.empty()) {
@@ -139,13 +146,10 @@ std::string KeepTensor(const gemm::v1::TensorHeader& header) {
 
 grpc::Status AnswerPutTensor(grpc::ByteBuffer* first_chunk, grpc::ByteBuffer* response) {
   std::vector<grpc::Slice> slices;
-  (void)first_chunk->Dump(&slices);
-  wire::ByteRuns runs;
-  for (const grpc::Slice& s : slices) {
-    runs.Append(absl::string_view(reinterpret_cast<const char*>(s.begin()), s.size()));
-  }
   wire::TensorChunkWire chunk;
-  if (absl::Status s = wire::ParseTensorChunk(runs, &chunk); !s.ok()) return Invalid(s.message());
+  if (absl::Status s = wire::ParseTensorChunk(RunsOf(first_chunk, &slices), &chunk); !s.ok()) {
+    return Invalid(s.message());
+  }
   if (!chunk.has_header) return Invalid("the first chunk must carry the header");
   gemm::v1::PutTensorResponse answer;
   if (chunk.header.has_part_of()) {
@@ -153,8 +157,10 @@ grpc::Status AnswerPutTensor(grpc::ByteBuffer* first_chunk, grpc::ByteBuffer* re
     if (!FindTensor(of)) return NotFound(of);
     answer.set_handle(of);
   } else {
-    if (absl::StatusOr<TensorRows> rows = RowsOf(chunk.header); !rows.ok()) {
-      return Invalid(rows.status().message());
+    absl::StatusOr<TensorRows> rows = RowsOf(chunk.header);
+    if (!rows.ok()) return Invalid(rows.status().message());
+    if (rows->data_bytes() + rows->scales_bytes() > kMaxTensorBytes) {
+      return Invalid(absl::StrCat("grpc-floor keeps tensors of up to ", kMaxTensorBytes, " bytes"));
     }
     answer.set_handle(KeepTensor(chunk.header));
   }

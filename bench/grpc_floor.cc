@@ -18,10 +18,9 @@
 // uploaded chunk's bytes are also copied once out of gRPC's buffers, the least a server
 // that keeps them does (gemm-server copies them into page-locked memory for the DMA).
 //
-// Usage: grpc-floor [--port 50779 (0: any free port, printed)] [--grpc_arg name=value,...] [--api
-// callback|async]
-//                   [--threads 8] [--notify_when_done] [--callback_methods]
-//                   [--copy_payloads]
+// Usage: grpc-floor [--port 50779 (0: any free port, printed)] [--grpc_arg name=value,...]
+//                   [--api callback|async] [--threads 8] [--notify_when_done]
+//                   [--callback_methods] [--copy_payloads]
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
@@ -350,10 +349,10 @@ class AsyncFloorCall {
       }
       if (!answered_) {
         answered_ = true;
-        upload_status_ = gemmd::floor::AnswerPutTensor(&request_, &response_);
-        if (!upload_status_.ok()) {
+        const grpc::Status status = gemmd::floor::AnswerPutTensor(&request_, &response_);
+        if (!status.ok()) {
           state_ = State::kFinishing;
-          stream_.Finish(upload_status_, &step_);
+          stream_.Finish(status, &step_);
           return;
         }
       }
@@ -448,8 +447,7 @@ class AsyncFloorCall {
   std::deque<StreamAnswer> queued_;
   bool writing_ = false, reading_ = true, read_done_ = false;
   // An upload's (PutTensor) and a download's (GetTensor).
-  bool answered_ = false;
-  grpc::Status upload_status_;
+  bool answered_ = false;  // the first chunk read, response_ holds the answer
   std::vector<grpc::ByteBuffer> chunks_;
   size_t next_chunk_ = 0;
 };
@@ -571,7 +569,7 @@ int main(int argc, char** argv) {
       copy_payloads = true;
     } else {
       std::fprintf(stderr,
-                   "usage: grpc-floor [--port 50779] [--grpc_arg name=value,...] "
+                   "usage: grpc-floor [--port 50779 (0: any)] [--grpc_arg name=value,...] "
                    "[--api callback|async] [--threads 8] [--notify_when_done] "
                    "[--callback_methods] [--copy_payloads]\n"
                    "A gemm.v1 server that answers Matmul with zeros of C's size without "

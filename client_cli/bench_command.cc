@@ -390,8 +390,8 @@ class StreamClosedLoop {
   std::vector<std::unique_ptr<Slot>> slots_;  // their requests reference the slots
 };
 
-// CPU seconds of the server (--server_pid) and of this process over the measured window,
-// read by a thread that wakes at its start and end.
+// CPU seconds of the server (--server_pid), of this process and of the whole host over
+// the measured window, read by a thread that wakes at its start and end.
 class WindowCpu {
  public:
   WindowCpu(int server_pid, absl::Time start, absl::Time end)
@@ -400,10 +400,13 @@ class WindowCpu {
           const absl::StatusOr<double> server0 =
               server_pid > 0 ? ProcessCpuSeconds(server_pid) : absl::StatusOr<double>(0.0);
           const absl::StatusOr<double> self0 = ProcessCpuSeconds(0);
+          const absl::StatusOr<double> host0 = HostBusyCpuSeconds();
           absl::SleepFor(end - absl::Now());
           const absl::StatusOr<double> server1 =
               server_pid > 0 ? ProcessCpuSeconds(server_pid) : absl::StatusOr<double>(0.0);
           const absl::StatusOr<double> self1 = ProcessCpuSeconds(0);
+          const absl::StatusOr<double> host1 = HostBusyCpuSeconds();
+          if (host0.ok() && host1.ok()) host_s_ = *host1 - *host0;
           if (server0.ok() && server1.ok()) server_s_ = *server1 - *server0;
           if (self0.ok() && self1.ok()) client_s_ = *self1 - *self0;
           server_ok_ = server_pid > 0 && server0.ok() && server1.ok();
@@ -412,10 +415,11 @@ class WindowCpu {
   void Join() { thread_.join(); }
   double server_s() const { return server_s_; }
   double client_s() const { return client_s_; }
+  double host_s() const { return host_s_; }  // 0: not measured
   bool server_ok() const { return server_ok_; }
 
  private:
-  double server_s_ = 0, client_s_ = 0;
+  double server_s_ = 0, client_s_ = 0, host_s_ = 0;
   bool server_ok_ = false;
   std::thread thread_;
 };
@@ -814,6 +818,8 @@ int RunBench(const CliOptions& o) {
     }
     if (cpu.server_ok()) report.server_cpu_us_per_request = cpu.server_s() / ok * 1e6;
     report.client_cpu_us_per_request = cpu.client_s() / ok * 1e6;
+    report.host_cores_busy = report.duration_s > 0 ? cpu.host_s() / report.duration_s : 0;
+    report.host_cores = static_cast<int>(std::thread::hardware_concurrency());
   }
   if (sampler != nullptr) {
     absl::StatusOr<SampleCheck> check =

@@ -86,8 +86,12 @@ std::string FormatBenchText(const BenchReport& r) {
     const std::string server = r.server_cpu_us_per_request > 0
                                    ? absl::StrFormat("%.1f", r.server_cpu_us_per_request)
                                    : std::string("n/a (--server_pid PID)");
-    absl::StrAppendFormat(&out, "cpu us/request: server=%s client=%.1f\n", server,
+    absl::StrAppendFormat(&out, "cpu us/request: server=%s client=%.1f", server,
                           r.client_cpu_us_per_request);
+    if (r.host_cores_busy > 0) {
+      absl::StrAppendFormat(&out, "  host: %.1f of %d cores busy", r.host_cores_busy, r.host_cores);
+    }
+    out += "\n";
   }
   if (r.mode != "in-process") {
     absl::StrAppendFormat(&out,
@@ -164,6 +168,7 @@ std::string FormatBenchJson(const BenchReport& r) {
       ",\"dropped\":", r.dropped,
       ",\"server_cpu_us_per_request\":", Num(r.server_cpu_us_per_request),
       ",\"client_cpu_us_per_request\":", Num(r.client_cpu_us_per_request),
+      ",\"host_cores_busy\":", Num(r.host_cores_busy), ",\"host_cores\":", r.host_cores,
       ",\"verify\":{\"checked\":", r.verified, ",\"max_rel_error\":", Num(r.verify_max_error),
       ",\"tolerance\":", Num(r.verify_tolerance), ",\"pass\":",
       r.verified > 0 && r.verify_max_error <= r.verify_tolerance ? "true" : "false", "}}\n");

@@ -63,6 +63,10 @@ struct BenchReport {
   // CPU seconds per successful request over the measured window (0 = not measured).
   double server_cpu_us_per_request = 0;
   double client_cpu_us_per_request = 0;
+  // The host's cores busy on average over the measured window (any process; 0 = not
+  // measured), and how many it has.
+  double host_cores_busy = 0;
+  int host_cores = 0;
   // --verify: answers checked against FP64 (0 = not verified), the worst one's relative
   // error and the tolerance it is held to.
   int verified = 0;

@@ -29,4 +29,24 @@ absl::StatusOr<double> ProcessCpuSeconds(int pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+absl::StatusOr<double> HostBusyCpuSeconds() {
+  std::ifstream file("/proc/stat");
+  if (!file) return absl::NotFoundError("no /proc/stat");
+  std::string line;
+  std::getline(file, line);
+  std::istringstream fields(line);
+  std::string name;
+  // "cpu  user nice system idle iowait irq softirq steal ..." in clock ticks.
+  unsigned long long value = 0, busy = 0;
+  int column = 0;
+  if (!(fields >> name) || name != "cpu") return absl::InternalError("unreadable /proc/stat");
+  for (; fields >> value; ++column) {
+    if (column == 3 || column == 4 || column == 7) continue;  // idle, iowait, steal
+    if (column == 8) break;                                   // guest time is already in user time
+    busy += value;
+  }
+  if (column < 4) return absl::InternalError("unreadable /proc/stat");
+  return static_cast<double>(busy) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 }  // namespace gemmd

@@ -82,6 +82,17 @@ TEST(BenchReportTest, RatesAndJson) {
                            "\"server_cpu_us_per_request\":55.5,\"client_cpu_us_per_request\":20,"),
             std::string::npos)
       << open_json;
+  // The host's busy cores, when measured (the text says nothing of them otherwise).
+  EXPECT_EQ(open_text.find("cores busy"), std::string::npos) << open_text;
+  EXPECT_NE(open_json.find("\"host_cores_busy\":0,\"host_cores\":0,"), std::string::npos)
+      << open_json;
+  r.host_cores_busy = 15.25;
+  r.host_cores = 16;
+  EXPECT_NE(FormatBenchText(r).find("client=20.0  host: 15.2 of 16 cores busy\n"),
+            std::string::npos)
+      << FormatBenchText(r);
+  EXPECT_NE(FormatBenchJson(r).find("\"host_cores_busy\":15.25,\"host_cores\":16,"),
+            std::string::npos);
   // Streams (--stream) and a sample verified (--verify); not verified: checked 0, no pass.
   EXPECT_NE(open_json.find("\"verify\":{\"checked\":0,\"max_rel_error\":0,\"tolerance\":0,"
                            "\"pass\":false}}"),

@@ -38,5 +38,22 @@ TEST(ProcessCpuTest, ReadsThisProcessAndRefusesAMissingOne) {
   EXPECT_EQ(ProcessCpuSeconds(1 << 30).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(ProcessCpuTest, HostBusyTimeGrowsWithWorkAndCoversThisProcess) {
+  absl::StatusOr<double> host0 = HostBusyCpuSeconds();
+  absl::StatusOr<double> self0 = ProcessCpuSeconds(0);
+  ASSERT_TRUE(host0.ok()) << host0.status();
+  ASSERT_TRUE(self0.ok());
+  EXPECT_GT(*host0, 0.0);
+  volatile double sink = 0;
+  for (int i = 0; i < 50000000; ++i) sink = sink + i * 0.5;  // busy for a while
+  absl::StatusOr<double> host1 = HostBusyCpuSeconds();
+  absl::StatusOr<double> self1 = ProcessCpuSeconds(0);
+  ASSERT_TRUE(host1.ok());
+  ASSERT_TRUE(self1.ok());
+  // The host's busy time includes this process's (less a tick or two of rounding each).
+  EXPECT_GE(*host1 - *host0, *self1 - *self0 - 0.05);
+  EXPECT_GT(*self1 - *self0, 0.0);
+}
+
 }  // namespace
 }  // namespace gemmd

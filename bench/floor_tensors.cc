@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "client/generic_stream.h"
 #include "client/tensor_chunks.h"
 #include "proto/wire/gemm_wire.h"
 
@@ -52,13 +53,11 @@ Store& TheStore() {
   return *store;
 }
 
-// `buffer`'s bytes where they lie, in `slices` (which hold them).
+// `buffer`'s bytes where they lie, in `slices` (which hold them); none when gRPC cannot
+// read it (the parser then refuses them).
 wire::ByteRuns RunsOf(grpc::ByteBuffer* buffer, std::vector<grpc::Slice>* slices) {
-  (void)buffer->Dump(slices);
   wire::ByteRuns runs;
-  for (const grpc::Slice& s : *slices) {
-    runs.Append(absl::string_view(reinterpret_cast<const char*>(s.begin()), s.size()));
-  }
+  if (!DumpMessage(buffer, slices, &runs)) return wire::ByteRuns();
   return runs;
 }
 

@@ -101,8 +101,10 @@ struct MatmulArgs {
   // Set: C is written into this region slice (exactly C's size); the result then has
   // C's shape and dtype in info().c() and no C bytes.
   RegionSliceRef c_shm;
-  std::optional<float> alpha;  // unset = 1
-  float beta = 0.0f;
+  // Unset alpha = 1. An FP64 product takes them as they are; the other precisions
+  // round them to FP32 (on the server).
+  std::optional<double> alpha;
+  double beta = 0.0;
   bool transpose_a = false;
   bool transpose_b = false;
   gemm::v1::Precision precision = gemm::v1::PRECISION_AUTO;

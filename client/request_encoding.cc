@@ -112,8 +112,20 @@ wire::EncodedMessage EncodeMatmulArgs(const MatmulArgs& args) {
   if (args.keep_c) SetKeep(args.keep_c, head.mutable_keep_c());
   if (args.c_shm.set()) ToProto(args.c_shm, head.mutable_c_shm());
   if (args.row_plan) *head.mutable_row_plan() = *args.row_plan;
-  if (args.alpha) head.set_alpha(*args.alpha);
-  head.set_beta(args.beta);
+  // The FP32 fields always (what a server older than the FP64 ones reads), the FP64 ones
+  // where FP32 cannot hold the value exactly.
+  // Through a volatile: GCC 12.2 at -O2 may drop double -> float -> double round trips
+  // written side by side (RoundedToFp32 in kernels/gemm_problem.h).
+  const auto exact_in_float = [](double v) {
+    const volatile float rounded = static_cast<float>(v);
+    return static_cast<double>(rounded) == v;
+  };
+  if (args.alpha) {
+    head.set_alpha(static_cast<float>(*args.alpha));
+    if (!exact_in_float(*args.alpha)) head.set_alpha_f64(*args.alpha);
+  }
+  head.set_beta(static_cast<float>(args.beta));
+  if (!exact_in_float(args.beta)) head.set_beta_f64(args.beta);
   head.set_transpose_a(args.transpose_a);
   head.set_transpose_b(args.transpose_b);
   head.set_precision(args.precision);

@@ -21,9 +21,19 @@ int64_t ElementBytes(gemm::v1::DataType type) {
       return 2;
     case gemm::v1::DATA_TYPE_INT8:
       return 1;
+    case gemm::v1::DATA_TYPE_FLOAT64:
+      return 8;
     default:  // FLOAT32 (and UNSPECIFIED, which means it), INT32
       return 4;
   }
+}
+
+gemm::v1::DataType OutputDtype(const MatmulArgs& args) {
+  if (args.output_dtype != gemm::v1::DATA_TYPE_UNSPECIFIED) return args.output_dtype;
+  const bool fp64 =
+      args.precision == gemm::v1::PRECISION_FP64 ||
+      (args.precision == gemm::v1::PRECISION_AUTO && args.a.dtype == gemm::v1::DATA_TYPE_FLOAT64);
+  return fp64 ? gemm::v1::DATA_TYPE_FLOAT64 : gemm::v1::DATA_TYPE_FLOAT32;
 }
 
 int64_t MatmulCBytes(const MatmulArgs& args) {
@@ -35,7 +45,7 @@ int64_t MatmulCBytes(const MatmulArgs& args) {
   const int64_t n = args.transpose_b ? b[b.size() - 2] : b[b.size() - 1];
   const int64_t batch = std::max(a.size() == 3 ? a[0] : 1, b.size() == 3 ? b[0] : 1);
   if (m < 1 || n < 1 || batch < 1) return -1;
-  return batch * m * n * ElementBytes(args.output_dtype);
+  return batch * m * n * ElementBytes(OutputDtype(args));
 }
 
 uint32_t TtlFor(absl::Duration timeout) {

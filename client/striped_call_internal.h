@@ -22,6 +22,9 @@ inline constexpr char kLabel[] = "striped call";
 
 // Bytes of one element of `type` (UNSPECIFIED is FLOAT32).
 int64_t ElementBytes(gemm::v1::DataType type);
+// The dtype of the C the server answers `args` with: output_dtype, or where unset FLOAT64
+// for an FP64 product and FLOAT32 otherwise.
+gemm::v1::DataType OutputDtype(const MatmulArgs& args);
 // C's bytes, where the client can tell them from the inline operands; -1 where it cannot
 // (an operand by handle, a shape the server will refuse anyway).
 int64_t MatmulCBytes(const MatmulArgs& args);

@@ -16,6 +16,7 @@ namespace gemmd {
 using striped_internal::ElementBytes;
 using striped_internal::kLabel;
 using striped_internal::MatmulCBytes;
+using striped_internal::OutputDtype;
 using striped_internal::TtlFor;
 
 int StripedCall::RowBlocksFor(const MatmulArgs& args, const CallOptions& options) const {
@@ -51,7 +52,7 @@ absl::Status StripedCall::MatmulInBlocks(const MatmulArgs& args, const CallOptio
   const int64_t k = args.a.shape[1];
   const int64_t n = args.transpose_b ? args.b.shape[0] : args.b.shape[1];
   const int64_t a_row_bytes = k * ElementBytes(args.a.dtype);
-  const int64_t c_row_bytes = n * ElementBytes(args.output_dtype);
+  const int64_t c_row_bytes = n * ElementBytes(OutputDtype(args));
   // Whole panels of kRowPlanAlign rows, the last block whatever is left.
   const int64_t block_rows =
       ((m + blocks - 1) / blocks + kRowPlanAlign - 1) / kRowPlanAlign * kRowPlanAlign;

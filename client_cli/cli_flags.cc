@@ -31,9 +31,10 @@ ABSL_FLAG(int64_t, m, 512, "Rows of op(A) and C (random operands).");
 ABSL_FLAG(int64_t, n, 512, "Columns of op(B) and C (random operands).");
 ABSL_FLAG(int64_t, k, 512, "Inner dimension (random operands).");
 ABSL_FLAG(int64_t, batch, 0, "Batch items ([batch, rows, cols] operands); 0 = plain matrices.");
-ABSL_FLAG(std::string, dtype, "float32", "Random operands' dtype: float32, float16, bfloat16.");
+ABSL_FLAG(std::string, dtype, "float32",
+          "Random operands' dtype: float32, float16, bfloat16, float64 (computed in FP64).");
 ABSL_FLAG(std::string, a, "",
-          "A from a .npy file (float32/float16, C order), or @HANDLE: a resident tensor "
+          "A from a .npy file (float32/float16/float64, C order), or @HANDLE: a resident tensor "
           "(gemm-cli put), sent by reference. A file needs --b; with a handle the other "
           "operand may be random (its shape from the handle's and --m/--n).");
 ABSL_FLAG(std::string, b, "", "B from a .npy file (needs --a), or @HANDLE (see --a).");
@@ -42,8 +43,11 @@ ABSL_FLAG(std::string, c, "",
           "instead of random values.");
 ABSL_FLAG(std::string, out, "", "matmul: write C to this .npy file.");
 ABSL_FLAG(std::string, precision, "auto",
-          "auto | fp32 | fp16_tensor. auto: FP32 for float32 inputs, else the tensor path.");
-ABSL_FLAG(std::string, output_dtype, "float32", "C's dtype: float32, float16, bfloat16.");
+          "auto | fp32 | fp16_tensor | fp64. auto: FP32 for float32 inputs, FP64 for float64 "
+          "ones, else the tensor path. fp64 takes float64 inputs only.");
+ABSL_FLAG(std::string, output_dtype, "",
+          "C's dtype: float32, float16, bfloat16; float64 for FP64 (its only one). Unset: "
+          "float32, or float64 for FP64.");
 ABSL_FLAG(bool, transpose_a, false, "A is stored [K, M].");
 ABSL_FLAG(bool, transpose_b, false, "B is stored [N, K].");
 ABSL_FLAG(double, alpha, 1.0, "C = alpha * op(A) op(B) + beta * C.");

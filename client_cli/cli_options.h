@@ -23,7 +23,7 @@ struct CliOptions {
   std::string dtype = "float32";                 // of random operands
   std::string a_path, b_path, c_path, out_path;
   std::string precision = "auto";
-  std::string output_dtype = "float32";
+  std::string output_dtype;  // empty: float32, or float64 for FP64
   bool transpose_a = false, transpose_b = false;
   double alpha = 1.0, beta = 0.0;
   std::string kernel;

@@ -20,8 +20,9 @@ absl::StatusOr<DataType> ParseDataType(const std::string& name, const char* flag
   if (s == "float32" || s == "fp32" || s == "f32") return DataType::kFloat32;
   if (s == "float16" || s == "fp16" || s == "f16") return DataType::kFloat16;
   if (s == "bfloat16" || s == "bf16") return DataType::kBFloat16;
+  if (s == "float64" || s == "fp64" || s == "f64") return DataType::kFloat64;
   return absl::InvalidArgumentError(
-      absl::StrCat("--", flag, "=", name, " is not one of float32, float16, bfloat16"));
+      absl::StrCat("--", flag, "=", name, " is not one of float32, float16, bfloat16, float64"));
 }
 
 absl::StatusOr<gemm::v1::Precision> ParsePrecision(const std::string& name) {
@@ -29,8 +30,9 @@ absl::StatusOr<gemm::v1::Precision> ParsePrecision(const std::string& name) {
   if (s == "auto") return gemm::v1::PRECISION_AUTO;
   if (s == "fp32") return gemm::v1::PRECISION_FP32;
   if (s == "fp16_tensor" || s == "fp16") return gemm::v1::PRECISION_FP16_TENSOR;
+  if (s == "fp64") return gemm::v1::PRECISION_FP64;
   return absl::InvalidArgumentError(
-      absl::StrCat("--precision=", name, " is not one of auto, fp32, fp16_tensor"));
+      absl::StrCat("--precision=", name, " is not one of auto, fp32, fp16_tensor, fp64"));
 }
 
 // N(0,1) values stored as `type`: never zeros, so a kernel that skips work shows up.
@@ -40,6 +42,10 @@ std::string RandomData(DataType type, int64_t count, std::mt19937_64& rng) {
   if (type == DataType::kFloat32) {
     float* p = reinterpret_cast<float*>(out.data());
     for (int64_t i = 0; i < count; ++i) p[i] = dist(rng);
+  } else if (type == DataType::kFloat64) {
+    std::normal_distribution<double> dist64(0.0, 1.0);  // every bit of the significand
+    double* p = reinterpret_cast<double*>(out.data());
+    for (int64_t i = 0; i < count; ++i) p[i] = dist64(rng);
   } else {
     uint16_t* p = reinterpret_cast<uint16_t*>(out.data());
     const bool half = type == DataType::kFloat16;
@@ -128,6 +134,10 @@ void Place(Operand op, Slot slot, gemm::v1::MatmulRequest* r, std::string* resid
 }  // namespace
 
 double ToleranceFor(const GemmProblem& p) {
+  // FP64 against the long-double reference: about sqrt(K) roundings of 2^-53 each.
+  if (p.precision == Precision::kFp64) {
+    return 1e-13 * std::max(1.0, std::sqrt(static_cast<double>(p.k) / 16384.0));
+  }
   double tol = p.precision == Precision::kFp16Tensor ? 1e-3 : 1e-5;
   if (p.c_type == DataType::kFloat16) tol = std::max(tol, 1e-3);
   if (p.c_type == DataType::kBFloat16) tol = std::max(tol, 8e-3);
@@ -142,13 +152,14 @@ absl::StatusOr<std::unique_ptr<MatmulInputs>> BuildMatmulInputs(const CliOptions
 
   absl::StatusOr<gemm::v1::Precision> precision = ParsePrecision(o.precision);
   if (!precision.ok()) return precision.status();
-  absl::StatusOr<DataType> out_type = ParseDataType(o.output_dtype, "output_dtype");
-  if (!out_type.ok()) return out_type.status();
+  std::optional<DataType> out_type;  // unset: FLOAT32, FLOAT64 for FP64 (the server's rule)
+  if (!o.output_dtype.empty()) {
+    absl::StatusOr<DataType> parsed = ParseDataType(o.output_dtype, "output_dtype");
+    if (!parsed.ok()) return parsed.status();
+    out_type = *parsed;
+  }
   p.transpose_a = o.transpose_a;
   p.transpose_b = o.transpose_b;
-  p.alpha = static_cast<float>(o.alpha);
-  p.beta = static_cast<float>(o.beta);
-  p.c_type = *out_type;
   if (!o.c_path.empty() && o.beta == 0.0) {
     return absl::InvalidArgumentError("--c is the C of beta * C: it needs --beta != 0");
   }
@@ -221,14 +232,20 @@ absl::StatusOr<std::unique_ptr<MatmulInputs>> BuildMatmulInputs(const CliOptions
   p.batch = std::max<int64_t>({batch_a, batch_b, 1});
   p.batch_stride_a = batch_a <= 1 && p.batch > 1 ? 0 : -1;
   p.batch_stride_b = batch_b <= 1 && p.batch > 1 ? 0 : -1;
-  p.precision = *precision == gemm::v1::PRECISION_AUTO
-                    ? (p.a_type == DataType::kFloat32 ? Precision::kFp32 : Precision::kFp16Tensor)
-                    : *PrecisionFromProto(*precision);
+  p.precision = *precision != gemm::v1::PRECISION_AUTO ? *PrecisionFromProto(*precision)
+                : p.a_type == DataType::kFloat32       ? Precision::kFp32
+                : p.a_type == DataType::kFloat64       ? Precision::kFp64
+                                                       : Precision::kFp16Tensor;
+  const bool fp64 = p.precision == Precision::kFp64;
+  p.c_type = out_type ? *out_type : fp64 ? DataType::kFloat64 : DataType::kFloat32;
+  // The server computes the other precisions with alpha and beta rounded to FP32.
+  p.alpha = fp64 ? o.alpha : RoundedToFp32(o.alpha);
+  p.beta = fp64 ? o.beta : RoundedToFp32(o.beta);
 
   r.set_transpose_a(o.transpose_a);
   r.set_transpose_b(o.transpose_b);
-  if (o.alpha != 1.0) r.set_alpha(p.alpha);
-  r.set_beta(p.beta);
+  if (o.alpha != 1.0) r.set_alpha_f64(o.alpha);
+  if (o.beta != 0.0) r.set_beta_f64(o.beta);
   r.set_precision(*precision);
   r.set_output_dtype(DataTypeToProto(p.c_type));
   r.set_kernel(o.kernel);

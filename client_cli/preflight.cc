@@ -35,7 +35,12 @@ bool Sum(std::initializer_list<int64_t> terms, int64_t* out) {
   return true;
 }
 
-int64_t DtypeBytes(const std::string& dtype) { return dtype == "float32" ? 4 : 2; }
+bool IsFloat64(const std::string& dtype) {
+  return dtype == "float64" || dtype == "fp64" || dtype == "f64";
+}
+int64_t DtypeBytes(const std::string& dtype) {
+  return IsFloat64(dtype) ? 8 : dtype == "float32" ? 4 : 2;
+}
 
 int64_t FileBytes(const std::string& path) {
   struct stat st {};
@@ -52,8 +57,10 @@ absl::Status TooLarge() {
 
 absl::StatusOr<RequestSize> MatmulRequestSize(const CliOptions& o) {
   RequestSize s;
-  const int64_t out_bytes =
-      o.output_dtype == "float16" || o.output_dtype == "bfloat16" ? 2 : 4;
+  // Unset: FLOAT32, or FLOAT64 for float64 operands (FP64).
+  const std::string out =
+      o.output_dtype.empty() ? (IsFloat64(o.dtype) ? o.dtype : "float32") : o.output_dtype;
+  const int64_t out_bytes = IsFloat64(out) ? 8 : out == "float16" || out == "bfloat16" ? 2 : 4;
   if (!o.a_path.empty() || !o.b_path.empty()) {
     // The files hold the operands (plus small headers); the result's size is only known
     // once they are read, which the server's own checks then cover.

@@ -27,8 +27,12 @@ MatmulArgs ArgsOf(const gemm::v1::MatmulRequest& r) {
   args.b_ref = r.b_ref().handle();
   args.c_ref = r.c_ref().handle();
   args.keep_c = KeepOf(r.has_keep_c(), r.keep_c());
-  if (r.has_alpha()) args.alpha = r.alpha();
-  args.beta = r.beta();
+  if (r.has_alpha_f64()) {
+    args.alpha = r.alpha_f64();
+  } else if (r.has_alpha()) {
+    args.alpha = r.alpha();
+  }
+  args.beta = r.has_beta_f64() ? r.beta_f64() : r.beta();
   args.transpose_a = r.transpose_a();
   args.transpose_b = r.transpose_b();
   args.precision = r.precision();

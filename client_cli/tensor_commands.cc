@@ -174,7 +174,8 @@ int RunGet(const CliOptions& o) {
   std::string how;
   const bool quantized = got->header.format() != gemm::v1::QUANT_FORMAT_UNSPECIFIED;
   const std::optional<DataType> type = DataTypeFromProto(got->header.dtype());
-  if (!quantized && type && (*type == DataType::kFloat32 || *type == DataType::kFloat16)) {
+  if (!quantized && type &&
+      (*type == DataType::kFloat32 || *type == DataType::kFloat16 || *type == DataType::kFloat64)) {
     out.type = *type;
     out.data = std::move(got->data);
     how = DataTypeName(*type);

@@ -4,6 +4,8 @@ namespace gemmd {
 
 size_t DataTypeSize(DataType type) {
   switch (type) {
+    case DataType::kFloat64:
+      return 8;
     case DataType::kFloat32:
     case DataType::kInt32:
       return 4;
@@ -28,6 +30,8 @@ const char* DataTypeName(DataType type) {
       return "INT8";
     case DataType::kInt32:
       return "INT32";
+    case DataType::kFloat64:
+      return "FLOAT64";
   }
   return "UNKNOWN";
 }
@@ -38,9 +42,13 @@ const char* PrecisionName(Precision precision) {
       return "FP32";
     case Precision::kFp16Tensor:
       return "FP16_TENSOR";
+    case Precision::kFp64:
+      return "FP64";
   }
   return "UNKNOWN";
 }
+
+double RoundedToFp32(double v) { return static_cast<float>(v); }
 
 DataType TensorOperandType(DataType input_type) {
   // BF16 keeps its range on the tensor path; everything else is rounded to FP16.

@@ -15,7 +15,7 @@
 
 namespace gemmd {
 
-enum class DataType : uint8_t { kFloat32, kFloat16, kBFloat16, kInt8, kInt32 };
+enum class DataType : uint8_t { kFloat32, kFloat16, kBFloat16, kInt8, kInt32, kFloat64 };
 
 // Bytes per element.
 size_t DataTypeSize(DataType type);
@@ -28,10 +28,17 @@ enum class Precision : uint8_t {
   // Tensor-core path: operands rounded to FP16 (or kept in BF16 when both inputs are
   // BF16), products accumulated in FP32.
   kFp16Tensor,
+  // FLOAT64 inputs, products and sums in FP64, C in FLOAT64.
+  kFp64,
 };
-inline constexpr int kNumPrecisions = 2;
+inline constexpr int kNumPrecisions = 3;
 
-const char* PrecisionName(Precision precision);  // "FP32", "FP16_TENSOR"
+const char* PrecisionName(Precision precision);  // "FP32", "FP16_TENSOR", "FP64"
+
+// `v` rounded to FP32 and back: the alpha and beta the FP32 paths compute with. Out of
+// line on purpose: GCC 12.2 at -O2 drops two such round trips written side by side (its
+// SLP vectorizer pairs them into a conversion it then deletes).
+double RoundedToFp32(double v);
 
 // The element type the tensor path feeds to the multiplier for these inputs.
 DataType TensorOperandType(DataType input_type);
@@ -53,8 +60,10 @@ struct GemmProblem {
   DataType b_type = DataType::kFloat32;
   DataType c_type = DataType::kFloat32;  // output, and the C input when beta != 0
   Precision precision = Precision::kFp32;
-  float alpha = 1.0f;
-  float beta = 0.0f;
+  // In FP64, as the caller gave them; kernels of the other precisions take them rounded
+  // to FP32.
+  double alpha = 1.0;
+  double beta = 0.0;
   // Elements between consecutive batch items; 0 = broadcast. Defaults: dense packing.
   int64_t batch_stride_a = -1;
   int64_t batch_stride_b = -1;

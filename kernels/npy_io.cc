@@ -95,10 +95,12 @@ absl::StatusOr<NpyArray> ParseNpyHeader(absl::string_view bytes, uint64_t file_s
     array.type = DataType::kFloat32;
   } else if (*descr == "'<f2'") {
     array.type = DataType::kFloat16;
+  } else if (*descr == "'<f8'") {
+    array.type = DataType::kFloat64;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": dtype ", *descr,
-                     " is not supported; expected '<f4' (float32) or '<f2' (float16)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": dtype ", *descr,
+        " is not supported; expected '<f4' (float32), '<f2' (float16) or '<f8' (float64)"));
   }
   absl::StatusOr<absl::string_view> fortran = DictValue(header, "fortran_order", name);
   if (!fortran.ok()) return fortran.status();
@@ -149,8 +151,11 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes, const std::string& n
 std::string SerializeNpy(const NpyArray& array) {
   std::string shape = absl::StrJoin(array.shape, ", ");
   if (array.shape.size() == 1) shape += ",";
-  std::string header = absl::StrCat("{'descr': '", array.type == DataType::kFloat16 ? "<f2" : "<f4",
-                                    "', 'fortran_order': False, 'shape': (", shape, "), }");
+  const char* descr = array.type == DataType::kFloat16   ? "<f2"
+                      : array.type == DataType::kFloat64 ? "<f8"
+                                                         : "<f4";
+  std::string header =
+      absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': (", shape, "), }");
   // Pad with spaces so the data starts 64-byte aligned, ending in a newline (as numpy).
   const size_t unpadded = kMagicSize + 4 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');

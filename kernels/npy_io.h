@@ -1,5 +1,6 @@
-// Reading and writing NumPy .npy files (format versions 1.0-3.0) for FLOAT32 ('<f4') and
-// FLOAT16 ('<f2') arrays in C order, as the client's --a/--b/--out use them.
+// Reading and writing NumPy .npy files (format versions 1.0-3.0) for FLOAT32 ('<f4'),
+// FLOAT16 ('<f2') and FLOAT64 ('<f8') arrays in C order, as the client's --a/--b/--out use
+// them.
 // Errors: NOT_FOUND / INTERNAL for I/O, INVALID_ARGUMENT for files it cannot take
 // (other dtypes, Fortran order, truncated data), each message naming the file.
 #ifndef GEMMD_KERNELS_NPY_IO_H_

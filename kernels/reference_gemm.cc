@@ -33,6 +33,9 @@ struct LoadI8 {
 struct LoadI32 {
   static double Get(const void* p, int64_t i) { return LoadAt<int32_t>(p, i); }
 };
+struct LoadF64 {
+  static double Get(const void* p, int64_t i) { return LoadAt<double>(p, i); }
+};
 
 template <typename F>
 void DispatchLoader(DataType type, F&& f) {
@@ -47,6 +50,8 @@ void DispatchLoader(DataType type, F&& f) {
       return f(LoadI8{});
     case DataType::kInt32:
       return f(LoadI32{});
+    case DataType::kFloat64:
+      return f(LoadF64{});
   }
 }
 
@@ -54,28 +59,38 @@ const void* Offset(const void* base, DataType type, int64_t elements) {
   return static_cast<const char*>(base) + elements * static_cast<int64_t>(DataTypeSize(type));
 }
 
-template <typename LB>
+// out[r, j] = alpha * (a_rows[r, :] . op(B)[:, j]) + beta * C_in[row_begin + r, j], summed
+// and scaled in Acc and rounded to double once.
+template <typename LB, typename Acc>
 void RowsWithB(const GemmProblem& p, const void* b, const std::vector<double>& a_rows, int64_t rows,
-               double* out) {
+               const void* c_in, int64_t row_begin, double* out) {
   const int64_t n = p.n;
   const int64_t k = p.k;
+  std::vector<Acc> acc(static_cast<size_t>(n));
   for (int64_t r = 0; r < rows; ++r) {
     const double* a_row = a_rows.data() + r * k;
-    double* acc = out + r * n;
     if (!p.transpose_b) {  // B is [K, N]: stream rows of B
-      for (int64_t j = 0; j < n; ++j) acc[j] = 0.0;
+      for (int64_t j = 0; j < n; ++j) acc[j] = 0;
       for (int64_t q = 0; q < k; ++q) {
-        const double a = a_row[q];
+        const Acc a = a_row[q];
         const int64_t row = q * n;
-        for (int64_t j = 0; j < n; ++j) acc[j] += a * LB::Get(b, row + j);
+        for (int64_t j = 0; j < n; ++j) acc[j] += a * static_cast<Acc>(LB::Get(b, row + j));
       }
     } else {  // B is [N, K]: dot products of contiguous rows
       for (int64_t j = 0; j < n; ++j) {
         const int64_t row = j * k;
-        double s = 0.0;
-        for (int64_t q = 0; q < k; ++q) s += a_row[q] * LB::Get(b, row + q);
+        Acc s = 0;
+        for (int64_t q = 0; q < k; ++q) s += a_row[q] * static_cast<Acc>(LB::Get(b, row + q));
         acc[j] = s;
       }
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      Acc v = static_cast<Acc>(p.alpha) * acc[j];
+      if (c_in != nullptr) {
+        v += static_cast<Acc>(p.beta) *
+             static_cast<Acc>(LoadAsDouble(c_in, p.c_type, (row_begin + r) * n + j));
+      }
+      out[r * n + j] = static_cast<double>(v);
     }
   }
 }
@@ -105,21 +120,19 @@ void ReferenceGemmRows(const GemmProblem& p, const GemmOperands& operands, int64
       }
     }
   });
-  DispatchLoader(p.b_type,
-                 [&](auto loader) { RowsWithB<decltype(loader)>(p, b, a_rows, rows, out); });
-
-  const bool read_c = p.beta != 0.0f && operands.c_in != nullptr;
+  const bool read_c = p.beta != 0.0 && operands.c_in != nullptr;
   const void* c_in =
       read_c ? Offset(operands.c_in, p.c_type, batch_index * p.StrideCIn()) : nullptr;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t j = 0; j < p.n; ++j) {
-      double& v = out[r * p.n + j];
-      v *= static_cast<double>(p.alpha);
-      if (read_c) {
-        v += static_cast<double>(p.beta) * LoadAsDouble(c_in, p.c_type, (row_begin + r) * p.n + j);
-      }
+  // FP64 operands would lose as much to a double accumulator as the kernel under test
+  // does: sum them in long double (x86's 64-bit significand, 11 bits more).
+  const bool wide = p.a_type == DataType::kFloat64 || p.b_type == DataType::kFloat64;
+  DispatchLoader(p.b_type, [&](auto loader) {
+    if (wide) {
+      RowsWithB<decltype(loader), long double>(p, b, a_rows, rows, c_in, row_begin, out);
+    } else {
+      RowsWithB<decltype(loader), double>(p, b, a_rows, rows, c_in, row_begin, out);
     }
-  }
+  });
 }
 
 std::vector<double> ReferenceGemm(const GemmProblem& problem, const GemmOperands& operands) {

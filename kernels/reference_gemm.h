@@ -1,6 +1,7 @@
 // FP64 reference GEMM on the host: the yardstick every backend and kernel is tested
-// against (docs/ARCHITECTURE.md, "Numerics"). It reads the operands exactly as stored (so the FP16 tensor
-// path's rounding of FP32 inputs counts as error) and accumulates in double.
+// against (docs/ARCHITECTURE.md, "Numerics"). It reads the operands exactly as stored (so the FP16
+// tensor path's rounding of FP32 inputs counts as error) and accumulates in double (FLOAT64
+// operands: in long double, rounded to double once).
 // Thread-safe; single-threaded and simple on purpose; fine up to ~1e9 multiply-adds.
 #ifndef GEMMD_KERNELS_REFERENCE_GEMM_H_
 #define GEMMD_KERNELS_REFERENCE_GEMM_H_

@@ -16,6 +16,8 @@ std::optional<DataType> DataTypeFromProto(int value) {
       return DataType::kInt8;
     case gemm::v1::DATA_TYPE_INT32:
       return DataType::kInt32;
+    case gemm::v1::DATA_TYPE_FLOAT64:
+      return DataType::kFloat64;
     default:
       return std::nullopt;
   }
@@ -33,6 +35,8 @@ gemm::v1::DataType DataTypeToProto(DataType type) {
       return gemm::v1::DATA_TYPE_INT8;
     case DataType::kInt32:
       return gemm::v1::DATA_TYPE_INT32;
+    case DataType::kFloat64:
+      return gemm::v1::DATA_TYPE_FLOAT64;
   }
   return gemm::v1::DATA_TYPE_UNSPECIFIED;
 }
@@ -43,6 +47,8 @@ std::optional<Precision> PrecisionFromProto(int value) {
       return Precision::kFp32;
     case gemm::v1::PRECISION_FP16_TENSOR:
       return Precision::kFp16Tensor;
+    case gemm::v1::PRECISION_FP64:
+      return Precision::kFp64;
     default:
       return std::nullopt;
   }
@@ -54,6 +60,8 @@ gemm::v1::Precision PrecisionToProto(Precision precision) {
       return gemm::v1::PRECISION_FP32;
     case Precision::kFp16Tensor:
       return gemm::v1::PRECISION_FP16_TENSOR;
+    case Precision::kFp64:
+      return gemm::v1::PRECISION_FP64;
   }
   return gemm::v1::PRECISION_AUTO;
 }

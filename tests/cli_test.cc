@@ -175,7 +175,7 @@ TEST(MatmulInputsTest, BadFlagsAreExplained) {
   CliOptions o;
   o.precision = "tf32";
   EXPECT_EQ(BuildMatmulInputs(o).status().message(),
-            "--precision=tf32 is not one of auto, fp32, fp16_tensor");
+            "--precision=tf32 is not one of auto, fp32, fp16_tensor, fp64");
   o = CliOptions();
   o.a_path = "/nonexistent.npy";
   EXPECT_EQ(BuildMatmulInputs(o).status().message(),

@@ -2,15 +2,16 @@
 // results it hands back against the FP64 reference, into the caller's buffer or its
 // own, QuantizedMatmul, the server's errors passed through with their codes and
 // messages, and the client-side checks.
-#include "client/gemm_client.h"
-
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "client/connection_pool.h"
+#include "client/gemm_client.h"
 #include "kernels/quant_formats.h"
 #include "kernels/reference_gemm.h"
 #include "tests/server_fixture.h"
@@ -79,6 +80,47 @@ TEST_F(ClientLibraryTest, MatmulMatchesTheReferenceInEitherBuffer) {
   finished.WaitForNotification();
   ASSERT_TRUE(async_status.ok()) << async_status;
   EXPECT_LE(RelativeError(ref.data(), async.c().data(), DataType::kFloat32, m * n), 1e-6);
+}
+
+// FLOAT64 operands with alpha and beta FP32 cannot hold: the library sends them in FP64
+// (else the result would be off by FP32's rounding of them), on one connection and
+// striped (C's FLOAT64 size counted right), within 1e-13 of the long-double reference.
+TEST_F(ClientLibraryTest, Float64MatmulKeepsFp64ScalarsOnOneConnectionAndStriped) {
+  const int64_t m = 40, n = 24, k = 300;
+  std::mt19937_64 rng(5);
+  const std::string a = RandomBytes(DataType::kFloat64, m * k, rng),
+                    b = RandomBytes(DataType::kFloat64, k * n, rng),
+                    c = RandomBytes(DataType::kFloat64, m * n, rng);
+  MatmulArgs args;
+  args.a = {{m, k}, gemm::v1::DATA_TYPE_FLOAT64, a};
+  args.b = {{k, n}, gemm::v1::DATA_TYPE_FLOAT64, b};
+  args.c = TensorRef{{m, n}, gemm::v1::DATA_TYPE_FLOAT64, c};
+  args.alpha = 1.0 / 3.0;
+  args.beta = -0.1;
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a_type = p.b_type = p.c_type = DataType::kFloat64;
+  p.precision = Precision::kFp64;
+  p.alpha = 1.0 / 3.0;
+  p.beta = -0.1;
+  const std::vector<double> ref = ReferenceGemm(p, {a.data(), b.data(), c.data(), nullptr});
+
+  GemmClient client(channel_, std::make_shared<ConnectionPool>(
+                                  Endpoint(absl::StrCat("127.0.0.1:", server_->port()))));
+  for (int stripes : {1, 3}) {
+    SCOPED_TRACE(absl::StrCat(stripes, " stripes"));
+    CallOptions options;
+    options.stripes = stripes;
+    MatmulResult result;
+    ASSERT_TRUE(client.Matmul(args, options, &result).ok());
+    ASSERT_EQ(result.c().size(), static_cast<size_t>(m * n * 8));
+    EXPECT_EQ(result.info().c().dtype(), gemm::v1::DATA_TYPE_FLOAT64);
+    EXPECT_EQ(result.info().precision(), gemm::v1::PRECISION_FP64);
+    EXPECT_LE(RelativeError(ref.data(), result.c().data(), DataType::kFloat64, m * n), 1e-13);
+    EXPECT_EQ(result.striped_steps().has_value(), stripes > 1);
+  }
 }
 
 // A C of 8 MiB and more is copied out of its slices by several threads: every byte must

@@ -26,7 +26,7 @@ using ::gemmd::testing::TestSeed;
 struct Case {
   int64_t batch, m, n, k;
   bool ta, tb;
-  float alpha, beta;
+  double alpha, beta;
   DataType in_type;
   Precision precision;
   DataType out_type = DataType::kFloat32;
@@ -48,6 +48,8 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
 
 // Documented tolerances (docs/ARCHITECTURE.md, "Numerics") for N(0,1) data.
 double Tolerance(const Case& c) {
+  // FP64 against a long-double reference: about sqrt(K) roundings of 2^-53 each.
+  if (c.precision == Precision::kFp64) return 1e-13;
   double tol = 1e-5;
   if (c.precision == Precision::kFp16Tensor && c.in_type == DataType::kFloat32) tol = 1e-3;
   if (c.out_type == DataType::kFloat16) tol = std::max(tol, 1e-3);
@@ -112,6 +114,17 @@ std::vector<Case> Cases() {
   cases.push_back({1, 33, 65, 129, true, false, 1.0f, 0.0f, f16, fp32});
   cases.push_back({1, 33, 65, 129, false, false, 1.0f, 1.0f, f32, fp32, f16});
   cases.push_back({1, 33, 65, 129, false, false, 1.0f, 0.0f, bf16, tensor, bf16});
+  const DataType f64 = DataType::kFloat64;
+  const Precision fp64 = Precision::kFp64;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      cases.push_back({1, 129, 127, 65, ta, tb, 1.0 / 3.0, -0.1, f64, fp64, f64});
+    }
+  }
+  cases.push_back({1, 1, 257, 4099, false, false, 1.0, 0.0, f64, fp64, f64});  // long K, skinny
+  cases.push_back({3, 31, 17, 19, false, false, 1.5, 0.25, f64, fp64, f64});   // batched
+  cases.push_back({4, 16, 16, 16, true, false, 1.0, 0.0, f64, fp64, f64, true});
+  cases.push_back({1, 33, 65, 129, false, false, 0.0, 0.7, f64, fp64, f64});  // alpha = 0
   return cases;
 }
 

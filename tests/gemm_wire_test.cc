@@ -61,6 +61,8 @@ gemm::v1::MatmulRequest FullMatmul() {
   r.mutable_c()->set_data(Bytes(24, 3));
   r.set_alpha(0.5f);
   r.set_beta(-2.0f);
+  r.set_alpha_f64(1.0 / 3.0);  // fixed64: split by every slicing below too
+  r.set_beta_f64(-1e-300);
   r.set_transpose_a(true);
   r.set_precision(gemm::v1::PRECISION_FP16_TENSOR);
   r.set_output_dtype(gemm::v1::DATA_TYPE_BFLOAT16);

@@ -90,6 +90,75 @@ TEST(MatmulValidationTest, BetaUsesC) {
   EXPECT_EQ(v->input_bytes, (4 * 5 + 5 * 3 + 4 * 3) * 4);
 }
 
+// FP64 is a path of its own: FLOAT64 operands resolve AUTO to it, C is FLOAT64 unless
+// asked otherwise (and nothing else is allowed), and alpha/beta keep their FP64 values.
+TEST(MatmulValidationTest, Float64OperandsTakeTheFp64Path) {
+  MatmulRequest r;
+  Fill(r.mutable_a(), {4, 5}, gemm::v1::DATA_TYPE_FLOAT64, 8);
+  Fill(r.mutable_b(), {5, 3}, gemm::v1::DATA_TYPE_FLOAT64, 8);
+  Fill(r.mutable_c(), {4, 3}, gemm::v1::DATA_TYPE_FLOAT64, 8);
+  r.set_alpha_f64(1.0 / 3.0);
+  r.set_beta_f64(1e-300);  // beyond FP32's range: still a beta that reads C
+  absl::StatusOr<ValidatedMatmul> v = ValidateMatmul(r, kLimits);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->problem.precision, Precision::kFp64);
+  EXPECT_EQ(v->problem.c_type, DataType::kFloat64);
+  EXPECT_EQ(v->problem.alpha, 1.0 / 3.0);
+  EXPECT_EQ(v->problem.beta, 1e-300);
+  EXPECT_EQ(v->operands.c_in, r.c().data().data());
+  EXPECT_EQ(v->output_bytes, 4 * 3 * 8);
+  EXPECT_EQ(v->input_bytes, (4 * 5 + 5 * 3 + 4 * 3) * 8);
+
+  r.set_precision(gemm::v1::PRECISION_FP64);
+  r.set_output_dtype(gemm::v1::DATA_TYPE_FLOAT64);
+  EXPECT_TRUE(ValidateMatmul(r, kLimits).ok());
+
+  const auto kInvalid = absl::StatusCode::kInvalidArgument;
+  MatmulRequest bad = r;
+  bad.set_output_dtype(gemm::v1::DATA_TYPE_FLOAT32);
+  ExpectError(bad, kInvalid,
+              "output_dtype FLOAT32 is not supported with precision FP64; expected FLOAT64");
+  bad = r;
+  bad.set_precision(gemm::v1::PRECISION_FP32);
+  ExpectError(bad, kInvalid,
+              "precision FP32 with FLOAT64 operands: FLOAT64 operands take precision FP64 (or "
+              "AUTO), and FP64 takes FLOAT64 operands only");
+  bad = Valid();
+  bad.set_precision(gemm::v1::PRECISION_FP64);
+  ExpectError(bad, kInvalid,
+              "precision FP64 with FLOAT32 operands: FLOAT64 operands take precision FP64 (or "
+              "AUTO), and FP64 takes FLOAT64 operands only");
+  bad = Valid();
+  bad.set_output_dtype(gemm::v1::DATA_TYPE_FLOAT64);
+  ExpectError(bad, kInvalid,
+              "output_dtype FLOAT64 is not supported with precision FP32; expected FLOAT32, "
+              "FLOAT16 or BFLOAT16");
+  bad = r;
+  bad.mutable_b()->set_dtype(gemm::v1::DATA_TYPE_FLOAT32);
+  bad.mutable_b()->set_data(std::string(5 * 3 * 4, '\x01'));
+  ExpectError(bad, kInvalid,
+              "a.dtype FLOAT64 and b.dtype FLOAT32 differ; both operands must have one dtype");
+}
+
+// The FP64 scalars replace the FP32 ones on every path; the FP32 paths compute with them
+// rounded to FP32, so a beta that rounds to 0 there does not read C.
+TEST(MatmulValidationTest, Fp64ScalarsReplaceTheFp32Ones) {
+  MatmulRequest r = Valid();
+  r.set_alpha(2.0f);
+  r.set_alpha_f64(1.0 / 3.0);
+  absl::StatusOr<ValidatedMatmul> v = ValidateMatmul(r, kLimits);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->problem.alpha, static_cast<double>(1.0f / 3.0f));
+  r.set_beta_f64(1e-300);
+  v = ValidateMatmul(r, kLimits);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->problem.beta, 0.0);
+  EXPECT_EQ(v->operands.c_in, nullptr);
+  r.set_beta_f64(1e300);
+  ExpectError(r, absl::StatusCode::kInvalidArgument,
+              "alpha=0.333333 and beta=1e+300 must be finite in FP32 for precision FP32");
+}
+
 TEST(MatmulValidationTest, InvalidArgumentCases) {
   const auto kInvalid = absl::StatusCode::kInvalidArgument;
   MatmulRequest r = Valid();
@@ -98,17 +167,19 @@ TEST(MatmulValidationTest, InvalidArgumentCases) {
 
   r = Valid();
   r.mutable_b()->set_dtype(gemm::v1::DATA_TYPE_UNSPECIFIED);
-  ExpectError(r, kInvalid, "b.dtype is unset; expected FLOAT32, FLOAT16 or BFLOAT16");
+  ExpectError(r, kInvalid, "b.dtype is unset; expected FLOAT32, FLOAT16, BFLOAT16 or FLOAT64");
 
   r = Valid();
   r.mutable_a()->set_dtype(static_cast<gemm::v1::DataType>(42));
-  ExpectError(r, kInvalid, "a.dtype 42 is not a DataType; expected FLOAT32, FLOAT16 or BFLOAT16");
+  ExpectError(r, kInvalid,
+              "a.dtype 42 is not a DataType; expected FLOAT32, FLOAT16, BFLOAT16 or "
+              "FLOAT64");
 
   r = Valid();
   r.mutable_a()->set_dtype(gemm::v1::DATA_TYPE_INT8);
   ExpectError(r, kInvalid,
-              "a.dtype INT8 is not accepted by Matmul; expected FLOAT32, FLOAT16 or BFLOAT16 "
-              "(integer and quantized operands belong to QuantizedMatmul)");
+              "a.dtype INT8 is not accepted by Matmul; expected FLOAT32, FLOAT16, BFLOAT16 or "
+              "FLOAT64 (integer and quantized operands belong to QuantizedMatmul)");
 
   r = Valid();
   r.mutable_a()->clear_shape();
@@ -159,11 +230,13 @@ TEST(MatmulValidationTest, InvalidArgumentCases) {
   r = Valid();
   r.set_output_dtype(gemm::v1::DATA_TYPE_INT32);
   ExpectError(r, kInvalid,
-              "output_dtype INT32 is not supported; expected FLOAT32, FLOAT16 or BFLOAT16");
+              "output_dtype INT32 is not supported with precision FP32; expected FLOAT32, "
+              "FLOAT16 or BFLOAT16");
 
   r = Valid();
   r.set_precision(static_cast<gemm::v1::Precision>(9));
-  ExpectError(r, kInvalid, "precision 9 is not a Precision; expected AUTO, FP32 or FP16_TENSOR");
+  ExpectError(r, kInvalid,
+              "precision 9 is not a Precision; expected AUTO, FP32, FP16_TENSOR or FP64");
 
   r = Valid();
   r.set_alpha(std::numeric_limits<float>::infinity());

@@ -23,10 +23,10 @@ int RequestSeries(ServerMetrics& metrics) {
 
 TEST(ServerMetricsTest, RequestLabelSetsExistUpFrontAtZero) {
   ServerMetrics metrics(1);
-  // Matmul: FP32, FP16_TENSOR, NONE; QuantizedMatmul: INT8, NVFP4, NONE; GetServerInfo,
+  // Matmul: FP32, FP16_TENSOR, FP64, NONE; QuantizedMatmul: INT8, NVFP4, NONE; GetServerInfo,
   // PutTensor, GetTensor, DeleteTensor, ListTensors, RegisterRegion, UnregisterRegion,
   // ListRegions, MatmulStream: NONE; each with the 17 status codes.
-  EXPECT_EQ(RequestSeries(metrics), 15 * 17);
+  EXPECT_EQ(RequestSeries(metrics), 16 * 17);
   EXPECT_EQ(MetricValue(metrics, "gemm_requests_total",
                         {{"method", "Matmul"}, {"precision", "FP16_TENSOR"}, {"code", "UNAVAILABLE"}}),
             0);
@@ -61,7 +61,7 @@ TEST(ServerMetricsTest, EachRequestCountsOnceUnderItsLabels) {
   EXPECT_EQ(MetricValue(metrics, "gemm_requests_total",
                         {{"method", "Matmul"}, {"precision", "NONE"}, {"code", "UNKNOWN"}}),
             1);
-  EXPECT_EQ(RequestSeries(metrics), 15 * 17);
+  EXPECT_EQ(RequestSeries(metrics), 16 * 17);
 }
 
 TEST(ServerMetricsTest, StreamRequestsByCodeAndOpenStreams) {

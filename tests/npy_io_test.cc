@@ -52,7 +52,7 @@ TEST(NpyTest, RoundTripsShapesAndTypes) {
   for (const std::vector<int64_t>& shape :
        {std::vector<int64_t>{7}, std::vector<int64_t>{3, 5}, std::vector<int64_t>{2, 3, 4},
         std::vector<int64_t>{0, 4}}) {
-    for (DataType type : {DataType::kFloat32, DataType::kFloat16}) {
+    for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kFloat64}) {
       NpyArray a;
       a.shape = shape;
       a.type = type;
@@ -62,6 +62,9 @@ TEST(NpyTest, RoundTripsShapesAndTypes) {
         const float f = static_cast<float>(i) * 0.25f - 1.0f;
         if (type == DataType::kFloat32) {
           a.data.append(reinterpret_cast<const char*>(&f), 4);
+        } else if (type == DataType::kFloat64) {
+          const double d = static_cast<double>(f) + 1e-12;  // not a float's value
+          a.data.append(reinterpret_cast<const char*>(&d), 8);
         } else {
           const uint16_t h = FloatToHalfBits(f);
           a.data.append(reinterpret_cast<const char*>(&h), 2);
@@ -97,12 +100,13 @@ TEST(NpyTest, RejectsWhatItCannotTake) {
     EXPECT_FALSE(a.ok());
     return std::make_pair(a.status().code(), std::string(a.status().message()));
   };
-  std::string f8 = good;
-  f8.replace(f8.find("<f4"), 3, "<f8");
-  auto [code, message] = code_and_message(f8);
+  std::string i8 = good;
+  i8.replace(i8.find("<f4"), 3, "<i8");
+  auto [code, message] = code_and_message(i8);
   EXPECT_EQ(code, absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(message,
-            "f.npy: dtype '<f8' is not supported; expected '<f4' (float32) or '<f2' (float16)");
+            "f.npy: dtype '<i8' is not supported; expected '<f4' (float32), '<f2' (float16) or "
+            "'<f8' (float64)");
   std::string fortran = good;
   fortran.replace(fortran.find("False"), 5, "True ");
   EXPECT_EQ(code_and_message(fortran).second,

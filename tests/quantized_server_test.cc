@@ -210,7 +210,8 @@ TEST_F(QuantizedServerTest, TheCpuBackendListsItsWeightOnlyKernel) {
     // Both lists, the quantized kernels included. (Before: the dense ones only.)
     EXPECT_EQ(status.error_message(),
               "no kernel named 'skinny_nvfp4_mma16816' on this server; Matmul kernels: "
-              "cpu_sgemm_openblas, cpu_hgemm_emulated_openblas; QuantizedMatmul kernels: "
+              "cpu_sgemm_openblas, cpu_hgemm_emulated_openblas, cpu_dgemm_openblas; "
+              "QuantizedMatmul kernels: "
               "cpu_weight_only_sgemm_openblas");
   }
   {

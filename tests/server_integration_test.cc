@@ -46,6 +46,7 @@ using ::gemmd::testing::AsyncCall;
 using ::gemmd::testing::ChannelTo;
 using ::gemmd::testing::FakeDevice;
 using ::gemmd::testing::HttpGet;
+using ::gemmd::testing::MetricValue;
 using ::gemmd::testing::RandomBytes;
 using ::gemmd::testing::RandomRequest;
 using ::gemmd::testing::RequestsCounted;
@@ -266,15 +267,60 @@ TEST_F(ServerTest, GetServerInfoDescribesTheServer) {
   EXPECT_EQ(info.devices(0).kind(), "cpu");
   EXPECT_TRUE(info.devices(0).healthy());
   EXPECT_GE(info.devices(0).threads(), 1);
-  ASSERT_EQ(info.kernels_size(), 2);
+  ASSERT_EQ(info.kernels_size(), 3);
   EXPECT_EQ(info.kernels(0).name(), kCpuSgemmKernel);
   EXPECT_EQ(info.kernels(1).precision(), gemm::v1::PRECISION_FP16_TENSOR);
+  EXPECT_EQ(info.kernels(2).name(), kCpuDgemmKernel);
+  EXPECT_EQ(info.kernels(2).precision(), gemm::v1::PRECISION_FP64);
   EXPECT_EQ(info.limits().max_elements(), 12345678);
   EXPECT_EQ(info.limits().max_queue_size(), 77u);
   EXPECT_EQ(info.limits().max_message_bytes(), int64_t{512} << 20);
   EXPECT_EQ(info.limits().max_batch_size(), 32u);
   EXPECT_EQ(info.limits().max_queue_delay_us(), 250);
   EXPECT_EQ(info.limits().max_inflight_bytes(), int64_t{1} << 30);
+}
+
+// FLOAT64 in, FP64 arithmetic, FLOAT64 out, with alpha and beta that FP32 cannot hold:
+// within 1e-13 of the long-double reference, counted under the FP64 label.
+TEST_F(ServerTest, Float64MatmulComputesInFp64) {
+  Start();
+  std::mt19937_64 rng(11);
+  gemm::v1::MatmulRequest request;
+  SetTensor(request.mutable_a(), {65, 129}, DataType::kFloat64,
+            RandomBytes(DataType::kFloat64, 65 * 129, rng));
+  SetTensor(request.mutable_b(), {127, 65}, DataType::kFloat64,
+            RandomBytes(DataType::kFloat64, 127 * 65, rng));
+  SetTensor(request.mutable_c(), {129, 127}, DataType::kFloat64,
+            RandomBytes(DataType::kFloat64, 129 * 127, rng));
+  request.set_transpose_a(true);
+  request.set_transpose_b(true);
+  request.set_alpha_f64(1.0 / 3.0);
+  request.set_beta_f64(-0.1);
+  gemm::v1::MatmulResponse response;
+  ASSERT_TRUE(Call(request, &response).ok());
+
+  GemmProblem p;
+  p.m = 129;
+  p.n = 127;
+  p.k = 65;
+  p.transpose_a = p.transpose_b = true;
+  p.a_type = p.b_type = p.c_type = DataType::kFloat64;
+  p.precision = Precision::kFp64;
+  p.alpha = 1.0 / 3.0;
+  p.beta = -0.1;
+  const std::vector<double> ref = ReferenceGemm(
+      p,
+      {request.a().data().data(), request.b().data().data(), request.c().data().data(), nullptr});
+  ASSERT_EQ(response.c().data().size(), 129u * 127 * 8);
+  EXPECT_EQ(response.c().dtype(), gemm::v1::DATA_TYPE_FLOAT64);
+  EXPECT_EQ(response.precision(), gemm::v1::PRECISION_FP64);
+  EXPECT_EQ(response.kernel(), kCpuDgemmKernel);
+  EXPECT_LE(RelativeError(ref.data(), response.c().data().data(), DataType::kFloat64, 129 * 127),
+            1e-13);
+  ASSERT_TRUE(server_->AwaitIdle(absl::Now() + absl::Seconds(5)));  // the call counted
+  EXPECT_EQ(MetricValue(server_->metrics(), "gemm_requests_total",
+                        {{"method", "Matmul"}, {"precision", "FP64"}, {"code", "OK"}}),
+            1);
 }
 
 TEST_F(ServerTest, ConcurrentRequestsShareLaunchesAndGetTheirOwnResults) {
@@ -414,7 +460,8 @@ TEST_F(ServerTest, ErrorCodesAndMessagesReachTheClient) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(s.error_message(),
             "no kernel named 'sgemm_imaginary' on this server; Matmul kernels: "
-            "cpu_sgemm_openblas, cpu_hgemm_emulated_openblas; QuantizedMatmul kernels: "
+            "cpu_sgemm_openblas, cpu_hgemm_emulated_openblas, cpu_dgemm_openblas; "
+            "QuantizedMatmul kernels: "
             "cpu_weight_only_sgemm_openblas");
 
   r = RandomRequest(2048, 2048, 1, 1);  // 4M-element result > max_elements

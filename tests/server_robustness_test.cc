@@ -735,7 +735,7 @@ TEST_F(RobustnessTest, KernelNamesOfTheOtherRpcAreExplained) {
   EXPECT_EQ(status.error_message(),
             "kernel cpu_weight_only_sgemm_openblas is a QuantizedMatmul kernel (it multiplies "
             "quantized weights); Matmul kernels here: cpu_sgemm_openblas, "
-            "cpu_hgemm_emulated_openblas");
+            "cpu_hgemm_emulated_openblas, cpu_dgemm_openblas");
 }
 
 }  // namespace

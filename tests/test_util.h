@@ -65,6 +65,12 @@ inline std::string RandomBytes(DataType type, int64_t count, std::mt19937_64& rn
         std::memcpy(out.data() + i * 4, &q, 4);
         break;
       }
+      case DataType::kFloat64: {
+        // Bits below FP32's too, so a path that drops to FP32 shows as error.
+        const double d = v + static_cast<double>(rng() >> 11) * 0x1p-53 * 0x1p-20;
+        std::memcpy(out.data() + i * 8, &d, 8);
+        break;
+      }
     }
   }
   return out;
@@ -77,6 +83,9 @@ inline std::string NanBytes(DataType type, int64_t count) {
     if (type == DataType::kFloat32) {
       const uint32_t nan = 0x7fc00000u;
       std::memcpy(out.data() + i * 4, &nan, 4);
+    } else if (type == DataType::kFloat64) {
+      const uint64_t nan = 0x7ff8000000000000u;
+      std::memcpy(out.data() + i * 8, &nan, 8);
     } else {
       const uint16_t nan = type == DataType::kFloat16 ? 0x7e00u : 0x7fc0u;
       std::memcpy(out.data() + i * 2, &nan, 2);

@@ -104,6 +104,39 @@ class FloatOperand {
   const float* data_ = nullptr;
 };
 
+// FP64: OpenBLAS cblas_dgemm on the operands where they are, in the same row panels as the
+// FP32 path (so a row block of a planned product gets the whole product's bits).
+void Dgemm(const GemmProblem& p, const GemmOperands& operands, int64_t panel, bool read_c) {
+  const int64_t mn = p.m * p.n;
+  for (int64_t item = 0; item < p.batch; ++item) {
+    double* c = static_cast<double*>(operands.c_out) + item * p.StrideC();
+    if (read_c) {
+      const double* c_in = static_cast<const double*>(operands.c_in) + item * p.StrideCIn();
+      if (c_in != c) std::memcpy(c, c_in, static_cast<size_t>(mn) * sizeof(double));
+    }
+    const auto gemm = [&](double alpha, double beta, double* out) {
+      for (int64_t r = 0; r < p.m; r += panel) {
+        const int64_t rows = std::min(panel, p.m - r);
+        const double* a = static_cast<const double*>(operands.a) + item * p.StrideA() +
+                          (p.transpose_a ? r : r * p.k);
+        cblas_dgemm(CblasRowMajor, p.transpose_a ? CblasTrans : CblasNoTrans,
+                    p.transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
+                    static_cast<int>(p.n), static_cast<int>(p.k), alpha, a,
+                    static_cast<int>(p.lda()),
+                    static_cast<const double*>(operands.b) + item * p.StrideB(),
+                    static_cast<int>(p.ldb()), beta, out + r * p.n, static_cast<int>(p.ldc()));
+      }
+    };
+    if (p.alpha != 0.0) {
+      gemm(p.alpha, read_c ? p.beta : 0.0, c);
+    } else {  // as the FP32 path: op(A)op(B) is always evaluated, NaNs included
+      std::vector<double> product(static_cast<size_t>(mn));
+      gemm(1.0, 0.0, product.data());
+      for (int64_t i = 0; i < mn; ++i) c[i] = 0.0 * product[i] + (read_c ? p.beta * c[i] : 0.0);
+    }
+  }
+}
+
 }  // namespace
 
 void WidenToFloat(const void* src, DataType type, int64_t count, float* dst) {
@@ -111,10 +144,17 @@ void WidenToFloat(const void* src, DataType type, int64_t count, float* dst) {
 }
 
 absl::Status CpuGemm(const GemmProblem& p, const GemmOperands& operands) {
-  if (!IsFloatType(p.a_type) || !IsFloatType(p.b_type) || !IsFloatType(p.c_type)) {
+  const bool fp64 = p.precision == Precision::kFp64;
+  const bool types_ok =
+      fp64 ? p.a_type == DataType::kFloat64 && p.b_type == DataType::kFloat64 &&
+                 p.c_type == DataType::kFloat64
+           : IsFloatType(p.a_type) && IsFloatType(p.b_type) && IsFloatType(p.c_type);
+  if (!types_ok) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "CPU GEMM supports FLOAT32/FLOAT16/BFLOAT16 operands; got a=", DataTypeName(p.a_type),
-        " b=", DataTypeName(p.b_type), " c=", DataTypeName(p.c_type)));
+        "CPU GEMM supports FLOAT32/FLOAT16/BFLOAT16 operands, or FLOAT64 ones (all three) for "
+        "FP64; got a=",
+        DataTypeName(p.a_type), " b=", DataTypeName(p.b_type), " c=", DataTypeName(p.c_type),
+        " for ", PrecisionName(p.precision)));
   }
   constexpr int64_t kMaxDim = std::numeric_limits<int>::max();
   if (p.m > kMaxDim || p.n > kMaxDim || p.k > kMaxDim) {
@@ -124,7 +164,7 @@ absl::Status CpuGemm(const GemmProblem& p, const GemmOperands& operands) {
   if (p.batch <= 0 || p.m <= 0 || p.n <= 0 || p.k <= 0) {
     return absl::InvalidArgumentError("batch, m, n and k must be positive");
   }
-  const bool read_c = p.beta != 0.0f;
+  const bool read_c = p.beta != 0.0;
   if (read_c && operands.c_in == nullptr) {
     return absl::InvalidArgumentError("beta != 0 needs a C input");
   }
@@ -136,6 +176,12 @@ absl::Status CpuGemm(const GemmProblem& p, const GemmOperands& operands) {
   const double panel_flops =
       2.0 * static_cast<double>(panel) * static_cast<double>(p.n) * static_cast<double>(p.k);
   UseBlasThreads(panel_flops < kParallelFlops ? 1 : AllBlasThreads());
+  if (fp64) {
+    Dgemm(p, operands, panel, read_c);
+    return absl::OkStatus();
+  }
+  const float alpha = static_cast<float>(p.alpha);
+  const float beta = static_cast<float>(p.beta);
   const bool tensor = p.precision == Precision::kFp16Tensor;
   // BF16 inputs keep BF16 on the tensor path, which widens exactly, so only FP32 rounds.
   const FloatOperand a(operands.a, p.a_type, p.ElementsA(),
@@ -176,8 +222,8 @@ absl::Status CpuGemm(const GemmProblem& p, const GemmOperands& operands) {
                     static_cast<int>(p.ldb()), beta, out + r * p.n, static_cast<int>(p.ldc()));
       }
     };
-    if (p.alpha != 0.0f) {
-      gemm(p.alpha, read_c ? p.beta : 0.0f, c);
+    if (alpha != 0.0f) {
+      gemm(alpha, read_c ? beta : 0.0f, c);
     } else {
       // OpenBLAS skips op(A)op(B) when alpha is 0 on some paths (then NaNs in A or B vanish)
       // and not on others (then 0 * NaN is NaN): evaluate it always, as the GPU kernels do,
@@ -185,7 +231,7 @@ absl::Status CpuGemm(const GemmProblem& p, const GemmOperands& operands) {
       std::vector<float> product(static_cast<size_t>(mn));
       gemm(1.0f, 0.0f, product.data());
       for (int64_t i = 0; i < mn; ++i) {
-        c[i] = 0.0f * product[i] + (read_c ? p.beta * c[i] : 0.0f);
+        c[i] = 0.0f * product[i] + (read_c ? beta * c[i] : 0.0f);
       }
     }
     if (!c_is_float) {

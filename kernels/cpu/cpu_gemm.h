@@ -4,7 +4,8 @@
 // widened to FP32 exactly. FP16_TENSOR precision is emulated faithfully: each operand is
 // rounded to the tensor path's type (FP16, or BF16 for BF16 inputs, see
 // TensorOperandType) and the products are accumulated in FP32, as the tensor cores do.
-// C output may be FLOAT32, FLOAT16 or BFLOAT16 (computed in FP32, rounded once).
+// C output may be FLOAT32, FLOAT16 or BFLOAT16 (computed in FP32, rounded once). FP64
+// precision: cblas_dgemm on FLOAT64 operands, C FLOAT64.
 //
 // Thread-safe as far as OpenBLAS is (the server calls it from one device worker).
 #ifndef GEMMD_KERNELS_CPU_CPU_GEMM_H_
@@ -18,10 +19,19 @@ namespace gemmd {
 // Registry names of the CPU backend's two kernels (ServerInfo, responses, the client).
 inline constexpr char kCpuSgemmKernel[] = "cpu_sgemm_openblas";
 inline constexpr char kCpuTensorKernel[] = "cpu_hgemm_emulated_openblas";
+inline constexpr char kCpuDgemmKernel[] = "cpu_dgemm_openblas";
 
 // The name of the kernel CpuGemm runs for `precision`.
 inline const char* CpuKernelName(Precision precision) {
-  return precision == Precision::kFp32 ? kCpuSgemmKernel : kCpuTensorKernel;
+  switch (precision) {
+    case Precision::kFp32:
+      return kCpuSgemmKernel;
+    case Precision::kFp64:
+      return kCpuDgemmKernel;
+    case Precision::kFp16Tensor:
+      break;
+  }
+  return kCpuTensorKernel;
 }
 
 // Runs `problem` on host memory. The problem must already be validated by the caller;

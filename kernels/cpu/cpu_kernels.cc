@@ -7,7 +7,8 @@
 namespace gemmd {
 namespace {
 
-// cpu_sgemm_openblas and cpu_hgemm_emulated_openblas: CpuGemm at one precision.
+// cpu_sgemm_openblas, cpu_hgemm_emulated_openblas and cpu_dgemm_openblas: CpuGemm at one
+// precision.
 class CpuDenseKernel final : public CpuKernel {
  public:
   CpuDenseKernel(const char* name, Precision precision) : name_(name), precision_(precision) {}
@@ -74,13 +75,14 @@ class CpuWeightOnlyKernel final : public CpuKernel {
 
 const CpuDenseKernel kSgemm(kCpuSgemmKernel, Precision::kFp32);
 const CpuDenseKernel kTensor(kCpuTensorKernel, Precision::kFp16Tensor);
+const CpuDenseKernel kDgemm(kCpuDgemmKernel, Precision::kFp64);
 const CpuWeightOnlyKernel kWeightOnly;
 
 }  // namespace
 
 const std::vector<const CpuKernel*>& CpuKernels() {
   static const std::vector<const CpuKernel*>* const kernels =
-      new std::vector<const CpuKernel*>{&kSgemm, &kTensor, &kWeightOnly};
+      new std::vector<const CpuKernel*>{&kSgemm, &kTensor, &kDgemm, &kWeightOnly};
   return *kernels;
 }
 
@@ -92,7 +94,15 @@ const CpuKernel* FindCpuKernel(std::string_view name) {
 }
 
 const CpuKernel& SelectCpuKernel(const GemmProblem& problem) {
-  return problem.precision == Precision::kFp32 ? static_cast<const CpuKernel&>(kSgemm) : kTensor;
+  switch (problem.precision) {
+    case Precision::kFp32:
+      return kSgemm;
+    case Precision::kFp64:
+      return kDgemm;
+    case Precision::kFp16Tensor:
+      break;
+  }
+  return kTensor;
 }
 
 const CpuKernel* SelectCpuQuantizedKernel(const QuantizedOperands& q) {

@@ -121,6 +121,13 @@ absl::Status ParseMatmulRequest(const ByteRuns& bytes, MatmulRequestWire* out) {
             return SmallMessage(f, c, tag, "c_shm", head.mutable_c_shm());
           case 16:
             return SmallMessage(f, c, tag, "row_plan", head.mutable_row_plan());
+          case 17:
+          case 18: {
+            double value = 0;
+            s = f.Double(c, tag, tag.field == 17 ? "alpha_f64" : "beta_f64", &value);
+            tag.field == 17 ? head.set_alpha_f64(value) : head.set_beta_f64(value);
+            return s;
+          }
         }
         return std::nullopt;
       });

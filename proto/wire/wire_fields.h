@@ -77,6 +77,14 @@ class Fields {
     return s;
   }
 
+  absl::Status Double(WireCursor* in, const Tag& tag, absl::string_view name, double* out) {
+    uint64_t bits = 0;
+    absl::Status s = Once(tag, name, WireType::kFixed64);
+    if (s.ok()) s = in->ReadFixed64(&bits, Name(name));
+    std::memcpy(out, &bits, 8);
+    return s;
+  }
+
   // A length-delimited field's contents as a cursor of their own (a nested message).
   absl::Status Message(WireCursor* in, const Tag& tag, absl::string_view name,
                        WireCursor* out) {

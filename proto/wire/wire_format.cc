@@ -94,6 +94,18 @@ absl::Status WireCursor::ReadFixed32(uint32_t* value, absl::string_view what) {
   return absl::OkStatus();
 }
 
+absl::Status WireCursor::ReadFixed64(uint64_t* value, absl::string_view what) {
+  if (remaining_ < 8) return Truncated(what, 8);
+  char bytes[8];
+  char* at = bytes;
+  Advance(8, [&at](absl::string_view v) {
+    std::memcpy(at, v.data(), v.size());
+    at += v.size();
+  });
+  std::memcpy(value, bytes, 8);  // little-endian, as ReadFixed32
+  return absl::OkStatus();
+}
+
 absl::Status WireCursor::ReadLength(size_t* length, absl::string_view what) {
   uint64_t raw = 0;
   const size_t start = position_;

@@ -76,6 +76,7 @@ class WireCursor {
   absl::Status ReadTag(Tag* tag);
   absl::Status ReadVarint(uint64_t* value, absl::string_view what);
   absl::Status ReadFixed32(uint32_t* value, absl::string_view what);
+  absl::Status ReadFixed64(uint64_t* value, absl::string_view what);
   // A length prefix, checked against the bytes that remain.
   absl::Status ReadLength(size_t* length, absl::string_view what);
   // The next `length` bytes as views into the runs (no copy).

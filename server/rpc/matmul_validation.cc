@@ -28,20 +28,19 @@ bool MulOk(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(
 absl::StatusOr<MatrixView> ParseMatrix(const gemm::v1::Tensor& t, absl::string_view data,
                                        absl::string_view name, const ValidationLimits& limits,
                                        bool resident) {
+  constexpr char kExpected[] = "expected FLOAT32, FLOAT16, BFLOAT16 or FLOAT64";
   const std::optional<DataType> type = DataTypeFromProto(t.dtype());
   if (t.dtype() == gemm::v1::DATA_TYPE_UNSPECIFIED) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ".dtype is unset; expected FLOAT32, FLOAT16 or BFLOAT16"));
+    return absl::InvalidArgumentError(absl::StrCat(name, ".dtype is unset; ", kExpected));
   }
   if (!type) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ".dtype ", t.dtype(), " is not a DataType; expected FLOAT32, FLOAT16 or BFLOAT16"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ".dtype ", t.dtype(), " is not a DataType; ", kExpected));
   }
-  if (*type != DataType::kFloat32 && *type != DataType::kFloat16 && *type != DataType::kBFloat16) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ".dtype ", DataTypeName(*type),
-        " is not accepted by Matmul; expected FLOAT32, FLOAT16 or BFLOAT16 (integer and "
-        "quantized operands belong to QuantizedMatmul)"));
+  if (*type == DataType::kInt8 || *type == DataType::kInt32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ".dtype ", DataTypeName(*type), " is not accepted by Matmul; ",
+                     kExpected, " (integer and quantized operands belong to QuantizedMatmul)"));
   }
   const int rank = t.shape_size();
   if (rank != 2 && rank != 3) {
@@ -98,7 +97,7 @@ absl::Status ApplyRowPlan(const gemm::v1::RowPlan& plan, GemmProblem* p) {
   };
   if (p->batch != 1) return refuse("a planned block must have batch 1");
   if (p->transpose_a) return refuse("a planned block's A must not be transposed");
-  if (p->beta != 0.0f) return refuse("a planned block must have beta 0");
+  if (p->beta != 0.0) return refuse("a planned block must have beta 0");
   if (offset < 0 || rows < 1 || offset > rows || p->m > rows - offset) {
     return refuse("the block must lie inside the planned rows");
   }
@@ -174,36 +173,64 @@ absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& re
   p.batch_stride_a = BatchStride(*a, p.batch);
   p.batch_stride_b = BatchStride(*b, p.batch);
 
+  const int precision = request.precision();
+  if (precision == gemm::v1::PRECISION_AUTO) {
+    p.precision = p.a_type == DataType::kFloat32   ? Precision::kFp32
+                  : p.a_type == DataType::kFloat64 ? Precision::kFp64
+                                                   : Precision::kFp16Tensor;
+  } else {
+    const std::optional<Precision> resolved = PrecisionFromProto(precision);
+    if (!resolved) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("precision ", precision,
+                       " is not a Precision; expected AUTO, FP32, FP16_TENSOR or FP64"));
+    }
+    p.precision = *resolved;
+  }
+  // FP64 is its own path end to end: FLOAT64 in, FP64 arithmetic, FLOAT64 out. Rounding
+  // FLOAT64 operands to another precision's type would lose what the caller sent them for.
+  const bool fp64 = p.precision == Precision::kFp64;
+  if (fp64 != (p.a_type == DataType::kFloat64)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "precision ", PrecisionName(p.precision), " with ", DataTypeName(p.a_type),
+        " operands: FLOAT64 operands take precision FP64 (or AUTO), and FP64 takes FLOAT64 "
+        "operands only"));
+  }
+
   const int out_dtype = request.output_dtype();
   if (out_dtype == gemm::v1::DATA_TYPE_UNSPECIFIED) {
-    p.c_type = DataType::kFloat32;
+    p.c_type = fp64 ? DataType::kFloat64 : DataType::kFloat32;
   } else {
     const std::optional<DataType> t = DataTypeFromProto(out_dtype);
-    if (!t || (*t != DataType::kFloat32 && *t != DataType::kFloat16 && *t != DataType::kBFloat16)) {
-      return absl::InvalidArgumentError(absl::StrCat("output_dtype ", ProtoDataTypeName(out_dtype),
-                                                     " is not supported; expected FLOAT32, "
-                                                     "FLOAT16 or BFLOAT16"));
+    const bool allowed = t && (fp64 ? *t == DataType::kFloat64
+                                    : (*t == DataType::kFloat32 || *t == DataType::kFloat16 ||
+                                       *t == DataType::kBFloat16));
+    if (!allowed) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output_dtype ", ProtoDataTypeName(out_dtype),
+                       " is not supported with precision ", PrecisionName(p.precision),
+                       "; expected ", fp64 ? "FLOAT64" : "FLOAT32, FLOAT16 or BFLOAT16"));
     }
     p.c_type = *t;
   }
 
-  const int precision = request.precision();
-  if (precision == gemm::v1::PRECISION_AUTO) {
-    p.precision = p.a_type == DataType::kFloat32 ? Precision::kFp32 : Precision::kFp16Tensor;
-  } else {
-    const std::optional<Precision> resolved = PrecisionFromProto(precision);
-    if (!resolved) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "precision ", precision, " is not a Precision; expected AUTO, FP32 or FP16_TENSOR"));
-    }
-    p.precision = *resolved;
-  }
-
-  p.alpha = request.has_alpha() ? request.alpha() : 1.0f;
-  p.beta = request.beta();
+  p.alpha = request.has_alpha_f64() ? request.alpha_f64()
+            : request.has_alpha()   ? static_cast<double>(request.alpha())
+                                    : 1.0;
+  p.beta = request.has_beta_f64() ? request.beta_f64() : static_cast<double>(request.beta());
   if (!std::isfinite(p.alpha) || !std::isfinite(p.beta)) {
     return absl::InvalidArgumentError(
         absl::StrCat("alpha and beta must be finite; got alpha=", p.alpha, " beta=", p.beta));
+  }
+  if (!fp64 && (std::fabs(p.alpha) > std::numeric_limits<float>::max() ||
+                std::fabs(p.beta) > std::numeric_limits<float>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat("alpha=", p.alpha, " and beta=", p.beta,
+                                                   " must be finite in FP32 for precision ",
+                                                   PrecisionName(p.precision)));
+  }
+  if (!fp64) {  // what those kernels compute with, beta == 0 included
+    p.alpha = RoundedToFp32(p.alpha);
+    p.beta = RoundedToFp32(p.beta);
   }
 
   int64_t out_elements = 0;
@@ -229,7 +256,7 @@ absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& re
   v.operands.a = a->data;
   v.operands.b = b->data;
   v.input_bytes = a->bytes + b->bytes;
-  if (p.beta != 0.0f && !request.has_c()) {
+  if (p.beta != 0.0 && !request.has_c()) {
     return absl::InvalidArgumentError(
         absl::StrCat("beta is ", p.beta, " but c is missing; send c [M,N] or set beta to 0"));
   }
@@ -248,7 +275,7 @@ absl::StatusOr<ValidatedMatmul> ValidateMatmul(const gemm::v1::MatmulRequest& re
           "c.shape ", ShapeString(request.c().shape()), " does not fit the result: expected [", p.m,
           ",", p.n, "] or [", p.batch, ",", p.m, ",", p.n, "]"));
     }
-    if (p.beta != 0.0f) {  // beta == 0: C is not an input (BLAS semantics)
+    if (p.beta != 0.0) {  // beta == 0: C is not an input (BLAS semantics)
       v.operands.c_in = c->data;
       p.batch_stride_c_in = BatchStride(*c, p.batch);
       v.input_bytes += c->bytes;

@@ -17,16 +17,16 @@ absl::StatusOr<TensorSpec> SpecFromHeader(const gemm::v1::TensorHeader& header) 
     return absl::InvalidArgumentError(
         dense ? "header sets both dtype and format; a tensor is dense (dtype) or quantized "
                 "(format)"
-              : "header sets neither dtype nor format; set dtype (FLOAT32, FLOAT16, BFLOAT16) "
-                "for a dense tensor or format (INT8, NVFP4) for a quantized one");
+              : "header sets neither dtype nor format; set dtype (FLOAT32, FLOAT16, BFLOAT16, "
+                "FLOAT64) for a dense tensor or format (INT8, NVFP4) for a quantized one");
   }
   if (dense) {
     const std::optional<DataType> type = DataTypeFromProto(header.dtype());
-    if (!type || (*type != DataType::kFloat32 && *type != DataType::kFloat16 &&
-                  *type != DataType::kBFloat16)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "header.dtype ", ProtoDataTypeName(header.dtype()),
-          " is not kept; expected FLOAT32, FLOAT16 or BFLOAT16 (quantized weights use format)"));
+    if (!type || *type == DataType::kInt8 || *type == DataType::kInt32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("header.dtype ", ProtoDataTypeName(header.dtype()),
+                       " is not kept; expected FLOAT32, FLOAT16, BFLOAT16 or FLOAT64 (quantized "
+                       "weights use format)"));
     }
     spec.dtype = *type;
     return spec;

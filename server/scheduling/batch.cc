@@ -20,8 +20,9 @@ BatchKey BatchKeyOf(const Job& job) {
   key.k = p.k;
   key.transpose_a = p.transpose_a;
   key.transpose_b = p.transpose_b;
-  std::memcpy(&key.alpha_bits, &p.alpha, sizeof(float));
-  std::memcpy(&key.beta_bits, &p.beta, sizeof(float));
+  static_assert(sizeof(p.alpha) == sizeof(key.alpha_bits));
+  std::memcpy(&key.alpha_bits, &p.alpha, sizeof(p.alpha));
+  std::memcpy(&key.beta_bits, &p.beta, sizeof(p.beta));
   key.shared_b = job.shared_b;
   key.quantized = job.quantized != nullptr;
   key.device = job.device;
@@ -84,16 +85,15 @@ void AnswerDropped(std::vector<DroppedJob> dropped) {
 bool IsBatchable(const GemmProblem& p) {
   if (p.batch == 1) return true;
   return p.StrideA() == p.m * p.k && p.StrideB() == p.k * p.n && p.StrideC() == p.m * p.n &&
-         (p.beta == 0.0f || p.StrideCIn() == p.m * p.n);
+         (p.beta == 0.0 || p.StrideCIn() == p.m * p.n);
 }
 
 namespace {
 
 // Dense batch items of A, C and C_in (when read), whatever B's stride.
 bool DenseAC(const GemmProblem& p) {
-  return p.batch == 1 ||
-         (p.StrideA() == p.m * p.k && p.StrideC() == p.m * p.n &&
-          (p.beta == 0.0f || p.StrideCIn() == p.m * p.n));
+  return p.batch == 1 || (p.StrideA() == p.m * p.k && p.StrideC() == p.m * p.n &&
+                          (p.beta == 0.0 || p.StrideCIn() == p.m * p.n));
 }
 
 }  // namespace

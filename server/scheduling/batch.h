@@ -32,8 +32,8 @@ struct BatchKey {
   int64_t k = 0;
   bool transpose_a = false;
   bool transpose_b = false;
-  uint32_t alpha_bits = 0;
-  uint32_t beta_bits = 0;
+  uint64_t alpha_bits = 0;
+  uint64_t beta_bits = 0;
   // Jobs against one resident B: the same B, and (stacked jobs) any M.
   const void* shared_b = nullptr;
   bool stacked = false;  // m is then 0, and kernel is null unless forced

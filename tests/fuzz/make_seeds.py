@@ -42,6 +42,10 @@ def f32(field, x):
     return tag(field, 5) + struct.pack("<f", x)
 
 
+def f64(field, x):
+    return tag(field, 1) + struct.pack("<d", x)
+
+
 def tensor(shape, dtype, data, packed=True):
     shape_bytes = ld(1, b"".join(varint(d) for d in shape)) if packed else b"".join(
         vi(1, d) for d in shape)
@@ -66,6 +70,10 @@ def seeds():
     yield "matmul_reordered_unknown", (vi(8, 1) + unknown + ld(2, tensor([4, 3], 1, bytes(48),
                                                                          packed=False)) +
                                        ld(1, unknown + tensor([2, 4], 1, bytes(32))))
+    # FLOAT64 operands, precision FP64, C FLOAT64, alpha and beta in FP64.
+    yield "matmul_fp64", (ld(1, tensor([2, 4], 6, bytes(64))) + ld(2, tensor([4, 3], 6, bytes(96))) +
+                          ld(3, tensor([2, 3], 6, bytes(48))) + vi(8, 3) + vi(9, 6) +
+                          f64(17, 1 / 3) + f64(18, -0.25))
     yield "matmul_fp16_batched", ld(1, tensor([2, 2, 4], 2, bytes(32))) + ld(
         2, tensor([4, 2], 2, bytes(16)))
     yield "quantized_int8", (ld(1, qtensor([2, 32], 1, bytes(64), struct.pack("<2f", 1, 2))) +
@@ -120,7 +128,8 @@ def npy_seeds():
     yield "f4_1d", npy("<f4", [3], bytes(12))
     yield "f4_v2", npy("<f4", [1, 1], bytes(4), version=2)
     yield "f4_empty", npy("<f4", [0, 4], b"")
-    yield "f8_refused", npy("<f8", [1, 1], bytes(8))
+    yield "f8_2d", npy("<f8", [2, 2], struct.pack("<4d", 0.1, 0.2, 0.3, 1e-300))
+    yield "i8_refused", npy("<i8", [1, 1], bytes(8))
     yield "truncated", npy("<f4", [4, 4], bytes(10))
 
 
@@ -146,6 +155,9 @@ def validation_seeds():
         2, tensor([4, 3], 2, bytes(24))) + vi(8, 2) + vi(9, 1)
     yield "matmul_bf16_out_fp16", bytes([0]) + ld(1, tensor([2, 4], 3, bytes(16))) + ld(
         2, tensor([4, 3], 3, bytes(24))) + vi(11, 2)
+    yield "matmul_fp64_beta_c", bytes([0]) + ld(1, tensor([2, 4], 6, struct.pack(
+        "<8d", *range(8)))) + ld(2, tensor([4, 3], 6, struct.pack("<12d", *range(12)))) + ld(
+        3, tensor([2, 3], 6, struct.pack("<6d", *range(6)))) + f64(17, 1 / 3) + f64(18, 1e-300)
     yield "matmul_resident_kept", bytes([2 | 4 | 16]) + ld(1, a) + ld(2, b)
     yield "matmul_k_mismatch", bytes([0]) + ld(1, a) + ld(2, tensor([5, 3], 1, bytes(60)))
     yield "quantized_int8", bytes([1]) + ld(1, qtensor([2, 32], 1, bytes(64), struct.pack(
@@ -188,6 +200,8 @@ def put_tensor_seeds():
         return ld(1, h)
 
     yield "dense_one_chunk", chunk(0, header([2, 4], dtype=1) + ld(2, bytes(range(32)))) + \
+        complete(0)
+    yield "dense_fp64", chunk(0, header([2, 4], dtype=6) + ld(2, bytes(range(64)))) + \
         complete(0)
     yield "dense_three_chunks", chunk(0, header([2, 2, 4], dtype=2, label=b"w")) + chunk(
         0, ld(2, bytes(range(16)))) + chunk(0, ld(2, bytes(16)), split=3) + complete(0)

@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (d < 0) std::abort();
     elements *= d;
   }
-  const int64_t item = array->type == gemmd::DataType::kFloat16 ? 2 : 4;
+  const int64_t item = static_cast<int64_t>(gemmd::DataTypeSize(array->type));
   if (static_cast<int64_t>(array->data.size()) != elements * item) std::abort();
   absl::StatusOr<gemmd::NpyArray> again =
       gemmd::ParseNpy(gemmd::SerializeNpy(*array), "again.npy");

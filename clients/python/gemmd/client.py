@@ -59,16 +59,17 @@ CHUNK_BYTES = 4 << 20  # PutTensor: data + scales per TensorChunk, at most (serv
 _DTYPES = {
     pb.DATA_TYPE_FLOAT32: "float32", pb.DATA_TYPE_FLOAT16: "float16",
     pb.DATA_TYPE_BFLOAT16: "bfloat16", pb.DATA_TYPE_INT8: "int8", pb.DATA_TYPE_INT32: "int32",
+    pb.DATA_TYPE_FLOAT64: "float64",
 }
 _DTYPE_ENUM = {name: value for value, name in _DTYPES.items()}
 _NUMPY = {pb.DATA_TYPE_FLOAT32: "<f4", pb.DATA_TYPE_FLOAT16: "<f2", pb.DATA_TYPE_INT8: "i1",
-          pb.DATA_TYPE_INT32: "<i4"}
+          pb.DATA_TYPE_INT32: "<i4", pb.DATA_TYPE_FLOAT64: "<f8"}
 _FORMATS = {pb.QUANT_FORMAT_INT8: "int8", pb.QUANT_FORMAT_NVFP4: "nvfp4"}
 _FORMAT_ENUM = {name: value for value, name in _FORMATS.items()}
 _PRECISIONS = {"auto": pb.PRECISION_AUTO, "fp32": pb.PRECISION_FP32,
-               "fp16_tensor": pb.PRECISION_FP16_TENSOR}
+               "fp16_tensor": pb.PRECISION_FP16_TENSOR, "fp64": pb.PRECISION_FP64}
 _PRECISION_NAMES = {pb.PRECISION_AUTO: "AUTO", pb.PRECISION_FP32: "FP32",
-                    pb.PRECISION_FP16_TENSOR: "FP16_TENSOR"}
+                    pb.PRECISION_FP16_TENSOR: "FP16_TENSOR", pb.PRECISION_FP64: "FP64"}
 _DEFAULT = object()  # "the client's timeout", as distinct from None ("no deadline")
 
 
@@ -157,6 +158,8 @@ def _dtype_name(x):
         return "float32"
     if x.dtype == np.float16:
         return "float16"
+    if x.dtype == np.float64:
+        return "float64"
     if x.dtype.name == "bfloat16" and x.dtype.itemsize == 2:  # ml_dtypes, jax, ...
         return "bfloat16"
     return None
@@ -176,8 +179,8 @@ def _dense(x, what, ranks=(2, 3)):
     name = _dtype_name(x)
     if name is None:
         hint = " (convert with .astype(np.float32))" if x.dtype.kind in "fiub" else ""
-        raise _invalid(f"{what} has dtype {x.dtype}; the service takes float32, float16 "
-                       f"and bfloat16{hint}")
+        raise _invalid(f"{what} has dtype {x.dtype}; the service takes float32, float16, "
+                       f"bfloat16 and float64{hint}")
     if x.ndim not in ranks:
         expected = " or ".join(f"{r}-D" for r in ranks)
         raise _invalid(f"{what} must be {expected} ([rows, cols]"
@@ -193,6 +196,19 @@ def _dense(x, what, ranks=(2, 3)):
         # Row-major little-endian, whatever the array's own order and byte order.
         data = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("<")).tobytes()
     return pb.Tensor(shape=list(x.shape), dtype=_DTYPE_ENUM[name], data=data)
+
+
+def _set_scalars(request, alpha, beta):
+    """alpha and beta in the FP32 fields (what a server without the FP64 ones reads), and
+    in the FP64 ones where FP32 cannot hold them exactly."""
+    with np.errstate(over="ignore"):  # beyond FP32's range: the FP64 field carries it
+        alpha32, beta32 = float(np.float32(alpha)), float(np.float32(beta))
+    request.alpha = alpha32
+    request.beta = beta32
+    if alpha32 != alpha:
+        request.alpha_f64 = alpha
+    if beta32 != beta:
+        request.beta_f64 = beta
 
 
 def _decode(dtype, shape, data):
@@ -411,11 +427,14 @@ class Client:
                stripes=None, out=None):
         """C = alpha * op(A) @ op(B) + beta * C, per batch item.
 
-        a, b, c: numpy arrays (float32, float16; 2-D or 3-D), BFloat16, or Handles.
-        precision: "auto" | "fp32" | "fp16_tensor". output_dtype (the proto's and
+        a, b, c: numpy arrays (float32, float16, float64; 2-D or 3-D), BFloat16, or
+        Handles. precision: "auto" | "fp32" | "fp16_tensor" | "fp64" (auto: fp64 for
+        float64 operands, which take nothing else). output_dtype (the proto's and
         gemm-cli's name; out_dtype is an older spelling of it): "float32" | "float16" |
-        "bfloat16" (default: c's dtype when c is an array, else float32; bfloat16 comes
-        back widened to float32). Returns C as numpy; with keep_c the Handle of C kept on
+        "bfloat16", or "float64" for fp64, its only one (default: c's dtype when c is an
+        array, else float64 for fp64 and float32 otherwise; bfloat16 comes back widened to
+        float32). alpha and beta go in FP64 (fp64 computes with them as they are, the
+        other precisions with them rounded to FP32). Returns C as numpy; with keep_c the Handle of C kept on
         the server; with return_info=True a MatmulResult (C, handle, kernel, device,
         precision, timing). stripes: the connections the call's bytes go over (None: the
         client's setting; 1: one; 0: the client's choice, several for a call moving 32 MiB
@@ -451,8 +470,7 @@ class Client:
                 getattr(request, name).CopyFrom(self._operand(x, name))
         if beta != 0 and c is None:
             raise _invalid(f"beta = {beta} reads C, but no c was given")
-        request.alpha = float(alpha)
-        request.beta = float(beta)
+        _set_scalars(request, float(alpha), float(beta))
         key = str(precision).lower()
         if key not in _PRECISIONS:
             raise _invalid(f"precision {precision!r} is not one of {sorted(_PRECISIONS)}")
@@ -460,16 +478,19 @@ class Client:
         if out_dtype is None and out is not None:
             out_dtype = _dtype_name(out)
         if out_dtype is None:
-            out_dtype = "float32"
+            fp64 = request.precision == pb.PRECISION_FP64 or (
+                request.precision == pb.PRECISION_AUTO and
+                request.a.dtype == pb.DATA_TYPE_FLOAT64)
+            out_dtype = "float64" if fp64 else "float32"
             if c is not None and not isinstance(c, Handle):
                 out_dtype = _DTYPES[request.c.dtype]
         try:
             out_name = out_dtype if isinstance(out_dtype, str) else np.dtype(out_dtype).name
         except TypeError:
             out_name = None
-        if out_name not in ("float32", "float16", "bfloat16"):
+        if out_name not in ("float32", "float16", "bfloat16", "float64"):
             raise _invalid(f"output_dtype {out_dtype!r} is not one of float32, float16, "
-                           "bfloat16")
+                           "bfloat16, float64")
         request.output_dtype = _DTYPE_ENUM[out_name]
         keep = _keep(keep_c)
         if keep is not None:
@@ -535,8 +556,9 @@ class Client:
 
     def _operand(self, x, what, ranks=(2, 3)):
         """A dense operand: by slice when it lies in a region (and is what _dense accepts
-        as it is: float32 / float16, little-endian), else inline."""
-        if isinstance(x, np.ndarray) and x.dtype in (np.dtype("<f4"), np.dtype("<f2")) and \
+        as it is: float32 / float16 / float64, little-endian), else inline."""
+        if isinstance(x, np.ndarray) and \
+                x.dtype in (np.dtype("<f4"), np.dtype("<f2"), np.dtype("<f8")) and \
                 x.ndim in ranks and x.size > 0:
             where = self._in_region(x)
             if where is not None:

@@ -33,7 +33,8 @@ MIN_PART_BYTES = 1 << 20         # a part of an upload or download is at least t
 CHUNK_BYTES = 4 << 20            # data + scales per TensorChunk (the server's limit)
 LABEL = "striped call"
 CONTINUES = "gemmd-continues"   # the metadata key (proto/call_metadata.h)
-_ELEMENT_BYTES = {pb.DATA_TYPE_FLOAT16: 2, pb.DATA_TYPE_BFLOAT16: 2, pb.DATA_TYPE_INT8: 1}
+_ELEMENT_BYTES = {pb.DATA_TYPE_FLOAT16: 2, pb.DATA_TYPE_BFLOAT16: 2, pb.DATA_TYPE_INT8: 1,
+                  pb.DATA_TYPE_FLOAT64: 8}
 
 
 def single_address(target):

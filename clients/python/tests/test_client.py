@@ -127,6 +127,26 @@ class MatmulTest(OneServerTest):
         np.testing.assert_array_equal(c, result.c)
         c[0, 0] = 1.0
 
+    def test_float64_in_fp64(self):
+        # C-ordered, a transposed view and a strided slice; alpha and beta that FP32
+        # cannot hold. The reference sums in long double.
+        a = self.normal(300, 37, dtype=np.float64).T
+        b = self.normal(300, 42, dtype=np.float64)[:, ::2]
+        c = self.normal(37, 21, dtype=np.float64)
+        result = self.client.matmul(a, b, c, alpha=1 / 3, beta=-0.1, return_info=True)
+        wide = np.longdouble
+        ref = (a.astype(wide) @ b.astype(wide)) * wide(1 / 3) + c.astype(wide) * wide(-0.1)
+        self.assertEqual(result.c.dtype, np.float64)
+        self.assertEqual(result.precision, "FP64")
+        self.assertEqual(result.kernel, "cpu_dgemm_openblas")
+        err = float(np.linalg.norm((result.c - ref).astype(np.float64)) /
+                    np.linalg.norm(ref.astype(np.float64)))
+        self.assertLess(err, 1e-13)
+        # FLOAT64 operands take FP64 only: the server says so.
+        with self.assertRaises(gemmd.InvalidArgument) as raised:
+            self.client.matmul(a, b, precision="fp32")
+        self.assertIn("FLOAT64 operands take precision FP64", raised.exception.message)
+
     def test_fp16_tensor(self):
         a, b = self.normal(64, 256), self.normal(256, 48)
         ref = a.astype(np.float64) @ b.astype(np.float64)
@@ -215,7 +235,7 @@ class MatmulTest(OneServerTest):
         cases = [
             (dict(a=np.ones(8, np.float32), b=b), "must be 2-D or 3-D"),
             (dict(a=np.ones((1, 1, 4, 8), np.float32), b=b), "got shape [1, 1, 4, 8]"),
-            (dict(a=a.astype(np.float64), b=b), "dtype float64"),
+            (dict(a=a.astype(np.complex64), b=b), "dtype complex64"),
             (dict(a=a, b=b.astype(np.int32)), "dtype int32"),
             (dict(a=np.ones((0, 8), np.float32), b=b), "empty dimension"),
             (dict(a=a, b=b, beta=1.0), "no c was given"),
@@ -718,9 +738,22 @@ class ResidentTest(OneServerTest):
                          'header.device "cuda:3" is no device of this server; '
                          'its devices: cpu:0')
 
+    def test_float64_resident_round_trip_and_matmul(self):
+        a = self.normal(5, 7, dtype=np.float64)
+        b = self.normal(7, 3, dtype=np.float64)
+        handle = self.client.put_tensor(b)
+        back = self.client.get_tensor(handle)
+        self.assertEqual(back.dtype, np.float64)
+        np.testing.assert_array_equal(back, b)  # bit for bit
+        c = self.client.matmul(a, handle)
+        ref = a.astype(np.longdouble) @ b.astype(np.longdouble)
+        self.assertEqual(c.dtype, np.float64)
+        self.assertLess(float(np.abs((c - ref).astype(np.float64)).max()), 1e-13)
+        self.client.delete_tensor(handle)
+
     def test_put_errors(self):
-        with self.assertRaisesRegex(gemmd.InvalidArgument, "dtype float64"):
-            self.client.put_tensor(np.ones((2, 2)))
+        with self.assertRaisesRegex(gemmd.InvalidArgument, "dtype int64"):
+            self.client.put_tensor(np.ones((2, 2), np.int64))
         with self.assertRaisesRegex(gemmd.InvalidArgument, "chunk_bytes"):
             self.client.put_tensor(np.ones((2, 2), np.float32), chunk_bytes=5 << 20)
         with self.assertRaisesRegex(gemmd.InvalidArgument, "Handle or a handle string"):

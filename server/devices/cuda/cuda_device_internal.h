@@ -23,9 +23,10 @@
 
 namespace gemmd::cuda_device_internal {
 
-// `p` with FP32 output: what the dense kernels compute for any requested output type.
+// `p` with FP32 output: what the dense kernels compute for any requested output type
+// but FP64's (whose C is FLOAT64 throughout).
 inline GemmProblem Fp32Output(GemmProblem p) {
-  p.c_type = DataType::kFloat32;
+  if (p.c_type != DataType::kFloat64) p.c_type = DataType::kFloat32;
   return p;
 }
 

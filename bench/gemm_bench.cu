@@ -1,5 +1,6 @@
 // gemm-bench: times every registered GPU kernel variant and cuBLAS on the same inputs in
-// one run (docs/ARCHITECTURE.md, "Measuring") and checks each result against the FP64 CPU reference.
+// one run (docs/ARCHITECTURE.md, "Measuring") and checks each result against the FP64 CPU
+// reference.
 //
 //   gemm-bench [--csv[=FILE]] [--json[=FILE]] [--iters=N] [--warmup=N] [--filter=SUBSTR]
 //              [--kernels=SUBSTR|auto] [--seed=S] [--device=D] [--no-check] [--with-copies]
@@ -9,11 +10,11 @@
 // --filter='square 4096x4096x4096 FP32,batched' ; --kernels=auto times only the
 // variant SelectKernel picks (plus cuBLAS).
 //
-// Workloads: square 1024/2048/4096/8192 (FP32; FP16_TENSOR with FP16 inputs; at 4096 and
+// Workloads: square 1024/2048/4096/8192 (FP32; FP64; FP16_TENSOR with FP16 inputs; at 4096 and
 // 8192 also FP32 and BF16 inputs on the tensor path), skinny M in {1,16,64} with
 // N = K = 8192, batched 64 x 256^3 and 1024 x 64^3. cuBLAS yardsticks: cublasSgemm with
-// the default math mode (no TF32) for FP32; cublasGemmEx FP16 (or BF16) in, FP32 out,
-// FP32 compute (tensor ops) for the tensor path, on the same operands (FP16 copies for
+// the default math mode (no TF32) for FP32; cublasDgemm for FP64; cublasGemmEx FP16 (or BF16) in,
+// FP32 out, FP32 compute (tensor ops) for the tensor path, on the same operands (FP16 copies for
 // FP32 inputs: cuBLAS is not charged the conversion, our kernels are); strided-batched
 // versions for batches.
 //
@@ -35,8 +36,8 @@
 // activations, INT8 or NVFP4 weight, M in {1, 16, 64} or --skinny-m, N = K = 8192)
 // against cuBLAS FP16 (cublasGemmEx FP16 in, FP32 out) on the same shape, with the bytes
 // each moves per call as a share of the 4.1 TB/s the H200 copies device to device
-// (docs/ARCHITECTURE.md, "Measuring"). Weights are quantized on the host from uniform(-1,1) data and rotated
-// over enough copies to stay out of L2; the error is checked on two rows of C against
+// (docs/ARCHITECTURE.md, "Measuring"). Weights are quantized on the host from uniform(-1,1) data
+// and rotated over enough copies to stay out of L2; the error is checked on two rows of C against
 // FP64 on the dequantized weight. NVFP4 rows past M = 16 also time the square FP16 x
 // NVFP4 kernel on the same operands (the server's choice there until 2026-12-01, and
 // still past 64 rows). --skinny-a=bfloat16 gives our kernel BF16 activations instead
@@ -129,6 +130,15 @@ __global__ void FillUniform(T* out, int64_t count, uint64_t seed) {
   }
 }
 
+// FP64 operands: uniform(-1, 1) with all 53 bits of the significand drawn.
+__global__ void FillUniform64(double* out, int64_t count, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const uint64_t r = SplitMix64(seed * 0x100000001b3ull + static_cast<uint64_t>(i));
+    out[i] = static_cast<double>(r >> 11) * 0x1p-52 - 1.0;
+  }
+}
+
 __global__ void FloatToHalf(const float* in, __half* out, int64_t count) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -143,6 +153,8 @@ unsigned Blocks(int64_t count) {
 void Fill(DataType type, void* ptr, int64_t count, uint64_t seed) {
   if (type == DataType::kFloat32) {
     FillUniform<float><<<Blocks(count), 256>>>(static_cast<float*>(ptr), count, seed);
+  } else if (type == DataType::kFloat64) {
+    FillUniform64<<<Blocks(count), 256>>>(static_cast<double*>(ptr), count, seed);
   } else if (type == DataType::kFloat16) {
     FillUniform<__half><<<Blocks(count), 256>>>(static_cast<__half*>(ptr), count, seed);
   } else {
@@ -281,6 +293,7 @@ struct Workload {
   }
   std::string Path() const {
     if (precision == Precision::kFp32) return "FP32";
+    if (precision == Precision::kFp64) return "FP64";
     return std::string("F16T/") + (input == DataType::kFloat32   ? "f32-in"
                                    : input == DataType::kFloat16 ? "f16-in"
                                                                  : "bf16-in");
@@ -291,6 +304,7 @@ std::vector<Workload> DefaultWorkloads() {
   std::vector<Workload> w;
   for (int64_t s : {1024, 2048, 4096, 8192}) {
     w.push_back({"square", 1, s, s, s, Precision::kFp32, DataType::kFloat32});
+    w.push_back({"square", 1, s, s, s, Precision::kFp64, DataType::kFloat64});
     w.push_back({"square", 1, s, s, s, Precision::kFp16Tensor, DataType::kFloat16});
     if (s >= 4096) {
       w.push_back({"square", 1, s, s, s, Precision::kFp16Tensor, DataType::kFloat32});
@@ -390,27 +404,44 @@ RefRows ComputeReference(const GemmProblem& p, const GemmOperands& host) {
   return r;
 }
 
-double ErrorAgainst(const RefRows& ref, const GemmProblem& p, const float* d_c) {
-  std::vector<float> got(ref.items.size() * p.n);
+double ErrorAgainst(const RefRows& ref, const GemmProblem& p, const void* d_c) {
+  const size_t elem = gemmd::DataTypeSize(p.c_type);
+  std::vector<char> got(ref.items.size() * p.n * elem);
   for (size_t j = 0; j < ref.items.size(); ++j) {
-    CHECK_CUDA(cudaMemcpy(got.data() + j * p.n,
-                          d_c + ref.items[j] * p.StrideC() + ref.rows[j] * p.n,
-                          p.n * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(
+        got.data() + j * p.n * elem,
+        static_cast<const char*>(d_c) + (ref.items[j] * p.StrideC() + ref.rows[j] * p.n) * elem,
+        p.n * elem, cudaMemcpyDeviceToHost));
   }
-  return gemmd::RelativeError(ref.values.data(), got.data(), DataType::kFloat32,
-                              static_cast<int64_t>(got.size()));
+  return gemmd::RelativeError(ref.values.data(), got.data(), p.c_type,
+                              static_cast<int64_t>(ref.items.size() * p.n));
 }
 
 // ---- cuBLAS ------------------------------------------------------------------------------
 
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
-void CublasRun(cublasHandle_t h, const GemmProblem& p, DataType type, const void* a,
-               const void* b, float* c) {
+void CublasRun(cublasHandle_t h, const GemmProblem& p, DataType type, const void* a, const void* b,
+               void* c_out) {
   const float alpha = p.alpha, beta = p.beta;
   const cublasOperation_t op_a = p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
   const int lda = static_cast<int>(p.lda()), ldb = static_cast<int>(p.ldb());
+  if (type == DataType::kFloat64) {  // cublasDgemm: the FP64 tensor cores on sm_80+
+    const double alpha64 = p.alpha, beta64 = p.beta;
+    double* c = static_cast<double*>(c_out);
+    if (p.batch == 1) {
+      CHECK_CUBLAS(cublasDgemm(h, op_b, op_a, n, m, k, &alpha64, static_cast<const double*>(b), ldb,
+                               static_cast<const double*>(a), lda, &beta64, c, n));
+    } else {
+      CHECK_CUBLAS(cublasDgemmStridedBatched(
+          h, op_b, op_a, n, m, k, &alpha64, static_cast<const double*>(b), ldb, p.StrideB(),
+          static_cast<const double*>(a), lda, p.StrideA(), &beta64, c, n, p.StrideC(),
+          static_cast<int>(p.batch)));
+    }
+    return;
+  }
+  float* c = static_cast<float*>(c_out);
   if (type == DataType::kFloat32) {
     if (p.batch == 1) {
       CHECK_CUBLAS(cublasSgemm(h, op_b, op_a, n, m, k, &alpha, static_cast<const float*>(b),
@@ -446,20 +477,21 @@ void RunWorkload(const Options& o, const DeviceCaps& caps, cublasHandle_t handle
   p.n = w.n;
   p.k = w.k;
   p.a_type = p.b_type = w.input;
-  p.c_type = DataType::kFloat32;
+  p.c_type = w.precision == Precision::kFp64 ? DataType::kFloat64 : DataType::kFloat32;
   p.precision = w.precision;
   const size_t in_bytes = gemmd::DataTypeSize(w.input);
   const size_t a_bytes = p.ElementsA() * in_bytes, b_bytes = p.ElementsB() * in_bytes;
-  const size_t c_bytes = p.ElementsC() * sizeof(float);
+  const size_t c_bytes = p.ElementsC() * gemmd::DataTypeSize(p.c_type);
   const size_t set_bytes = a_bytes + b_bytes + c_bytes;
   const int sets = static_cast<int>(std::clamp<int64_t>(
       (3 * caps.l2_cache_bytes + set_bytes - 1) / set_bytes, 1, 16));
 
   // cuBLAS has no FP32-in tensor GEMM: it gets FP16 copies (conversion not charged).
   const bool cublas_f16_copy = w.precision == Precision::kFp16Tensor && w.input == DataType::kFloat32;
-  const DataType cublas_type = w.precision == Precision::kFp32 ? DataType::kFloat32
-                               : cublas_f16_copy             ? DataType::kFloat16
-                                                             : w.input;
+  const DataType cublas_type = w.precision == Precision::kFp32   ? DataType::kFloat32
+                               : w.precision == Precision::kFp64 ? DataType::kFloat64
+                               : cublas_f16_copy                 ? DataType::kFloat16
+                                                                 : w.input;
   std::vector<DevMem> A, B, C, A16, B16;
   for (int s = 0; s < sets; ++s) {
     A.emplace_back(a_bytes);
@@ -490,7 +522,7 @@ void RunWorkload(const Options& o, const DeviceCaps& caps, cublasHandle_t handle
   auto error_of_set0 = [&]() -> double {
     if (!o.check) return -1;
     CHECK_CUDA(cudaDeviceSynchronize());
-    return ErrorAgainst(ref, p, static_cast<const float*>(C[0].p));
+    return ErrorAgainst(ref, p, C[0].p);
   };
   auto poison_set0 = [&] { CHECK_CUDA(cudaMemset(C[0].p, 0xFF, c_bytes)); };
 
@@ -498,11 +530,11 @@ void RunWorkload(const Options& o, const DeviceCaps& caps, cublasHandle_t handle
   // cuBLAS
   const double cublas_ms = MedianMs(o, sets, [&](int s) {
     CublasRun(handle, p, cublas_type, cublas_f16_copy ? A16[s].p : A[s].p,
-              cublas_f16_copy ? B16[s].p : B[s].p, static_cast<float*>(C[s].p));
+              cublas_f16_copy ? B16[s].p : B[s].p, C[s].p);
   });
   poison_set0();
   CublasRun(handle, p, cublas_type, cublas_f16_copy ? A16[0].p : A[0].p,
-            cublas_f16_copy ? B16[0].p : B[0].p, static_cast<float*>(C[0].p));
+            cublas_f16_copy ? B16[0].p : B[0].p, C[0].p);
   Row base;
   base.group = w.group;
   base.shape = w.Shape();
@@ -578,13 +610,14 @@ void RunWithCopies(const Options& o, const DeviceCaps& caps, const Workload& w, 
   p.n = w.n;
   p.k = w.k;
   p.a_type = p.b_type = w.input;
+  p.c_type = w.precision == Precision::kFp64 ? DataType::kFloat64 : DataType::kFloat32;
   p.precision = w.precision;
   auto selected = gemmd::gpu::SelectKernel(p, caps);
   if (!selected.ok()) return;
   const GpuGemmKernel* kernel = *selected;
   const size_t in_bytes = gemmd::DataTypeSize(w.input);
   const size_t a_bytes = p.ElementsA() * in_bytes, b_bytes = p.ElementsB() * in_bytes;
-  const size_t c_bytes = p.ElementsC() * sizeof(float);
+  const size_t c_bytes = p.ElementsC() * gemmd::DataTypeSize(p.c_type);
   const size_t ws_bytes = kernel->WorkspaceBytes(p);
   DevMem dA(a_bytes), dB(b_bytes), dC(c_bytes), ws(ws_bytes);
   Fill(w.input, dA.p, p.ElementsA(), seed * 7919);

@@ -37,6 +37,7 @@ const KernelRegistry& KernelRegistry::Global() {
     std::vector<std::unique_ptr<GpuGemmKernel>> kernels;
     internal::AppendSimtKernels(&kernels);
     internal::AppendWmmaKernels(&kernels);
+    internal::AppendDmmaKernels(&kernels);
 #if defined(GEMMD_HAVE_SM90A)
     internal::AppendWgmmaKernels(&kernels);
     internal::AppendWgmmaTmaKernels(&kernels);

@@ -79,7 +79,7 @@ std::unique_ptr<TestJob> MakeTestJob(const GemmProblem& p, std::mt19937_64& rng,
   t->in_place = in_place;
   t->a = RandomBytes(p.a_type, p.ElementsA(), rng);
   t->b = RandomBytes(p.b_type, p.ElementsB(), rng);
-  if (p.beta != 0.0f) t->c_in = RandomBytes(p.c_type, p.ElementsCIn(), rng);
+  if (p.beta != 0.0) t->c_in = RandomBytes(p.c_type, p.ElementsCIn(), rng);
   t->c_out = in_place ? t->c_in : NanBytes(p.c_type, p.ElementsC());
   if (reference) {
     const GemmOperands host{t->a.data(), t->b.data(), p.beta != 0.0f ? t->c_in.data() : nullptr,
@@ -395,6 +395,26 @@ TEST_F(CudaDeviceTest, HalfAndBfloat16InputsOnTheTensorPath) {
     p.a_type = p.b_type = type;
     RunAndCheck(MakeJobs(p, 4, rng), kTensorTolerance);
   }
+}
+
+// FP64 through the device: FLOAT64 operands, C_in and C in the arena as they are (no
+// conversion around the kernel), batched jobs with beta and one in place, against the
+// long-double reference.
+TEST_F(CudaDeviceTest, Float64OnTheFp64TensorCores) {
+  const uint64_t seed = TestSeed(12);
+  SCOPED_TRACE(absl::StrCat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  GemmProblem p = Problem(130, 67, 301, /*batch=*/2);
+  p.a_type = p.b_type = p.c_type = DataType::kFloat64;
+  p.precision = Precision::kFp64;
+  p.transpose_b = true;
+  p.alpha = 1.0 / 3.0;
+  p.beta = -0.1;
+  std::vector<std::unique_ptr<TestJob>> jobs = MakeJobs(p, 3, rng);
+  jobs.push_back(MakeTestJob(p, rng, /*in_place=*/true));
+  EXPECT_EQ(Choose(jobs)->name(), "dgemm_dmma_128x128x16_s3");
+  RunAndCheck(jobs, 1e-13);
+  EXPECT_TRUE(device_->healthy());
 }
 
 TEST_F(CudaDeviceTest, ForcedKernelIsUsedAndReported) {

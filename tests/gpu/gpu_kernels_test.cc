@@ -109,6 +109,8 @@ std::vector<DataType> InputTypes(const GpuGemmKernel& k) {
       return {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
     case DataType::kFloat16:
       return {DataType::kFloat32, DataType::kFloat16};
+    case DataType::kFloat64:
+      return {DataType::kFloat64};
     default:
       return {DataType::kBFloat16};
   }
@@ -123,7 +125,7 @@ GemmProblem MakeProblem(const GpuGemmKernel& kernel, DataType input, const Shape
   p.transpose_a = s.ta;
   p.transpose_b = s.tb;
   p.a_type = p.b_type = input;
-  p.c_type = DataType::kFloat32;
+  p.c_type = kernel.precision() == Precision::kFp64 ? DataType::kFloat64 : DataType::kFloat32;
   p.precision = kernel.precision();
   p.alpha = s.alpha;
   p.beta = s.beta;
@@ -161,8 +163,17 @@ uint64_t SeedFor(const std::string& name) {
   return testing::TestSeed(20261130) ^ std::hash<std::string>{}(name);
 }
 
+// FP64 against the long-double reference, K up to 4096 here (docs/ARCHITECTURE.md).
 double Tolerance(const GpuGemmKernel& k) {
-  return k.precision() == Precision::kFp32 ? 1e-5 : 1e-3;
+  switch (k.precision()) {
+    case Precision::kFp32:
+      return 1e-5;
+    case Precision::kFp64:
+      return 1e-13;
+    case Precision::kFp16Tensor:
+      break;
+  }
+  return 1e-3;
 }
 
 class KernelCorrectnessTest : public ::testing::TestWithParam<Param> {};
@@ -184,21 +195,21 @@ TEST_P(KernelCorrectnessTest, MatchesFp64Reference) {
   const int64_t off = param.shape.a_offset;
   const std::string a = testing::RandomBytes(param.input, p.ElementsA() + off, rng);
   const std::string b = testing::RandomBytes(param.input, p.ElementsB(), rng);
-  const std::string c_in = p.beta != 0.0f
-                               ? testing::RandomBytes(DataType::kFloat32, p.ElementsCIn(), rng)
-                               : std::string();
+  const std::string c_in =
+      p.beta != 0.0 ? testing::RandomBytes(p.c_type, p.ElementsCIn(), rng) : std::string();
   constexpr int64_t kGuard = 64;
   const int64_t c_elems = p.ElementsC();
+  const size_t c_bytes = DataTypeSize(p.c_type);
 
   auto d_a = DeviceBuffer::Allocate(a.size());
   auto d_b = DeviceBuffer::Allocate(b.size());
-  auto d_c = DeviceBuffer::Allocate((c_elems + kGuard) * sizeof(float));
+  auto d_c = DeviceBuffer::Allocate((c_elems + kGuard) * c_bytes);
   auto d_cin = DeviceBuffer::Allocate(c_in.size());
   ASSERT_TRUE(d_a.ok() && d_b.ok() && d_c.ok() && d_cin.ok());
   if (!a.empty()) ASSERT_CUDA(cudaMemcpy(d_a->get(), a.data(), a.size(), cudaMemcpyHostToDevice));
   if (!b.empty()) ASSERT_CUDA(cudaMemcpy(d_b->get(), b.data(), b.size(), cudaMemcpyHostToDevice));
-  // Poison C and its guard words with NaN (0xFFFFFFFF): unwritten outputs fail.
-  ASSERT_CUDA(cudaMemset(d_c->get(), 0xFF, (c_elems + kGuard) * sizeof(float)));
+  // Poison C and its guard words with NaN (all bits set): unwritten outputs fail.
+  ASSERT_CUDA(cudaMemset(d_c->get(), 0xFF, (c_elems + kGuard) * c_bytes));
   if (!c_in.empty()) {
     void* dst = param.shape.in_place ? d_c->get() : d_cin->get();
     ASSERT_CUDA(cudaMemcpy(dst, c_in.data(), c_in.size(), cudaMemcpyHostToDevice));
@@ -221,12 +232,11 @@ TEST_P(KernelCorrectnessTest, MatchesFp64Reference) {
   ASSERT_CUDA(cudaStreamSynchronize(stream->get()));
   ASSERT_CUDA(cudaGetLastError());
 
-  std::vector<float> c(c_elems + kGuard);
-  ASSERT_CUDA(cudaMemcpy(c.data(), d_c->get(), c.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  for (int64_t i = c_elems; i < c_elems + kGuard; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &c[i], 4);
-    ASSERT_EQ(bits, 0xFFFFFFFFu) << "write past the end of C at element " << i;
+  std::string c((c_elems + kGuard) * c_bytes, '\0');
+  ASSERT_CUDA(cudaMemcpy(c.data(), d_c->get(), c.size(), cudaMemcpyDeviceToHost));
+  for (size_t i = c_elems * c_bytes; i < c.size(); ++i) {
+    ASSERT_EQ(static_cast<unsigned char>(c[i]), 0xFFu)
+        << "write past the end of C at element " << i / c_bytes;
   }
 
   GemmOperands host;
@@ -235,9 +245,9 @@ TEST_P(KernelCorrectnessTest, MatchesFp64Reference) {
   host.c_in = c_in.empty() ? nullptr : c_in.data();
   const std::vector<double> ref = ReferenceGemm(p, host);
   int64_t nans = 0;
-  for (int64_t i = 0; i < c_elems; ++i) nans += std::isnan(c[i]) ? 1 : 0;
+  for (int64_t i = 0; i < c_elems; ++i) nans += std::isnan(LoadAsDouble(c.data(), p.c_type, i));
   EXPECT_EQ(nans, 0) << "unwritten (NaN) outputs";
-  const double err = RelativeError(ref.data(), c.data(), DataType::kFloat32, c_elems);
+  const double err = RelativeError(ref.data(), c.data(), p.c_type, c_elems);
   EXPECT_LE(err, Tolerance(*kernel)) << kernel->name() << " on " << param.shape.name;
   RecordProperty("rel_error", absl::StrCat(err));
 }
@@ -273,6 +283,7 @@ GemmProblem PlannedWhole(const GpuGemmKernel& kernel) {
   p.n = 264;
   p.k = 1536;
   p.a_type = p.b_type = kernel.operand_type();
+  p.c_type = kernel.precision() == Precision::kFp64 ? DataType::kFloat64 : DataType::kFloat32;
   p.precision = kernel.precision();
   p.alpha = 0.75f;
   return p;
@@ -330,8 +341,9 @@ TEST(RowPlanTest, EveryVariantsBlocksAreTheWholeProductsRowsBitForBit) {
     const std::string b = testing::RandomBytes(whole.b_type, whole.ElementsB(), rng);
     auto d_a = DeviceBuffer::Allocate(a.size());
     auto d_b = DeviceBuffer::Allocate(b.size());
-    auto d_whole = DeviceBuffer::Allocate(whole.ElementsC() * sizeof(float));
-    auto d_blocks = DeviceBuffer::Allocate(whole.ElementsC() * sizeof(float));
+    const size_t c_bytes = DataTypeSize(whole.c_type);
+    auto d_whole = DeviceBuffer::Allocate(whole.ElementsC() * c_bytes);
+    auto d_blocks = DeviceBuffer::Allocate(whole.ElementsC() * c_bytes);
     ASSERT_TRUE(d_a.ok() && d_b.ok() && d_whole.ok() && d_blocks.ok());
     ASSERT_CUDA(cudaMemcpy(d_a->get(), a.data(), a.size(), cudaMemcpyHostToDevice));
     ASSERT_CUDA(cudaMemcpy(d_b->get(), b.data(), b.size(), cudaMemcpyHostToDevice));
@@ -339,7 +351,7 @@ TEST(RowPlanTest, EveryVariantsBlocksAreTheWholeProductsRowsBitForBit) {
       GemmOperands ops;
       ops.a = static_cast<const char*>(d_a->get()) + row0 * whole.k * in_bytes;
       ops.b = d_b->get();
-      ops.c_out = static_cast<float*>(c) + row0 * whole.n;
+      ops.c_out = static_cast<char*>(c) + row0 * whole.n * c_bytes;
       const size_t ws_bytes = k->WorkspaceBytes(p, ops);
       auto ws = DeviceBuffer::Allocate(ws_bytes);
       ASSERT_TRUE(ws.ok());
@@ -351,16 +363,15 @@ TEST(RowPlanTest, EveryVariantsBlocksAreTheWholeProductsRowsBitForBit) {
     for (int64_t row0 = 0; row0 < whole.m; row0 += 512) {
       run(Block(whole, row0, std::min<int64_t>(512, whole.m - row0)), row0, d_blocks->get());
     }
-    std::vector<float> c_whole(whole.ElementsC()), c_blocks(whole.ElementsC());
-    ASSERT_CUDA(cudaMemcpy(c_whole.data(), d_whole->get(), c_whole.size() * sizeof(float),
-                           cudaMemcpyDeviceToHost));
-    ASSERT_CUDA(cudaMemcpy(c_blocks.data(), d_blocks->get(), c_blocks.size() * sizeof(float),
-                           cudaMemcpyDeviceToHost));
+    std::string c_whole(whole.ElementsC() * c_bytes, '\0'), c_blocks(c_whole.size(), '\0');
+    ASSERT_CUDA(cudaMemcpy(c_whole.data(), d_whole->get(), c_whole.size(), cudaMemcpyDeviceToHost));
+    ASSERT_CUDA(
+        cudaMemcpy(c_blocks.data(), d_blocks->get(), c_blocks.size(), cudaMemcpyDeviceToHost));
     int64_t differing = 0;
-    for (size_t i = 0; i < c_whole.size(); ++i) {
-      differing += std::memcmp(&c_whole[i], &c_blocks[i], sizeof(float)) != 0 ? 1 : 0;
+    for (size_t i = 0; i < c_whole.size(); i += c_bytes) {
+      differing += std::memcmp(&c_whole[i], &c_blocks[i], c_bytes) != 0 ? 1 : 0;
     }
-    EXPECT_EQ(differing, 0) << "of " << c_whole.size() << " elements";
+    EXPECT_EQ(differing, 0) << "of " << whole.ElementsC() << " elements";
   }
 }
 

@@ -91,6 +91,8 @@ void AppendSimtKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels);
 void AppendWmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels);
 void AppendWgmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels);
 void AppendWgmmaTmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels);
+// FP64 (dgemm_dmma.cu): a family of its own, outside the tiled host side (FP64 C).
+void AppendDmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels);
 
 // Copies a strided batch of `items` row-major [rows, cols] matrices (leading dimension
 // ld_src, batch stride stride_src) of type `src_type` into dense matrices with leading

@@ -84,7 +84,8 @@ absl::StatusOr<DenseArena> PlanDenseArena(const DeviceLaunch& launch) {
   const LaunchLayout layout = LayoutOf(launch.items);
   DenseArena arena;
   arena.reads_c_in = problem.beta != 0.0f;
-  arena.converts = problem.c_type != DataType::kFloat32;
+  // FP16/BF16 C goes through FP32 copies; FP32 and FP64 kernels write their own C.
+  arena.converts = problem.c_type == DataType::kFloat16 || problem.c_type == DataType::kBFloat16;
   arena.c_in_elements = arena.reads_c_in ? problem.ElementsCIn() : 0;
   arena.c_elements = problem.ElementsC();
   // B read where it is resident, or once for a stacked launch (the items share it).

@@ -25,12 +25,13 @@
 #include "kernels/cuda/common/cp_async.cuh"
 #include "kernels/cuda/common/cuda_status.h"
 #include "kernels/cuda/common/dynamic_smem.h"
+#include "kernels/cuda/dense/dgemm_dmma.h"
 #include "kernels/cuda/dense/tiled_gemm.h"
 
 namespace gemmd::gpu::internal {
 namespace {
 
-constexpr int kBM = 128, kBN = 128, kBK = 16, kStages = 3;
+constexpr int kBM = kDgemmTileM, kBN = kDgemmTileN, kBK = 16, kStages = 3;
 constexpr int kWM = 64, kWN = 32;
 constexpr int kWarpsN = kBN / kWN;                    // 4
 constexpr int kThreads = (kBM / kWM) * kWarpsN * 32;  // 256
@@ -39,17 +40,6 @@ constexpr int kStageDoubles = kBK * (kLdA + kLdB);
 constexpr int kSmemBytes = kStages * kStageDoubles * static_cast<int>(sizeof(double));
 constexpr int kFragM = kWM / 8, kFragN = kWN / 8;  // DMMA tiles a warp: 8 x 4
 constexpr int kMaxGridZ = 65535;
-
-struct DgemmArgs {
-  int m = 0, n = 0, k = 0;
-  int64_t lda = 0, ldb = 0, ldc = 0;  // row-major leading dimensions as stored
-  int64_t stride_a = 0, stride_b = 0, stride_c_in = 0, stride_c = 0;
-  const double* a = nullptr;
-  const double* b = nullptr;
-  const double* c_in = nullptr;  // read only when beta != 0
-  double* c = nullptr;
-  double alpha = 1.0, beta = 0.0;
-};
 
 __device__ __forceinline__ void Dmma(double (&d)[2], double a, double b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -171,7 +161,7 @@ __global__ void __launch_bounds__(kThreads, 1) DgemmDmmaKernel(DgemmArgs p, int 
 }
 
 template <bool kTransA, bool kTransB>
-absl::Status LaunchDgemm(const DgemmArgs& p, int batch, cudaStream_t stream) {
+absl::Status LaunchLayout(const DgemmArgs& p, int batch, cudaStream_t stream) {
   static std::atomic<uint64_t> smem_set{0};
   const void* fn = reinterpret_cast<const void*>(&DgemmDmmaKernel<kTransA, kTransB>);
   GEMMD_GPU_RETURN_IF_ERROR(EnsureDynamicSmem(fn, kSmemBytes, &smem_set));
@@ -185,15 +175,30 @@ absl::Status LaunchDgemm(const DgemmArgs& p, int batch, cudaStream_t stream) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status LaunchDgemmM8n8k4(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
+                               cudaStream_t stream) {
+  if (!trans_a && !trans_b) return LaunchLayout<false, false>(p, batch, stream);
+  if (!trans_a && trans_b) return LaunchLayout<false, true>(p, batch, stream);
+  if (trans_a && !trans_b) return LaunchLayout<true, false>(p, batch, stream);
+  return LaunchLayout<true, true>(p, batch, stream);
+}
+
+namespace {
+
+// The registry entry of one FP64 variant: checks, geometry and the launch, around its
+// launcher (every variant tiles C 128 x 128 and needs no workspace).
 class DgemmDmma final : public GpuGemmKernel {
  public:
-  std::string_view name() const override { return "dgemm_dmma_128x128x16_s3"; }
+  DgemmDmma(const char* name, int min_cc, CostProfile profile, DgemmLaunchFn launch)
+      : name_(name), min_cc_(min_cc), profile_(profile), launch_(launch) {}
+  std::string_view name() const override { return name_; }
   Precision precision() const override { return Precision::kFp64; }
-  int min_compute_capability() const override { return 80; }
+  int min_compute_capability() const override { return min_cc_; }
   DataType operand_type() const override { return DataType::kFloat64; }
   bool splits_k() const override { return false; }
-  // Until gemm-bench has timed it on the H200: about half of the FP64 tensor cores' peak.
-  CostProfile cost_profile() const override { return {30.0, 1}; }
+  CostProfile cost_profile() const override { return profile_; }
 
   absl::Status Check(const GemmProblem& p) const override {
     if (p.batch < 1 || p.m < 1 || p.n < 1 || p.k < 0) {
@@ -222,12 +227,13 @@ class DgemmDmma final : public GpuGemmKernel {
   LaunchGeometry Geometry(const GemmProblem& p) const override {
     if (!CanImplement(p)) return {};
     LaunchGeometry g;
-    g.tile_m = kBM;
-    g.tile_n = kBN;
+    g.tile_m = kDgemmTileM;
+    g.tile_n = kDgemmTileN;
     g.tile_k = kBK;
     g.splits = 1;
     g.k_per_split = p.k;
-    g.blocks = p.batch * ((p.PlanM() + kBM - 1) / kBM) * ((p.n + kBN - 1) / kBN);
+    g.blocks = p.batch * ((p.PlanM() + kDgemmTileM - 1) / kDgemmTileM) *
+               ((p.n + kDgemmTileN - 1) / kDgemmTileN);
     return g;
   }
 
@@ -268,18 +274,26 @@ class DgemmDmma final : public GpuGemmKernel {
     args.c = static_cast<double*>(operands.c_out);
     args.alpha = p.alpha;
     args.beta = read_c ? p.beta : 0.0;
-    const int batch = static_cast<int>(p.batch);
-    if (!p.transpose_a && !p.transpose_b) return LaunchDgemm<false, false>(args, batch, stream);
-    if (!p.transpose_a && p.transpose_b) return LaunchDgemm<false, true>(args, batch, stream);
-    if (p.transpose_a && !p.transpose_b) return LaunchDgemm<true, false>(args, batch, stream);
-    return LaunchDgemm<true, true>(args, batch, stream);
+    return launch_(args, static_cast<int>(p.batch), p.transpose_a, p.transpose_b, stream);
   }
+
+ private:
+  const char* const name_;
+  const int min_cc_;
+  const CostProfile profile_;
+  const DgemmLaunchFn launch_;
 };
 
 }  // namespace
 
+// Cost profiles: TFLOP/s and resident blocks per SM, gemm-bench on an H100, 2026-12-06
+// (docs/KERNELS.md). On 9.0 the m16n8k16 variant is the one chosen.
 void AppendDmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels) {
-  kernels->push_back(std::make_unique<DgemmDmma>());
+  kernels->push_back(
+      std::make_unique<DgemmDmma>("dgemm_dmma_128x128x16_s3", 80, CostProfile{21.4, 1},
+                                  &LaunchDgemmM8n8k4));
+  kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma16816_128x128x16_s4", 90,
+                                                 CostProfile{39.6, 1}, &LaunchDgemmM16n8k16));
 }
 
 }  // namespace gemmd::gpu::internal

@@ -1,0 +1,44 @@
+// Internal to gemm_kernels_cuda: what the FP64 variants share (dgemm_dmma.cu holds their
+// registry entry, each launcher its kernel): the launch arguments and the launchers.
+// Every variant tiles C 128 x 128 and needs no workspace. Host-only; compiles with g++.
+#ifndef GEMMD_KERNELS_CUDA_DENSE_DGEMM_DMMA_H_
+#define GEMMD_KERNELS_CUDA_DENSE_DGEMM_DMMA_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace gemmd::gpu::internal {
+
+inline constexpr int kDgemmTileM = 128;
+inline constexpr int kDgemmTileN = 128;
+
+// One launch's problem, as the kernels read it: row-major operands as stored (A [M,K] or
+// [K,M] when transposed, B [K,N] or [N,K]), batch items `stride_*` elements apart.
+struct DgemmArgs {
+  int m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;  // row-major leading dimensions as stored
+  int64_t stride_a = 0, stride_b = 0, stride_c_in = 0, stride_c = 0;
+  const double* a = nullptr;
+  const double* b = nullptr;
+  const double* c_in = nullptr;  // read only when beta != 0
+  double* c = nullptr;
+  double alpha = 1.0, beta = 0.0;
+};
+
+// Enqueues C = alpha * op(A) op(B) + beta * C_in for `batch` items on `stream`; INTERNAL
+// for CUDA errors. Operands 8-byte aligned (the caller checks).
+using DgemmLaunchFn = absl::Status (*)(const DgemmArgs& args, int batch, bool trans_a,
+                                       bool trans_b, cudaStream_t stream);
+// mma.sync m8n8k4 (sm_80 and up): dgemm_dmma.cu.
+absl::Status LaunchDgemmM8n8k4(const DgemmArgs& args, int batch, bool trans_a, bool trans_b,
+                               cudaStream_t stream);
+// mma.sync m16n8k16 (sm_90 and up): dgemm_dmma_sm90.cu.
+absl::Status LaunchDgemmM16n8k16(const DgemmArgs& args, int batch, bool trans_a, bool trans_b,
+                                 cudaStream_t stream);
+
+}  // namespace gemmd::gpu::internal
+
+#endif  // GEMMD_KERNELS_CUDA_DENSE_DGEMM_DMMA_H_

@@ -1,0 +1,216 @@
+// FP64 GEMM on Hopper's FP64 tensor cores through the sm_90 DMMA shape, `mma.sync
+// .m16n8k16` with f64 operands: a quarter of m8n8k4's instructions for the same products.
+//
+// A block computes a 128 x 128 tile of C with 8 warps (2 x 4), each warp a 64 x 32 tile as
+// 4 x 4 tiles of 16 x 8: 64 FP64 accumulators a thread; a K step of 16 is one DMMA per
+// tile. Shared tiles follow the stored operand's contiguous dimension, so that 16-byte
+// cp.async fill them: an operand contiguous along K ([M,K] A, [N,K] B) is kept row by row
+// with 16 + 4 doubles a row, one contiguous along M or N ([K,M] A, [K,N] B) k row by k row
+// with 128 + 8; both paddings put a fragment's 32 loads (8 rows x 4 k) in the two
+// wavefronts 256 bytes need. Four stages. Operands whose rows or items are not 16-byte
+// aligned go through the same kernel with 8-byte copies. C = alpha * acc + beta * C_in in
+// FP64, bounds-checked; no K split, so a planned row block gets its product's bits.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "kernels/cuda/common/cp_async.cuh"
+#include "kernels/cuda/common/cuda_status.h"
+#include "kernels/cuda/common/dynamic_smem.h"
+#include "kernels/cuda/dense/dgemm_dmma.h"
+
+namespace gemmd::gpu::internal {
+namespace {
+
+constexpr int kBM = kDgemmTileM, kBN = kDgemmTileN, kBK = 16, kStages = 4;
+constexpr int kWM = 64, kWN = 32;
+constexpr int kWarpsN = kBN / kWN;                     // 4
+constexpr int kThreads = (kBM / kWM) * kWarpsN * 32;  // 256
+constexpr int kLdRow = kBK + 4;                       // a tile kept row by row (K contiguous)
+constexpr int kLdK = kBM + 8;                         // a tile kept k row by k row
+static_assert(kBM == kBN, "one shared layout for A and B");
+constexpr int kTileDoubles = std::max(kBM * kLdRow, kBK * kLdK);
+constexpr int kStageDoubles = 2 * kTileDoubles;
+constexpr int kSmemBytes = kStages * kStageDoubles * static_cast<int>(sizeof(double));
+constexpr int kTilesM = kWM / 16, kTilesN = kWN / 8;  // 4 x 4 DMMA tiles a warp
+constexpr int kMaxGridZ = 65535;
+
+__device__ __forceinline__ void Dmma16816(double (&d)[4], const double (&a)[8],
+                                          const double (&b)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, "
+      "{%4,%5,%6,%7,%8,%9,%10,%11}, {%12,%13,%14,%15}, {%0,%1,%2,%3};\n"
+      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]),
+        "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
+#endif
+}
+
+// A kRows x kCols tile of a row-major matrix (leading dimension ld) from (row0, col0) into
+// shared memory, element (r, c) at s[r * kLds + c]; elements past (row_lim, col_lim) read
+// as zeros. kChunk doubles a copy (2: 16 bytes, the rows 16-byte aligned; 1: 8 bytes).
+template <int kRows, int kCols, int kLds, int kChunk>
+__device__ __forceinline__ void LoadTile(const double* g, int64_t ld, int row0, int col0,
+                                         int row_lim, int col_lim, double* s, int tid) {
+  constexpr int kPerRow = kCols / kChunk;
+  static_assert((kRows * kPerRow) % kThreads == 0, "whole copies a thread");
+#pragma unroll
+  for (int i = 0; i < kRows * kPerRow / kThreads; ++i) {
+    const int idx = tid + i * kThreads;
+    const int r = idx / kPerRow, c = (idx % kPerRow) * kChunk;
+    const int gr = row0 + r, gc = col0 + c;
+    const int valid = gr < row_lim ? max(0, min(kChunk, col_lim - gc)) : 0;
+    const double* src = valid > 0 ? g + static_cast<int64_t>(gr) * ld + gc : g;
+    if constexpr (kChunk == 2) {
+      CpAsync16(s + r * kLds + c, src, valid * 8);
+    } else {
+      CpAsync8(s + r * kLds + c, src, valid * 8);
+    }
+  }
+}
+
+// Element (m, k) of the A tile and (k, n) of the B tile in their shared layouts.
+template <bool kTransA>
+__device__ __forceinline__ double AAt(const double* as, int m, int k) {
+  return kTransA ? as[k * kLdK + m] : as[m * kLdRow + k];
+}
+template <bool kTransB>
+__device__ __forceinline__ double BAt(const double* bs, int k, int n) {
+  return kTransB ? bs[n * kLdRow + k] : bs[k * kLdK + n];
+}
+
+template <bool kTransA, bool kTransB, int kChunk>
+__global__ void __launch_bounds__(kThreads, 1) Dgemm16816Kernel(DgemmArgs p, int item0) {
+  extern __shared__ double smem[];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int item = item0 + static_cast<int>(blockIdx.z);
+  const int m0 = static_cast<int>(blockIdx.y) * kBM;
+  const int n0 = static_cast<int>(blockIdx.x) * kBN;
+  const double* a = p.a + item * p.stride_a;
+  const double* b = p.b + item * p.stride_b;
+
+  const int lane = tid & 31, warp = tid >> 5;
+  const int wm = (warp / kWarpsN) * kWM, wn = (warp % kWarpsN) * kWN;
+  const int g = lane >> 2, t = lane & 3;
+  double acc[kTilesM][kTilesN][4];
+#pragma unroll
+  for (int i = 0; i < kTilesM; ++i) {
+#pragma unroll
+    for (int j = 0; j < kTilesN; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0;
+    }
+  }
+
+  const int ktiles = (p.k + kBK - 1) / kBK;
+  auto load = [&](int kt) {
+    double* as = smem + (kt % kStages) * kStageDoubles;
+    double* bs = as + kTileDoubles;
+    const int k0 = kt * kBK;
+    if (kTransA) {
+      LoadTile<kBK, kBM, kLdK, kChunk>(a, p.lda, k0, m0, p.k, p.m, as, tid);
+    } else {
+      LoadTile<kBM, kBK, kLdRow, kChunk>(a, p.lda, m0, k0, p.m, p.k, as, tid);
+    }
+    if (kTransB) {
+      LoadTile<kBN, kBK, kLdRow, kChunk>(b, p.ldb, n0, k0, p.n, p.k, bs, tid);
+    } else {
+      LoadTile<kBK, kBN, kLdK, kChunk>(b, p.ldb, k0, n0, p.k, p.n, bs, tid);
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < ktiles) load(s);
+    CpAsyncCommit();
+  }
+  for (int kt = 0; kt < ktiles; ++kt) {
+    CpAsyncWait<kStages - 2>();
+    __syncthreads();  // stage kt landed everywhere; the stage reloaded next is free
+    if (kt + kStages - 1 < ktiles) load(kt + kStages - 1);
+    CpAsyncCommit();
+    const double* as = smem + (kt % kStages) * kStageDoubles;
+    const double* bs = as + kTileDoubles;
+    // Fragments (PTX ISA, m16n8k16 .f64): a_i = A[g + 8 (i % 2)][t + 4 (i / 2)],
+    // b_i = B[t + 4 i][g], C pairs at rows g and g + 8, columns 2t and 2t + 1.
+    double bf[kTilesN][4];
+#pragma unroll
+    for (int j = 0; j < kTilesN; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) bf[j][i] = BAt<kTransB>(bs, t + 4 * i, wn + j * 8 + g);
+    }
+#pragma unroll
+    for (int mi = 0; mi < kTilesM; ++mi) {
+      double af[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        af[i] = AAt<kTransA>(as, wm + mi * 16 + g + 8 * (i % 2), t + 4 * (i / 2));
+      }
+#pragma unroll
+      for (int j = 0; j < kTilesN; ++j) Dmma16816(acc[mi][j], af, bf[j]);
+    }
+  }
+
+  double* c = p.c + item * p.stride_c;
+  const double* c_in = p.beta != 0.0 ? p.c_in + item * p.stride_c_in : nullptr;
+#pragma unroll
+  for (int mi = 0; mi < kTilesM; ++mi) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = m0 + wm + mi * 16 + g + 8 * half;
+      if (row >= p.m) continue;
+#pragma unroll
+      for (int j = 0; j < kTilesN; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = n0 + wn + j * 8 + 2 * t + e;
+          if (col >= p.n) continue;
+          const int64_t at = static_cast<int64_t>(row) * p.ldc + col;
+          double v = p.alpha * acc[mi][j][2 * half + e];
+          if (c_in != nullptr) v += p.beta * c_in[at];
+          c[at] = v;
+        }
+      }
+    }
+  }
+}
+
+template <bool kTransA, bool kTransB, int kChunk>
+absl::Status LaunchLayout(const DgemmArgs& p, int batch, cudaStream_t stream) {
+  static std::atomic<uint64_t> smem_set{0};
+  const void* fn = reinterpret_cast<const void*>(&Dgemm16816Kernel<kTransA, kTransB, kChunk>);
+  GEMMD_GPU_RETURN_IF_ERROR(EnsureDynamicSmem(fn, kSmemBytes, &smem_set));
+  for (int item0 = 0; item0 < batch; item0 += kMaxGridZ) {
+    const dim3 grid((p.n + kBN - 1) / kBN, (p.m + kBM - 1) / kBM,
+                    std::min(kMaxGridZ, batch - item0));
+    Dgemm16816Kernel<kTransA, kTransB, kChunk><<<grid, kThreads, kSmemBytes, stream>>>(p, item0);
+    RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  }
+  return absl::OkStatus();
+}
+
+template <int kChunk>
+absl::Status LaunchChunked(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
+                           cudaStream_t stream) {
+  if (!trans_a && !trans_b) return LaunchLayout<false, false, kChunk>(p, batch, stream);
+  if (!trans_a && trans_b) return LaunchLayout<false, true, kChunk>(p, batch, stream);
+  if (trans_a && !trans_b) return LaunchLayout<true, false, kChunk>(p, batch, stream);
+  return LaunchLayout<true, true, kChunk>(p, batch, stream);
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+absl::Status LaunchDgemmM16n8k16(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
+                                 cudaStream_t stream) {
+  // 16-byte copies need every row and item of A and B to start 16-byte aligned.
+  const bool vec = Aligned16(p.a) && Aligned16(p.b) && p.lda % 2 == 0 && p.ldb % 2 == 0 &&
+                   p.stride_a % 2 == 0 && p.stride_b % 2 == 0;
+  return vec ? LaunchChunked<2>(p, batch, trans_a, trans_b, stream)
+             : LaunchChunked<1>(p, batch, trans_a, trans_b, stream);
+}
+
+}  // namespace gemmd::gpu::internal

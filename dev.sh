@@ -21,6 +21,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev
   python3-grpcio python3-numpy python3-protobuf iperf3
+  # The Python client installed as a package (pip install clients/python, in a venv).
+  python3-pip python3-venv python3-setuptools python3-wheel
   # Deployment tests (tests/deploy): images, Prometheus in the loop, compose file.
   docker.io mmdebstrap prometheus docker-compose python3-yaml
 )

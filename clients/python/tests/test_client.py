@@ -965,11 +965,23 @@ def main():
     parser.add_argument("--cli", default=os.environ.get("GEMM_CLI"))
     parser.add_argument("--stubs", default=os.environ.get("GEMMD_PROTO_DIR"))
     parser.add_argument("--generate", action="store_true")
+    # The installed package (pip install clients/python), with the stubs its wheel holds.
+    parser.add_argument("--installed", action="store_true")
     args, rest = parser.parse_known_args()
     SERVER = os.path.abspath(args.server or os.path.join(REPO, "build/server/gemm-server"))
     if not os.access(SERVER, os.X_OK):
         sys.exit(f"test_client.py: no gemm-server at {SERVER} (--server or GEMM_SERVER)")
     CLI = os.path.abspath(args.cli) if args.cli else None
+    if args.installed:
+        os.environ.pop("GEMMD_PROTO_DIR", None)
+        import gemmd as module  # noqa: E402
+        where = os.path.abspath(module.__file__)
+        if where.startswith(PACKAGE_ROOT + os.sep):
+            sys.exit(f"test_client.py: --installed, but gemmd came from the source tree ({where})")
+        print(f"testing the installed gemmd at {os.path.dirname(where)}", flush=True)
+        gemmd = module
+        unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+        return
     stubs = args.stubs
     if not stubs or args.generate:
         if not stubs:

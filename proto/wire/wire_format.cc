@@ -81,29 +81,23 @@ absl::Status WireCursor::ReadTag(Tag* tag) {
   return absl::OkStatus();
 }
 
-absl::Status WireCursor::ReadFixed32(uint32_t* value, absl::string_view what) {
-  if (remaining_ < 4) return Truncated(what, 4);
-  char bytes[4];
-  char* at = bytes;
-  Advance(4, [&at](absl::string_view v) {
+absl::Status WireCursor::ReadFixed(void* value, size_t bytes, absl::string_view what) {
+  if (remaining_ < bytes) return Truncated(what, bytes);
+  char* at = static_cast<char*>(value);
+  // Little-endian on the wire, as on every host this builds for: the bytes as they come.
+  Advance(bytes, [&at](absl::string_view v) {
     std::memcpy(at, v.data(), v.size());
     at += v.size();
   });
-  // Little-endian on the wire, as on every host this builds for.
-  std::memcpy(value, bytes, 4);
   return absl::OkStatus();
 }
 
+absl::Status WireCursor::ReadFixed32(uint32_t* value, absl::string_view what) {
+  return ReadFixed(value, sizeof(*value), what);
+}
+
 absl::Status WireCursor::ReadFixed64(uint64_t* value, absl::string_view what) {
-  if (remaining_ < 8) return Truncated(what, 8);
-  char bytes[8];
-  char* at = bytes;
-  Advance(8, [&at](absl::string_view v) {
-    std::memcpy(at, v.data(), v.size());
-    at += v.size();
-  });
-  std::memcpy(value, bytes, 8);  // little-endian, as ReadFixed32
-  return absl::OkStatus();
+  return ReadFixed(value, sizeof(*value), what);
 }
 
 absl::Status WireCursor::ReadLength(size_t* length, absl::string_view what) {

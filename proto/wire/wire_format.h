@@ -93,6 +93,8 @@ class WireCursor {
              size_t position, size_t remaining)
       : runs_(runs), run_(run), offset_(offset), position_(position), remaining_(remaining) {}
   absl::Status Truncated(absl::string_view what, size_t needed) const;
+  // `bytes` bytes into `value` (a fixed32 or fixed64).
+  absl::Status ReadFixed(void* value, size_t bytes, absl::string_view what);
   // Moves `n` (<= remaining_) bytes on, calling visit(view) for each piece crossed.
   template <typename Visit>
   void Advance(size_t n, Visit visit);

@@ -1,5 +1,6 @@
 // FP64 GEMM on Hopper's FP64 tensor cores through the sm_90 DMMA shape, `mma.sync
-// .m16n8k16` with f64 operands: a quarter of m8n8k4's instructions for the same products.
+// .m16n8k16` with f64 operands: an eighth of m8n8k4's instructions for the same products
+// (2048 multiply-adds each, not 256).
 //
 // A block computes a 128 x 128 tile of C with 8 warps (2 x 4), each warp a 64 x 32 tile as
 // 4 x 4 tiles of 16 x 8: 64 FP64 accumulators a thread; a K step of 16 is one DMMA per

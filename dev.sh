@@ -23,6 +23,9 @@ PACKAGES=(
   python3-grpcio python3-numpy python3-protobuf iperf3
   # The Python client installed as a package (pip install clients/python, in a venv).
   python3-pip python3-venv python3-setuptools python3-wheel
+  # The reference BLAS testers (xblat3d, xdcblat3, ...) that check libgemmd_blas.so, and
+  # the gfortran runtime they run on.
+  libblas-test libgfortran5
   # Deployment tests (tests/deploy): images, Prometheus in the loop, compose file.
   docker.io mmdebstrap prometheus docker-compose python3-yaml
 )

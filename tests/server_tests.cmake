@@ -173,3 +173,20 @@ gtest_discover_tests(shm_server_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300
 add_executable(part_workers_test part_workers_test.cc)
 target_link_libraries(part_workers_test PRIVATE gemm_client GTest::gtest_main)
 gtest_discover_tests(part_workers_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
+
+# libgemmd_blas.so (client/blas) under unmodified programs: the reference BLAS testers
+# (libblas-test), numpy and a threaded caller, against gemm-server processes. Not in a
+# sanitizer build: an instrumented library preloaded into uninstrumented programs finds
+# no sanitizer runtime there.
+if(GEMM_DEBIAN_PYTHON AND GEMM_SANITIZE STREQUAL "")
+  add_executable(blas_threads_check blas/blas_threads_check.cc)
+  target_link_libraries(blas_threads_check PRIVATE gemmd_blas Threads::Threads)
+  add_test(NAME blas_library_test
+           COMMAND ${GEMM_DEBIAN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/blas/blas_library_test.py
+                   --server $<TARGET_FILE:gemm-server> --library $<TARGET_FILE:gemmd_blas>
+                   --threads_check $<TARGET_FILE:blas_threads_check>)
+  set_tests_properties(blas_library_test PROPERTIES TIMEOUT 600)
+endif()
+add_executable(blas_unit_test blas/blas_unit_test.cc)
+target_link_libraries(blas_unit_test PRIVATE gemmd_blas_core GTest::gtest_main)
+gtest_discover_tests(blas_unit_test DISCOVERY_TIMEOUT 60)

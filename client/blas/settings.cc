@@ -1,0 +1,65 @@
+#include "client/blas/settings.h"
+
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace gemmd::blas {
+namespace {
+
+std::string Get(const char* (*getenv)(const char*), const char* name) {
+  const char* value = getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+// A non-negative number of `name`, or `fallback` (with a line in `problems`) when it is
+// set to anything else; `positive` refuses 0 as well.
+double Number(const char* (*getenv)(const char*), const char* name, double fallback, bool positive,
+              std::vector<std::string>* problems) {
+  const std::string text = Get(getenv, name);
+  if (text.empty()) return fallback;
+  double value;
+  if (!absl::SimpleAtod(text, &value) || !std::isfinite(value) || value < 0 ||
+      (positive && value == 0)) {
+    problems->push_back(absl::StrCat(name, "='", text, "' is not a ",
+                                     positive ? "positive" : "non-negative", " number; using ",
+                                     absl::StrFormat("%.15g", fallback)));
+    return fallback;
+  }
+  return value;
+}
+
+bool Flag(const char* (*getenv)(const char*), const char* name,
+          std::vector<std::string>* problems) {
+  const std::string text = Get(getenv, name);
+  if (text.empty() || text == "0") return false;
+  if (text == "1") return true;
+  problems->push_back(absl::StrCat(name, "='", text, "' is neither 0 nor 1; using 0"));
+  return false;
+}
+
+}  // namespace
+
+Settings ReadSettings(const char* (*getenv)(const char*)) {
+  Settings s;
+  s.target = Get(getenv, "GEMMD_TARGET");
+  s.security.token = Get(getenv, "GEMMD_TOKEN");
+  s.security.token_file = Get(getenv, "GEMMD_TOKEN_FILE");
+  s.security.tls = Flag(getenv, "GEMMD_TLS", &s.problems);
+  s.security.ca_file = Get(getenv, "GEMMD_TLS_CA_FILE");
+  s.security.cert_file = Get(getenv, "GEMMD_TLS_CERT_FILE");
+  s.security.key_file = Get(getenv, "GEMMD_TLS_KEY_FILE");
+  s.security.server_name = Get(getenv, "GEMMD_TLS_SERVER_NAME");
+  s.min_flops = Number(getenv, "GEMMD_BLAS_MIN_FLOPS", kDefaultMinFlops, false, &s.problems);
+  s.timeout = absl::Seconds(
+      Number(getenv, "GEMMD_BLAS_TIMEOUT_S", kDefaultTimeoutSeconds, true, &s.problems));
+  s.retry =
+      absl::Seconds(Number(getenv, "GEMMD_BLAS_RETRY_S", kDefaultRetrySeconds, false, &s.problems));
+  s.fallback_library = Get(getenv, "GEMMD_BLAS_FALLBACK");
+  s.verbose = Flag(getenv, "GEMMD_BLAS_VERBOSE", &s.problems);
+  return s;
+}
+
+}  // namespace gemmd::blas

@@ -1,0 +1,52 @@
+// What the library does, from the environment of the program it is loaded into (read
+// once, at the first GEMM call, never at load time): where the server is and how to reach
+// it, which calls go there, how long one may take, and what computes the rest.
+//
+//   GEMMD_TARGET            the server ("host:port", "unix:PATH", any gRPC target); unset
+//                           or empty: every call is computed locally
+//   GEMMD_TOKEN, GEMMD_TOKEN_FILE   bearer token (the file's first line; the file wins)
+//   GEMMD_TLS=1, GEMMD_TLS_CA_FILE, GEMMD_TLS_CERT_FILE, GEMMD_TLS_KEY_FILE,
+//   GEMMD_TLS_SERVER_NAME   TLS as gemm-cli's --tls* flags (any file implies TLS)
+//   GEMMD_BLAS_MIN_FLOPS    calls of fewer flops (2*m*n*k) stay local
+//   GEMMD_BLAS_TIMEOUT_S    deadline of one remote call (then it is computed locally)
+//   GEMMD_BLAS_RETRY_S      after the server could not be reached, calls stay local
+//                           this long before it is tried again
+//   GEMMD_BLAS_FALLBACK     the BLAS library that computes local calls (default: the
+//                           next definition of the routine, as the program would have
+//                           called it without this library)
+//   GEMMD_BLAS_VERBOSE=1    one line per call on stderr, and a summary at exit
+#ifndef GEMMD_CLIENT_BLAS_SETTINGS_H_
+#define GEMMD_CLIENT_BLAS_SETTINGS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "client/channel_security.h"
+
+namespace gemmd::blas {
+
+// Where remote calls start to beat OpenBLAS on a 16-core host (docs/BENCHMARKS.md,
+// "BLAS offload").
+inline constexpr double kDefaultMinFlops = 2.0 * 1024 * 1024 * 1024;
+inline constexpr double kDefaultTimeoutSeconds = 60;
+inline constexpr double kDefaultRetrySeconds = 10;
+
+struct Settings {
+  std::string target;  // empty: no server
+  ChannelSecurityFiles security;
+  double min_flops = kDefaultMinFlops;
+  absl::Duration timeout = absl::Seconds(kDefaultTimeoutSeconds);
+  absl::Duration retry = absl::Seconds(kDefaultRetrySeconds);
+  std::string fallback_library;
+  bool verbose = false;
+  // One line per setting that was not understood (its default is used instead).
+  std::vector<std::string> problems;
+};
+
+// `getenv` is the environment to read (a parameter so tests need not set the process's).
+Settings ReadSettings(const char* (*getenv)(const char*));
+
+}  // namespace gemmd::blas
+
+#endif  // GEMMD_CLIENT_BLAS_SETTINGS_H_

@@ -1,0 +1,130 @@
+// A program that calls the BLAS GEMM routines from many threads at once, as numpy and
+// OpenMP programs do, and checks every result against a long double reference: linked to
+// libgemmd_blas.so and no other BLAS (its local calls then come from the libblas.so.3 it
+// loads). blas_library_test.py runs it against a server.
+//
+//   blas_threads_check THREADS CALLS_PER_THREAD
+// Exit status 0 when every result is within its tolerance; the first bad element of a
+// wrong result is printed.
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <thread>
+#include <vector>
+
+extern "C" {
+void sgemm_(const char*, const char*, const int*, const int*, const int*, const float*,
+            const float*, const int*, const float*, const int*, const float*, float*, const int*,
+            size_t, size_t);
+void dgemm_(const char*, const char*, const int*, const int*, const int*, const double*,
+            const double*, const int*, const double*, const int*, const double*, double*,
+            const int*, size_t, size_t);
+void cblas_dgemm(int, int, int, int, int, int, double, const double*, int, const double*, int,
+                 double, double*, int);
+}
+
+namespace {
+
+constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+
+// One random column-major call C = alpha op(A) op(B) + beta C on sub-matrices (ld > rows),
+// made through `entry` (0 dgemm_, 1 sgemm_, 2 cblas_dgemm row-major) and checked:
+// |C - ref| <= tol * (|alpha| |op(A)| |op(B)| + |beta| |C0|) elementwise.
+template <typename T>
+bool OneCall(std::mt19937_64& rng, int entry, int thread, int call) {
+  std::uniform_int_distribution<int> size(40, 160), pad(0, 3), coin(0, 1);
+  const int m = size(rng), n = size(rng), k = size(rng);
+  const bool ta = coin(rng), tb = coin(rng);
+  const int rows_a = ta ? k : m, cols_a = ta ? m : k;
+  const int rows_b = tb ? n : k, cols_b = tb ? k : n;
+  const int lda = rows_a + pad(rng), ldb = rows_b + pad(rng), ldc = m + pad(rng);
+  const T alpha = static_cast<T>(0.75), beta = coin(rng) ? static_cast<T>(-0.5) : T{0};
+  std::uniform_real_distribution<double> value(-1, 1);
+  std::vector<T> a(static_cast<size_t>(lda) * cols_a), b(static_cast<size_t>(ldb) * cols_b);
+  std::vector<T> c(static_cast<size_t>(ldc) * n);
+  for (T& x : a) x = static_cast<T>(value(rng));
+  for (T& x : b) x = static_cast<T>(value(rng));
+  for (T& x : c) x = beta == T{0} ? static_cast<T>(NAN) : static_cast<T>(value(rng));
+  const std::vector<T> c0 = c;
+  const char tra = ta ? 'T' : 'N', trb = tb ? 'T' : 'N';
+  if constexpr (sizeof(T) == 8) {
+    if (entry == 2) {
+      // Row-major C^T = op(B)^T op(A)^T over the same bytes.
+      cblas_dgemm(kRowMajor, tb ? kTrans : kNoTrans, ta ? kTrans : kNoTrans, n, m, k, alpha,
+                  b.data(), ldb, a.data(), lda, beta, c.data(), ldc);
+    } else {
+      dgemm_(&tra, &trb, &m, &n, &k, &alpha, a.data(), &lda, b.data(), &ldb, &beta, c.data(), &ldc,
+             1, 1);
+    }
+  } else {
+    sgemm_(&tra, &trb, &m, &n, &k, &alpha, a.data(), &lda, b.data(), &ldb, &beta, c.data(), &ldc, 1,
+           1);
+  }
+  const long double tol = sizeof(T) == 8 ? 1e-13L : 1e-5L;
+  auto at = [](const std::vector<T>& x, int ld, int r, int col, bool t) {
+    return static_cast<long double>(t ? x[static_cast<size_t>(r) * ld + col]
+                                      : x[static_cast<size_t>(col) * ld + r]);
+  };
+  for (int j = 0; j < n; ++j) {
+    for (int i = 0; i < m; ++i) {
+      long double sum = 0, magnitude = 0;
+      for (int l = 0; l < k; ++l) {
+        const long double p = at(a, lda, i, l, ta) * at(b, ldb, l, j, tb);
+        sum += p;
+        magnitude += std::fabs(p);
+      }
+      const size_t ci = static_cast<size_t>(j) * ldc + i;
+      long double want = alpha * sum;
+      long double bound = std::fabs(alpha) * magnitude;
+      if (beta != T{0}) {
+        want += beta * static_cast<long double>(c0[ci]);
+        bound += std::fabs(beta * static_cast<long double>(c0[ci]));
+      }
+      const long double got = c[ci];
+      if (!(std::fabs(got - want) <= tol * bound + tol)) {
+        std::printf(
+            "thread %d call %d (entry %d, %c%c m=%d n=%d k=%d): C(%d,%d) = %.17Lg, "
+            "want %.17Lg\n",
+            thread, call, entry, tra, trb, m, n, k, i, j, got, want);
+        return false;
+      }
+    }
+    for (int i = m; i < ldc; ++i) {  // the rows past m belong to the caller
+      const size_t ci = static_cast<size_t>(j) * ldc + i;
+      if (!(c[ci] == c0[ci] || (std::isnan(c[ci]) && std::isnan(c0[ci])))) {
+        std::printf("thread %d call %d: C(%d,%d) outside the sub-matrix was written\n", thread,
+                    call, i, j);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s THREADS CALLS_PER_THREAD\n", argv[0]);
+    return 2;
+  }
+  const int threads = std::atoi(argv[1]), calls = std::atoi(argv[2]);
+  std::atomic<int> bad{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([t, calls, &bad] {
+      std::mt19937_64 rng(1000 + t);
+      for (int i = 0; i < calls; ++i) {
+        const int entry = (t + i) % 3;
+        const bool ok =
+            entry == 1 ? OneCall<float>(rng, entry, t, i) : OneCall<double>(rng, entry, t, i);
+        if (!ok) bad.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  std::printf("%d calls, %d wrong\n", threads * calls, bad.load());
+  return bad.load() == 0 ? 0 : 1;
+}

@@ -184,6 +184,7 @@ if(GEMM_DEBIAN_PYTHON AND GEMM_SANITIZE STREQUAL "")
   add_test(NAME blas_library_test
            COMMAND ${GEMM_DEBIAN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/blas/blas_library_test.py
                    --server $<TARGET_FILE:gemm-server> --library $<TARGET_FILE:gemmd_blas>
+                   --alternative $<TARGET_FILE:gemmd_blas_alternative>
                    --threads_check $<TARGET_FILE:blas_threads_check>)
   set_tests_properties(blas_library_test PROPERTIES TIMEOUT 600)
 endif()

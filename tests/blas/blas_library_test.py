@@ -1,11 +1,13 @@
 """libgemmd_blas.so as programs use it: the reference BLAS testers (xblat3d, xblat3s and
 the CBLAS ones, libblas-test) and numpy run unmodified under LD_PRELOAD against a
 gemm-server process on the CPU backend, every call with a product sent to the server (the
-server's request count says so too); a threaded program checks concurrent calls; and
+server's request count says so too); the build that stands in for the system's
+libblas.so.3 serves a whole BLAS; a threaded program checks concurrent calls; and
 with the server down, refusing a call, or not named, the calls are computed by the local
 BLAS and the programs still pass.
 
   blas_library_test.py --server gemm-server --library libgemmd_blas.so
+                       --alternative alternative/libblas.so.3
                        --threads_check blas_threads_check --testers DIR
 """
 import argparse
@@ -240,6 +242,34 @@ class BlasLibraryTest(unittest.TestCase):
         finally:
             server.stop()
 
+    def test_as_the_systems_libblas_so_3(self):
+        """The alternative build found as libblas.so.3 (what update-alternatives does, here
+        by LD_LIBRARY_PATH): xblat3d's whole level 3 passes, GEMM products remote and the
+        other routines from the OpenBLAS it links; numpy's products go remote too."""
+        server = Server()
+        env = {"LD_LIBRARY_PATH": os.path.dirname(ARGS.alternative),
+               "GEMMD_TARGET": server.target, "GEMMD_BLAS_MIN_FLOPS": "0",
+               "GEMMD_BLAS_VERBOSE": "1"}
+        try:
+            with tempfile.TemporaryDirectory() as workdir:
+                with open(os.path.join(ARGS.testers, "dblat3.in")) as stdin:
+                    result, _ = run([os.path.join(ARGS.testers, "xblat3d")], env, stdin=stdin,
+                                    cwd=workdir)
+                with open(os.path.join(workdir, "dblat3.out")) as f:
+                    report = f.read()
+            self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+            for routine in ("DGEMM", "DSYMM", "DTRMM", "DTRSM", "DSYRK", "DSYR2K"):
+                self.assertRegex(report, rf"{routine}\s+PASSED THE COMPUTATIONAL TESTS")
+            self.assertNotIn("FAIL", report)
+            c = counts(result.stderr)
+            self.assertEqual((c["remote"], c["fallbacks"]), (6750, 0))
+            self.assertIn("libopenblas.so.0", result.stderr)  # the local BLAS it names
+            result, _ = run([sys.executable, os.path.join(HERE, "numpy_check.py")], env)
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr[-2000:])
+            self.assertGreaterEqual(counts(result.stderr)["remote"], 10)
+        finally:
+            server.stop()
+
     def test_no_target_computes_locally_and_says_nothing(self):
         stderr, _ = self.run_tester("xblat3d", {})
         self.assertEqual(stderr, "")
@@ -264,8 +294,11 @@ def main():
     parser.add_argument("--server", required=True)
     parser.add_argument("--library", required=True)
     parser.add_argument("--threads_check", required=True)
+    parser.add_argument("--alternative", required=True, help="the libblas.so.3 build")
     parser.add_argument("--testers", default="/usr/lib/x86_64-linux-gnu/blas")
     ARGS, rest = parser.parse_known_args()
+    for name in ("server", "library", "threads_check", "alternative", "testers"):
+        setattr(ARGS, name, os.path.abspath(getattr(ARGS, name)))  # the tests change cwd
     unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
 
 

@@ -9,7 +9,10 @@
 #   bench/blas_offload.sh BIN [BACKEND]
 # BIN: a build tree or a flat folder with gemm-server, gemm-cli, blas-offload-bench and
 # libgemmd_blas.so; BACKEND: cuda (default) or cpu. Environment: SIZES (default
-# "256 512 1024 2048 4096"), REPS (5), DTYPES ("d s"), OUT_DIR, PORT.
+# "256 512 1024 2048 4096"), REPS (5), DTYPES ("d s"), OUT_DIR, PORT, LOCAL_ENV
+# (VAR=VALUE words for the local runs only, e.g. OPENBLAS_CORETYPE=SkylakeX where
+# OpenBLAS does not recognise the CPU and falls back to its generic kernels: the line
+# "local BLAS" says which it runs).
 set -euo pipefail
 bin=${1:?usage: blas_offload.sh BIN [BACKEND]}
 backend=${2:-cuda}
@@ -31,13 +34,24 @@ done
 [ -n "$library" ] || { echo "missing libgemmd_blas.so under $bin" >&2; exit 1; }
 program=$(bench_exe blas-offload-bench)
 
-echo "host: $(nproc) cores; local BLAS: $(ldd "$program" | awk '/libblas|openblas/ {print $3}' | xargs)"
+local_env=${LOCAL_ENV:-}
+openblas=$(ldd "$program" | awk '/libopenblas/ {print $3}' | head -1)
+core=
+if [ -n "$openblas" ]; then
+  # shellcheck disable=SC2086
+  core=$(env $local_env python3 -c "import ctypes as c; l = c.CDLL('$openblas'); \
+l.openblas_get_corename.restype = c.c_char_p; \
+print(l.openblas_get_corename().decode(), l.openblas_get_num_threads(), 'threads')" \
+    2>/dev/null || true)
+fi
+echo "host: $(nproc) cores; local BLAS: $(ldd "$program" | awk '/libblas|openblas/ {print $3}' | xargs)" \
+  "${core:+(OpenBLAS core $core)}${local_env:+ with $local_env}"
 bench_start server "$(bench_exe gemm-server)" --host 127.0.0.1 --port "$port" \
   --metrics_port -1 --backend "$backend"
 
 for d in $dtypes; do
   # shellcheck disable=SC2086
-  "$program" --dtype "$d" --reps "$reps" $sizes | tee "$out/local_$d.txt"
+  env $local_env "$program" --dtype "$d" --reps "$reps" $sizes | tee "$out/local_$d.txt"
   # shellcheck disable=SC2086
   GEMMD_TARGET=$target GEMMD_BLAS_MIN_FLOPS=0 LD_PRELOAD=$library \
     "$program" --dtype "$d" --reps "$reps" $sizes | tee "$out/remote_$d.txt"

@@ -78,7 +78,7 @@ class Offloader {
       RunLocalCounted(call, &fallbacks_);
     } else {
       absl::Status status = Connected();
-      if (status.ok()) status = RunRemote(*client_, call, settings_.timeout);
+      if (status.ok()) status = RunRemote(*client_, call, settings_.timeout, settings_.stripes);
       if (status.ok()) {
         where = "remote";
         remote_.fetch_add(1, std::memory_order_relaxed);

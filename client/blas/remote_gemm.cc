@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "client/blas/settings.h"
 
 namespace gemmd::blas {
 namespace {
@@ -68,7 +69,8 @@ void BuildMatmul(const GemmCall& call, RemoteOperands* out) {
   args.output_dtype = dtype;
 }
 
-absl::Status RunRemote(GemmClient& client, const GemmCall& call, absl::Duration timeout) {
+absl::Status RunRemote(GemmClient& client, const GemmCall& call, absl::Duration timeout,
+                       int stripes) {
   RemoteOperands operands;
   BuildMatmul(call, &operands);
   const int64_t c_bytes = call.m * call.n * ElementBytes(call.element);
@@ -77,6 +79,12 @@ absl::Status RunRemote(GemmClient& client, const GemmCall& call, absl::Duration 
   if (!in_place) staging.reset(new char[c_bytes]);
   CallOptions options;
   options.timeout = timeout;
+  if (stripes < 0) {
+    const int64_t es = ElementBytes(call.element);
+    const int64_t moved = (call.m * call.k + call.k * call.n + call.m * call.n) * es;
+    stripes = moved >= kAutoStripeBytes ? kAutoStripes : 1;
+  }
+  options.stripes = stripes;
   options.c_out = absl::Span<char>(in_place ? static_cast<char*>(call.c) : staging.get(),
                                    static_cast<size_t>(c_bytes));
   MatmulResult result;

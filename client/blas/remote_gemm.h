@@ -24,10 +24,12 @@ struct RemoteOperands {
 };
 void BuildMatmul(const GemmCall& call, RemoteOperands* out);
 
-// Computes `call` on the server `client` reaches, within `timeout`. On an error C is as
-// it was, except where beta = 0 (C then is only written, and whoever computes the call
-// next writes all of it).
-absl::Status RunRemote(GemmClient& client, const GemmCall& call, absl::Duration timeout);
+// Computes `call` on the server `client` reaches, within `timeout`, over `stripes`
+// connections (CallOptions::stripes; -1: settings.h's kAutoStripes rule). On an error C is as it
+// was, except where beta = 0 (C then is only written, and whoever computes the call next writes all
+// of it).
+absl::Status RunRemote(GemmClient& client, const GemmCall& call, absl::Duration timeout,
+                       int stripes);
 
 }  // namespace gemmd::blas
 

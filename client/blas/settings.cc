@@ -14,18 +14,20 @@ std::string Get(const char* (*getenv)(const char*), const char* name) {
   return value == nullptr ? std::string() : std::string(value);
 }
 
-// A non-negative number of `name`, or `fallback` (with a line in `problems`) when it is
-// set to anything else; `positive` refuses 0 as well.
+// A non-negative number of `name`, or `fallback` (with a line in `problems`, naming it
+// as `fallback_text` where given) when it is set to anything else; `positive` refuses 0 as
+// well.
 double Number(const char* (*getenv)(const char*), const char* name, double fallback, bool positive,
-              std::vector<std::string>* problems) {
+              std::vector<std::string>* problems, const char* fallback_text = nullptr) {
   const std::string text = Get(getenv, name);
   if (text.empty()) return fallback;
   double value;
   if (!absl::SimpleAtod(text, &value) || !std::isfinite(value) || value < 0 ||
       (positive && value == 0)) {
-    problems->push_back(absl::StrCat(name, "='", text, "' is not a ",
-                                     positive ? "positive" : "non-negative", " number; using ",
-                                     absl::StrFormat("%.15g", fallback)));
+    problems->push_back(absl::StrCat(
+        name, "='", text, "' is not a ", positive ? "positive" : "non-negative", " number; using ",
+        fallback_text != nullptr ? std::string(fallback_text)
+                                 : absl::StrFormat("%.15g", fallback)));
     return fallback;
   }
   return value;
@@ -57,6 +59,16 @@ Settings ReadSettings(const char* (*getenv)(const char*)) {
       Number(getenv, "GEMMD_BLAS_TIMEOUT_S", kDefaultTimeoutSeconds, true, &s.problems));
   s.retry =
       absl::Seconds(Number(getenv, "GEMMD_BLAS_RETRY_S", kDefaultRetrySeconds, false, &s.problems));
+  constexpr char kStripesDefault[] = "the default (8 connections from 8 MiB, else 1)";
+  const double stripes =
+      Number(getenv, "GEMMD_BLAS_STRIPES", kDefaultStripes, false, &s.problems, kStripesDefault);
+  if (stripes >= 0 && (stripes != std::floor(stripes) || stripes > kMaxStripes)) {
+    s.problems.push_back(absl::StrCat("GEMMD_BLAS_STRIPES='", Get(getenv, "GEMMD_BLAS_STRIPES"),
+                                      "' is not a whole number up to ", kMaxStripes, "; using ",
+                                      kStripesDefault));
+  } else {
+    s.stripes = static_cast<int>(stripes);
+  }
   s.fallback_library = Get(getenv, "GEMMD_BLAS_FALLBACK");
   s.verbose = Flag(getenv, "GEMMD_BLAS_VERBOSE", &s.problems);
   return s;

@@ -9,6 +9,9 @@
 //   GEMMD_TLS_SERVER_NAME   TLS as gemm-cli's --tls* flags (any file implies TLS)
 //   GEMMD_BLAS_MIN_FLOPS    calls of fewer flops (2*m*n*k) stay local
 //   GEMMD_BLAS_TIMEOUT_S    deadline of one remote call (then it is computed locally)
+//   GEMMD_BLAS_STRIPES      connections a remote call's bytes go over: unset, 8 for a
+//                           call that moves 8 MiB or more and 1 below; 0, the client
+//                           library's choice (several from 32 MiB); N, always N
 //   GEMMD_BLAS_RETRY_S      after the server could not be reached, calls stay local
 //                           this long before it is tried again
 //   GEMMD_BLAS_FALLBACK     the BLAS library that computes local calls (default: the
@@ -18,6 +21,7 @@
 #ifndef GEMMD_CLIENT_BLAS_SETTINGS_H_
 #define GEMMD_CLIENT_BLAS_SETTINGS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,11 +30,19 @@
 
 namespace gemmd::blas {
 
-// Where remote calls start to beat OpenBLAS on a 16-core host (docs/BENCHMARKS.md,
-// "BLAS offload").
-inline constexpr double kDefaultMinFlops = 2.0 * 1024 * 1024 * 1024;
+// Where remote calls start to beat OpenBLAS on a 16-core host, about 1536^3
+// (docs/BENCHMARKS.md, "BLAS offload").
+inline constexpr double kDefaultMinFlops = 2.0 * 1536 * 1536 * 1536;
 inline constexpr double kDefaultTimeoutSeconds = 60;
 inline constexpr double kDefaultRetrySeconds = 10;
+// -1: kAutoStripes connections for calls that move kAutoStripeBytes or more, else one.
+// One HTTP/2 connection carries a 24 MiB FP64 call at half the speed of eight; the
+// client library's own threshold (32 MiB) suits calls whose C is not waited for on a
+// host that also computes.
+inline constexpr int kDefaultStripes = -1;
+inline constexpr int kAutoStripes = 8;
+inline constexpr int64_t kAutoStripeBytes = int64_t{8} << 20;
+inline constexpr int kMaxStripes = 64;
 
 struct Settings {
   std::string target;  // empty: no server
@@ -38,6 +50,7 @@ struct Settings {
   double min_flops = kDefaultMinFlops;
   absl::Duration timeout = absl::Seconds(kDefaultTimeoutSeconds);
   absl::Duration retry = absl::Seconds(kDefaultRetrySeconds);
+  int stripes = kDefaultStripes;  // as CallOptions::stripes, or -1 (above)
   std::string fallback_library;
   bool verbose = false;
   // One line per setting that was not understood (its default is used instead).

@@ -154,7 +154,7 @@ TEST(ReadSettings, DefaultsWhenUnsetAndReportsWhatItCannotRead) {
   env = {{"GEMMD_TARGET", "h:1"},         {"GEMMD_BLAS_MIN_FLOPS", "1e9"},
          {"GEMMD_BLAS_TIMEOUT_S", "2.5"}, {"GEMMD_BLAS_RETRY_S", "0"},
          {"GEMMD_BLAS_VERBOSE", "1"},     {"GEMMD_TOKEN", "t"},
-         {"GEMMD_TLS_CA_FILE", "ca.pem"}};
+         {"GEMMD_TLS_CA_FILE", "ca.pem"}, {"GEMMD_BLAS_STRIPES", "8"}};
   s = ReadSettings(FakeGetenv);
   EXPECT_EQ(s.target, "h:1");
   EXPECT_EQ(s.min_flops, 1e9);
@@ -163,17 +163,20 @@ TEST(ReadSettings, DefaultsWhenUnsetAndReportsWhatItCannotRead) {
   EXPECT_TRUE(s.verbose);
   EXPECT_EQ(s.security.token, "t");
   EXPECT_EQ(s.security.ca_file, "ca.pem");
+  EXPECT_EQ(s.stripes, 8);
   EXPECT_TRUE(s.problems.empty());
 
   env = {{"GEMMD_BLAS_MIN_FLOPS", "-1"},
          {"GEMMD_BLAS_TIMEOUT_S", "0"},
          {"GEMMD_BLAS_VERBOSE", "yes"},
-         {"GEMMD_BLAS_RETRY_S", "nan"}};
+         {"GEMMD_BLAS_RETRY_S", "nan"},
+         {"GEMMD_BLAS_STRIPES", "2.5"}};
   s = ReadSettings(FakeGetenv);
   EXPECT_EQ(s.min_flops, kDefaultMinFlops);
   EXPECT_EQ(s.timeout, absl::Seconds(kDefaultTimeoutSeconds));
   EXPECT_FALSE(s.verbose);
-  ASSERT_EQ(s.problems.size(), 4u);
+  EXPECT_EQ(s.stripes, kDefaultStripes);
+  ASSERT_EQ(s.problems.size(), 5u);
   EXPECT_EQ(s.problems[0], "GEMMD_BLAS_MIN_FLOPS='-1' is not a non-negative number; using " +
                                std::to_string(static_cast<int64_t>(kDefaultMinFlops)));
 }

@@ -188,11 +188,12 @@ absl::Status LaunchDgemmM8n8k4(const DgemmArgs& p, int batch, bool trans_a, bool
 namespace {
 
 // The registry entry of one FP64 variant: checks, geometry and the launch, around its
-// launcher (every variant tiles C 128 x 128 and needs no workspace).
+// launcher (every variant tiles C 128 rows by tile_n columns and needs no workspace).
 class DgemmDmma final : public GpuGemmKernel {
  public:
-  DgemmDmma(const char* name, int min_cc, CostProfile profile, DgemmLaunchFn launch)
-      : name_(name), min_cc_(min_cc), profile_(profile), launch_(launch) {}
+  DgemmDmma(const char* name, int min_cc, CostProfile profile, DgemmLaunchFn launch,
+            int tile_n = kDgemmTileN)
+      : name_(name), min_cc_(min_cc), profile_(profile), launch_(launch), tile_n_(tile_n) {}
   std::string_view name() const override { return name_; }
   Precision precision() const override { return Precision::kFp64; }
   int min_compute_capability() const override { return min_cc_; }
@@ -228,12 +229,12 @@ class DgemmDmma final : public GpuGemmKernel {
     if (!CanImplement(p)) return {};
     LaunchGeometry g;
     g.tile_m = kDgemmTileM;
-    g.tile_n = kDgemmTileN;
+    g.tile_n = tile_n_;
     g.tile_k = kBK;
     g.splits = 1;
     g.k_per_split = p.k;
-    g.blocks = p.batch * ((p.PlanM() + kDgemmTileM - 1) / kDgemmTileM) *
-               ((p.n + kDgemmTileN - 1) / kDgemmTileN);
+    g.blocks =
+        p.batch * ((p.PlanM() + kDgemmTileM - 1) / kDgemmTileM) * ((p.n + tile_n_ - 1) / tile_n_);
     return g;
   }
 
@@ -282,18 +283,25 @@ class DgemmDmma final : public GpuGemmKernel {
   const int min_cc_;
   const CostProfile profile_;
   const DgemmLaunchFn launch_;
+  const int tile_n_;
 };
 
 }  // namespace
 
-// Cost profiles: TFLOP/s and resident blocks per SM, gemm-bench on an H100, 2026-12-06
-// (docs/KERNELS.md). On 9.0 the m16n8k16 variant is the one chosen.
+// Cost profiles: TFLOP/s at 4096^3 and resident blocks per SM, gemm-bench on an H100,
+// 2026-12-06 (docs/KERNELS.md). On 9.0 the 128 x 64 m16n8k8 variant is the one chosen.
 void AppendDmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels) {
-  kernels->push_back(
-      std::make_unique<DgemmDmma>("dgemm_dmma_128x128x16_s3", 80, CostProfile{21.4, 1},
-                                  &LaunchDgemmM8n8k4));
+  kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma_128x128x16_s3", 80,
+                                                 CostProfile{21.2, 1}, &LaunchDgemmM8n8k4));
   kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma16816_128x128x16_s4", 90,
-                                                 CostProfile{39.6, 1}, &LaunchDgemmM16n8k16));
+                                                 CostProfile{39.3, 1}, &LaunchDgemmM16n8k16));
+  kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma16816_128x128x32_s3", 90,
+                                                 CostProfile{41.0, 1}, &LaunchDgemmM16n8k16Bk32));
+  kernels->push_back(std::make_unique<DgemmDmma>(
+      "dgemm_dmma1688_128x64x16_s3", 90, CostProfile{42.6, 2}, &LaunchDgemmM16n8k8Tile128x64, 64));
+  kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma16816_128x64x16_s3", 90,
+                                                 CostProfile{40.5, 2},
+                                                 &LaunchDgemmM16n8k16Tile128x64, 64));
 }
 
 }  // namespace gemmd::gpu::internal

@@ -1,6 +1,7 @@
 // Internal to gemm_kernels_cuda: what the FP64 variants share (dgemm_dmma.cu holds their
 // registry entry, each launcher its kernel): the launch arguments and the launchers.
-// Every variant tiles C 128 x 128 and needs no workspace. Host-only; compiles with g++.
+// Every variant tiles C 128 rows at a time (128 or 64 columns) and needs no workspace.
+// Host-only; compiles with g++.
 #ifndef GEMMD_KERNELS_CUDA_DENSE_DGEMM_DMMA_H_
 #define GEMMD_KERNELS_CUDA_DENSE_DGEMM_DMMA_H_
 
@@ -35,9 +36,18 @@ using DgemmLaunchFn = absl::Status (*)(const DgemmArgs& args, int batch, bool tr
 // mma.sync m8n8k4 (sm_80 and up): dgemm_dmma.cu.
 absl::Status LaunchDgemmM8n8k4(const DgemmArgs& args, int batch, bool trans_a, bool trans_b,
                                cudaStream_t stream);
-// mma.sync m16n8k16 (sm_90 and up): dgemm_dmma_sm90.cu.
+// mma.sync m16n8k16 (sm_90 and up): dgemm_dmma_sm90.cu; stages of K 16 (4 of them) or of
+// K 32 (3), two DMMA steps a barrier.
 absl::Status LaunchDgemmM16n8k16(const DgemmArgs& args, int batch, bool trans_a, bool trans_b,
                                  cudaStream_t stream);
+absl::Status LaunchDgemmM16n8k16Bk32(const DgemmArgs& args, int batch, bool trans_a, bool trans_b,
+                                     cudaStream_t stream);
+// 128 x 64 tiles of 4 warps, two blocks an SM, three stages of K 16: with m16n8k8 (half
+// the fragment registers) or m16n8k16.
+absl::Status LaunchDgemmM16n8k8Tile128x64(const DgemmArgs& args, int batch, bool trans_a,
+                                          bool trans_b, cudaStream_t stream);
+absl::Status LaunchDgemmM16n8k16Tile128x64(const DgemmArgs& args, int batch, bool trans_a,
+                                           bool trans_b, cudaStream_t stream);
 
 }  // namespace gemmd::gpu::internal
 

@@ -1,16 +1,17 @@
-// FP64 GEMM on Hopper's FP64 tensor cores through the sm_90 DMMA shape, `mma.sync
-// .m16n8k16` with f64 operands: an eighth of m8n8k4's instructions for the same products
-// (2048 multiply-adds each, not 256).
+// FP64 GEMM on Hopper's FP64 tensor cores through the sm_90 DMMA shapes, `mma.sync
+// .m16n8k16` and `.m16n8k8` with f64 operands: an eighth (a quarter) of m8n8k4's
+// instructions for the same products.
 //
-// A block computes a 128 x 128 tile of C with 8 warps (2 x 4), each warp a 64 x 32 tile as
-// 4 x 4 tiles of 16 x 8: 64 FP64 accumulators a thread; a K step of 16 is one DMMA per
-// tile. Shared tiles follow the stored operand's contiguous dimension, so that 16-byte
-// cp.async fill them: an operand contiguous along K ([M,K] A, [N,K] B) is kept row by row
-// with 16 + 4 doubles a row, one contiguous along M or N ([K,M] A, [K,N] B) k row by k row
-// with 128 + 8; both paddings put a fragment's 32 loads (8 rows x 4 k) in the two
-// wavefronts 256 bytes need. Four stages. Operands whose rows or items are not 16-byte
-// aligned go through the same kernel with 8-byte copies. C = alpha * acc + beta * C_in in
-// FP64, bounds-checked; no K split, so a planned row block gets its product's bits.
+// Each warp computes a 64 x 32 tile of C as 4 x 4 tiles of 16 x 8: 64 FP64 accumulators a
+// thread. A block is 2 x 4 warps (a 128 x 128 tile, one block an SM at ~240 registers) or
+// 2 x 2 (128 x 64, two blocks an SM, each with its own barriers; cuBLAS's DGEMM on sm_90
+// has this shape). Shared tiles follow the stored operand's contiguous dimension, so that
+// 16-byte cp.async fill them: an operand contiguous along K ([M,K] A, [N,K] B) is kept row
+// by row with K + 4 doubles a row, one contiguous along M or N ([K,M] A, [K,N] B) k row
+// by k row with 128 + 8 (64 + 8); the paddings put a fragment's 32 loads (8 rows x 4 k) in
+// the two wavefronts 256 bytes need. Operands whose rows or items are not 16-byte aligned
+// go through the same kernels with 8-byte copies. C = alpha * acc + beta * C_in in FP64,
+// bounds-checked; no K split, so a planned row block gets its product's bits.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,21 +26,32 @@
 namespace gemmd::gpu::internal {
 namespace {
 
-constexpr int kBM = kDgemmTileM, kBN = kDgemmTileN, kBK = 16, kStages = 4;
-constexpr int kWM = 64, kWN = 32;
-constexpr int kWarpsN = kBN / kWN;                     // 4
-constexpr int kThreads = (kBM / kWM) * kWarpsN * 32;  // 256
-constexpr int kLdRow = kBK + 4;                       // a tile kept row by row (K contiguous)
-constexpr int kLdK = kBM + 8;                         // a tile kept k row by k row
-static_assert(kBM == kBN, "one shared layout for A and B");
-constexpr int kTileDoubles = std::max(kBM * kLdRow, kBK * kLdK);
-constexpr int kStageDoubles = 2 * kTileDoubles;
-constexpr int kSmemBytes = kStages * kStageDoubles * static_cast<int>(sizeof(double));
+constexpr int kBM = kDgemmTileM;
+constexpr int kWM = 64, kWN = 32;                     // a warp's tile
 constexpr int kTilesM = kWM / 16, kTilesN = kWN / 8;  // 4 x 4 DMMA tiles a warp
 constexpr int kMaxGridZ = 65535;
 
-__device__ __forceinline__ void Dmma16816(double (&d)[4], const double (&a)[8],
-                                          const double (&b)[4]) {
+// A variant: its tile's N (128: 8 warps, one block an SM; 64: 4 warps, two blocks an SM,
+// each with its own barriers), a stage's K depth and count, and the DMMA shape's K (16:
+// m16n8k16; 8: m16n8k8, half the fragment registers).
+template <int kBNArg, int kBKArg, int kStagesArg, int kMmaKArg>
+struct Shape {
+  static constexpr int kBN = kBNArg, kBK = kBKArg, kStages = kStagesArg, kMmaK = kMmaKArg;
+  static constexpr int kWarpsN = kBN / kWN;
+  static constexpr int kThreads = (kBM / kWM) * kWarpsN * 32;
+  static constexpr int kMinBlocks = kThreads == 128 ? 2 : 1;
+  static constexpr int kLdRow = kBK + 4;  // a tile kept row by row (K contiguous)
+  static constexpr int kLdKA = kBM + 8;   // A kept k row by k row
+  static constexpr int kLdKB = kBN + 8;   // B kept k row by k row
+  static constexpr int kATile = std::max(kBM * kLdRow, kBK* kLdKA);
+  static constexpr int kBTile = std::max(kBN * kLdRow, kBK* kLdKB);
+  static constexpr int kStageDoubles = kATile + kBTile;
+  static constexpr int kSmemBytes = kStages * kStageDoubles * static_cast<int>(sizeof(double));
+  static_assert(kBK % kMmaK == 0 && (kMmaK == 8 || kMmaK == 16), "whole DMMA steps a stage");
+};
+
+// d += a * b, one DMMA of K kMmaK (PTX ISA, mma.m16n8k8 / m16n8k16 .f64, sm_90).
+__device__ __forceinline__ void Dmma(double (&d)[4], const double (&a)[8], const double (&b)[4]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, "
@@ -49,11 +61,20 @@ __device__ __forceinline__ void Dmma16816(double (&d)[4], const double (&a)[8],
         "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
 #endif
 }
+__device__ __forceinline__ void Dmma(double (&d)[4], const double (&a)[4], const double (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, "
+      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
+#endif
+}
 
 // A kRows x kCols tile of a row-major matrix (leading dimension ld) from (row0, col0) into
 // shared memory, element (r, c) at s[r * kLds + c]; elements past (row_lim, col_lim) read
 // as zeros. kChunk doubles a copy (2: 16 bytes, the rows 16-byte aligned; 1: 8 bytes).
-template <int kRows, int kCols, int kLds, int kChunk>
+template <int kThreads, int kRows, int kCols, int kLds, int kChunk>
 __device__ __forceinline__ void LoadTile(const double* g, int64_t ld, int row0, int col0,
                                          int row_lim, int col_lim, double* s, int tid) {
   constexpr int kPerRow = kCols / kChunk;
@@ -73,18 +94,12 @@ __device__ __forceinline__ void LoadTile(const double* g, int64_t ld, int row0, 
   }
 }
 
-// Element (m, k) of the A tile and (k, n) of the B tile in their shared layouts.
-template <bool kTransA>
-__device__ __forceinline__ double AAt(const double* as, int m, int k) {
-  return kTransA ? as[k * kLdK + m] : as[m * kLdRow + k];
-}
-template <bool kTransB>
-__device__ __forceinline__ double BAt(const double* bs, int k, int n) {
-  return kTransB ? bs[n * kLdRow + k] : bs[k * kLdK + n];
-}
-
-template <bool kTransA, bool kTransB, int kChunk>
-__global__ void __launch_bounds__(kThreads, 1) Dgemm16816Kernel(DgemmArgs p, int item0) {
+template <class D, bool kTransA, bool kTransB, int kChunk>
+__global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
+    DgemmDmmaSm90Kernel(DgemmArgs p, int item0) {
+  constexpr int kBN = D::kBN, kBK = D::kBK, kStages = D::kStages, kMmaK = D::kMmaK;
+  constexpr int kThreads = D::kThreads, kWarpsN = D::kWarpsN, kLdRow = D::kLdRow;
+  constexpr int kLdKA = D::kLdKA, kLdKB = D::kLdKB, kStageDoubles = D::kStageDoubles;
   extern __shared__ double smem[];
   const int tid = static_cast<int>(threadIdx.x);
   const int item = item0 + static_cast<int>(blockIdx.z);
@@ -109,17 +124,17 @@ __global__ void __launch_bounds__(kThreads, 1) Dgemm16816Kernel(DgemmArgs p, int
   const int ktiles = (p.k + kBK - 1) / kBK;
   auto load = [&](int kt) {
     double* as = smem + (kt % kStages) * kStageDoubles;
-    double* bs = as + kTileDoubles;
+    double* bs = as + D::kATile;
     const int k0 = kt * kBK;
     if (kTransA) {
-      LoadTile<kBK, kBM, kLdK, kChunk>(a, p.lda, k0, m0, p.k, p.m, as, tid);
+      LoadTile<kThreads, kBK, kBM, kLdKA, kChunk>(a, p.lda, k0, m0, p.k, p.m, as, tid);
     } else {
-      LoadTile<kBM, kBK, kLdRow, kChunk>(a, p.lda, m0, k0, p.m, p.k, as, tid);
+      LoadTile<kThreads, kBM, kBK, kLdRow, kChunk>(a, p.lda, m0, k0, p.m, p.k, as, tid);
     }
     if (kTransB) {
-      LoadTile<kBN, kBK, kLdRow, kChunk>(b, p.ldb, n0, k0, p.n, p.k, bs, tid);
+      LoadTile<kThreads, kBN, kBK, kLdRow, kChunk>(b, p.ldb, n0, k0, p.n, p.k, bs, tid);
     } else {
-      LoadTile<kBK, kBN, kLdK, kChunk>(b, p.ldb, k0, n0, p.k, p.n, bs, tid);
+      LoadTile<kThreads, kBK, kBN, kLdKB, kChunk>(b, p.ldb, k0, n0, p.k, p.n, bs, tid);
     }
   };
 #pragma unroll
@@ -133,24 +148,30 @@ __global__ void __launch_bounds__(kThreads, 1) Dgemm16816Kernel(DgemmArgs p, int
     if (kt + kStages - 1 < ktiles) load(kt + kStages - 1);
     CpAsyncCommit();
     const double* as = smem + (kt % kStages) * kStageDoubles;
-    const double* bs = as + kTileDoubles;
-    // Fragments (PTX ISA, m16n8k16 .f64): a_i = A[g + 8 (i % 2)][t + 4 (i / 2)],
-    // b_i = B[t + 4 i][g], C pairs at rows g and g + 8, columns 2t and 2t + 1.
-    double bf[kTilesN][4];
+    const double* bs = as + D::kATile;
+    // Element (m, k) of the A tile and (k, n) of the B tile in their shared layouts.
+    auto a_at = [&](int m, int k) { return kTransA ? as[k * kLdKA + m] : as[m * kLdRow + k]; };
+    auto b_at = [&](int k, int n) { return kTransB ? bs[n * kLdRow + k] : bs[k * kLdKB + n]; };
 #pragma unroll
-    for (int j = 0; j < kTilesN; ++j) {
+    for (int ks = 0; ks < kBK; ks += kMmaK) {
+      // Fragments (PTX ISA, m16n8k8 and m16n8k16 .f64): a_i = A[g + 8 (i % 2)][t + 4 (i / 2)],
+      // b_i = B[t + 4 i][g], C pairs at rows g and g + 8, columns 2t and 2t + 1.
+      double bf[kTilesN][kMmaK / 4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) bf[j][i] = BAt<kTransB>(bs, t + 4 * i, wn + j * 8 + g);
-    }
+      for (int j = 0; j < kTilesN; ++j) {
 #pragma unroll
-    for (int mi = 0; mi < kTilesM; ++mi) {
-      double af[8];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        af[i] = AAt<kTransA>(as, wm + mi * 16 + g + 8 * (i % 2), t + 4 * (i / 2));
+        for (int i = 0; i < kMmaK / 4; ++i) bf[j][i] = b_at(ks + t + 4 * i, wn + j * 8 + g);
       }
 #pragma unroll
-      for (int j = 0; j < kTilesN; ++j) Dmma16816(acc[mi][j], af, bf[j]);
+      for (int mi = 0; mi < kTilesM; ++mi) {
+        double af[kMmaK / 2];
+#pragma unroll
+        for (int i = 0; i < kMmaK / 2; ++i) {
+          af[i] = a_at(wm + mi * 16 + g + 8 * (i % 2), ks + t + 4 * (i / 2));
+        }
+#pragma unroll
+        for (int j = 0; j < kTilesN; ++j) Dmma(acc[mi][j], af, bf[j]);
+      }
     }
   }
 
@@ -178,40 +199,62 @@ __global__ void __launch_bounds__(kThreads, 1) Dgemm16816Kernel(DgemmArgs p, int
   }
 }
 
-template <bool kTransA, bool kTransB, int kChunk>
+template <class D, bool kTransA, bool kTransB, int kChunk>
 absl::Status LaunchLayout(const DgemmArgs& p, int batch, cudaStream_t stream) {
   static std::atomic<uint64_t> smem_set{0};
-  const void* fn = reinterpret_cast<const void*>(&Dgemm16816Kernel<kTransA, kTransB, kChunk>);
-  GEMMD_GPU_RETURN_IF_ERROR(EnsureDynamicSmem(fn, kSmemBytes, &smem_set));
+  const void* fn = reinterpret_cast<const void*>(&DgemmDmmaSm90Kernel<D, kTransA, kTransB, kChunk>);
+  GEMMD_GPU_RETURN_IF_ERROR(EnsureDynamicSmem(fn, D::kSmemBytes, &smem_set));
   for (int item0 = 0; item0 < batch; item0 += kMaxGridZ) {
-    const dim3 grid((p.n + kBN - 1) / kBN, (p.m + kBM - 1) / kBM,
+    const dim3 grid((p.n + D::kBN - 1) / D::kBN, (p.m + kBM - 1) / kBM,
                     std::min(kMaxGridZ, batch - item0));
-    Dgemm16816Kernel<kTransA, kTransB, kChunk><<<grid, kThreads, kSmemBytes, stream>>>(p, item0);
+    DgemmDmmaSm90Kernel<D, kTransA, kTransB, kChunk>
+        <<<grid, D::kThreads, D::kSmemBytes, stream>>>(p, item0);
     RETURN_IF_CUDA_ERROR(cudaGetLastError());
   }
   return absl::OkStatus();
 }
 
-template <int kChunk>
+template <class D, int kChunk>
 absl::Status LaunchChunked(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
                            cudaStream_t stream) {
-  if (!trans_a && !trans_b) return LaunchLayout<false, false, kChunk>(p, batch, stream);
-  if (!trans_a && trans_b) return LaunchLayout<false, true, kChunk>(p, batch, stream);
-  if (trans_a && !trans_b) return LaunchLayout<true, false, kChunk>(p, batch, stream);
-  return LaunchLayout<true, true, kChunk>(p, batch, stream);
+  if (!trans_a && !trans_b) return LaunchLayout<D, false, false, kChunk>(p, batch, stream);
+  if (!trans_a && trans_b) return LaunchLayout<D, false, true, kChunk>(p, batch, stream);
+  if (trans_a && !trans_b) return LaunchLayout<D, true, false, kChunk>(p, batch, stream);
+  return LaunchLayout<D, true, true, kChunk>(p, batch, stream);
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <class D>
+absl::Status LaunchDepth(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
+                         cudaStream_t stream) {
+  // 16-byte copies need every row and item of A and B to start 16-byte aligned.
+  const bool vec = Aligned16(p.a) && Aligned16(p.b) && p.lda % 2 == 0 && p.ldb % 2 == 0 &&
+                   p.stride_a % 2 == 0 && p.stride_b % 2 == 0;
+  return vec ? LaunchChunked<D, 2>(p, batch, trans_a, trans_b, stream)
+             : LaunchChunked<D, 1>(p, batch, trans_a, trans_b, stream);
+}
 
 }  // namespace
 
 absl::Status LaunchDgemmM16n8k16(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
                                  cudaStream_t stream) {
-  // 16-byte copies need every row and item of A and B to start 16-byte aligned.
-  const bool vec = Aligned16(p.a) && Aligned16(p.b) && p.lda % 2 == 0 && p.ldb % 2 == 0 &&
-                   p.stride_a % 2 == 0 && p.stride_b % 2 == 0;
-  return vec ? LaunchChunked<2>(p, batch, trans_a, trans_b, stream)
-             : LaunchChunked<1>(p, batch, trans_a, trans_b, stream);
+  return LaunchDepth<Shape<128, 16, 4, 16>>(p, batch, trans_a, trans_b, stream);
+}
+
+absl::Status LaunchDgemmM16n8k16Bk32(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
+                                     cudaStream_t stream) {
+  return LaunchDepth<Shape<128, 32, 3, 16>>(p, batch, trans_a, trans_b, stream);
+}
+
+absl::Status LaunchDgemmM16n8k8Tile128x64(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
+                                          cudaStream_t stream) {
+  return LaunchDepth<Shape<64, 16, 3, 8>>(p, batch, trans_a, trans_b, stream);
+}
+
+absl::Status LaunchDgemmM16n8k16Tile128x64(const DgemmArgs& p, int batch, bool trans_a,
+                                           bool trans_b, cudaStream_t stream) {
+  return LaunchDepth<Shape<64, 16, 3, 16>>(p, batch, trans_a, trans_b, stream);
 }
 
 }  // namespace gemmd::gpu::internal

@@ -1,7 +1,7 @@
 // An ordinary BLAS program, for bench/blas_offload.sh: linked to the system's libblas.so.3
-// and nothing of gemmd's, it times square column-major xGEMM calls (C = A B, beta 0), so
-// the same binary measures the host's BLAS as it is and, under
-// LD_PRELOAD=libgemmd_blas.so, the calls sent to a server.
+// and nothing of gemmd's (blas_gemm.h only declares the standard routines), it times square
+// column-major xGEMM calls (C = A B, beta 0), so the same binary measures the host's BLAS as it is
+// and, under LD_PRELOAD=libgemmd_blas.so, the calls sent to a server.
 //
 //   blas-offload-bench [--dtype d|s] [--reps R] N...
 // One line per N: seconds per call (best and median of R after one warm-up call), GFLOP/s
@@ -17,14 +17,7 @@
 #include <string>
 #include <vector>
 
-extern "C" {
-void sgemm_(const char*, const char*, const int*, const int*, const int*, const float*,
-            const float*, const int*, const float*, const int*, const float*, float*, const int*,
-            size_t, size_t);
-void dgemm_(const char*, const char*, const int*, const int*, const int*, const double*,
-            const double*, const int*, const double*, const int*, const double*, double*,
-            const int*, size_t, size_t);
-}
+#include "client/blas/blas_gemm.h"
 
 namespace {
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "client/blas/argument_errors.h"
+#include "client/blas/blas_gemm.h"
 #include "client/blas/gemm_arguments.h"
 #include "client/blas/gemm_call.h"
 #include "client/blas/offload.h"
@@ -64,7 +65,6 @@ void dgemm_(const char* transa, const char* transb, const int* m, const int* n, 
                            *ldb, *beta, c, *ldc);
 }
 
-// CBLAS_LAYOUT and CBLAS_TRANSPOSE are C enums: ints in the calling convention.
 void cblas_sgemm(int layout, int trans_a, int trans_b, int m, int n, int k, float alpha,
                  const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
   gemmd::blas::CblasGemm(Element::kFloat32, layout, trans_a, trans_b, m, n, k, alpha, a, lda, b,

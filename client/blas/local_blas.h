@@ -12,18 +12,14 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "client/blas/blas_gemm.h"
 #include "client/blas/gemm_call.h"
 
 namespace gemmd::blas {
 
-// The Fortran routines (gfortran's calling convention: the lengths of the character
-// arguments last).
-using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*, const float*,
-                         const float*, const int*, const float*, const int*, const float*, float*,
-                         const int*, size_t, size_t);
-using DgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*,
-                         const double*, const double*, const int*, const double*, const int*,
-                         const double*, double*, const int*, size_t, size_t);
+// The Fortran routines' types (blas_gemm.h).
+using SgemmFn = decltype(&sgemm_);
+using DgemmFn = decltype(&dgemm_);
 
 struct LocalBlas {
   SgemmFn sgemm = nullptr;

@@ -14,16 +14,7 @@
 #include <thread>
 #include <vector>
 
-extern "C" {
-void sgemm_(const char*, const char*, const int*, const int*, const int*, const float*,
-            const float*, const int*, const float*, const int*, const float*, float*, const int*,
-            size_t, size_t);
-void dgemm_(const char*, const char*, const int*, const int*, const int*, const double*,
-            const double*, const int*, const double*, const int*, const double*, double*,
-            const int*, size_t, size_t);
-void cblas_dgemm(int, int, int, int, int, int, double, const double*, int, const double*, int,
-                 double, double*, int);
-}
+#include "client/blas/blas_gemm.h"
 
 namespace {
 

@@ -299,9 +299,6 @@ void AppendDmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels) {
                                                  CostProfile{41.0, 1}, &LaunchDgemmM16n8k16Bk32));
   kernels->push_back(std::make_unique<DgemmDmma>(
       "dgemm_dmma1688_128x64x16_s3", 90, CostProfile{42.6, 2}, &LaunchDgemmM16n8k8Tile128x64, 64));
-  kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma1688p_128x64x16_s3", 90,
-                                                 CostProfile{42.0, 2},
-                                                 &LaunchDgemmM16n8k8PairKTile128x64, 64));
   kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma16816_128x64x16_s3", 90,
                                                  CostProfile{40.5, 2},
                                                  &LaunchDgemmM16n8k16Tile128x64, 64));

@@ -46,9 +46,6 @@ absl::Status LaunchDgemmM16n8k16Bk32(const DgemmArgs& args, int batch, bool tran
 // the fragment registers) or m16n8k16.
 absl::Status LaunchDgemmM16n8k8Tile128x64(const DgemmArgs& args, int batch, bool trans_a,
                                           bool trans_b, cudaStream_t stream);
-// The m16n8k8 one with paired K slots (dgemm_dmma_sm90.cu, Shape::kPairK).
-absl::Status LaunchDgemmM16n8k8PairKTile128x64(const DgemmArgs& args, int batch, bool trans_a,
-                                               bool trans_b, cudaStream_t stream);
 absl::Status LaunchDgemmM16n8k16Tile128x64(const DgemmArgs& args, int batch, bool trans_a,
                                            bool trans_b, cudaStream_t stream);
 

@@ -34,23 +34,15 @@ constexpr int kMaxGridZ = 65535;
 // A variant: its tile's N (128: 8 warps, one block an SM; 64: 4 warps, two blocks an SM,
 // each with its own barriers), a stage's K depth and count, and the DMMA shape's K (16:
 // m16n8k16; 8: m16n8k8, half the fragment registers).
-//
-// kPairK (m16n8k8 only): a thread's two K slots of a fragment, t and t + 4, take the
-// shared tile's K positions 2t and 2t + 1 instead of t and t + 4, for A and B alike (a
-// permutation of K the sum does not see), so an operand kept K-contiguous gives both in
-// one 16-byte load. The paddings change with it so no load meets a bank twice.
-template <int kBNArg, int kBKArg, int kStagesArg, int kMmaKArg, bool kPairKArg = false>
+template <int kBNArg, int kBKArg, int kStagesArg, int kMmaKArg>
 struct Shape {
   static constexpr int kBN = kBNArg, kBK = kBKArg, kStages = kStagesArg, kMmaK = kMmaKArg;
-  static constexpr bool kPairK = kPairKArg;
-  static_assert(!kPairK || kMmaK == 8, "paired K slots: m16n8k8");
   static constexpr int kWarpsN = kBN / kWN;
   static constexpr int kThreads = (kBM / kWM) * kWarpsN * 32;
   static constexpr int kMinBlocks = kThreads == 128 ? 2 : 1;
-  // A tile kept row by row (K contiguous), and A or B kept k row by k row.
-  static constexpr int kLdRow = kBK + (kPairK ? 8 : 4);
-  static constexpr int kLdKA = kBM + (kPairK ? 4 : 8);
-  static constexpr int kLdKB = kBN + (kPairK ? 4 : 8);
+  static constexpr int kLdRow = kBK + 4;  // a tile kept row by row (K contiguous)
+  static constexpr int kLdKA = kBM + 8;   // A kept k row by k row
+  static constexpr int kLdKB = kBN + 8;   // B kept k row by k row
   static constexpr int kATile = std::max(kBM * kLdRow, kBK* kLdKA);
   static constexpr int kBTile = std::max(kBN * kLdRow, kBK* kLdKB);
   static constexpr int kStageDoubles = kATile + kBTile;
@@ -160,39 +152,6 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
     // Element (m, k) of the A tile and (k, n) of the B tile in their shared layouts.
     auto a_at = [&](int m, int k) { return kTransA ? as[k * kLdKA + m] : as[m * kLdRow + k]; };
     auto b_at = [&](int k, int n) { return kTransB ? bs[n * kLdRow + k] : bs[k * kLdKB + n]; };
-    if constexpr (D::kPairK) {
-#pragma unroll
-      for (int ks = 0; ks < kBK; ks += kMmaK) {
-        const int k = ks + 2 * t;  // slot t here, slot t + 4 at k + 1
-        double bf[kTilesN][2];
-#pragma unroll
-        for (int j = 0; j < kTilesN; ++j) {
-          const int n = wn + j * 8 + g;
-          if constexpr (kTransB) {
-            const double2 v = *reinterpret_cast<const double2*>(bs + n * kLdRow + k);
-            bf[j][0] = v.x, bf[j][1] = v.y;
-          } else {
-            bf[j][0] = bs[k * kLdKB + n], bf[j][1] = bs[(k + 1) * kLdKB + n];
-          }
-        }
-#pragma unroll
-        for (int mi = 0; mi < kTilesM; ++mi) {
-          const int m = wm + mi * 16 + g;
-          double af[4];  // (m, slot t), (m + 8, t), (m, t + 4), (m + 8, t + 4)
-          if constexpr (!kTransA) {
-            const double2 lo = *reinterpret_cast<const double2*>(as + m * kLdRow + k);
-            const double2 hi = *reinterpret_cast<const double2*>(as + (m + 8) * kLdRow + k);
-            af[0] = lo.x, af[1] = hi.x, af[2] = lo.y, af[3] = hi.y;
-          } else {
-            af[0] = as[k * kLdKA + m], af[1] = as[k * kLdKA + m + 8];
-            af[2] = as[(k + 1) * kLdKA + m], af[3] = as[(k + 1) * kLdKA + m + 8];
-          }
-#pragma unroll
-          for (int j = 0; j < kTilesN; ++j) Dmma(acc[mi][j], af, bf[j]);
-        }
-      }
-      continue;
-    }
 #pragma unroll
     for (int ks = 0; ks < kBK; ks += kMmaK) {
       // Fragments (PTX ISA, m16n8k8 and m16n8k16 .f64): a_i = A[g + 8 (i % 2)][t + 4 (i / 2)],
@@ -291,11 +250,6 @@ absl::Status LaunchDgemmM16n8k16Bk32(const DgemmArgs& p, int batch, bool trans_a
 absl::Status LaunchDgemmM16n8k8Tile128x64(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
                                           cudaStream_t stream) {
   return LaunchDepth<Shape<64, 16, 3, 8>>(p, batch, trans_a, trans_b, stream);
-}
-
-absl::Status LaunchDgemmM16n8k8PairKTile128x64(const DgemmArgs& p, int batch, bool trans_a,
-                                               bool trans_b, cudaStream_t stream) {
-  return LaunchDepth<Shape<64, 16, 3, 8, true>>(p, batch, trans_a, trans_b, stream);
 }
 
 absl::Status LaunchDgemmM16n8k16Tile128x64(const DgemmArgs& p, int batch, bool trans_a,

@@ -270,6 +270,17 @@ class BlasLibraryTest(unittest.TestCase):
         finally:
             server.stop()
 
+    def test_bad_arguments_reported_as_the_reference_does_without_a_handler(self):
+        """No XERBLA or cblas_xerbla in the program: the reference's messages are printed
+        (positions as the reference reports them), nothing is computed, and unlike
+        reference CBLAS the program goes on."""
+        result, _ = run([ARGS.threads_check, "--bad_arguments"], {"GEMMD_TARGET": "127.0.0.1:1"})
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertIn("continued", result.stdout)
+        self.assertIn(" ** On entry to DGEMM parameter number  8 had an illegal value",
+                      result.stderr)
+        self.assertIn("Parameter 1 to routine cblas_dgemm was incorrect", result.stderr)
+
     def test_no_target_computes_locally_and_says_nothing(self):
         stderr, _ = self.run_tester("xblat3d", {})
         self.assertEqual(stderr, "")

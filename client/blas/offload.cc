@@ -1,5 +1,7 @@
 #include "client/blas/offload.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -54,6 +56,9 @@ class Offloader {
                           settings_.target, local_status_.ok() ? local_.source : "none"));
     }
     std::atexit([] { Get().LogCounts(); });
+    // A child forked after this (Python's multiprocessing does by default) has copies of
+    // the client's connections without the threads that serve them: it computes locally.
+    pthread_atfork(nullptr, nullptr, [] { forked_child_.store(true); });
   }
 
   static Offloader& Get() {
@@ -72,6 +77,13 @@ class Offloader {
     } else if (client_ == nullptr || call.flops() < settings_.min_flops) {
       where = "local";
       RunLocalCounted(call, &small_);
+    } else if (forked_child_.load(std::memory_order_relaxed)) {
+      where = "local";
+      why = " (a forked child)";
+      if (!fork_logged_.exchange(true)) {
+        Log("in a process forked after the first remote call, calls are computed locally");
+      }
+      RunLocalCounted(call, &fallbacks_);
     } else if (absl::Now() < retry_after()) {
       where = "local";
       why = " (server unreachable; retrying later)";
@@ -159,6 +171,8 @@ class Offloader {
   std::unique_ptr<GemmClient> client_;
   std::atomic<int64_t> retry_after_ns_{0};
   std::atomic<bool> fallback_logged_{false};
+  std::atomic<bool> fork_logged_{false};
+  static inline std::atomic<bool> forked_child_{false};
   std::atomic<uint64_t> remote_{0}, small_{0}, no_product_{0}, fallbacks_{0};
 };
 

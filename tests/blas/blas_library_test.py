@@ -195,6 +195,32 @@ class BlasLibraryTest(unittest.TestCase):
         finally:
             server.stop()
 
+    def test_a_forked_child_computes_locally(self):
+        """Python's multiprocessing forks: a child of a process whose client is up must
+        not use the copied connections (they would hang); it computes locally, correctly."""
+        server = Server()
+        code = (
+            "import multiprocessing as mp, numpy as np\n"
+            "def child(q):\n"
+            "    a = np.arange(40000.0).reshape(200, 200) / 7; b = a[::-1].copy()\n"
+            "    ref = np.einsum('ik,kj->ij', a, b); q.put(float(abs(a @ b - ref).max() / abs(ref).max()))\n"
+            "a = np.ones((200, 200)); print('parent', (a @ a)[0, 0])\n"
+            "q = mp.get_context('fork').Queue(); p = mp.get_context('fork').Process(target=child, args=(q,)); p.start()\n"
+            "print('child error', q.get(timeout=60)); p.join(60); print('child exit', p.exitcode)\n")
+        try:
+            result, seconds = run([sys.executable, "-c", code], {
+                "LD_PRELOAD": ARGS.library, "GEMMD_TARGET": server.target,
+                "GEMMD_BLAS_MIN_FLOPS": "0", "GEMMD_BLAS_VERBOSE": "1"}, timeout=120)
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr[-2000:])
+            self.assertIn("parent 200.0", result.stdout)
+            self.assertIn("child exit 0", result.stdout)
+            error = float(result.stdout.split("child error ")[1].split()[0])
+            self.assertLess(error, 1e-13)
+            self.assertIn("in a process forked after the first remote call", result.stderr)
+            self.assertIn("remote", result.stderr)  # the parent's call
+        finally:
+            server.stop()
+
     def test_min_flops_splits_remote_and_local(self):
         server = Server()
         threshold = 10_000_000

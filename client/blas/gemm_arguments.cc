@@ -61,31 +61,26 @@ CblasTranslation TranslateCblasGemm(Element element, int layout, int trans_a, in
     out.error = 3;
     return out;
   }
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the same bytes,
+  // with A and B (and M and N) trading places.
+  const bool swap = out.row_major;
+  const char t1 = swap ? tb : ta, t2 = swap ? ta : tb;
   GemmCall& call = out.call;
   call.element = element;
+  call.transpose_a = t1 != 'N';
+  call.transpose_b = t2 != 'N';
+  call.m = swap ? n : m;
+  call.n = swap ? m : n;
+  call.k = k;
   call.alpha = alpha;
   call.beta = beta;
+  call.a = swap ? b : a;
+  call.lda = swap ? ldb : lda;
+  call.b = swap ? a : b;
+  call.ldb = swap ? lda : ldb;
   call.c = c;
   call.ldc = ldc;
-  call.k = k;
-  int fortran_error;
-  if (!out.row_major) {
-    fortran_error = FortranGemmError(ta, tb, m, n, k, lda, ldb, ldc);
-    call.transpose_a = ta != 'N';
-    call.transpose_b = tb != 'N';
-    call.m = m, call.n = n;
-    call.a = a, call.lda = lda;
-    call.b = b, call.ldb = ldb;
-  } else {
-    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the same bytes,
-    // with A and B (and M and N) trading places.
-    fortran_error = FortranGemmError(tb, ta, n, m, k, ldb, lda, ldc);
-    call.transpose_a = tb != 'N';
-    call.transpose_b = ta != 'N';
-    call.m = n, call.n = m;
-    call.a = b, call.lda = ldb;
-    call.b = a, call.ldb = lda;
-  }
+  const int fortran_error = FortranGemmError(t1, t2, call.m, call.n, k, call.lda, call.ldb, ldc);
   if (fortran_error != 0) out.error = fortran_error + 1;
   return out;
 }

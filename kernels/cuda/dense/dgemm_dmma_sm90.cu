@@ -226,7 +226,7 @@ absl::Status LaunchChunked(const DgemmArgs& p, int batch, bool trans_a, bool tra
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <class D>
-absl::Status LaunchDepth(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
+absl::Status LaunchShape(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
                          cudaStream_t stream) {
   // 16-byte copies need every row and item of A and B to start 16-byte aligned.
   const bool vec = Aligned16(p.a) && Aligned16(p.b) && p.lda % 2 == 0 && p.ldb % 2 == 0 &&
@@ -239,22 +239,22 @@ absl::Status LaunchDepth(const DgemmArgs& p, int batch, bool trans_a, bool trans
 
 absl::Status LaunchDgemmM16n8k16(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
                                  cudaStream_t stream) {
-  return LaunchDepth<Shape<128, 16, 4, 16>>(p, batch, trans_a, trans_b, stream);
+  return LaunchShape<Shape<128, 16, 4, 16>>(p, batch, trans_a, trans_b, stream);
 }
 
 absl::Status LaunchDgemmM16n8k16Bk32(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
                                      cudaStream_t stream) {
-  return LaunchDepth<Shape<128, 32, 3, 16>>(p, batch, trans_a, trans_b, stream);
+  return LaunchShape<Shape<128, 32, 3, 16>>(p, batch, trans_a, trans_b, stream);
 }
 
 absl::Status LaunchDgemmM16n8k8Tile128x64(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
                                           cudaStream_t stream) {
-  return LaunchDepth<Shape<64, 16, 3, 8>>(p, batch, trans_a, trans_b, stream);
+  return LaunchShape<Shape<64, 16, 3, 8>>(p, batch, trans_a, trans_b, stream);
 }
 
 absl::Status LaunchDgemmM16n8k16Tile128x64(const DgemmArgs& p, int batch, bool trans_a,
                                            bool trans_b, cudaStream_t stream) {
-  return LaunchDepth<Shape<64, 16, 3, 16>>(p, batch, trans_a, trans_b, stream);
+  return LaunchShape<Shape<64, 16, 3, 16>>(p, batch, trans_a, trans_b, stream);
 }
 
 }  // namespace gemmd::gpu::internal

@@ -293,15 +293,13 @@ class DgemmDmma final : public GpuGemmKernel {
 void AppendDmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels) {
   kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma_128x128x16_s3", 80,
                                                  CostProfile{21.2, 1}, &LaunchDgemmM8n8k4));
-  kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma16816_128x128x16_s4", 90,
-                                                 CostProfile{39.3, 1}, &LaunchDgemmM16n8k16));
-  kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma16816_128x128x32_s3", 90,
-                                                 CostProfile{41.0, 1}, &LaunchDgemmM16n8k16Bk32));
+  kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma1688_128x64x16_s3_checked", 90,
+                                                 CostProfile{41.0, 2}, &LaunchDgemmM16n8k8Checked,
+                                                 64));
   kernels->push_back(std::make_unique<DgemmDmma>(
-      "dgemm_dmma1688_128x64x16_s3", 90, CostProfile{42.6, 2}, &LaunchDgemmM16n8k8Tile128x64, 64));
-  kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma16816_128x64x16_s3", 90,
-                                                 CostProfile{40.5, 2},
-                                                 &LaunchDgemmM16n8k16Tile128x64, 64));
+      "dgemm_dmma1688_128x64x16_s3_g8", 90, CostProfile{45.5, 2}, &LaunchDgemmM16n8k8Grouped, 64));
+  kernels->push_back(std::make_unique<DgemmDmma>(
+      "dgemm_dmma1688_128x64x16_s3", 90, CostProfile{47.8, 2}, &LaunchDgemmM16n8k8Pipelined, 64));
 }
 
 }  // namespace gemmd::gpu::internal

@@ -36,18 +36,18 @@ using DgemmLaunchFn = absl::Status (*)(const DgemmArgs& args, int batch, bool tr
 // mma.sync m8n8k4 (sm_80 and up): dgemm_dmma.cu.
 absl::Status LaunchDgemmM8n8k4(const DgemmArgs& args, int batch, bool trans_a, bool trans_b,
                                cudaStream_t stream);
-// mma.sync m16n8k16 (sm_90 and up): dgemm_dmma_sm90.cu; stages of K 16 (4 of them) or of
-// K 32 (3), two DMMA steps a barrier.
-absl::Status LaunchDgemmM16n8k16(const DgemmArgs& args, int batch, bool trans_a, bool trans_b,
-                                 cudaStream_t stream);
-absl::Status LaunchDgemmM16n8k16Bk32(const DgemmArgs& args, int batch, bool trans_a, bool trans_b,
-                                     cudaStream_t stream);
-// 128 x 64 tiles of 4 warps, two blocks an SM, three stages of K 16: with m16n8k8 (half
-// the fragment registers) or m16n8k16.
-absl::Status LaunchDgemmM16n8k8Tile128x64(const DgemmArgs& args, int batch, bool trans_a,
-                                          bool trans_b, cudaStream_t stream);
-absl::Status LaunchDgemmM16n8k16Tile128x64(const DgemmArgs& args, int batch, bool trans_a,
-                                           bool trans_b, cudaStream_t stream);
+// The sm_90 kernels (dgemm_dmma_sm90.cu), all 128 x 64 tiles of 4 warps, two blocks an SM,
+// three stages of K 16, mma.sync m16n8k8; the steps of docs/KERNELS.md's ladder:
+// every copy bounds-checked, tiles row by row (step 3);
+absl::Status LaunchDgemmM16n8k8Checked(const DgemmArgs& args, int batch, bool trans_a, bool trans_b,
+                                       cudaStream_t stream);
+// blocks inside the matrix copying without checks, tiles in groups of 8 tile rows (step 4);
+absl::Status LaunchDgemmM16n8k8Grouped(const DgemmArgs& args, int batch, bool trans_a, bool trans_b,
+                                       cudaStream_t stream);
+// and fragments read a unit ahead in two register sets, the stage handover before the
+// stage's last DMMAs (step 5, chosen on 9.0).
+absl::Status LaunchDgemmM16n8k8Pipelined(const DgemmArgs& args, int batch, bool trans_a,
+                                         bool trans_b, cudaStream_t stream);
 
 }  // namespace gemmd::gpu::internal
 

@@ -1,22 +1,23 @@
-// FP64 GEMM on Hopper's FP64 tensor cores through the sm_90 DMMA shapes, `mma.sync
-// .m16n8k16` and `.m16n8k8` with f64 operands: an eighth (a quarter) of m8n8k4's
-// instructions for the same products.
+// FP64 GEMM on Hopper's FP64 tensor cores through the sm_90 DMMA shape `mma.sync.m16n8k8`
+// with f64 operands: a quarter of m8n8k4's instructions for the same products (m16n8k16
+// takes an eighth, but twice the fragment registers; it measured slower, docs/KERNELS.md).
 //
 // Each warp computes a 64 x 32 tile of C as 4 x 4 tiles of 16 x 8: 64 FP64 accumulators a
-// thread. A block is 2 x 4 warps (a 128 x 128 tile, one block an SM at ~240 registers) or
-// 2 x 2 (128 x 64, two blocks an SM, each with its own barriers; cuBLAS's DGEMM on sm_90
-// has this shape). Shared tiles follow the stored operand's contiguous dimension, so that
-// 16-byte cp.async fill them: an operand contiguous along K ([M,K] A, [N,K] B) is kept row
-// by row with K + 4 doubles a row, one contiguous along M or N ([K,M] A, [K,N] B) k row
-// by k row with 128 + 8 (64 + 8); the paddings put a fragment's 32 loads (8 rows x 4 k) in
-// the two wavefronts 256 bytes need. Operands whose rows or items are not 16-byte aligned
-// go through the same kernels with 8-byte copies. C = alpha * acc + beta * C_in in FP64,
-// bounds-checked; no K split, so a planned row block gets its product's bits.
+// thread. A block is 2 x 2 warps, a 128 x 64 tile: two blocks an SM at ~250 registers,
+// each with its own barriers (cuBLAS's DGEMM on sm_90 has this shape). Shared tiles follow
+// the stored operand's contiguous dimension, so that 16-byte cp.async fill them: an
+// operand contiguous along K ([M,K] A, [N,K] B) is kept row by row with K + 4 doubles a
+// row, one contiguous along M or N ([K,M] A, [K,N] B) k row by k row with 128 + 8 (64 + 8);
+// the paddings put a fragment's 32 loads (8 rows x 4 k) in the two wavefronts 256 bytes
+// need. Operands whose rows or items are not 16-byte aligned go through the same kernels
+// with 8-byte copies. C = alpha * acc + beta * C_in in FP64, bounds-checked; no K split,
+// so a planned row block gets its product's bits.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/common/cp_async.cuh"
 #include "kernels/cuda/common/cuda_status.h"
@@ -31,12 +32,19 @@ constexpr int kWM = 64, kWN = 32;                     // a warp's tile
 constexpr int kTilesM = kWM / 16, kTilesN = kWN / 8;  // 4 x 4 DMMA tiles a warp
 constexpr int kMaxGridZ = 65535;
 
-// A variant: its tile's N (128: 8 warps, one block an SM; 64: 4 warps, two blocks an SM,
-// each with its own barriers), a stage's K depth and count, and the DMMA shape's K (16:
-// m16n8k16; 8: m16n8k8, half the fragment registers).
-template <int kBNArg, int kBKArg, int kStagesArg, int kMmaKArg>
+// A variant: its tile's N (64: 4 warps, two blocks an SM), a stage's K depth and count,
+// and how it loads and reads its tiles.
+template <int kBNArg, int kBKArg, int kStagesArg, bool kInsideArg, int kGroupMArg = 1,
+          bool kFragPipeArg = false>
 struct Shape {
-  static constexpr int kBN = kBNArg, kBK = kBKArg, kStages = kStagesArg, kMmaK = kMmaKArg;
+  static constexpr int kBN = kBNArg, kBK = kBKArg, kStages = kStagesArg, kMmaK = 8;
+  // kInside: blocks inside M and N load without bounds checks. kGroupM: tiles taken in
+  // groups of kGroupM tile rows, down each column of the group, so that the blocks resident
+  // together read fewer distinct rows of A and columns of B (1: row by row).
+  static constexpr bool kInside = kInsideArg;
+  static constexpr int kGroupM = kGroupMArg;
+  // kFragPipe: fragments read a unit ahead into two register sets (the main loop's comment).
+  static constexpr bool kFragPipe = kFragPipeArg;
   static constexpr int kWarpsN = kBN / kWN;
   static constexpr int kThreads = (kBM / kWM) * kWarpsN * 32;
   static constexpr int kMinBlocks = kThreads == 128 ? 2 : 1;
@@ -47,20 +55,10 @@ struct Shape {
   static constexpr int kBTile = std::max(kBN * kLdRow, kBK* kLdKB);
   static constexpr int kStageDoubles = kATile + kBTile;
   static constexpr int kSmemBytes = kStages * kStageDoubles * static_cast<int>(sizeof(double));
-  static_assert(kBK % kMmaK == 0 && (kMmaK == 8 || kMmaK == 16), "whole DMMA steps a stage");
+  static_assert(kBK % kMmaK == 0, "whole m16n8k8 steps a stage");
 };
 
-// d += a * b, one DMMA of K kMmaK (PTX ISA, mma.m16n8k8 / m16n8k16 .f64, sm_90).
-__device__ __forceinline__ void Dmma(double (&d)[4], const double (&a)[8], const double (&b)[4]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, "
-      "{%4,%5,%6,%7,%8,%9,%10,%11}, {%12,%13,%14,%15}, {%0,%1,%2,%3};\n"
-      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
-      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]),
-        "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
-#endif
-}
+// d += a * b, one DMMA (PTX ISA, mma.m16n8k8 .f64, sm_90).
 __device__ __forceinline__ void Dmma(double (&d)[4], const double (&a)[4], const double (&b)[2]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
@@ -94,6 +92,36 @@ __device__ __forceinline__ void LoadTile(const double* g, int64_t ld, int row0, 
   }
 }
 
+// The same tile with every copy inside the matrix: no bounds checks. `g` points at the copy
+// thread `tid` makes first (row tid / (kCols / kChunk), its column), `row_step` is the
+// stride between its copies' rows (kThreads / (kCols / kChunk) rows).
+template <int kThreads, int kRows, int kCols, int kLds, int kChunk>
+__device__ __forceinline__ void LoadTileInside(const double* g, int64_t row_step, double* s,
+                                               int tid) {
+  constexpr int kPerRow = kCols / kChunk, kRowStep = kThreads / kPerRow;
+  static_assert(kThreads % kPerRow == 0 && kRows % kRowStep == 0, "whole rows a pass");
+  s += (tid / kPerRow) * kLds + (tid % kPerRow) * kChunk;
+#pragma unroll
+  for (int i = 0; i < kRows / kRowStep; ++i) {
+    if constexpr (kChunk == 2) {
+      CpAsync16(s + i * kRowStep * kLds, g, 16);
+    } else {
+      CpAsync8(s + i * kRowStep * kLds, g, 8);
+    }
+    g += row_step;
+  }
+}
+
+// Where a thread's first copy of a kRows x kCols tile at (row0, col0) reads, and the stride
+// between its copies (LoadTileInside).
+template <int kThreads, int kCols, int kChunk>
+__device__ __forceinline__ const double* FirstCopy(const double* g, int64_t ld, int row0, int col0,
+                                                   int tid, int64_t* row_step) {
+  constexpr int kPerRow = kCols / kChunk;
+  *row_step = (kThreads / kPerRow) * ld;
+  return g + static_cast<int64_t>(row0 + tid / kPerRow) * ld + col0 + (tid % kPerRow) * kChunk;
+}
+
 template <class D, bool kTransA, bool kTransB, int kChunk>
 __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
     DgemmDmmaSm90Kernel(DgemmArgs p, int item0) {
@@ -103,8 +131,18 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
   extern __shared__ double smem[];
   const int tid = static_cast<int>(threadIdx.x);
   const int item = item0 + static_cast<int>(blockIdx.z);
-  const int m0 = static_cast<int>(blockIdx.y) * kBM;
-  const int n0 = static_cast<int>(blockIdx.x) * kBN;
+  int tile_m = static_cast<int>(blockIdx.y), tile_n = static_cast<int>(blockIdx.x);
+  if constexpr (D::kGroupM > 1) {
+    const int tiles_m = static_cast<int>(gridDim.y), tiles_n = static_cast<int>(gridDim.x);
+    const int id = tile_m * tiles_n + tile_n;
+    const int group = id / (D::kGroupM * tiles_n), first = group * D::kGroupM;
+    const int rows = min(D::kGroupM, tiles_m - first);
+    const int in_group = id - group * D::kGroupM * tiles_n;
+    tile_m = first + in_group % rows;
+    tile_n = in_group / rows;
+  }
+  const int m0 = tile_m * kBM;
+  const int n0 = tile_n * kBN;
   const double* a = p.a + item * p.stride_a;
   const double* b = p.b + item * p.stride_b;
 
@@ -122,57 +160,158 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
   }
 
   const int ktiles = (p.k + kBK - 1) / kBK;
-  auto load = [&](int kt) {
-    double* as = smem + (kt % kStages) * kStageDoubles;
-    double* bs = as + D::kATile;
-    const int k0 = kt * kBK;
-    if (kTransA) {
-      LoadTile<kThreads, kBK, kBM, kLdKA, kChunk>(a, p.lda, k0, m0, p.k, p.m, as, tid);
-    } else {
-      LoadTile<kThreads, kBM, kBK, kLdRow, kChunk>(a, p.lda, m0, k0, p.m, p.k, as, tid);
-    }
-    if (kTransB) {
-      LoadTile<kThreads, kBN, kBK, kLdRow, kChunk>(b, p.ldb, n0, k0, p.n, p.k, bs, tid);
-    } else {
-      LoadTile<kThreads, kBK, kBN, kLdKB, kChunk>(b, p.ldb, k0, n0, p.k, p.n, bs, tid);
-    }
-  };
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < ktiles) load(s);
-    CpAsyncCommit();
-  }
-  for (int kt = 0; kt < ktiles; ++kt) {
-    CpAsyncWait<kStages - 2>();
-    __syncthreads();  // stage kt landed everywhere; the stage reloaded next is free
-    if (kt + kStages - 1 < ktiles) load(kt + kStages - 1);
-    CpAsyncCommit();
-    const double* as = smem + (kt % kStages) * kStageDoubles;
-    const double* bs = as + D::kATile;
-    // Element (m, k) of the A tile and (k, n) of the B tile in their shared layouts.
-    auto a_at = [&](int m, int k) { return kTransA ? as[k * kLdKA + m] : as[m * kLdRow + k]; };
-    auto b_at = [&](int k, int n) { return kTransB ? bs[n * kLdRow + k] : bs[k * kLdKB + n]; };
-#pragma unroll
-    for (int ks = 0; ks < kBK; ks += kMmaK) {
-      // Fragments (PTX ISA, m16n8k8 and m16n8k16 .f64): a_i = A[g + 8 (i % 2)][t + 4 (i / 2)],
-      // b_i = B[t + 4 i][g], C pairs at rows g and g + 8, columns 2t and 2t + 1.
-      double bf[kTilesN][kMmaK / 4];
-#pragma unroll
-      for (int j = 0; j < kTilesN; ++j) {
-#pragma unroll
-        for (int i = 0; i < kMmaK / 4; ++i) bf[j][i] = b_at(ks + t + 4 * i, wn + j * 8 + g);
+  // A block whose tile lies inside M and N loads its whole K tiles without bounds checks,
+  // from pointers that advance a K tile at a time; the rest (edge blocks, a partial last
+  // K tile) go through the checked loads.
+  const int inside_ktiles = D::kInside && m0 + kBM <= p.m && n0 + kBN <= p.n ? p.k / kBK : 0;
+  int64_t a_step, b_step;
+  const double* a_first = kTransA ? FirstCopy<kThreads, kBM, kChunk>(a, p.lda, 0, m0, tid, &a_step)
+                                  : FirstCopy<kThreads, kBK, kChunk>(a, p.lda, m0, 0, tid, &a_step);
+  const double* b_first = kTransB ? FirstCopy<kThreads, kBK, kChunk>(b, p.ldb, n0, 0, tid, &b_step)
+                                  : FirstCopy<kThreads, kBN, kChunk>(b, p.ldb, 0, n0, tid, &b_step);
+  const int64_t a_ktile = kTransA ? kBK * p.lda : kBK;  // one K tile further on
+  const int64_t b_ktile = kTransB ? kBK : kBK * p.ldb;
+  // Blocks with every K tile inside run a main loop with no checked loads at all: their
+  // registers are not shared with the checked loads' temporaries.
+  auto main_loop = [&](auto all_inside) {
+    constexpr bool kAllInside = decltype(all_inside)::value;
+    auto load = [&](int kt) {
+      double* as = smem + (kt % kStages) * kStageDoubles;
+      double* bs = as + D::kATile;
+      if (kAllInside || kt < inside_ktiles) {
+        if (kTransA) {
+          LoadTileInside<kThreads, kBK, kBM, kLdKA, kChunk>(a_first + kt * a_ktile, a_step, as,
+                                                            tid);
+        } else {
+          LoadTileInside<kThreads, kBM, kBK, kLdRow, kChunk>(a_first + kt * a_ktile, a_step, as,
+                                                             tid);
+        }
+        if (kTransB) {
+          LoadTileInside<kThreads, kBN, kBK, kLdRow, kChunk>(b_first + kt * b_ktile, b_step, bs,
+                                                             tid);
+        } else {
+          LoadTileInside<kThreads, kBK, kBN, kLdKB, kChunk>(b_first + kt * b_ktile, b_step, bs,
+                                                            tid);
+        }
+        return;
       }
+      if constexpr (!kAllInside) {
+        const int k0 = kt * kBK;
+        if (kTransA) {
+          LoadTile<kThreads, kBK, kBM, kLdKA, kChunk>(a, p.lda, k0, m0, p.k, p.m, as, tid);
+        } else {
+          LoadTile<kThreads, kBM, kBK, kLdRow, kChunk>(a, p.lda, m0, k0, p.m, p.k, as, tid);
+        }
+        if (kTransB) {
+          LoadTile<kThreads, kBN, kBK, kLdRow, kChunk>(b, p.ldb, n0, k0, p.n, p.k, bs, tid);
+        } else {
+          LoadTile<kThreads, kBK, kBN, kLdKB, kChunk>(b, p.ldb, k0, n0, p.k, p.n, bs, tid);
+        }
+      }
+    };
 #pragma unroll
-      for (int mi = 0; mi < kTilesM; ++mi) {
-        double af[kMmaK / 2];
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < ktiles) load(s);
+      CpAsyncCommit();
+    }
+    // Fragments (PTX ISA, m16n8k8 .f64): a_i = A[g + 8 (i % 2)][t + 4 (i / 2)],
+    // b_i = B[t + 4 i][g], C pairs at rows g and g + 8, columns 2t and 2t + 1. Element (m, k)
+    // of a stage's A tile and (k, n) of its B tile in their shared layouts:
+    auto a_at = [&](const double* as, int m, int k) {
+      return kTransA ? as[k * kLdKA + m] : as[m * kLdRow + k];
+    };
+    auto b_at = [&](const double* bs, int k, int n) {
+      return kTransB ? bs[n * kLdRow + k] : bs[k * kLdKB + n];
+    };
+    if constexpr (D::kFragPipe) {
+      // The DMMAs of a stage in units of one A fragment (a 16-row tile) against the step's
+      // B fragments; each unit's A (and, starting a step, its B) is read into the other of
+      // two register sets while the unit before runs. The barrier that hands over the next
+      // stage comes before the last unit's DMMAs, so they cover its wait and the next
+      // stage's first reads.
+      constexpr int kSteps = kBK / kMmaK, kUnits = kSteps * kTilesM;
+      static_assert(kUnits % 2 == 0 && kSteps % 2 == 0, "register sets alternate within a stage");
+      double af[2][kMmaK / 2], bf[2][kTilesN][kMmaK / 4];
+      auto read_b = [&](int set, const double* as, int ks) {
+        const double* bs = as + D::kATile;
+#pragma unroll
+        for (int j = 0; j < kTilesN; ++j) {
+#pragma unroll
+          for (int i = 0; i < kMmaK / 4; ++i)
+            bf[set][j][i] = b_at(bs, ks + t + 4 * i, wn + j * 8 + g);
+        }
+      };
+      auto read_a = [&](int set, const double* as, int ks, int mi) {
 #pragma unroll
         for (int i = 0; i < kMmaK / 2; ++i) {
-          af[i] = a_at(wm + mi * 16 + g + 8 * (i % 2), ks + t + 4 * (i / 2));
+          af[set][i] = a_at(as, wm + mi * 16 + g + 8 * (i % 2), ks + t + 4 * (i / 2));
         }
+      };
+      CpAsyncWait<kStages - 2>();
+      __syncthreads();  // stage 0 landed everywhere
+      if (kStages - 1 < ktiles) load(kStages - 1);
+      CpAsyncCommit();
+      read_b(0, smem, 0);
+      read_a(0, smem, 0, 0);
+      int stage = 0;  // the stage being read
+      for (int kt = 0; kt < ktiles; ++kt) {
+        const double* as = smem + stage * kStageDoubles;
 #pragma unroll
-        for (int j = 0; j < kTilesN; ++j) Dmma(acc[mi][j], af, bf[j]);
+        for (int u = 0; u < kUnits; ++u) {
+          const int step = u / kTilesM, mi = u % kTilesM;
+          if (u + 1 < kUnits) {
+            const int next_step = (u + 1) / kTilesM, next_mi = (u + 1) % kTilesM;
+            if (next_mi == 0) read_b(next_step % 2, as, next_step * kMmaK);
+            read_a((u + 1) % 2, as, next_step * kMmaK, next_mi);
+          } else if (kt + 1 < ktiles) {
+            CpAsyncWait<kStages - 2>();
+            __syncthreads();  // stage kt + 1 landed everywhere; stage kt's reads are issued
+            if (kt + kStages < ktiles) load(kt + kStages);  // into stage kt's buffer
+            CpAsyncCommit();
+            stage = stage + 1 == kStages ? 0 : stage + 1;
+            read_b(0, smem + stage * kStageDoubles, 0);
+            read_a(0, smem + stage * kStageDoubles, 0, 0);
+          }
+#pragma unroll
+          for (int j = 0; j < kTilesN; ++j) Dmma(acc[mi][j], af[u % 2], bf[step % 2][j]);
+        }
+      }
+    } else {
+      for (int kt = 0; kt < ktiles; ++kt) {
+        CpAsyncWait<kStages - 2>();
+        __syncthreads();  // stage kt landed everywhere; the stage reloaded next is free
+        if (kt + kStages - 1 < ktiles) load(kt + kStages - 1);
+        CpAsyncCommit();
+        const double* as = smem + (kt % kStages) * kStageDoubles;
+        const double* bs = as + D::kATile;
+#pragma unroll
+        for (int ks = 0; ks < kBK; ks += kMmaK) {
+          // Fragments (PTX ISA, m16n8k8 .f64): a_i = A[g + 8 (i % 2)][t + 4 (i / 2)],
+          // b_i = B[t + 4 i][g], C pairs at rows g and g + 8, columns 2t and 2t + 1.
+          double bf[kTilesN][kMmaK / 4];
+#pragma unroll
+          for (int j = 0; j < kTilesN; ++j) {
+#pragma unroll
+            for (int i = 0; i < kMmaK / 4; ++i) bf[j][i] = b_at(bs, ks + t + 4 * i, wn + j * 8 + g);
+          }
+#pragma unroll
+          for (int mi = 0; mi < kTilesM; ++mi) {
+            double af[kMmaK / 2];
+#pragma unroll
+            for (int i = 0; i < kMmaK / 2; ++i) {
+              af[i] = a_at(as, wm + mi * 16 + g + 8 * (i % 2), ks + t + 4 * (i / 2));
+            }
+#pragma unroll
+            for (int j = 0; j < kTilesN; ++j) Dmma(acc[mi][j], af, bf[j]);
+          }
+        }
       }
     }
+  };
+  if (D::kInside && inside_ktiles == ktiles) {
+    main_loop(std::true_type{});
+  } else {
+    main_loop(std::false_type{});
   }
 
   double* c = p.c + item * p.stride_c;
@@ -237,24 +376,19 @@ absl::Status LaunchShape(const DgemmArgs& p, int batch, bool trans_a, bool trans
 
 }  // namespace
 
-absl::Status LaunchDgemmM16n8k16(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
-                                 cudaStream_t stream) {
-  return LaunchShape<Shape<128, 16, 4, 16>>(p, batch, trans_a, trans_b, stream);
+absl::Status LaunchDgemmM16n8k8Checked(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
+                                       cudaStream_t stream) {
+  return LaunchShape<Shape<64, 16, 3, false>>(p, batch, trans_a, trans_b, stream);
 }
 
-absl::Status LaunchDgemmM16n8k16Bk32(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
-                                     cudaStream_t stream) {
-  return LaunchShape<Shape<128, 32, 3, 16>>(p, batch, trans_a, trans_b, stream);
+absl::Status LaunchDgemmM16n8k8Grouped(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
+                                       cudaStream_t stream) {
+  return LaunchShape<Shape<64, 16, 3, true, 8>>(p, batch, trans_a, trans_b, stream);
 }
 
-absl::Status LaunchDgemmM16n8k8Tile128x64(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
-                                          cudaStream_t stream) {
-  return LaunchShape<Shape<64, 16, 3, 8>>(p, batch, trans_a, trans_b, stream);
-}
-
-absl::Status LaunchDgemmM16n8k16Tile128x64(const DgemmArgs& p, int batch, bool trans_a,
-                                           bool trans_b, cudaStream_t stream) {
-  return LaunchShape<Shape<64, 16, 3, 16>>(p, batch, trans_a, trans_b, stream);
+absl::Status LaunchDgemmM16n8k8Pipelined(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
+                                         cudaStream_t stream) {
+  return LaunchShape<Shape<64, 16, 3, true, 8, true>>(p, batch, trans_a, trans_b, stream);
 }
 
 }  // namespace gemmd::gpu::internal

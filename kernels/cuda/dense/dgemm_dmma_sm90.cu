@@ -23,6 +23,7 @@
 #include "kernels/cuda/common/cuda_status.h"
 #include "kernels/cuda/common/dynamic_smem.h"
 #include "kernels/cuda/dense/dgemm_dmma.h"
+#include "kernels/cuda/dense/tile_order.h"
 
 namespace gemmd::gpu::internal {
 namespace {
@@ -131,18 +132,13 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
   extern __shared__ double smem[];
   const int tid = static_cast<int>(threadIdx.x);
   const int item = item0 + static_cast<int>(blockIdx.z);
-  int tile_m = static_cast<int>(blockIdx.y), tile_n = static_cast<int>(blockIdx.x);
+  TileCoord tile{static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x)};
   if constexpr (D::kGroupM > 1) {
-    const int tiles_m = static_cast<int>(gridDim.y), tiles_n = static_cast<int>(gridDim.x);
-    const int id = tile_m * tiles_n + tile_n;
-    const int group = id / (D::kGroupM * tiles_n), first = group * D::kGroupM;
-    const int rows = min(D::kGroupM, tiles_m - first);
-    const int in_group = id - group * D::kGroupM * tiles_n;
-    tile_m = first + in_group % rows;
-    tile_n = in_group / rows;
+    const int tiles_n = static_cast<int>(gridDim.x);
+    tile = GroupedTile(tile.m * tiles_n + tile.n, static_cast<int>(gridDim.y), tiles_n, D::kGroupM);
   }
-  const int m0 = tile_m * kBM;
-  const int n0 = tile_n * kBN;
+  const int m0 = tile.m * kBM;
+  const int n0 = tile.n * kBN;
   const double* a = p.a + item * p.stride_a;
   const double* b = p.b + item * p.stride_b;
 

@@ -1,5 +1,5 @@
-// The grouped tile order the FP64 kernels take their output tiles in
-// (kernels/cuda/dense/tile_order.h): every tile exactly once, in groups of rows.
+// The order the FP64 kernels take their output tiles in (kernels/cuda/dense/tile_order.h):
+// every tile exactly once, in groups of rows; the edge tiles apart from the full ones.
 #include "kernels/cuda/dense/tile_order.h"
 
 #include <gtest/gtest.h>
@@ -47,6 +47,46 @@ TEST(GroupedTileTest, GoesDownEachColumnOfAGroup) {
   // Groups of 1 are row by row.
   EXPECT_EQ(GroupedTile(5, 4, 3, 1).m, 1);
   EXPECT_EQ(GroupedTile(5, 4, 3, 1).n, 2);
+}
+
+TEST(EdgeTileTest, EveryPartialTileExactlyOnceAndNoFullOne) {
+  // 128 x 64 tiles over M and N, as the FP64 kernels' edge launch sees them.
+  for (int m : {1, 64, 127, 128, 129, 300, 512}) {
+    for (int n : {1, 63, 64, 65, 200, 256}) {
+      const int tiles_m = (m + 127) / 128, tiles_n = (n + 63) / 64;
+      const int full_m = m / 128, full_n = n / 64;
+      const int edges = tiles_m * tiles_n - full_m * full_n;
+      std::vector<int> seen(tiles_m * tiles_n, 0);
+      for (int id = 0; id < edges; ++id) {
+        const TileCoord t = EdgeTile(id, tiles_m, tiles_n, full_m, full_n);
+        ASSERT_GE(t.m, 0);
+        ASSERT_LT(t.m, tiles_m);
+        ASSERT_GE(t.n, 0);
+        ASSERT_LT(t.n, tiles_n);
+        ASSERT_TRUE(t.m >= full_m || t.n >= full_n)
+            << "full tile " << t.m << "," << t.n << " in the edge launch of " << m << " x " << n;
+        ++seen[t.m * tiles_n + t.n];
+      }
+      for (int i = 0; i < tiles_m * tiles_n; ++i) {
+        const bool full = i / tiles_n < full_m && i % tiles_n < full_n;
+        ASSERT_EQ(seen[i], full ? 0 : 1) << "tile " << i << " of " << m << " x " << n;
+      }
+    }
+  }
+}
+
+TEST(EdgeTileTest, LastColumnThenLastRow) {
+  // 3 x 4 tiles, 2 x 3 full: the column (0..2, 3) first, then (2, 0..2).
+  EXPECT_EQ(EdgeTile(0, 3, 4, 2, 3).m, 0);
+  EXPECT_EQ(EdgeTile(0, 3, 4, 2, 3).n, 3);
+  EXPECT_EQ(EdgeTile(2, 3, 4, 2, 3).m, 2);
+  EXPECT_EQ(EdgeTile(2, 3, 4, 2, 3).n, 3);
+  EXPECT_EQ(EdgeTile(3, 3, 4, 2, 3).m, 2);
+  EXPECT_EQ(EdgeTile(3, 3, 4, 2, 3).n, 0);
+  EXPECT_EQ(EdgeTile(5, 3, 4, 2, 3).n, 2);
+  // N whole: only the last row.
+  EXPECT_EQ(EdgeTile(1, 3, 4, 2, 4).m, 2);
+  EXPECT_EQ(EdgeTile(1, 3, 4, 2, 4).n, 1);
 }
 
 }  // namespace

@@ -300,6 +300,11 @@ void AppendDmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels) {
       "dgemm_dmma1688_128x64x16_s3_g8", 90, CostProfile{45.5, 2}, &LaunchDgemmM16n8k8Grouped, 64));
   kernels->push_back(std::make_unique<DgemmDmma>(
       "dgemm_dmma1688_128x64x16_s3", 90, CostProfile{47.8, 2}, &LaunchDgemmM16n8k8Pipelined, 64));
+  kernels->push_back(std::make_unique<DgemmDmma>(
+      "dgemm_dmma1688_128x64x16_s3_split", 90, CostProfile{47.0, 2}, &LaunchDgemmM16n8k8Split, 64));
+  kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma1688_128x64x16_s3_split_u", 90,
+                                                 CostProfile{47.0, 2},
+                                                 &LaunchDgemmM16n8k8SplitUniform, 64));
 }
 
 }  // namespace gemmd::gpu::internal

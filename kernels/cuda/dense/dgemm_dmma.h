@@ -48,6 +48,13 @@ absl::Status LaunchDgemmM16n8k8Grouped(const DgemmArgs& args, int batch, bool tr
 // stage's last DMMAs (step 5, chosen on 9.0).
 absl::Status LaunchDgemmM16n8k8Pipelined(const DgemmArgs& args, int batch, bool trans_a,
                                          bool trans_b, cudaStream_t stream);
+// and the full tiles apart from the edge tiles, in a launch of their own with no checked
+// copies (step 6); the same with copy addresses from a fixed per-thread pointer plus an
+// offset the block shares.
+absl::Status LaunchDgemmM16n8k8Split(const DgemmArgs& args, int batch, bool trans_a, bool trans_b,
+                                     cudaStream_t stream);
+absl::Status LaunchDgemmM16n8k8SplitUniform(const DgemmArgs& args, int batch, bool trans_a,
+                                            bool trans_b, cudaStream_t stream);
 
 }  // namespace gemmd::gpu::internal
 

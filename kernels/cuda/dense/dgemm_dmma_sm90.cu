@@ -36,7 +36,7 @@ constexpr int kMaxGridZ = 65535;
 // A variant: its tile's N (64: 4 warps, two blocks an SM), a stage's K depth and count,
 // and how it loads and reads its tiles.
 template <int kBNArg, int kBKArg, int kStagesArg, bool kInsideArg, int kGroupMArg = 1,
-          bool kFragPipeArg = false>
+          bool kFragPipeArg = false, bool kSplitArg = false, bool kUniformCopyArg = false>
 struct Shape {
   static constexpr int kBN = kBNArg, kBK = kBKArg, kStages = kStagesArg, kMmaK = 8;
   // kInside: blocks inside M and N load without bounds checks. kGroupM: tiles taken in
@@ -46,6 +46,13 @@ struct Shape {
   static constexpr int kGroupM = kGroupMArg;
   // kFragPipe: fragments read a unit ahead into two register sets (the main loop's comment).
   static constexpr bool kFragPipe = kFragPipeArg;
+  // kSplit: the tiles inside M and N and the edge tiles go to two launches, so the inside
+  // blocks' kernel has no checked copies but a partial last K tile's (LoadTileKTail), and
+  // its registers are its own.
+  static constexpr bool kSplit = kSplitArg;
+  // kUniformCopy: the inside copies address from the thread's fixed first-copy pointer plus
+  // an offset the whole block shares (LoadTileUniform).
+  static constexpr bool kUniformCopy = kUniformCopyArg;
   static constexpr int kWarpsN = kBN / kWN;
   static constexpr int kThreads = (kBM / kWM) * kWarpsN * 32;
   static constexpr int kMinBlocks = kThreads == 128 ? 2 : 1;
@@ -113,6 +120,50 @@ __device__ __forceinline__ void LoadTileInside(const double* g, int64_t row_step
   }
 }
 
+// The same copies, each from the thread's fixed first-copy pointer `g` plus an offset every
+// thread of the block shares (the K tile's `offset`, plus its rows' steps): that sum can live
+// in uniform registers, and no copy's address register is overwritten while the copy may
+// still read it.
+template <int kThreads, int kRows, int kCols, int kLds, int kChunk>
+__device__ __forceinline__ void LoadTileUniform(const double* g, int64_t offset, int64_t row_step,
+                                                double* s, int tid) {
+  constexpr int kPerRow = kCols / kChunk, kRowStep = kThreads / kPerRow;
+  static_assert(kThreads % kPerRow == 0 && kRows % kRowStep == 0, "whole rows a pass");
+  s += (tid / kPerRow) * kLds + (tid % kPerRow) * kChunk;
+#pragma unroll
+  for (int i = 0; i < kRows / kRowStep; ++i) {
+    if constexpr (kChunk == 2) {
+      CpAsync16(s + i * kRowStep * kLds, g + (offset + i * row_step), 16);
+    } else {
+      CpAsync8(s + i * kRowStep * kLds, g + (offset + i * row_step), 8);
+    }
+  }
+}
+
+// The copies of LoadTileInside for a tile inside M and N whose K runs past the matrix: only
+// K is checked, `k_left` elements of it from the tile's first (fewer than the tile's).
+// kKAlongCols: the tile's columns are K (an operand stored K-contiguous), else its rows.
+// Copies reading nothing name `base` (any valid address).
+template <int kThreads, int kRows, int kCols, int kLds, int kChunk, bool kKAlongCols>
+__device__ __forceinline__ void LoadTileKTail(const double* base, const double* g, int64_t row_step,
+                                              int k_left, double* s, int tid) {
+  constexpr int kPerRow = kCols / kChunk, kRowStep = kThreads / kPerRow;
+  static_assert(kThreads % kPerRow == 0 && kRows % kRowStep == 0, "whole rows a pass");
+  const int r0 = tid / kPerRow, c0 = (tid % kPerRow) * kChunk;
+  s += r0 * kLds + c0;
+#pragma unroll
+  for (int i = 0; i < kRows / kRowStep; ++i) {
+    const int valid =
+        kKAlongCols ? max(0, min(kChunk, k_left - c0)) : (r0 + i * kRowStep < k_left ? kChunk : 0);
+    const double* src = valid > 0 ? g + i * row_step : base;
+    if constexpr (kChunk == 2) {
+      CpAsync16(s + i * kRowStep * kLds, src, valid * 8);
+    } else {
+      CpAsync8(s + i * kRowStep * kLds, src, valid * 8);
+    }
+  }
+}
+
 // Where a thread's first copy of a kRows x kCols tile at (row0, col0) reads, and the stride
 // between its copies (LoadTileInside).
 template <int kThreads, int kCols, int kChunk>
@@ -123,7 +174,8 @@ __device__ __forceinline__ const double* FirstCopy(const double* g, int64_t ld, 
   return g + static_cast<int64_t>(row0 + tid / kPerRow) * ld + col0 + (tid % kPerRow) * kChunk;
 }
 
-template <class D, bool kTransA, bool kTransB, int kChunk>
+// kEdge: with D::kSplit, the launch of the edge tiles (EdgeTile); else of the full ones.
+template <class D, bool kTransA, bool kTransB, int kChunk, bool kEdge>
 __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
     DgemmDmmaSm90Kernel(DgemmArgs p, int item0) {
   constexpr int kBN = D::kBN, kBK = D::kBK, kStages = D::kStages, kMmaK = D::kMmaK;
@@ -133,7 +185,10 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
   const int tid = static_cast<int>(threadIdx.x);
   const int item = item0 + static_cast<int>(blockIdx.z);
   TileCoord tile{static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x)};
-  if constexpr (D::kGroupM > 1) {
+  if constexpr (D::kSplit && kEdge) {
+    tile = EdgeTile(static_cast<int>(blockIdx.x), (p.m + kBM - 1) / kBM, (p.n + kBN - 1) / kBN,
+                    p.m / kBM, p.n / kBN);
+  } else if constexpr (D::kGroupM > 1) {
     const int tiles_n = static_cast<int>(gridDim.x);
     tile = GroupedTile(tile.m * tiles_n + tile.n, static_cast<int>(gridDim.y), tiles_n, D::kGroupM);
   }
@@ -159,7 +214,8 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
   // A block whose tile lies inside M and N loads its whole K tiles without bounds checks,
   // from pointers that advance a K tile at a time; the rest (edge blocks, a partial last
   // K tile) go through the checked loads.
-  const int inside_ktiles = D::kInside && m0 + kBM <= p.m && n0 + kBN <= p.n ? p.k / kBK : 0;
+  int inside_ktiles = D::kInside && m0 + kBM <= p.m && n0 + kBN <= p.n ? p.k / kBK : 0;
+  if constexpr (D::kSplit) inside_ktiles = kEdge ? 0 : p.k / kBK;
   int64_t a_step, b_step;
   const double* a_first = kTransA ? FirstCopy<kThreads, kBM, kChunk>(a, p.lda, 0, m0, tid, &a_step)
                                   : FirstCopy<kThreads, kBK, kChunk>(a, p.lda, m0, 0, tid, &a_step);
@@ -174,6 +230,41 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
     auto load = [&](int kt) {
       double* as = smem + (kt % kStages) * kStageDoubles;
       double* bs = as + D::kATile;
+      if (kAllInside && D::kSplit && kt == inside_ktiles) {  // the partial last K tile
+        const int k_left = p.k - kt * kBK;
+        if (kTransA) {
+          LoadTileKTail<kThreads, kBK, kBM, kLdKA, kChunk, false>(a, a_first + kt * a_ktile, a_step,
+                                                                  k_left, as, tid);
+        } else {
+          LoadTileKTail<kThreads, kBM, kBK, kLdRow, kChunk, true>(a, a_first + kt * a_ktile, a_step,
+                                                                  k_left, as, tid);
+        }
+        if (kTransB) {
+          LoadTileKTail<kThreads, kBN, kBK, kLdRow, kChunk, true>(b, b_first + kt * b_ktile, b_step,
+                                                                  k_left, bs, tid);
+        } else {
+          LoadTileKTail<kThreads, kBK, kBN, kLdKB, kChunk, false>(b, b_first + kt * b_ktile, b_step,
+                                                                  k_left, bs, tid);
+        }
+        return;
+      }
+      if (D::kUniformCopy && kAllInside) {
+        if (kTransA) {
+          LoadTileUniform<kThreads, kBK, kBM, kLdKA, kChunk>(a_first, kt * a_ktile, a_step, as,
+                                                             tid);
+        } else {
+          LoadTileUniform<kThreads, kBM, kBK, kLdRow, kChunk>(a_first, kt * a_ktile, a_step, as,
+                                                              tid);
+        }
+        if (kTransB) {
+          LoadTileUniform<kThreads, kBN, kBK, kLdRow, kChunk>(b_first, kt * b_ktile, b_step, bs,
+                                                              tid);
+        } else {
+          LoadTileUniform<kThreads, kBK, kBN, kLdKB, kChunk>(b_first, kt * b_ktile, b_step, bs,
+                                                             tid);
+        }
+        return;
+      }
       if (kAllInside || kt < inside_ktiles) {
         if (kTransA) {
           LoadTileInside<kThreads, kBK, kBM, kLdKA, kChunk>(a_first + kt * a_ktile, a_step, as,
@@ -304,7 +395,9 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
       }
     }
   };
-  if (D::kInside && inside_ktiles == ktiles) {
+  if constexpr (D::kSplit) {
+    main_loop(std::bool_constant<!kEdge>{});
+  } else if (D::kInside && inside_ktiles == ktiles) {
     main_loop(std::true_type{});
   } else {
     main_loop(std::false_type{});
@@ -334,17 +427,37 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
   }
 }
 
+template <class D, bool kTransA, bool kTransB, int kChunk, bool kEdge>
+absl::Status LaunchGrid(const DgemmArgs& p, dim3 grid, int item0, cudaStream_t stream) {
+  static std::atomic<uint64_t> smem_set{0};
+  constexpr auto* kKernel = &DgemmDmmaSm90Kernel<D, kTransA, kTransB, kChunk, kEdge>;
+  GEMMD_GPU_RETURN_IF_ERROR(
+      EnsureDynamicSmem(reinterpret_cast<const void*>(kKernel), D::kSmemBytes, &smem_set));
+  kKernel<<<grid, D::kThreads, D::kSmemBytes, stream>>>(p, item0);
+  RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
 template <class D, bool kTransA, bool kTransB, int kChunk>
 absl::Status LaunchLayout(const DgemmArgs& p, int batch, cudaStream_t stream) {
-  static std::atomic<uint64_t> smem_set{0};
-  const void* fn = reinterpret_cast<const void*>(&DgemmDmmaSm90Kernel<D, kTransA, kTransB, kChunk>);
-  GEMMD_GPU_RETURN_IF_ERROR(EnsureDynamicSmem(fn, D::kSmemBytes, &smem_set));
+  const int tiles_m = (p.m + kBM - 1) / kBM, tiles_n = (p.n + D::kBN - 1) / D::kBN;
+  const int full_m = p.m / kBM, full_n = p.n / D::kBN;
+  const int edges = tiles_m * tiles_n - full_m * full_n;
   for (int item0 = 0; item0 < batch; item0 += kMaxGridZ) {
-    const dim3 grid((p.n + D::kBN - 1) / D::kBN, (p.m + kBM - 1) / kBM,
-                    std::min(kMaxGridZ, batch - item0));
-    DgemmDmmaSm90Kernel<D, kTransA, kTransB, kChunk>
-        <<<grid, D::kThreads, D::kSmemBytes, stream>>>(p, item0);
-    RETURN_IF_CUDA_ERROR(cudaGetLastError());
+    const int items = std::min(kMaxGridZ, batch - item0);
+    if constexpr (!D::kSplit) {
+      GEMMD_GPU_RETURN_IF_ERROR((LaunchGrid<D, kTransA, kTransB, kChunk, false>(
+          p, dim3(tiles_n, tiles_m, items), item0, stream)));
+    } else {
+      if (full_m > 0 && full_n > 0) {
+        GEMMD_GPU_RETURN_IF_ERROR((LaunchGrid<D, kTransA, kTransB, kChunk, false>(
+            p, dim3(full_n, full_m, items), item0, stream)));
+      }
+      if (edges > 0) {
+        GEMMD_GPU_RETURN_IF_ERROR((LaunchGrid<D, kTransA, kTransB, kChunk, true>(
+            p, dim3(edges, 1, items), item0, stream)));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -385,6 +498,17 @@ absl::Status LaunchDgemmM16n8k8Grouped(const DgemmArgs& p, int batch, bool trans
 absl::Status LaunchDgemmM16n8k8Pipelined(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
                                          cudaStream_t stream) {
   return LaunchShape<Shape<64, 16, 3, true, 8, true>>(p, batch, trans_a, trans_b, stream);
+}
+
+absl::Status LaunchDgemmM16n8k8Split(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
+                                     cudaStream_t stream) {
+  return LaunchShape<Shape<64, 16, 3, true, 8, true, true>>(p, batch, trans_a, trans_b, stream);
+}
+
+absl::Status LaunchDgemmM16n8k8SplitUniform(const DgemmArgs& p, int batch, bool trans_a,
+                                            bool trans_b, cudaStream_t stream) {
+  return LaunchShape<Shape<64, 16, 3, true, 8, true, true, true>>(p, batch, trans_a, trans_b,
+                                                                  stream);
 }
 
 }  // namespace gemmd::gpu::internal

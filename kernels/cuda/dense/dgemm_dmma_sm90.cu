@@ -132,10 +132,14 @@ __device__ __forceinline__ void LoadTileUniform(const double* g, int64_t offset,
   s += (tid / kPerRow) * kLds + (tid % kPerRow) * kChunk;
 #pragma unroll
   for (int i = 0; i < kRows / kRowStep; ++i) {
+    // The empty asm keeps the compiler from folding the sum into a chain of per-thread
+    // pointers (each copy's address made from the last one's, as LoadTileInside's are).
+    int64_t at = offset + i * row_step;
+    asm("" : "+l"(at));
     if constexpr (kChunk == 2) {
-      CpAsync16(s + i * kRowStep * kLds, g + (offset + i * row_step), 16);
+      CpAsync16(s + i * kRowStep * kLds, g + at, 16);
     } else {
-      CpAsync8(s + i * kRowStep * kLds, g + (offset + i * row_step), 8);
+      CpAsync8(s + i * kRowStep * kLds, g + at, 8);
     }
   }
 }

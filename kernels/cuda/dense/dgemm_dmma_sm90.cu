@@ -217,7 +217,9 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
   const int ktiles = (p.k + kBK - 1) / kBK;
   // A block whose tile lies inside M and N loads its whole K tiles without bounds checks,
   // from pointers that advance a K tile at a time; the rest (edge blocks, a partial last
-  // K tile) go through the checked loads.
+  // K tile) go through the checked loads. With kSplit the launch decides: every block of
+  // the full tiles' launch is inside (its partial last K tile checked in K alone), no
+  // block of the edge launch.
   int inside_ktiles = D::kInside && m0 + kBM <= p.m && n0 + kBN <= p.n ? p.k / kBK : 0;
   if constexpr (D::kSplit) inside_ktiles = kEdge ? 0 : p.k / kBK;
   int64_t a_step, b_step;

@@ -227,6 +227,12 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
                                   : FirstCopy<kThreads, kBK, kChunk>(a, p.lda, m0, 0, tid, &a_step);
   const double* b_first = kTransB ? FirstCopy<kThreads, kBK, kChunk>(b, p.ldb, n0, 0, tid, &b_step)
                                   : FirstCopy<kThreads, kBN, kChunk>(b, p.ldb, 0, n0, tid, &b_step);
+  // The stage tiles as stored: A [kBM, kBK] row by row, or k row by k row when transposed
+  // ([K,M] in memory); B [kBK, kBN] k row by k row, or row by row when transposed.
+  constexpr int kARows = kTransA ? kBK : kBM, kACols = kTransA ? kBM : kBK;
+  constexpr int kALds = kTransA ? kLdKA : kLdRow;
+  constexpr int kBRows = kTransB ? kBN : kBK, kBCols = kTransB ? kBK : kBN;
+  constexpr int kBLds = kTransB ? kLdRow : kLdKB;
   const int64_t a_ktile = kTransA ? kBK * p.lda : kBK;  // one K tile further on
   const int64_t b_ktile = kTransB ? kBK : kBK * p.ldb;
   // Blocks with every K tile inside run a main loop with no checked loads at all: their
@@ -238,54 +244,24 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
       double* bs = as + D::kATile;
       if (kAllInside && D::kSplit && kt == inside_ktiles) {  // the partial last K tile
         const int k_left = p.k - kt * kBK;
-        if (kTransA) {
-          LoadTileKTail<kThreads, kBK, kBM, kLdKA, kChunk, false>(a, a_first + kt * a_ktile, a_step,
-                                                                  k_left, as, tid);
-        } else {
-          LoadTileKTail<kThreads, kBM, kBK, kLdRow, kChunk, true>(a, a_first + kt * a_ktile, a_step,
-                                                                  k_left, as, tid);
-        }
-        if (kTransB) {
-          LoadTileKTail<kThreads, kBN, kBK, kLdRow, kChunk, true>(b, b_first + kt * b_ktile, b_step,
-                                                                  k_left, bs, tid);
-        } else {
-          LoadTileKTail<kThreads, kBK, kBN, kLdKB, kChunk, false>(b, b_first + kt * b_ktile, b_step,
-                                                                  k_left, bs, tid);
-        }
+        LoadTileKTail<kThreads, kARows, kACols, kALds, kChunk, !kTransA>(a, a_first + kt * a_ktile,
+                                                                         a_step, k_left, as, tid);
+        LoadTileKTail<kThreads, kBRows, kBCols, kBLds, kChunk, kTransB>(b, b_first + kt * b_ktile,
+                                                                        b_step, k_left, bs, tid);
         return;
       }
       if (D::kUniformCopy && kAllInside) {
-        if (kTransA) {
-          LoadTileUniform<kThreads, kBK, kBM, kLdKA, kChunk>(a_first, kt * a_ktile, a_step, as,
-                                                             tid);
-        } else {
-          LoadTileUniform<kThreads, kBM, kBK, kLdRow, kChunk>(a_first, kt * a_ktile, a_step, as,
-                                                              tid);
-        }
-        if (kTransB) {
-          LoadTileUniform<kThreads, kBN, kBK, kLdRow, kChunk>(b_first, kt * b_ktile, b_step, bs,
-                                                              tid);
-        } else {
-          LoadTileUniform<kThreads, kBK, kBN, kLdKB, kChunk>(b_first, kt * b_ktile, b_step, bs,
-                                                             tid);
-        }
+        LoadTileUniform<kThreads, kARows, kACols, kALds, kChunk>(a_first, kt * a_ktile, a_step, as,
+                                                                 tid);
+        LoadTileUniform<kThreads, kBRows, kBCols, kBLds, kChunk>(b_first, kt * b_ktile, b_step, bs,
+                                                                 tid);
         return;
       }
       if (kAllInside || kt < inside_ktiles) {
-        if (kTransA) {
-          LoadTileInside<kThreads, kBK, kBM, kLdKA, kChunk>(a_first + kt * a_ktile, a_step, as,
-                                                            tid);
-        } else {
-          LoadTileInside<kThreads, kBM, kBK, kLdRow, kChunk>(a_first + kt * a_ktile, a_step, as,
-                                                             tid);
-        }
-        if (kTransB) {
-          LoadTileInside<kThreads, kBN, kBK, kLdRow, kChunk>(b_first + kt * b_ktile, b_step, bs,
-                                                             tid);
-        } else {
-          LoadTileInside<kThreads, kBK, kBN, kLdKB, kChunk>(b_first + kt * b_ktile, b_step, bs,
-                                                            tid);
-        }
+        LoadTileInside<kThreads, kARows, kACols, kALds, kChunk>(a_first + kt * a_ktile, a_step, as,
+                                                                tid);
+        LoadTileInside<kThreads, kBRows, kBCols, kBLds, kChunk>(b_first + kt * b_ktile, b_step, bs,
+                                                                tid);
         return;
       }
       if constexpr (!kAllInside) {

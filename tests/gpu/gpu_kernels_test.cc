@@ -276,12 +276,14 @@ GemmProblem Square(int64_t n, Precision precision, DataType input) {
 // ---- Row plans (GemmProblem::plan_m) -----------------------------------------------------
 
 // A product of 1300 rows whose K split depends on M for the split-K variants (a 512-row
-// block alone would split K more finely than the whole product does).
+// block alone would split K more finely than the whole product does). FP64's K ends in a
+// partial K tile, which some DGEMM variants take first in both their launches (the full
+// tiles' and the edge tiles').
 GemmProblem PlannedWhole(const GpuGemmKernel& kernel) {
   GemmProblem p;
   p.m = 1300;
   p.n = 264;
-  p.k = 1536;
+  p.k = kernel.precision() == Precision::kFp64 ? 1534 : 1536;
   p.a_type = p.b_type = kernel.operand_type();
   p.c_type = kernel.precision() == Precision::kFp64 ? DataType::kFloat64 : DataType::kFloat32;
   p.precision = kernel.precision();

@@ -305,6 +305,15 @@ void AppendDmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels) {
   kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma1688_128x64x16_s3_split_u", 90,
                                                  CostProfile{47.0, 2},
                                                  &LaunchDgemmM16n8k8SplitUniform, 64));
+  kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma1688_128x64x16_s3_g8_split", 90,
+                                                 CostProfile{45.0, 2},
+                                                 &LaunchDgemmM16n8k8GroupedSplit, 64));
+  kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma1688_128x64x16_s3_g8_il", 90,
+                                                 CostProfile{45.0, 2},
+                                                 &LaunchDgemmM16n8k8GroupedInterleaved, 64));
+  kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma1688_128x64x16_s3_il", 90,
+                                                 CostProfile{45.0, 2},
+                                                 &LaunchDgemmM16n8k8Interleaved, 64));
 }
 
 }  // namespace gemmd::gpu::internal

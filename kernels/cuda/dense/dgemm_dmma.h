@@ -55,6 +55,15 @@ absl::Status LaunchDgemmM16n8k8Split(const DgemmArgs& args, int batch, bool tran
                                      cudaStream_t stream);
 absl::Status LaunchDgemmM16n8k8SplitUniform(const DgemmArgs& args, int batch, bool trans_a,
                                             bool trans_b, cudaStream_t stream);
+// Step 7: with the full tiles apart, step 4 (no fragments read ahead); and with a stage's
+// copies spread over the DMMA units of the stage before it, a partial last K tile taken
+// first: without and with step 5's fragments read ahead.
+absl::Status LaunchDgemmM16n8k8GroupedSplit(const DgemmArgs& args, int batch, bool trans_a,
+                                            bool trans_b, cudaStream_t stream);
+absl::Status LaunchDgemmM16n8k8GroupedInterleaved(const DgemmArgs& args, int batch, bool trans_a,
+                                                  bool trans_b, cudaStream_t stream);
+absl::Status LaunchDgemmM16n8k8Interleaved(const DgemmArgs& args, int batch, bool trans_a,
+                                           bool trans_b, cudaStream_t stream);
 
 }  // namespace gemmd::gpu::internal
 

@@ -36,7 +36,8 @@ constexpr int kMaxGridZ = 65535;
 // A variant: its tile's N (64: 4 warps, two blocks an SM), a stage's K depth and count,
 // and how it loads and reads its tiles.
 template <int kBNArg, int kBKArg, int kStagesArg, bool kInsideArg, int kGroupMArg = 1,
-          bool kFragPipeArg = false, bool kSplitArg = false, bool kUniformCopyArg = false>
+          bool kFragPipeArg = false, bool kSplitArg = false, bool kUniformCopyArg = false,
+          bool kInterleaveArg = false>
 struct Shape {
   static constexpr int kBN = kBNArg, kBK = kBKArg, kStages = kStagesArg, kMmaK = 8;
   // kInside: blocks inside M and N load without bounds checks. kGroupM: tiles taken in
@@ -53,6 +54,13 @@ struct Shape {
   // kUniformCopy: the inside copies address from the thread's fixed first-copy pointer plus
   // an offset the whole block shares (LoadTileUniform).
   static constexpr bool kUniformCopy = kUniformCopyArg;
+  // kInterleave: the full tiles' kernel spreads a stage's copies over the DMMA units of the
+  // stage before it (a few copies a unit) instead of issuing them together after the
+  // barrier, and a partial last K tile is taken first, in the prologue, so that every
+  // copy of the main loop is a full tile's. The edge kernel takes the K tiles in the same
+  // order, so both give a row the same bits.
+  static constexpr bool kInterleave = kInterleaveArg;
+  static_assert(!kInterleave || (kSplit && kUniformCopy), "interleaved copies are uniform ones");
   static constexpr int kWarpsN = kBN / kWN;
   static constexpr int kThreads = (kBM / kWM) * kWarpsN * 32;
   static constexpr int kMinBlocks = kThreads == 128 ? 2 : 1;
@@ -136,6 +144,29 @@ __device__ __forceinline__ void LoadTileUniform(const double* g, int64_t offset,
     // pointers (each copy's address made from the last one's, as LoadTileInside's are).
     int64_t at = offset + i * row_step;
     asm("" : "+l"(at));
+    if constexpr (kChunk == 2) {
+      CpAsync16(s + i * kRowStep * kLds, g + at, 16);
+    } else {
+      CpAsync8(s + i * kRowStep * kLds, g + at, 8);
+    }
+  }
+}
+
+// The copies of LoadTileUniform that fall to DMMA unit `unit` when a stage's kTotal copies
+// (this tile's are numbers kFirst on) are spread evenly over kUnits units. `unit` is a
+// constant once the caller's loops are unrolled, so each unit keeps only its own copies.
+template <int kThreads, int kRows, int kCols, int kLds, int kChunk, int kFirst, int kTotal,
+          int kUnits>
+__device__ __forceinline__ void LoadTilePiece(const double* g, int64_t offset, int64_t row_step,
+                                              double* s, int tid, int unit) {
+  constexpr int kPerRow = kCols / kChunk, kRowStep = kThreads / kPerRow;
+  static_assert(kThreads % kPerRow == 0 && kRows % kRowStep == 0, "whole rows a pass");
+  s += (tid / kPerRow) * kLds + (tid % kPerRow) * kChunk;
+#pragma unroll
+  for (int i = 0; i < kRows / kRowStep; ++i) {
+    if ((kFirst + i) * kUnits / kTotal != unit) continue;
+    int64_t at = offset + i * row_step;
+    asm("" : "+l"(at));  // as in LoadTileUniform
     if constexpr (kChunk == 2) {
       CpAsync16(s + i * kRowStep * kLds, g + at, 16);
     } else {
@@ -235,13 +266,19 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
   constexpr int kBLds = kTransB ? kLdRow : kLdKB;
   const int64_t a_ktile = kTransA ? kBK * p.lda : kBK;  // one K tile further on
   const int64_t b_ktile = kTransB ? kBK : kBK * p.ldb;
+  // The K tile taken in turn `s`: in order, or with kInterleave a partial last one first.
+  const bool tail_first = D::kInterleave && p.k % kBK != 0;
+  auto ktile_of = [&](int s) { return tail_first ? (s == 0 ? ktiles - 1 : s - 1) : s; };
   // Blocks with every K tile inside run a main loop with no checked loads at all: their
   // registers are not shared with the checked loads' temporaries.
   auto main_loop = [&](auto all_inside) {
     constexpr bool kAllInside = decltype(all_inside)::value;
-    auto load = [&](int kt) {
-      double* as = smem + (kt % kStages) * kStageDoubles;
+    constexpr bool kInterleave = D::kInterleave && kAllInside;
+    // The copies of turn `s` (K tile ktile_of(s)) into its stage buffer, all at once.
+    auto load = [&](int s) {
+      double* as = smem + (s % kStages) * kStageDoubles;
       double* bs = as + D::kATile;
+      const int kt = ktile_of(s);
       if (kAllInside && D::kSplit && kt == inside_ktiles) {  // the partial last K tile
         const int k_left = p.k - kt * kBK;
         LoadTileKTail<kThreads, kARows, kACols, kALds, kChunk, !kTransA>(a, a_first + kt * a_ktile,
@@ -278,6 +315,19 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
         }
       }
     };
+    // kInterleave: the copies of turn `s` (a full K tile) that fall to DMMA unit `unit`.
+    constexpr int kSteps = kBK / kMmaK, kUnits = kSteps * kTilesM;
+    constexpr int kACopies = kARows / (kThreads / (kACols / kChunk));
+    constexpr int kBCopies = kBRows / (kThreads / (kBCols / kChunk));
+    auto load_piece = [&](int s, int unit) {
+      double* as = smem + (s % kStages) * kStageDoubles;
+      double* bs = as + D::kATile;
+      const int kt = ktile_of(s);
+      LoadTilePiece<kThreads, kARows, kACols, kALds, kChunk, 0, kACopies + kBCopies, kUnits>(
+          a_first, kt * a_ktile, a_step, as, tid, unit);
+      LoadTilePiece<kThreads, kBRows, kBCols, kBLds, kChunk, kACopies, kACopies + kBCopies, kUnits>(
+          b_first, kt * b_ktile, b_step, bs, tid, unit);
+    };
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
       if (s < ktiles) load(s);
@@ -298,7 +348,6 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
       // two register sets while the unit before runs. The barrier that hands over the next
       // stage comes before the last unit's DMMAs, so they cover its wait and the next
       // stage's first reads.
-      constexpr int kSteps = kBK / kMmaK, kUnits = kSteps * kTilesM;
       static_assert(kUnits % 2 == 0 && kSteps % 2 == 0, "register sets alternate within a stage");
       double af[2][kMmaK / 2], bf[2][kTilesN][kMmaK / 4];
       auto read_b = [&](int set, const double* as, int ks) {
@@ -318,16 +367,25 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
       };
       CpAsyncWait<kStages - 2>();
       __syncthreads();  // stage 0 landed everywhere
-      if (kStages - 1 < ktiles) load(kStages - 1);
-      CpAsyncCommit();
+      if constexpr (!kInterleave) {
+        if (kStages - 1 < ktiles) load(kStages - 1);
+        CpAsyncCommit();
+      }
       read_b(0, smem, 0);
       read_a(0, smem, 0, 0);
       int stage = 0;  // the stage being read
       for (int kt = 0; kt < ktiles; ++kt) {
         const double* as = smem + stage * kStageDoubles;
+        // kInterleave: turn kt + kStages - 1 goes into the buffer stage kt - 1 freed, a few
+        // copies a unit, one group a stage.
+        const bool fills = kt + kStages - 1 < ktiles;
 #pragma unroll
         for (int u = 0; u < kUnits; ++u) {
           const int step = u / kTilesM, mi = u % kTilesM;
+          if constexpr (kInterleave) {
+            if (fills) load_piece(kt + kStages - 1, u);
+            if (u + 1 == kUnits) CpAsyncCommit();
+          }
           if (u + 1 < kUnits) {
             const int next_step = (u + 1) / kTilesM, next_mi = (u + 1) % kTilesM;
             if (next_mi == 0) read_b(next_step % 2, as, next_step * kMmaK);
@@ -335,8 +393,10 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
           } else if (kt + 1 < ktiles) {
             CpAsyncWait<kStages - 2>();
             __syncthreads();  // stage kt + 1 landed everywhere; stage kt's reads are issued
-            if (kt + kStages < ktiles) load(kt + kStages);  // into stage kt's buffer
-            CpAsyncCommit();
+            if constexpr (!kInterleave) {
+              if (kt + kStages < ktiles) load(kt + kStages);  // into stage kt's buffer
+              CpAsyncCommit();
+            }
             stage = stage + 1 == kStages ? 0 : stage + 1;
             read_b(0, smem + stage * kStageDoubles, 0);
             read_a(0, smem + stage * kStageDoubles, 0, 0);
@@ -349,8 +409,11 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
       for (int kt = 0; kt < ktiles; ++kt) {
         CpAsyncWait<kStages - 2>();
         __syncthreads();  // stage kt landed everywhere; the stage reloaded next is free
-        if (kt + kStages - 1 < ktiles) load(kt + kStages - 1);
-        CpAsyncCommit();
+        const bool fills = kt + kStages - 1 < ktiles;
+        if constexpr (!kInterleave) {
+          if (fills) load(kt + kStages - 1);
+          CpAsyncCommit();
+        }
         const double* as = smem + (kt % kStages) * kStageDoubles;
         const double* bs = as + D::kATile;
 #pragma unroll
@@ -365,6 +428,9 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
           }
 #pragma unroll
           for (int mi = 0; mi < kTilesM; ++mi) {
+            if constexpr (kInterleave) {
+              if (fills) load_piece(kt + kStages - 1, ks / kMmaK * kTilesM + mi);
+            }
             double af[kMmaK / 2];
 #pragma unroll
             for (int i = 0; i < kMmaK / 2; ++i) {
@@ -374,6 +440,7 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
             for (int j = 0; j < kTilesN; ++j) Dmma(acc[mi][j], af, bf[j]);
           }
         }
+        if constexpr (kInterleave) CpAsyncCommit();
       }
     }
   };
@@ -491,6 +558,23 @@ absl::Status LaunchDgemmM16n8k8SplitUniform(const DgemmArgs& p, int batch, bool 
                                             bool trans_b, cudaStream_t stream) {
   return LaunchShape<Shape<64, 16, 3, true, 8, true, true, true>>(p, batch, trans_a, trans_b,
                                                                   stream);
+}
+
+absl::Status LaunchDgemmM16n8k8GroupedSplit(const DgemmArgs& p, int batch, bool trans_a,
+                                            bool trans_b, cudaStream_t stream) {
+  return LaunchShape<Shape<64, 16, 3, true, 8, false, true>>(p, batch, trans_a, trans_b, stream);
+}
+
+absl::Status LaunchDgemmM16n8k8GroupedInterleaved(const DgemmArgs& p, int batch, bool trans_a,
+                                                  bool trans_b, cudaStream_t stream) {
+  return LaunchShape<Shape<64, 16, 3, true, 8, false, true, true, true>>(p, batch, trans_a, trans_b,
+                                                                         stream);
+}
+
+absl::Status LaunchDgemmM16n8k8Interleaved(const DgemmArgs& p, int batch, bool trans_a,
+                                           bool trans_b, cudaStream_t stream) {
+  return LaunchShape<Shape<64, 16, 3, true, 8, true, true, true, true>>(p, batch, trans_a, trans_b,
+                                                                        stream);
 }
 
 }  // namespace gemmd::gpu::internal

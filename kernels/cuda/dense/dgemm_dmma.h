@@ -64,6 +64,10 @@ absl::Status LaunchDgemmM16n8k8GroupedInterleaved(const DgemmArgs& args, int bat
                                                   bool trans_b, cudaStream_t stream);
 absl::Status LaunchDgemmM16n8k8Interleaved(const DgemmArgs& args, int batch, bool trans_a,
                                            bool trans_b, cudaStream_t stream);
+// Step 4 with the full tiles apart and uniform copy offsets, on two stages of K 32 (half
+// the barriers, the same shared memory).
+absl::Status LaunchDgemmM16n8k8K32TwoStages(const DgemmArgs& args, int batch, bool trans_a,
+                                            bool trans_b, cudaStream_t stream);
 
 }  // namespace gemmd::gpu::internal
 

@@ -571,6 +571,12 @@ absl::Status LaunchDgemmM16n8k8GroupedInterleaved(const DgemmArgs& p, int batch,
                                                                          stream);
 }
 
+absl::Status LaunchDgemmM16n8k8K32TwoStages(const DgemmArgs& p, int batch, bool trans_a,
+                                            bool trans_b, cudaStream_t stream) {
+  return LaunchShape<Shape<64, 32, 2, true, 8, false, true, true>>(p, batch, trans_a, trans_b,
+                                                                   stream);
+}
+
 absl::Status LaunchDgemmM16n8k8Interleaved(const DgemmArgs& p, int batch, bool trans_a,
                                            bool trans_b, cudaStream_t stream) {
   return LaunchShape<Shape<64, 16, 3, true, 8, true, true, true, true>>(p, batch, trans_a, trans_b,

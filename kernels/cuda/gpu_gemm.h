@@ -25,8 +25,8 @@
 // hgemm_wgmma_tma_128x256x64_s4, bgemm_wgmma_tma_128x256x64_s4,
 // hgemm_wgmma_tma_64x256x64_s4_splitk and bgemm_wgmma_tma_64x256x64_s4_splitk (Hopper
 // wgmma; the tma_ ones load tiles by TMA); dgemm_dmma_128x128x16_s3 and, for 9.0 and
-// up, dgemm_dmma1688_128x64x16_s3 (FP64: FLOAT64 in, FP64 tensor cores, FLOAT64 C; two
-// earlier steps of it are registered beside it for comparison).
+// up, the dgemm_dmma1688_128x64x* ladder (FP64: FLOAT64 in, FP64 tensor cores, FLOAT64 C;
+// its steps are registered side by side, the fastest measured chosen).
 // The registry lists what a build has.
 // All but the FP64 one write FP32 C; FP16/BF16 output is not implemented (Check:
 // FAILED_PRECONDITION).

@@ -41,11 +41,12 @@ absl::Status LaunchDgemmM8n8k4(const DgemmArgs& args, int batch, bool trans_a, b
 // every copy bounds-checked, tiles row by row (step 3);
 absl::Status LaunchDgemmM16n8k8Checked(const DgemmArgs& args, int batch, bool trans_a, bool trans_b,
                                        cudaStream_t stream);
-// blocks inside the matrix copying without checks, tiles in groups of 8 tile rows (step 4);
+// blocks inside the matrix copying without checks, tiles in groups of 8 tile rows (step 4,
+// chosen on 9.0);
 absl::Status LaunchDgemmM16n8k8Grouped(const DgemmArgs& args, int batch, bool trans_a, bool trans_b,
                                        cudaStream_t stream);
 // and fragments read a unit ahead in two register sets, the stage handover before the
-// stage's last DMMAs (step 5, chosen on 9.0).
+// stage's last DMMAs (step 5).
 absl::Status LaunchDgemmM16n8k8Pipelined(const DgemmArgs& args, int batch, bool trans_a,
                                          bool trans_b, cudaStream_t stream);
 // and the full tiles apart from the edge tiles, in a launch of their own with no checked

@@ -131,15 +131,20 @@ __device__ __forceinline__ void LoadTileInside(const double* g, int64_t row_step
 // The same copies, each from the thread's fixed first-copy pointer `g` plus an offset every
 // thread of the block shares (the K tile's `offset`, plus its rows' steps): that sum can live
 // in uniform registers, and no copy's address register is overwritten while the copy may
-// still read it.
-template <int kThreads, int kRows, int kCols, int kLds, int kChunk>
-__device__ __forceinline__ void LoadTileUniform(const double* g, int64_t offset, int64_t row_step,
-                                                double* s, int tid) {
+// still read it. LoadTilePiece issues the share of them that falls to DMMA unit `unit` when
+// a stage's kTotal copies (this tile's are numbers kFirst on) are spread evenly over kUnits
+// units; `unit` is a constant once the caller's loops are unrolled, so each unit keeps only
+// its own copies. LoadTileUniform issues them all.
+template <int kThreads, int kRows, int kCols, int kLds, int kChunk, int kFirst, int kTotal,
+          int kUnits>
+__device__ __forceinline__ void LoadTilePiece(const double* g, int64_t offset, int64_t row_step,
+                                              double* s, int tid, int unit) {
   constexpr int kPerRow = kCols / kChunk, kRowStep = kThreads / kPerRow;
   static_assert(kThreads % kPerRow == 0 && kRows % kRowStep == 0, "whole rows a pass");
   s += (tid / kPerRow) * kLds + (tid % kPerRow) * kChunk;
 #pragma unroll
   for (int i = 0; i < kRows / kRowStep; ++i) {
+    if ((kFirst + i) * kUnits / kTotal != unit) continue;
     // The empty asm keeps the compiler from folding the sum into a chain of per-thread
     // pointers (each copy's address made from the last one's, as LoadTileInside's are).
     int64_t at = offset + i * row_step;
@@ -152,27 +157,12 @@ __device__ __forceinline__ void LoadTileUniform(const double* g, int64_t offset,
   }
 }
 
-// The copies of LoadTileUniform that fall to DMMA unit `unit` when a stage's kTotal copies
-// (this tile's are numbers kFirst on) are spread evenly over kUnits units. `unit` is a
-// constant once the caller's loops are unrolled, so each unit keeps only its own copies.
-template <int kThreads, int kRows, int kCols, int kLds, int kChunk, int kFirst, int kTotal,
-          int kUnits>
-__device__ __forceinline__ void LoadTilePiece(const double* g, int64_t offset, int64_t row_step,
-                                              double* s, int tid, int unit) {
-  constexpr int kPerRow = kCols / kChunk, kRowStep = kThreads / kPerRow;
-  static_assert(kThreads % kPerRow == 0 && kRows % kRowStep == 0, "whole rows a pass");
-  s += (tid / kPerRow) * kLds + (tid % kPerRow) * kChunk;
-#pragma unroll
-  for (int i = 0; i < kRows / kRowStep; ++i) {
-    if ((kFirst + i) * kUnits / kTotal != unit) continue;
-    int64_t at = offset + i * row_step;
-    asm("" : "+l"(at));  // as in LoadTileUniform
-    if constexpr (kChunk == 2) {
-      CpAsync16(s + i * kRowStep * kLds, g + at, 16);
-    } else {
-      CpAsync8(s + i * kRowStep * kLds, g + at, 8);
-    }
-  }
+template <int kThreads, int kRows, int kCols, int kLds, int kChunk>
+__device__ __forceinline__ void LoadTileUniform(const double* g, int64_t offset, int64_t row_step,
+                                                double* s, int tid) {
+  constexpr int kCopies = kRows / (kThreads / (kCols / kChunk));
+  LoadTilePiece<kThreads, kRows, kCols, kLds, kChunk, 0, kCopies, 1>(g, offset, row_step, s, tid,
+                                                                     0);
 }
 
 // The copies of LoadTileInside for a tile inside M and N whose K runs past the matrix: only

@@ -61,11 +61,15 @@ Batcher::~Batcher() { Drain(); }
 
 absl::Status Batcher::Submit(std::unique_ptr<Job>* job) {
   const int64_t bytes = JobBytes(**job);
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = Admission(bytes, 0); !s.ok()) return s;  // the job stays the caller's
-  const bool look = queues_.Push(std::move(*job), bytes, clock_->Now());
-  PublishQueueDepth();
-  if (look || IdleNow()) dispatch_cv_.Signal();
+  std::vector<DroppedJob> dropped;
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = Admission(bytes, 0); !s.ok()) return s;  // the job stays the caller's
+    const bool look = queues_.Push(std::move(*job), bytes, clock_->Now());
+    PublishQueueDepth();
+    if (look || IdleNow()) DispatchReady(&dropped);
+  }
+  AnswerDropped(std::move(dropped));
   return absl::OkStatus();
 }
 
@@ -210,6 +214,18 @@ bool Batcher::DispatchOne(absl::Time now, absl::Time* next_due,
   return true;
 }
 
+void Batcher::DispatchReady(std::vector<DroppedJob>* dropped) {
+  if (placement_.healthy_devices() == 0) return;  // the dispatcher fails what waits
+  const absl::Time now = clock_->Now();
+  absl::Time next_due;
+  while (DispatchOne(now, &next_due, dropped)) {
+  }
+  // Jobs still waiting while a lane is free wait for their due time, which only the
+  // dispatcher's timed sleep catches; with no lane free, the lane that frees dispatches
+  // them. Draining, the dispatcher ends once the queues are empty, so it must look.
+  if ((queues_.jobs() > 0 && placement_.Pick() >= 0) || draining_) dispatch_cv_.Signal();
+}
+
 void Batcher::DispatchLoop() {
   absl::MutexLock lock(&mu_);
   while (true) {
@@ -271,6 +287,7 @@ void Batcher::LaneLoop(int device_index, int lane) {
         runner_.Run(device, device_index, lane, std::move(formed.batch));
     const absl::Status status = LaunchRunner::FirstFailure(ran);
     std::function<void()> on_none_healthy;
+    std::vector<DroppedJob> dropped;
     {
       absl::MutexLock lock(&mu_);
       if (!status.ok() && !device->healthy() && placement_.healthy(device_index)) {
@@ -279,8 +296,9 @@ void Batcher::LaneLoop(int device_index, int lane) {
       }
       placement_.Done(device_index, formed.flops);
       taken_bytes_ -= formed.bytes;
-      dispatch_cv_.Signal();
+      DispatchReady(&dropped);
     }
+    AnswerDropped(std::move(dropped));
     if (on_none_healthy) on_none_healthy();
     runner_.Answer(std::move(ran));
   }

@@ -99,6 +99,10 @@ class Batcher : public JobExecutor {
   // formed and placed. Returns whether it did something; *next_due as NextReady's.
   bool DispatchOne(absl::Time now, absl::Time* next_due, std::vector<DroppedJob>* dropped)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forms and places every batch that can go now, where the state changed (a job
+  // queued, a lane freed): the batch reaches its lane without waking the dispatcher,
+  // which is left the queues that come due later, orphans and the end.
+  void DispatchReady(std::vector<DroppedJob>* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a queued job should go now rather than wait for company: some healthy
   // device has every lane free and no request is on its way.
   bool IdleNow() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -94,10 +94,12 @@ void LaunchRunner::Answer(std::vector<Ran> ran) {
       answer(0, jobs->size());
       continue;
     }
-    for (size_t first = 0; first < jobs->size(); first += kJobsPerCompletion) {
+    // The first slice is the lane's own: one thread fewer to wake, and it starts at once.
+    for (size_t first = kJobsPerCompletion; first < jobs->size(); first += kJobsPerCompletion) {
       const size_t last = std::min(jobs->size(), first + kJobsPerCompletion);
       completions_.Schedule([answer, first, last] { answer(first, last); });
     }
+    answer(0, kJobsPerCompletion);
   }
 }
 

@@ -315,6 +315,8 @@ void AppendDmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels) {
   kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma1688_128x64x32_s2_g8", 90,
                                                  CostProfile{45.0, 2},
                                                  &LaunchDgemmM16n8k8K32TwoStages, 64));
+  kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma1688_tma_128x64x16_s4_g8", 90,
+                                                 CostProfile{45.0, 2}, &LaunchDgemmM16n8k8Tma, 64));
   kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma1688_128x64x16_s3_il", 90,
                                                  CostProfile{45.0, 2},
                                                  &LaunchDgemmM16n8k8Interleaved, 64));

@@ -69,6 +69,11 @@ absl::Status LaunchDgemmM16n8k8Interleaved(const DgemmArgs& args, int batch, boo
 // the barriers, the same shared memory).
 absl::Status LaunchDgemmM16n8k8K32TwoStages(const DgemmArgs& args, int batch, bool trans_a,
                                             bool trans_b, cudaStream_t stream);
+// Step 8 (dgemm_dmma_tma_sm90.cu): step 4's tile and order, four stages of K 16 brought in
+// by the tensor memory accelerator into swizzled tiles, mbarriers instead of block
+// barriers; operands the tensor maps cannot describe go to step 4.
+absl::Status LaunchDgemmM16n8k8Tma(const DgemmArgs& args, int batch, bool trans_a, bool trans_b,
+                                   cudaStream_t stream);
 
 }  // namespace gemmd::gpu::internal
 

@@ -1,0 +1,276 @@
+// FP64 GEMM on Hopper's FP64 tensor cores (mma.sync m16n8k8 f64) with its tiles brought in
+// by the tensor memory accelerator (TMA) instead of per-thread cp.async: one thread asks
+// the copy engine for a stage's boxes and an mbarrier counts their bytes, so the DMMA
+// warps issue no copies and keep no copy addresses, and the copy engine fills zeros past
+// every edge of M, N and K, so edge tiles and a partial last K tile take the same path.
+//
+// The tile is the sm_90 DMMA kernels' (dgemm_dmma_sm90.cu): 128 x 64 of C a block, 4 warps
+// of 64 x 32, two blocks an SM, tiles in groups of 8 tile rows; here with four stages of
+// K 16. Stage tiles are boxes of 128-byte rows (16 doubles) in the copy engine's 128-byte
+// swizzle (the 16-byte chunk c of row r stored at chunk c ^ (r % 8)), which needs no
+// padding, so four stages fit where the padded layout held three: an operand stored
+// K-contiguous is one box of [rows][16 K]; one stored M- or N-contiguous is boxes of
+// [16 K][16 M or N].
+//
+// A warp's fragment loads then meet no bank twice in either layout when the DMMA's eight K
+// slots map to the step's K positions by kSlotK (0, 4, 1, 5, 2, 6, 3, 7): a permutation of K
+// inside each step, the same for A and B, which the products' sum does not see.
+//
+// The barriers replace __syncthreads: a stage's "full" barrier completes when its bytes
+// have landed, its "empty" one when all 128 threads have read it; thread 0, which also
+// computes, refills a stage halfway through the next one, when the others are done with it.
+// Needs 16-byte aligned operands with even leading dimensions and item strides (the tensor
+// maps' rule); other operands go to the cp.async kernel.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "kernels/cuda/common/cuda_status.h"
+#include "kernels/cuda/common/dynamic_smem.h"
+#include "kernels/cuda/common/tensor_map.h"
+#include "kernels/cuda/common/tma_sm90a.cuh"
+#include "kernels/cuda/dense/dgemm_dmma.h"
+#include "kernels/cuda/dense/tile_order.h"
+
+namespace gemmd::gpu::internal {
+namespace {
+
+constexpr int kBM = kDgemmTileM, kBN = 64, kBK = 16, kStages = 4;
+constexpr int kWM = 64, kWN = 32, kWarpsN = kBN / kWN;
+constexpr int kTilesM = kWM / 16, kTilesN = kWN / 8;  // 4 x 4 m16n8k8 tiles a warp
+constexpr int kThreads = 128, kGroupM = 8, kMaxGridZ = 65535;
+constexpr int kRowBytes = kBK * 8;         // a swizzled row: 16 doubles, 128 bytes
+constexpr int kBoxBytes = 16 * kRowBytes;  // a [16][16] box of an M- or N-contiguous tile
+constexpr int kStageA = kBM * kBK * 8;     // 16 KiB
+constexpr int kStageB = kBN * kBK * 8;     // 8 KiB
+constexpr int kStageBytes = kStageA + kStageB;
+constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;  // + barriers, align
+// Thread 0 refills a stage after this many of the current stage's 8 DMMA units.
+constexpr int kRefillUnit = 4;
+
+// The K position inside a step of 8 that DMMA K slot `slot` reads.
+__host__ __device__ constexpr int kSlotK(int slot) { return slot / 2 + 4 * (slot % 2); }
+
+// Byte offset of element (x, k) (x along M or N, k along the tile's 16 K) in a stage tile:
+// kKMajor, rows of 16 K, one per x; else [16 K][16 x] boxes, one per 16 x.
+template <bool kKMajor>
+__device__ __forceinline__ int TileOffset(int x, int k) {
+  if constexpr (kKMajor) {
+    return x * kRowBytes + (((k / 2) ^ (x % 8)) * 16) + (k % 2) * 8;
+  } else {
+    return (x / 16) * kBoxBytes + k * kRowBytes + ((((x % 16) / 2) ^ (k % 8)) * 16) + (x % 2) * 8;
+  }
+}
+
+__device__ __forceinline__ void Dmma(double (&d)[4], const double (&a)[4], const double (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, "
+      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
+#endif
+}
+
+// kTransA: A stored [K, M] (M-contiguous); kTransB: B stored [N, K] (K-contiguous).
+template <bool kTransA, bool kTransB>
+__global__ void __launch_bounds__(kThreads, 2)
+    DgemmDmmaTmaKernel(const __grid_constant__ CUtensorMap map_a,
+                       const __grid_constant__ CUtensorMap map_b, DgemmArgs p, int item0) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kAKMajor = !kTransA, kBKMajor = kTransB;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw + 1023u) & ~1023u;  // the swizzle repeats every 1024 bytes
+  const unsigned char* smem = smem_raw + (base - raw);
+  const uint32_t full = base + kStages * kStageBytes, empty = full + kStages * 8;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int item = item0 + static_cast<int>(blockIdx.z);
+  const TileCoord tile = GroupedTile(
+      static_cast<int>(blockIdx.y) * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x),
+      static_cast<int>(gridDim.y), static_cast<int>(gridDim.x), kGroupM);
+  const int m0 = tile.m * kBM, n0 = tile.n * kBN;
+  const int ktiles = (p.k + kBK - 1) / kBK;
+  if (tid == 0) InitRingBarriers<kStages>(full, empty, kThreads);
+  __syncthreads();
+
+  // Turn `kt`'s boxes into its stage (thread 0 only).
+  const int item_a = p.stride_a == 0 ? 0 : item, item_b = p.stride_b == 0 ? 0 : item;
+  auto load = [&](int kt) {
+    const int s = kt % kStages;
+    const uint32_t stage = base + s * kStageBytes, bar = full + s * 8;
+    const int k0 = kt * kBK;
+    MbarArriveExpectTx(bar, kStageBytes);
+    if constexpr (kAKMajor) {
+      TmaLoad3d(stage, &map_a, k0, m0, item_a, bar);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kBM / 16; ++j)
+        TmaLoad3d(stage + j * kBoxBytes, &map_a, m0 + 16 * j, k0, item_a, bar);
+    }
+    if constexpr (kBKMajor) {
+      TmaLoad3d(stage + kStageA, &map_b, k0, n0, item_b, bar);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kBN / 16; ++j) {
+        TmaLoad3d(stage + kStageA + j * kBoxBytes, &map_b, n0 + 16 * j, k0, item_b, bar);
+      }
+    }
+  };
+  if (tid == 0) {
+    for (int kt = 0; kt < kStages - 1 && kt < ktiles; ++kt) load(kt);
+  }
+
+  const int lane = tid & 31, warp = tid >> 5;
+  const int wm = (warp / kWarpsN) * kWM, wn = (warp % kWarpsN) * kWN;
+  const int g = lane >> 2, t = lane & 3;
+  // Fragments (PTX ISA, m16n8k8 .f64): a_i = A[g + 8 (i % 2)][slot t + 4 (i / 2)],
+  // b_i = B[slot t + 4 i][g]; slot s reads K position kSlotK(s) of the step. The byte
+  // offsets of a thread's elements for step 0, tile 0, less what the unrolled loops add as
+  // constants; [q][v]: q the slot pair (t or t + 4), v what varies by thread beyond that
+  // (K-major: the step, whose K/2 flips a chunk bit; M/N-major: the fragment's second 8
+  // rows or columns, which do).
+  int a_off[2][2], b_off[2][2];
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const int k = kSlotK(t + 4 * q);
+#pragma unroll
+    for (int v = 0; v < 2; ++v) {
+      a_off[q][v] =
+          kAKMajor ? TileOffset<true>(wm + g, k + 8 * v) : TileOffset<false>(wm + g + 8 * v, k);
+      b_off[q][v] =
+          kBKMajor ? TileOffset<true>(wn + g, k + 8 * v) : TileOffset<false>(wn + g + 8 * v, k);
+    }
+  }
+
+  double acc[kTilesM][kTilesN][4];
+#pragma unroll
+  for (int i = 0; i < kTilesM; ++i) {
+#pragma unroll
+    for (int j = 0; j < kTilesN; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0;
+    }
+  }
+  auto at = [&](const unsigned char* tile_base, int offset) {
+    return *reinterpret_cast<const double*>(tile_base + offset);
+  };
+  for (int kt = 0; kt < ktiles; ++kt) {
+    const int s = kt % kStages;
+    MbarWait(full + s * 8, (kt / kStages) & 1);
+    const unsigned char* as = smem + s * kStageBytes;
+    const unsigned char* bs = as + kStageA;
+#pragma unroll
+    for (int step = 0; step < kBK / 8; ++step) {
+      // K-major tiles: step 1's elements are those of step 0 with K + 8, chunk ^ 4
+      // (a_off[q][1]); M/N-major ones: 8 rows further down the box.
+      double bf[kTilesN][2];
+#pragma unroll
+      for (int j = 0; j < kTilesN; ++j) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          bf[j][i] = kBKMajor
+                         ? at(bs, b_off[i][step] + j * 8 * kRowBytes)
+                         : at(bs, b_off[i][j % 2] + (j / 2) * kBoxBytes + step * 8 * kRowBytes);
+        }
+      }
+#pragma unroll
+      for (int mi = 0; mi < kTilesM; ++mi) {
+        if (tid == 0 && step * kTilesM + mi == kRefillUnit && kt + kStages - 1 < ktiles) {
+          // Turn kt + kStages - 1 goes into the stage turn kt - 1 used, once every
+          // thread has read it.
+          if (kt > 0) MbarWait(empty + ((kt - 1) % kStages) * 8, ((kt - 1) / kStages) & 1);
+          load(kt + kStages - 1);
+        }
+        double af[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int q = i / 2, h = i % 2;
+          af[i] = kAKMajor ? at(as, a_off[q][step] + (mi * 16 + 8 * h) * kRowBytes)
+                           : at(as, a_off[q][h] + mi * kBoxBytes + step * 8 * kRowBytes);
+        }
+#pragma unroll
+        for (int j = 0; j < kTilesN; ++j) Dmma(acc[mi][j], af, bf[j]);
+      }
+    }
+    MbarArrive(empty + s * 8);  // this thread is done reading stage s
+  }
+
+  double* c = p.c + item * p.stride_c;
+  const double* c_in = p.beta != 0.0 ? p.c_in + item * p.stride_c_in : nullptr;
+#pragma unroll
+  for (int mi = 0; mi < kTilesM; ++mi) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = m0 + wm + mi * 16 + g + 8 * half;
+      if (row >= p.m) continue;
+#pragma unroll
+      for (int j = 0; j < kTilesN; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = n0 + wn + j * 8 + 2 * t + e;
+          if (col >= p.n) continue;
+          const int64_t at_c = static_cast<int64_t>(row) * p.ldc + col;
+          double v = p.alpha * acc[mi][j][2 * half + e];
+          if (c_in != nullptr) v += p.beta * c_in[at_c];
+          c[at_c] = v;
+        }
+      }
+    }
+  }
+#endif
+}
+
+// A tensor map of an operand stored [items][outer][inner] (row stride ld), boxes of 16
+// inner elements (128 bytes: the swizzle) by box_outer.
+absl::Status MakeMap(CUtensorMap* map, const double* base, int64_t inner, int64_t outer, int64_t ld,
+                     int64_t stride, int items, int box_outer) {
+  return MakeTensorMap3d(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT64, 8, base, inner, outer, ld, stride,
+                         items, kBK, box_outer);
+}
+
+template <bool kTransA, bool kTransB>
+absl::Status LaunchLayout(const DgemmArgs& p, int batch, cudaStream_t stream) {
+  CUtensorMap map_a{}, map_b{};
+  if (p.k > 0) {
+    GEMMD_GPU_RETURN_IF_ERROR(kTransA
+                                  ? MakeMap(&map_a, p.a, p.m, p.k, p.lda, p.stride_a, batch, 16)
+                                  : MakeMap(&map_a, p.a, p.k, p.m, p.lda, p.stride_a, batch, kBM));
+    GEMMD_GPU_RETURN_IF_ERROR(kTransB
+                                  ? MakeMap(&map_b, p.b, p.k, p.n, p.ldb, p.stride_b, batch, kBN)
+                                  : MakeMap(&map_b, p.b, p.n, p.k, p.ldb, p.stride_b, batch, 16));
+  }
+  static std::atomic<uint64_t> smem_set{0};
+  constexpr auto* kKernel = &DgemmDmmaTmaKernel<kTransA, kTransB>;
+  GEMMD_GPU_RETURN_IF_ERROR(
+      EnsureDynamicSmem(reinterpret_cast<const void*>(kKernel), kSmemBytes, &smem_set));
+  const dim3 tiles((p.n + kBN - 1) / kBN, (p.m + kBM - 1) / kBM);
+  for (int item0 = 0; item0 < batch; item0 += kMaxGridZ) {
+    const int items = std::min(kMaxGridZ, batch - item0);
+    kKernel<<<dim3(tiles.x, tiles.y, items), kThreads, kSmemBytes, stream>>>(map_a, map_b, p,
+                                                                             item0);
+    RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  }
+  return absl::OkStatus();
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+absl::Status LaunchDgemmM16n8k8Tma(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
+                                   cudaStream_t stream) {
+  // The tensor maps' rule: 16-byte aligned bases, row and item strides.
+  const bool mappable = Aligned16(p.a) && Aligned16(p.b) && p.lda % 2 == 0 && p.ldb % 2 == 0 &&
+                        p.stride_a % 2 == 0 && p.stride_b % 2 == 0;
+  if (!mappable) return LaunchDgemmM16n8k8Grouped(p, batch, trans_a, trans_b, stream);
+  if (!trans_a && !trans_b) return LaunchLayout<false, false>(p, batch, stream);
+  if (!trans_a && trans_b) return LaunchLayout<false, true>(p, batch, stream);
+  if (trans_a && !trans_b) return LaunchLayout<true, false>(p, batch, stream);
+  return LaunchLayout<true, true>(p, batch, stream);
+}
+
+}  // namespace gemmd::gpu::internal

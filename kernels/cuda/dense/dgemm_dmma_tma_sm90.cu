@@ -236,12 +236,12 @@ template <bool kTransA, bool kTransB>
 absl::Status LaunchLayout(const DgemmArgs& p, int batch, cudaStream_t stream) {
   CUtensorMap map_a{}, map_b{};
   if (p.k > 0) {
-    GEMMD_GPU_RETURN_IF_ERROR(kTransA
-                                  ? MakeMap(&map_a, p.a, p.m, p.k, p.lda, p.stride_a, batch, 16)
-                                  : MakeMap(&map_a, p.a, p.k, p.m, p.lda, p.stride_a, batch, kBM));
-    GEMMD_GPU_RETURN_IF_ERROR(kTransB
-                                  ? MakeMap(&map_b, p.b, p.k, p.n, p.ldb, p.stride_b, batch, kBN)
-                                  : MakeMap(&map_b, p.b, p.n, p.k, p.ldb, p.stride_b, batch, 16));
+    absl::Status mapped = kTransA ? MakeMap(&map_a, p.a, p.m, p.k, p.lda, p.stride_a, batch, 16)
+                                  : MakeMap(&map_a, p.a, p.k, p.m, p.lda, p.stride_a, batch, kBM);
+    mapped.Update(kTransB ? MakeMap(&map_b, p.b, p.k, p.n, p.ldb, p.stride_b, batch, kBN)
+                          : MakeMap(&map_b, p.b, p.n, p.k, p.ldb, p.stride_b, batch, 16));
+    // What the driver will not map (a stride past its limits) the cp.async kernel takes.
+    if (!mapped.ok()) return LaunchDgemmM16n8k8Grouped(p, batch, kTransA, kTransB, stream);
   }
   static std::atomic<uint64_t> smem_set{0};
   constexpr auto* kKernel = &DgemmDmmaTmaKernel<kTransA, kTransB>;

@@ -2,8 +2,9 @@
 // (BatchQueues); batches are formed and placed on devices (DevicePlacement) where the
 // state changes, by the thread that queued a job or the lane that freed, and by a
 // dispatcher thread for queues that come due later; `lanes()` threads per device run them
-// and answer their jobs (LaunchRunner). The batcher is the glue and the one lock over the queues and the
-// placement; nothing runs on a device or chooses a kernel under it. Thread-safe.
+// and answer their jobs (LaunchRunner). The batcher is the glue and the one lock over the
+// queues and the placement; nothing runs on a device or chooses a kernel under it.
+// Thread-safe.
 //
 // A key's queue becomes a batch when it is ready (batch_queues.h), when the batcher
 // drains, and at once when a device is idle and no other request is on its way

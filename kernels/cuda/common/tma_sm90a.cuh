@@ -1,6 +1,8 @@
 // Hopper's tensor memory accelerator (TMA) and shared-memory barriers (mbarrier), for the
-// sm_90a kernels: a producer thread asks the copy engine for a tile and the barrier
-// counts the bytes as they land; consumers wait on the barrier's phase.
+// sm_90 and sm_90a kernels: a producer thread asks the copy engine for a tile and the
+// barrier counts the bytes as they land; consumers wait on the barrier's phase. Compiled
+// for an older architecture (a file built for several) they are empty: the kernels that
+// call them run on 9.0 only.
 #ifndef GEMMD_KERNELS_CUDA_COMMON_TMA_SM90A_CUH_
 #define GEMMD_KERNELS_CUDA_COMMON_TMA_SM90A_CUH_
 
@@ -12,12 +14,16 @@ namespace gemmd::gpu::internal {
 
 // `bar` is a shared-memory address (cvta to shared) of an 8-byte barrier.
 __device__ __forceinline__ void MbarInit(uint32_t bar, int arrivals) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+#endif
 }
 // Barrier initialisation visible to the copy engine (the async proxy) and the block.
 __device__ __forceinline__ void MbarInitFence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
 }
 // A ring of kStages stages: per stage a "full" barrier (the producer's arrival and the
 // copy engine's bytes) and an "empty" one (one arrival per consumer warpgroup), 8 bytes
@@ -34,15 +40,20 @@ __device__ __forceinline__ void InitRingBarriers(uint32_t full, uint32_t empty, 
 
 // One arrival that also announces `bytes` still to come from the copy engine.
 __device__ __forceinline__ void MbarArriveExpectTx(uint32_t bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
                "r"(bytes)
                : "memory");
+#endif
 }
 __device__ __forceinline__ void MbarArrive(uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
 }
 // Waits until the barrier's phase with this parity has completed.
 __device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
       "{\n"
       ".reg .pred done;\n"
@@ -52,28 +63,35 @@ __device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
       "}\n" ::"r"(bar),
       "r"(parity)
       : "memory");
+#endif
 }
 
 // Copies the box at (c0, c1, c2) of a 3-D tensor map into shared memory at `dst`,
 // completing `bytes` on `bar` (the caller announced them with MbarArriveExpectTx).
 __device__ __forceinline__ void TmaLoad3d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
                                           int c2, uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
       "[%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
       : "memory");
+#endif
 }
 
 // Register budgets of warp-specialised kernels (the kernel needs a register cap at entry:
 // __launch_bounds__(threads, 1)).
 template <int kRegisters>
 __device__ __forceinline__ void SetMaxRegistersDown() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+#endif
 }
 template <int kRegisters>
 __device__ __forceinline__ void SetMaxRegistersUp() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+#endif
 }
 
 }  // namespace gemmd::gpu::internal

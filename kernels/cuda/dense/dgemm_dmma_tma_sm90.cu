@@ -80,7 +80,9 @@ template <bool kTransA, bool kTransB>
 __global__ void __launch_bounds__(kThreads, 2)
     DgemmDmmaTmaKernel(const __grid_constant__ CUtensorMap map_a,
                        const __grid_constant__ CUtensorMap map_b, DgemmArgs p, int item0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // its entry runs it on 9.0 only; older images compile it without the asm
+#endif
   constexpr bool kAKMajor = !kTransA, kBKMajor = kTransB;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
@@ -221,7 +223,6 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
   }
-#endif
 }
 
 // A tensor map of an operand stored [items][outer][inner] (row stride ld), boxes of 16

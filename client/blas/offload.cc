@@ -17,6 +17,7 @@
 #include "client/blas/local_blas.h"
 #include "client/blas/remote_gemm.h"
 #include "client/blas/settings.h"
+#include "client/blas/shm_staging.h"
 #include "client/channel_security.h"
 #include "client/connection_pool.h"
 #include "client/gemm_client.h"
@@ -51,11 +52,19 @@ class Offloader {
     const Endpoint endpoint(settings_.target, *std::move(security));
     channel_ = ConnectChannel(endpoint);
     client_ = std::make_unique<GemmClient>(channel_, std::make_shared<ConnectionPool>(endpoint));
+    if (settings_.shm == ShmMode::kOn ||
+        (settings_.shm == ShmMode::kAuto && IsLocalTarget(settings_.target))) {
+      shm_ = std::make_unique<ShmStaging>(channel_);
+    }
     if (settings_.verbose) {
       Log(absl::StrFormat("calls of %g flops or more go to %s; local BLAS: %s", settings_.min_flops,
                           settings_.target, local_status_.ok() ? local_.source : "none"));
     }
-    std::atexit([] { Get().LogCounts(); });
+    std::atexit([] {
+      Offloader& o = Get();
+      o.LogCounts();
+      if (o.shm_ != nullptr && !forked_child_.load()) o.shm_->Release();
+    });
     // A child forked after this (Python's multiprocessing does by default) has copies of
     // the client's connections without the threads that serve them: it computes locally.
     pthread_atfork(nullptr, nullptr, [] { forked_child_.store(true); });
@@ -90,7 +99,18 @@ class Offloader {
       RunLocalCounted(call, &fallbacks_);
     } else {
       absl::Status status = Connected();
-      if (status.ok()) status = RunRemote(*client_, call, settings_.timeout, settings_.stripes);
+      if (status.ok()) {
+        std::unique_ptr<ShmStaging::Lease> region = StagingFor(call);
+        status = RunRemote(*client_, call, settings_.timeout, settings_.stripes, region.get());
+        if (region != nullptr) {
+          why = " (shared memory)";
+          // The server no longer knows the region (it restarted, or it was unregistered
+          // from under us): the socket from now on.
+          if (absl::IsNotFound(status) || absl::IsFailedPrecondition(status)) {
+            ShmUnusable(status);
+          }
+        }
+      }
       if (status.ok()) {
         where = "remote";
         remote_.fetch_add(1, std::memory_order_relaxed);
@@ -111,6 +131,27 @@ class Offloader {
  private:
   absl::Time retry_after() const {
     return absl::FromUnixNanos(retry_after_ns_.load(std::memory_order_relaxed));
+  }
+
+  // The shared-memory region for a call that moves kAutoStripeBytes or more to a server on
+  // this machine; null for a smaller call, while another call holds it, or once it could
+  // not be made or registered (said once; the calls then go over the socket).
+  std::unique_ptr<ShmStaging::Lease> StagingFor(const GemmCall& call) {
+    if (shm_ == nullptr || shm_failed_.load(std::memory_order_relaxed) ||
+        StagedBytes(call) < kAutoStripeBytes) {
+      return nullptr;
+    }
+    absl::StatusOr<std::unique_ptr<ShmStaging::Lease>> lease = shm_->TryAcquire(StagedBytes(call));
+    if (lease.ok()) return *std::move(lease);
+    ShmUnusable(lease.status());
+    return nullptr;
+  }
+
+  void ShmUnusable(const absl::Status& status) {
+    if (!shm_failed_.exchange(true)) {
+      Log(absl::StrCat("no shared-memory region with the server at ", settings_.target, " (",
+                       status.ToString(), "); calls go over the socket"));
+    }
   }
 
   // A server that does not take connections (a host that drops them) costs a call
@@ -169,6 +210,8 @@ class Offloader {
   absl::Status local_status_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<GemmClient> client_;
+  std::unique_ptr<ShmStaging> shm_;  // null: calls go over the socket
+  std::atomic<bool> shm_failed_{false};
   std::atomic<int64_t> retry_after_ns_{0};
   std::atomic<bool> fallback_logged_{false};
   std::atomic<bool> fork_logged_{false};

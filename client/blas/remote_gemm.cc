@@ -1,6 +1,8 @@
 #include "client/blas/remote_gemm.h"
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "client/blas/settings.h"
@@ -46,7 +48,29 @@ void MergeInto(const T* result, const GemmCall& call) {
   }
 }
 
+constexpr int64_t kSliceAlignment = 4096;  // each staged tensor starts on a page
+
+int64_t AlignUp(int64_t n) { return (n + kSliceAlignment - 1) / kSliceAlignment * kSliceAlignment; }
+
+int CopyThreads() {
+  return static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency() / 2, 1, 8));
+}
+
+// `t`'s bytes (a RowMajorView, packed or not) copied to `at` in the region, `t` then
+// naming that slice.
+void StageTensor(const ShmStaging::Lease& region, int64_t at, TensorRef* t) {
+  ParallelCopy(region.data() + at, t->data.data(), static_cast<int64_t>(t->data.size()),
+               CopyThreads());
+  t->shm = {region.name(), at, static_cast<int64_t>(t->data.size())};
+  t->data = absl::string_view();
+}
+
 }  // namespace
+
+int64_t StagedBytes(const GemmCall& call) {
+  const int64_t es = ElementBytes(call.element);
+  return AlignUp(call.n * call.k * es) + AlignUp(call.k * call.m * es) + call.m * call.n * es;
+}
 
 void BuildMatmul(const GemmCall& call, RemoteOperands* out) {
   const bool f64 = call.element == Element::kFloat64;
@@ -70,10 +94,30 @@ void BuildMatmul(const GemmCall& call, RemoteOperands* out) {
 }
 
 absl::Status RunRemote(GemmClient& client, const GemmCall& call, absl::Duration timeout,
-                       int stripes) {
+                       int stripes, const ShmStaging::Lease* region) {
   RemoteOperands operands;
   BuildMatmul(call, &operands);
   const int64_t c_bytes = call.m * call.n * ElementBytes(call.element);
+  if (region != nullptr) {
+    const int64_t b_at = AlignUp(static_cast<int64_t>(operands.args.a.data.size()));
+    const int64_t c_at = b_at + AlignUp(static_cast<int64_t>(operands.args.b.data.size()));
+    StageTensor(*region, 0, &operands.args.a);
+    StageTensor(*region, b_at, &operands.args.b);
+    operands.args.c_shm = {region->name(), c_at, c_bytes};
+    CallOptions options;
+    options.timeout = timeout;
+    MatmulResult result;
+    if (absl::Status s = client.Matmul(operands.args, options, &result); !s.ok()) return s;
+    const char* c = region->data() + c_at;
+    if (call.beta == 0 && (call.ldc == call.m || call.n == 1)) {
+      ParallelCopy(static_cast<char*>(call.c), c, c_bytes, CopyThreads());
+    } else if (call.element == Element::kFloat64) {
+      MergeInto(reinterpret_cast<const double*>(c), call);
+    } else {
+      MergeInto(reinterpret_cast<const float*>(c), call);
+    }
+    return absl::OkStatus();
+  }
   const bool in_place = call.beta == 0 && (call.ldc == call.m || call.n == 1);
   std::unique_ptr<char[]> staging;
   if (!in_place) staging.reset(new char[c_bytes]);

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "client/blas/gemm_call.h"
+#include "client/blas/shm_staging.h"
 #include "client/gemm_client.h"
 
 namespace gemmd::blas {
@@ -24,12 +25,16 @@ struct RemoteOperands {
 };
 void BuildMatmul(const GemmCall& call, RemoteOperands* out);
 
+// The bytes a call's operands and C take staged in a shared-memory region (StageInRegion).
+int64_t StagedBytes(const GemmCall& call);
+
 // Computes `call` on the server `client` reaches, within `timeout`, over `stripes`
-// connections (CallOptions::stripes; -1: settings.h's kAutoStripes rule). On an error C is as it
-// was, except where beta = 0 (C then is only written, and whoever computes the call next writes all
-// of it).
+// connections (CallOptions::stripes; -1: settings.h's kAutoStripes rule), or, given a
+// `region` of at least StagedBytes(call) registered with that server, through it: A and B
+// copied in, C read back out. On an error C is as it was, except where beta = 0 (C then
+// is only written, and whoever computes the call next writes all of it).
 absl::Status RunRemote(GemmClient& client, const GemmCall& call, absl::Duration timeout,
-                       int stripes);
+                       int stripes, const ShmStaging::Lease* region = nullptr);
 
 }  // namespace gemmd::blas
 

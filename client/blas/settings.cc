@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -44,6 +45,20 @@ bool Flag(const char* (*getenv)(const char*), const char* name,
 
 }  // namespace
 
+bool IsLocalTarget(const std::string& target) {
+  if (absl::StartsWith(target, "unix:") || absl::StartsWith(target, "unix-abstract:")) return true;
+  std::string host = target;
+  if (absl::StartsWith(host, "dns:///")) host = host.substr(7);
+  if (absl::StartsWith(host, "ipv4:") || absl::StartsWith(host, "ipv6:")) host = host.substr(5);
+  if (absl::StartsWith(host, "[")) {
+    host = host.substr(
+        1, host.find(']') == std::string::npos ? std::string::npos : host.find(']') - 1);
+  } else if (const size_t colon = host.rfind(':'); colon != std::string::npos) {
+    host = host.substr(0, colon);
+  }
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
 Settings ReadSettings(const char* (*getenv)(const char*)) {
   Settings s;
   s.target = Get(getenv, "GEMMD_TARGET");
@@ -68,6 +83,15 @@ Settings ReadSettings(const char* (*getenv)(const char*)) {
                                       kStripesDefault));
   } else {
     s.stripes = static_cast<int>(stripes);
+  }
+  const std::string shm = Get(getenv, "GEMMD_BLAS_SHM");
+  if (shm == "0") {
+    s.shm = ShmMode::kOff;
+  } else if (shm == "1") {
+    s.shm = ShmMode::kOn;
+  } else if (!shm.empty() && shm != "auto") {
+    s.problems.push_back(
+        absl::StrCat("GEMMD_BLAS_SHM='", shm, "' is none of auto, 0 and 1; using auto"));
   }
   s.fallback_library = Get(getenv, "GEMMD_BLAS_FALLBACK");
   s.verbose = Flag(getenv, "GEMMD_BLAS_VERBOSE", &s.problems);

@@ -12,6 +12,10 @@
 //   GEMMD_BLAS_STRIPES      connections a remote call's bytes go over: unset, 8 for a
 //                           call that moves 8 MiB or more and 1 below; 0, the client
 //                           library's choice (several from 32 MiB); N, always N
+//   GEMMD_BLAS_SHM          auto (the default): a call that moves 8 MiB or more to a
+//                           server on this machine ("unix:PATH", localhost, 127.x, [::1])
+//                           goes through a shared-memory region instead of the socket;
+//                           1: whatever the target; 0: never
 //   GEMMD_BLAS_RETRY_S      after the server could not be reached, calls stay local
 //                           this long before it is tried again
 //   GEMMD_BLAS_FALLBACK     the BLAS library that computes local calls (default: the
@@ -44,6 +48,11 @@ inline constexpr int kAutoStripes = 8;
 inline constexpr int64_t kAutoStripeBytes = int64_t{8} << 20;
 inline constexpr int kMaxStripes = 64;
 
+enum class ShmMode { kAuto, kOff, kOn };
+
+// Whether `target` names a server on this machine (a Unix socket or a loopback address).
+bool IsLocalTarget(const std::string& target);
+
 struct Settings {
   std::string target;  // empty: no server
   ChannelSecurityFiles security;
@@ -51,6 +60,7 @@ struct Settings {
   absl::Duration timeout = absl::Seconds(kDefaultTimeoutSeconds);
   absl::Duration retry = absl::Seconds(kDefaultRetrySeconds);
   int stripes = kDefaultStripes;  // as CallOptions::stripes, or -1 (above)
+  ShmMode shm = ShmMode::kAuto;
   std::string fallback_library;
   bool verbose = false;
   // One line per setting that was not understood (its default is used instead).

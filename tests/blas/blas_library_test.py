@@ -66,6 +66,14 @@ class Server:
                 total += float(line.rsplit(" ", 1)[1])
         return int(total)
 
+    def gauge(self, name):
+        text = urllib.request.urlopen(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).read().decode()
+        for line in text.splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                return float(line.rsplit(" ", 1)[1])
+        return None
+
     def stop(self):
         self.process.terminate()
         self.process.wait(timeout=30)
@@ -192,6 +200,50 @@ class BlasLibraryTest(unittest.TestCase):
             self.assertIn("96 calls, 0 wrong", result.stdout)
             c = counts(result.stderr)
             self.assertEqual((c["remote"], c["fallbacks"]), (96, 0), result.stderr[-2000:])
+        finally:
+            server.stop()
+
+    def test_large_calls_to_a_local_server_go_through_shared_memory(self):
+        """A call that moves 8 MiB or more to a server on this machine is staged in a
+        shared-memory region (sub-matrices, transposes and beta included); concurrent ones
+        find it busy and take the socket; at exit the region is unregistered and removed."""
+        server = Server()
+        try:
+            before = set(os.listdir("/dev/shm"))
+            result, _ = run([ARGS.threads_check, "3", "2", "700", "760"], {
+                "GEMMD_TARGET": server.target, "GEMMD_BLAS_MIN_FLOPS": "0",
+                "GEMMD_BLAS_VERBOSE": "1"})
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr[-2000:])
+            self.assertIn("6 calls, 0 wrong", result.stdout)
+            c = counts(result.stderr)
+            self.assertEqual((c["remote"], c["fallbacks"]), (6, 0), result.stderr[-2000:])
+            staged = [call for call in CALL.findall(result.stderr)
+                      if call[5] == " (shared memory)"]
+            self.assertGreaterEqual(len(staged), 1, result.stderr[-2000:])
+            self.assertTrue(all(call[0] == "dgemm" for call in staged), staged)
+            self.assertEqual({name for name in set(os.listdir("/dev/shm")) - before
+                              if "blas-" in name}, set())
+            self.assertEqual(server.gauge("gemm_shm_regions"), 0)
+            off, _ = run([ARGS.threads_check, "1", "2", "700", "760"], {
+                "GEMMD_TARGET": server.target, "GEMMD_BLAS_MIN_FLOPS": "0",
+                "GEMMD_BLAS_VERBOSE": "1", "GEMMD_BLAS_SHM": "0"})
+            self.assertEqual(off.returncode, 0, off.stdout + off.stderr[-2000:])
+            self.assertNotIn("(shared memory)", off.stderr)
+        finally:
+            server.stop()
+
+    def test_a_server_without_regions_takes_large_calls_over_the_socket(self):
+        server = Server("--shm=off")
+        try:
+            result, _ = run([ARGS.threads_check, "1", "1", "700", "760"], {
+                "GEMMD_TARGET": server.target, "GEMMD_BLAS_MIN_FLOPS": "0",
+                "GEMMD_BLAS_VERBOSE": "1"})
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr[-2000:])
+            self.assertIn("1 calls, 0 wrong", result.stdout)
+            self.assertEqual(result.stderr.count("no shared-memory region with the server"), 1,
+                             result.stderr[-2000:])
+            c = counts(result.stderr)
+            self.assertEqual((c["remote"], c["fallbacks"]), (1, 0), result.stderr[-2000:])
         finally:
             server.stop()
 

@@ -3,7 +3,8 @@
 // libgemmd_blas.so and no other BLAS (its local calls then come from the libblas.so.3 it
 // loads). blas_library_test.py runs it against a server.
 //
-//   blas_threads_check THREADS CALLS_PER_THREAD
+//   blas_threads_check THREADS CALLS_PER_THREAD [MIN_SIZE MAX_SIZE]
+// (M, N and K drawn from [MIN_SIZE, MAX_SIZE], default [40, 160]).
 // Exit status 0 when every result is within its tolerance; the first bad element of a
 // wrong result is printed.
 //   blas_threads_check --bad_arguments
@@ -29,8 +30,8 @@ constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
 // made through `entry` (0 dgemm_, 1 sgemm_, 2 cblas_dgemm row-major) and checked:
 // |C - ref| <= tol * (|alpha| |op(A)| |op(B)| + |beta| |C0|) elementwise.
 template <typename T>
-bool OneCall(std::mt19937_64& rng, int entry, int thread, int call) {
-  std::uniform_int_distribution<int> size(40, 160), pad(0, 3), coin(0, 1);
+bool OneCall(std::mt19937_64& rng, int entry, int thread, int call, int min_size, int max_size) {
+  std::uniform_int_distribution<int> size(min_size, max_size), pad(0, 3), coin(0, 1);
   const int m = size(rng), n = size(rng), k = size(rng);
   const bool ta = coin(rng), tb = coin(rng);
   const int rows_a = ta ? k : m, cols_a = ta ? m : k;
@@ -120,20 +121,22 @@ int BadArguments() {
 
 int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--bad_arguments") return BadArguments();
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s THREADS CALLS_PER_THREAD\n", argv[0]);
+  if (argc != 3 && argc != 5) {
+    std::fprintf(stderr, "usage: %s THREADS CALLS_PER_THREAD [MIN_SIZE MAX_SIZE]\n", argv[0]);
     return 2;
   }
   const int threads = std::atoi(argv[1]), calls = std::atoi(argv[2]);
+  const int min_size = argc == 5 ? std::atoi(argv[3]) : 40;
+  const int max_size = argc == 5 ? std::atoi(argv[4]) : 160;
   std::atomic<int> bad{0};
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([t, calls, &bad] {
+    workers.emplace_back([t, calls, min_size, max_size, &bad] {
       std::mt19937_64 rng(1000 + t);
       for (int i = 0; i < calls; ++i) {
         const int entry = (t + i) % 3;
-        const bool ok =
-            entry == 1 ? OneCall<float>(rng, entry, t, i) : OneCall<double>(rng, entry, t, i);
+        const bool ok = entry == 1 ? OneCall<float>(rng, entry, t, i, min_size, max_size)
+                                   : OneCall<double>(rng, entry, t, i, min_size, max_size);
         if (!ok) bad.fetch_add(1);
       }
     });

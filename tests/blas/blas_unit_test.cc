@@ -181,5 +181,35 @@ TEST(ReadSettings, DefaultsWhenUnsetAndReportsWhatItCannotRead) {
                                std::to_string(static_cast<int64_t>(kDefaultMinFlops)));
 }
 
+TEST(ReadSettings, SharedMemoryIsAutoUnlessSaidOtherwise) {
+  std::map<std::string, std::string> env;
+  environment = &env;
+  EXPECT_EQ(ReadSettings(FakeGetenv).shm, ShmMode::kAuto);
+  for (const auto& [text, mode] : std::vector<std::pair<std::string, ShmMode>>{
+           {"auto", ShmMode::kAuto}, {"0", ShmMode::kOff}, {"1", ShmMode::kOn}}) {
+    env = {{"GEMMD_BLAS_SHM", text}};
+    const Settings s = ReadSettings(FakeGetenv);
+    EXPECT_EQ(s.shm, mode) << text;
+    EXPECT_TRUE(s.problems.empty()) << text;
+  }
+  env = {{"GEMMD_BLAS_SHM", "yes"}};
+  const Settings s = ReadSettings(FakeGetenv);
+  EXPECT_EQ(s.shm, ShmMode::kAuto);
+  ASSERT_EQ(s.problems.size(), 1u);
+  EXPECT_EQ(s.problems[0], "GEMMD_BLAS_SHM='yes' is none of auto, 0 and 1; using auto");
+}
+
+TEST(IsLocalTarget, UnixSocketsAndLoopbackAddressesOnly) {
+  for (const char* local :
+       {"unix:/tmp/gemmd.sock", "unix-abstract:gemmd", "localhost:50051", "127.0.0.1:50051",
+        "127.0.1.1:1", "[::1]:50051", "ipv4:127.0.0.1:5", "dns:///localhost:50051", "localhost"}) {
+    EXPECT_TRUE(IsLocalTarget(local)) << local;
+  }
+  for (const char* remote : {"10.0.0.5:50051", "gpu-host:50051", "[2001:db8::1]:50051",
+                             "dns:///gemmd.example:443", "localhost.example:1", "1127.0.0.1:1"}) {
+    EXPECT_FALSE(IsLocalTarget(remote)) << remote;
+  }
+}
+
 }  // namespace
 }  // namespace gemmd::blas

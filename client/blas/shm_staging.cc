@@ -84,15 +84,27 @@ absl::Status ShmStaging::Grow(int64_t bytes) {
   }
   region_.reset();
   const int64_t size = (bytes + kGrowStep - 1) / kGrowStep * kGrowStep;
-  const std::string tag = absl::StrCat("blas-", getpid(), "-", ++generation_);
-  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> region =
-      SharedMemoryRegion::Create(absl::StrCat("/", prefix_, tag), size, /*replace=*/true);
-  if (!region.ok()) return region.status();
-  absl::StatusOr<gemm::v1::RegionInfo> info = regions.Register(tag, (*region)->key());
-  if (!info.ok()) return info.status();
-  region_ = *std::move(region);
-  name_ = tag;
-  return absl::OkStatus();
+  // A name already taken, as an object or on the server (by a process that had this PID,
+  // here or in another PID namespace), is someone else's: the next generation's is tried.
+  absl::Status status;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const std::string tag = absl::StrCat("blas-", getpid(), "-", ++generation_);
+    absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> region =
+        SharedMemoryRegion::Create(absl::StrCat("/", prefix_, tag), size);
+    if (region.ok()) {
+      absl::StatusOr<gemm::v1::RegionInfo> info = regions.Register(tag, (*region)->key());
+      if (info.ok()) {
+        region_ = *std::move(region);
+        name_ = tag;
+        return absl::OkStatus();
+      }
+      status = info.status();
+    } else {
+      status = region.status();
+    }
+    if (!absl::IsAlreadyExists(status)) break;
+  }
+  return status;
 }
 
 }  // namespace gemmd::blas

@@ -23,6 +23,7 @@
 #include "kernels/cuda/common/cuda_status.h"
 #include "kernels/cuda/common/dynamic_smem.h"
 #include "kernels/cuda/dense/dgemm_dmma.h"
+#include "kernels/cuda/dense/dmma_m16n8k8.cuh"
 #include "kernels/cuda/dense/tile_order.h"
 
 namespace gemmd::gpu::internal {
@@ -73,17 +74,6 @@ struct Shape {
   static constexpr int kSmemBytes = kStages * kStageDoubles * static_cast<int>(sizeof(double));
   static_assert(kBK % kMmaK == 0, "whole m16n8k8 steps a stage");
 };
-
-// d += a * b, one DMMA (PTX ISA, mma.m16n8k8 .f64, sm_90).
-__device__ __forceinline__ void Dmma(double (&d)[4], const double (&a)[4], const double (&b)[2]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, "
-      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
-      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
-#endif
-}
 
 // A kRows x kCols tile of a row-major matrix (leading dimension ld) from (row0, col0) into
 // shared memory, element (r, c) at s[r * kLds + c]; elements past (row_lim, col_lim) read
@@ -442,28 +432,7 @@ __global__ void __launch_bounds__(D::kThreads, D::kMinBlocks)
     main_loop(std::false_type{});
   }
 
-  double* c = p.c + item * p.stride_c;
-  const double* c_in = p.beta != 0.0 ? p.c_in + item * p.stride_c_in : nullptr;
-#pragma unroll
-  for (int mi = 0; mi < kTilesM; ++mi) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = m0 + wm + mi * 16 + g + 8 * half;
-      if (row >= p.m) continue;
-#pragma unroll
-      for (int j = 0; j < kTilesN; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = n0 + wn + j * 8 + 2 * t + e;
-          if (col >= p.n) continue;
-          const int64_t at = static_cast<int64_t>(row) * p.ldc + col;
-          double v = p.alpha * acc[mi][j][2 * half + e];
-          if (c_in != nullptr) v += p.beta * c_in[at];
-          c[at] = v;
-        }
-      }
-    }
-  }
+  StoreDmmaTiles(p, item, m0 + wm, n0 + wn, g, t, acc);
 }
 
 template <class D, bool kTransA, bool kTransB, int kChunk, bool kEdge>

@@ -33,6 +33,7 @@
 #include "kernels/cuda/common/tensor_map.h"
 #include "kernels/cuda/common/tma_sm90a.cuh"
 #include "kernels/cuda/dense/dgemm_dmma.h"
+#include "kernels/cuda/dense/dmma_m16n8k8.cuh"
 #include "kernels/cuda/dense/tile_order.h"
 
 namespace gemmd::gpu::internal {
@@ -63,16 +64,6 @@ __device__ __forceinline__ int TileOffset(int x, int k) {
   } else {
     return (x / 16) * kBoxBytes + k * kRowBytes + ((((x % 16) / 2) ^ (k % 8)) * 16) + (x % 2) * 8;
   }
-}
-
-__device__ __forceinline__ void Dmma(double (&d)[4], const double (&a)[4], const double (&b)[2]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, "
-      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
-      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
-#endif
 }
 
 // kTransA: A stored [K, M] (M-contiguous); kTransB: B stored [N, K] (K-contiguous).
@@ -201,28 +192,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     MbarArrive(empty + s * 8);  // this thread is done reading stage s
   }
 
-  double* c = p.c + item * p.stride_c;
-  const double* c_in = p.beta != 0.0 ? p.c_in + item * p.stride_c_in : nullptr;
-#pragma unroll
-  for (int mi = 0; mi < kTilesM; ++mi) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = m0 + wm + mi * 16 + g + 8 * half;
-      if (row >= p.m) continue;
-#pragma unroll
-      for (int j = 0; j < kTilesN; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = n0 + wn + j * 8 + 2 * t + e;
-          if (col >= p.n) continue;
-          const int64_t at_c = static_cast<int64_t>(row) * p.ldc + col;
-          double v = p.alpha * acc[mi][j][2 * half + e];
-          if (c_in != nullptr) v += p.beta * c_in[at_c];
-          c[at_c] = v;
-        }
-      }
-    }
-  }
+  StoreDmmaTiles(p, item, m0 + wm, n0 + wn, g, t, acc);
 }
 
 // A tensor map of an operand stored [items][outer][inner] (row stride ld), boxes of 16

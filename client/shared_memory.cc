@@ -91,6 +91,23 @@ absl::Status RegionClient::Unregister(const std::string& name) {
   return FromGrpc(stub->UnregisterRegion(&context, request, &response));
 }
 
+absl::StatusOr<std::string> RegionClient::Prefix() {
+  auto stub = gemm::v1::GemmService::NewStub(channel_);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  gemm::v1::ServerInfo info;
+  if (absl::Status s =
+          FromGrpc(stub->GetServerInfo(&context, gemm::v1::GetServerInfoRequest(), &info));
+      !s.ok()) {
+    return s;
+  }
+  if (info.limits().shm_prefix().empty()) {
+    return absl::FailedPreconditionError(
+        "the server has shared-memory regions off (--shm=off), or predates them");
+  }
+  return info.limits().shm_prefix();
+}
+
 absl::StatusOr<gemm::v1::ListRegionsResponse> RegionClient::List() {
   auto stub = gemm::v1::GemmService::NewStub(channel_);
   grpc::ClientContext context;

@@ -63,6 +63,9 @@ class RegionClient {
   absl::StatusOr<gemm::v1::RegionInfo> Register(const std::string& name, const std::string& key,
                                                 int64_t offset = 0, int64_t bytes = 0);
   absl::Status Unregister(const std::string& name);
+  // What every region's key must start with after its "/" (ServerInfo.limits.shm_prefix);
+  // FAILED_PRECONDITION when the server has regions off.
+  absl::StatusOr<std::string> Prefix();
   absl::StatusOr<gemm::v1::ListRegionsResponse> List();
 
  private:

@@ -1,13 +1,10 @@
 #include "client_cli/shm_operands.h"
 
-#include <grpcpp/client_context.h>
 #include <unistd.h>
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
-#include "gemm/v1/gemm.grpc.pb.h"
 
 namespace gemmd {
 namespace {
@@ -16,23 +13,6 @@ constexpr int64_t kSliceAlignment = 4096;  // each slice starts on a page
 
 int64_t AlignUp(int64_t n) { return (n + kSliceAlignment - 1) / kSliceAlignment * kSliceAlignment; }
 
-absl::StatusOr<std::string> ServerPrefix(grpc::Channel* channel) {
-  auto stub = gemm::v1::GemmService::NewStub(std::shared_ptr<grpc::ChannelInterface>(
-      channel, [](grpc::ChannelInterface*) {}));
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-  gemm::v1::ServerInfo info;
-  const grpc::Status s = stub->GetServerInfo(&context, gemm::v1::GetServerInfoRequest(), &info);
-  if (!s.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-  }
-  if (info.limits().shm_prefix().empty()) {
-    return absl::FailedPreconditionError(
-        "the server has shared-memory regions off (--shm=off), or predates them");
-  }
-  return info.limits().shm_prefix();
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShmOperands>> ShmOperands::Create(
@@ -40,7 +20,7 @@ absl::StatusOr<std::unique_ptr<ShmOperands>> ShmOperands::Create(
     const std::vector<absl::string_view>& payloads, int c_slots, int64_t c_bytes) {
   std::string object = key;
   if (object.empty()) {
-    absl::StatusOr<std::string> prefix = ServerPrefix(channel.get());
+    absl::StatusOr<std::string> prefix = RegionClient(channel).Prefix();
     if (!prefix.ok()) return prefix.status();
     object = absl::StrCat("/", *prefix, "cli-", getpid());
   }

@@ -1,6 +1,5 @@
 #include "client/blas/shm_staging.h"
 
-#include <grpcpp/client_context.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,8 +8,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
-#include "gemm/v1/gemm.grpc.pb.h"
 
 namespace gemmd::blas {
 namespace {
@@ -19,21 +16,6 @@ namespace {
 constexpr int64_t kParallelCopyBytes = int64_t{4} << 20;
 // Regions grow to the next multiple of this, so that calls of about one size share one.
 constexpr int64_t kGrowStep = int64_t{64} << 20;
-
-absl::StatusOr<std::string> ServerPrefix(const std::shared_ptr<grpc::Channel>& channel) {
-  auto stub = gemm::v1::GemmService::NewStub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  gemm::v1::ServerInfo info;
-  const grpc::Status s = stub->GetServerInfo(&context, gemm::v1::GetServerInfoRequest(), &info);
-  if (!s.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-  }
-  if (info.limits().shm_prefix().empty()) {
-    return absl::FailedPreconditionError("the server has shared-memory regions off (--shm=off)");
-  }
-  return info.limits().shm_prefix();
-}
 
 }  // namespace
 
@@ -72,12 +54,12 @@ void ShmStaging::Release() {
 }
 
 absl::Status ShmStaging::Grow(int64_t bytes) {
+  RegionClient regions(channel_);
   if (prefix_.empty()) {
-    absl::StatusOr<std::string> prefix = ServerPrefix(channel_);
+    absl::StatusOr<std::string> prefix = regions.Prefix();
     if (!prefix.ok()) return prefix.status();
     prefix_ = *prefix;
   }
-  RegionClient regions(channel_);
   if (!name_.empty()) {
     regions.Unregister(name_).IgnoreError();
     name_.clear();

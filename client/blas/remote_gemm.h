@@ -23,9 +23,11 @@ struct RemoteOperands {
   MatmulArgs args;
   std::unique_ptr<char[]> packed_a, packed_b;  // where a leading dimension left gaps
 };
-void BuildMatmul(const GemmCall& call, RemoteOperands* out);
+// `a_into`, `b_into` given: the operands' bytes are copied (packed) there instead.
+void BuildMatmul(const GemmCall& call, RemoteOperands* out, char* a_into = nullptr,
+                 char* b_into = nullptr);
 
-// The bytes a call's operands and C take staged in a shared-memory region (StageInRegion).
+// The bytes a call's operands and C take staged in a shared-memory region.
 int64_t StagedBytes(const GemmCall& call);
 
 // Computes `call` on the server `client` reaches, within `timeout`, over `stripes`

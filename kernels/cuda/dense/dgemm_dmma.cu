@@ -289,8 +289,8 @@ class DgemmDmma final : public GpuGemmKernel {
 }  // namespace
 
 // Cost profiles: TFLOP/s at 4096^3 and resident blocks per SM, gemm-bench on an H100,
-// 2026-12-06 and 2026-12-07 (docs/KERNELS.md); the variants not yet timed sit below the
-// timed ones. On 9.0 step 4 (`_g8`) is the one chosen.
+// 2026-12-06 and 2026-12-07 (docs/KERNELS.md); the variants that lost sit below the others.
+// On 9.0 step 9 (`tma_..._u`) is the one chosen.
 void AppendDmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels) {
   kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma_128x128x16_s3", 80,
                                                  CostProfile{21.2, 1}, &LaunchDgemmM8n8k4));
@@ -317,6 +317,9 @@ void AppendDmmaKernels(std::vector<std::unique_ptr<GpuGemmKernel>>* kernels) {
                                                  &LaunchDgemmM16n8k8K32TwoStages, 64));
   kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma1688_tma_128x64x16_s4_g8", 90,
                                                  CostProfile{45.0, 2}, &LaunchDgemmM16n8k8Tma, 64));
+  kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma1688_tma_128x64x16_s4_g8_u", 90,
+                                                 CostProfile{51.4, 2},
+                                                 &LaunchDgemmM16n8k8TmaUnrolled, 64));
   kernels->push_back(std::make_unique<DgemmDmma>("dgemm_dmma1688_128x64x16_s3_il", 90,
                                                  CostProfile{45.0, 2},
                                                  &LaunchDgemmM16n8k8Interleaved, 64));

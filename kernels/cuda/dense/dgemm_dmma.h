@@ -74,6 +74,10 @@ absl::Status LaunchDgemmM16n8k8K32TwoStages(const DgemmArgs& args, int batch, bo
 // barriers; operands the tensor maps cannot describe go to step 4.
 absl::Status LaunchDgemmM16n8k8Tma(const DgemmArgs& args, int batch, bool trans_a, bool trans_b,
                                    cudaStream_t stream);
+// Step 9: step 8 with its turn loop unrolled by the stage count, so that every shared and
+// barrier address is a constant offset.
+absl::Status LaunchDgemmM16n8k8TmaUnrolled(const DgemmArgs& args, int batch, bool trans_a,
+                                           bool trans_b, cudaStream_t stream);
 
 }  // namespace gemmd::gpu::internal
 

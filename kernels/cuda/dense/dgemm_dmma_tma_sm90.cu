@@ -19,6 +19,8 @@
 // The barriers replace __syncthreads: a stage's "full" barrier completes when its bytes
 // have landed, its "empty" one when all 128 threads have read it; thread 0, which also
 // computes, refills a stage halfway through the next one, when the others are done with it.
+// Unrolled by the stage count (kUnroll), every shared-memory and barrier address of a turn is
+// a thread's base plus a constant, and the loop issues little besides its loads and DMMAs.
 // Needs 16-byte aligned operands with even leading dimensions and item strides (the tensor
 // maps' rule); other operands go to the cp.async kernel.
 #include <cuda.h>
@@ -27,6 +29,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/common/cuda_status.h"
 #include "kernels/cuda/common/dynamic_smem.h"
@@ -39,21 +42,31 @@
 namespace gemmd::gpu::internal {
 namespace {
 
-constexpr int kBM = kDgemmTileM, kBN = 64, kBK = 16, kStages = 4;
-constexpr int kWM = 64, kWN = 32, kWarpsN = kBN / kWN;
-constexpr int kTilesM = kWM / 16, kTilesN = kWN / 8;  // 4 x 4 m16n8k8 tiles a warp
-constexpr int kThreads = 128, kGroupM = 8, kMaxGridZ = 65535;
-constexpr int kRowBytes = kBK * 8;         // a swizzled row: 16 doubles, 128 bytes
-constexpr int kBoxBytes = 16 * kRowBytes;  // a [16][16] box of an M- or N-contiguous tile
-constexpr int kStageA = kBM * kBK * 8;     // 16 KiB
-constexpr int kStageB = kBN * kBK * 8;     // 8 KiB
+constexpr int kBN = 64, kStages = 4, kThreads = 128;
+constexpr int kStageA = kDgemmTileM * 16 * 8, kStageB = kBN * 16 * 8;  // 16 KiB + 8 KiB
 constexpr int kStageBytes = kStageA + kStageB;
 constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;  // + barriers, align
-// Thread 0 refills a stage after this many of the current stage's 8 DMMA units.
+constexpr int kBM = kDgemmTileM, kBK = 16;
+constexpr int kWM = 64, kWN = 32, kWarpsN = kBN / kWN;
+constexpr int kTilesM = kWM / 16, kTilesN = kWN / 8;  // 4 x 4 m16n8k8 tiles a warp
+constexpr int kUnits = (kBK / 8) * kTilesM;           // DMMA units a turn: (step, tile row)
+constexpr int kGroupM = 8, kMaxGridZ = 65535;
+// Thread 0 refills a stage after this many of the current turn's units.
 constexpr int kRefillUnit = 4;
+constexpr int kRowBytes = kBK * 8;         // a swizzled row: 16 doubles, 128 bytes
+constexpr int kBoxBytes = 16 * kRowBytes;  // a [16][16] box of an M- or N-contiguous tile
 
 // The K position inside a step of 8 that DMMA K slot `slot` reads.
 __host__ __device__ constexpr int kSlotK(int slot) { return slot / 2 + 4 * (slot % 2); }
+
+// f(std::integral_constant<int, i>) for i = 0 .. kCount - 1, unrolled.
+template <int kCount, int kFirst = 0, class F>
+__device__ __forceinline__ void StaticFor(F&& f) {
+  if constexpr (kFirst < kCount) {
+    f(std::integral_constant<int, kFirst>{});
+    StaticFor<kCount, kFirst + 1>(f);
+  }
+}
 
 // Byte offset of element (x, k) (x along M or N, k along the tile's 16 K) in a stage tile:
 // kKMajor, rows of 16 K, one per x; else [16 K][16 x] boxes, one per 16 x.
@@ -67,7 +80,7 @@ __device__ __forceinline__ int TileOffset(int x, int k) {
 }
 
 // kTransA: A stored [K, M] (M-contiguous); kTransB: B stored [N, K] (K-contiguous).
-template <bool kTransA, bool kTransB>
+template <bool kUnroll, bool kTransA, bool kTransB>
 __global__ void __launch_bounds__(kThreads, 2)
     DgemmDmmaTmaKernel(const __grid_constant__ CUtensorMap map_a,
                        const __grid_constant__ CUtensorMap map_b, DgemmArgs p, int item0) {
@@ -92,8 +105,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   // Turn `kt`'s boxes into its stage (thread 0 only).
   const int item_a = p.stride_a == 0 ? 0 : item, item_b = p.stride_b == 0 ? 0 : item;
-  auto load = [&](int kt) {
-    const int s = kt % kStages;
+  auto load = [&](int kt, int s) {
     const uint32_t stage = base + s * kStageBytes, bar = full + s * 8;
     const int k0 = kt * kBK;
     MbarArriveExpectTx(bar, kStageBytes);
@@ -114,7 +126,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   };
   if (tid == 0) {
-    for (int kt = 0; kt < kStages - 1 && kt < ktiles; ++kt) load(kt);
+    for (int kt = 0; kt < kStages - 1 && kt < ktiles; ++kt) load(kt, kt);
   }
 
   const int lane = tid & 31, warp = tid >> 5;
@@ -138,6 +150,30 @@ __global__ void __launch_bounds__(kThreads, 2)
           kBKMajor ? TileOffset<true>(wn + g, k + 8 * v) : TileOffset<false>(wn + g + 8 * v, k);
     }
   }
+  auto at = [&](const unsigned char* tile_base, int offset) {
+    return *reinterpret_cast<const double*>(tile_base + offset);
+  };
+  // K-major tiles: step 1's elements are those of step 0 with K + 8, chunk ^ 4
+  // (a_off[q][1]); M/N-major ones: 8 rows further down the box.
+  auto read_b = [&](const unsigned char* bs, int step, double(&bf)[kTilesN][2]) {
+#pragma unroll
+    for (int j = 0; j < kTilesN; ++j) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        bf[j][i] = kBKMajor ? at(bs, b_off[i][step] + j * 8 * kRowBytes)
+                            : at(bs, b_off[i][j % 2] + (j / 2) * kBoxBytes + step * 8 * kRowBytes);
+      }
+    }
+  };
+  auto read_a = [&](const unsigned char* as, int step, int mi, double(&af)[4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int q = i / 2, h = i % 2;
+      af[i] = kAKMajor ? at(as, a_off[q][step] + (mi * 16 + 8 * h) * kRowBytes)
+                       : at(as, a_off[q][h] + mi * kBoxBytes + step * 8 * kRowBytes);
+    }
+  };
+  auto stage_at = [&](int st) { return smem + st * kStageBytes; };
 
   double acc[kTilesM][kTilesN][4];
 #pragma unroll
@@ -148,48 +184,39 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0;
     }
   }
-  auto at = [&](const unsigned char* tile_base, int offset) {
-    return *reinterpret_cast<const double*>(tile_base + offset);
-  };
-  for (int kt = 0; kt < ktiles; ++kt) {
-    const int s = kt % kStages;
-    MbarWait(full + s * 8, (kt / kStages) & 1);
-    const unsigned char* as = smem + s * kStageBytes;
+  // Turn kt in stage st (a constant when unrolled), whose barrier phase is `phase`.
+  auto turn = [&](int kt, auto st, uint32_t phase) {
+    const int s = st, s_prev = (s + kStages - 1) % kStages;
+    const uint32_t phase_prev = s == 0 ? phase ^ 1 : phase;
+    const unsigned char* as = stage_at(s);
     const unsigned char* bs = as + kStageA;
+    MbarWait(full + s * 8, phase);
+    double a_cur[4], b_cur[kTilesN][2];
 #pragma unroll
-    for (int step = 0; step < kBK / 8; ++step) {
-      // K-major tiles: step 1's elements are those of step 0 with K + 8, chunk ^ 4
-      // (a_off[q][1]); M/N-major ones: 8 rows further down the box.
-      double bf[kTilesN][2];
-#pragma unroll
-      for (int j = 0; j < kTilesN; ++j) {
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          bf[j][i] = kBKMajor
-                         ? at(bs, b_off[i][step] + j * 8 * kRowBytes)
-                         : at(bs, b_off[i][j % 2] + (j / 2) * kBoxBytes + step * 8 * kRowBytes);
-        }
+    for (int u = 0; u < kUnits; ++u) {
+      const int step = u / kTilesM, mi = u % kTilesM;
+      if (tid == 0 && u == kRefillUnit && kt + kStages - 1 < ktiles) {
+        // Turn kt + kStages - 1 goes into the stage turn kt - 1 used, once every thread
+        // has read it.
+        if (kt > 0) MbarWait(empty + s_prev * 8, phase_prev);
+        load(kt + kStages - 1, s_prev);
       }
+      if (mi == 0) read_b(bs, step, b_cur);
+      read_a(as, step, mi, a_cur);
 #pragma unroll
-      for (int mi = 0; mi < kTilesM; ++mi) {
-        if (tid == 0 && step * kTilesM + mi == kRefillUnit && kt + kStages - 1 < ktiles) {
-          // Turn kt + kStages - 1 goes into the stage turn kt - 1 used, once every
-          // thread has read it.
-          if (kt > 0) MbarWait(empty + ((kt - 1) % kStages) * 8, ((kt - 1) / kStages) & 1);
-          load(kt + kStages - 1);
-        }
-        double af[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int q = i / 2, h = i % 2;
-          af[i] = kAKMajor ? at(as, a_off[q][step] + (mi * 16 + 8 * h) * kRowBytes)
-                           : at(as, a_off[q][h] + mi * kBoxBytes + step * 8 * kRowBytes);
-        }
-#pragma unroll
-        for (int j = 0; j < kTilesN; ++j) Dmma(acc[mi][j], af, bf[j]);
-      }
+      for (int j = 0; j < kTilesN; ++j) Dmma(acc[mi][j], a_cur, b_cur[j]);
     }
     MbarArrive(empty + s * 8);  // this thread is done reading stage s
+  };
+  if constexpr (kUnroll) {
+    uint32_t phase = 0;
+    for (int kt0 = 0; kt0 < ktiles; kt0 += kStages, phase ^= 1) {
+      StaticFor<kStages>([&](auto st) {
+        if (kt0 + st < ktiles) turn(kt0 + st, st, phase);
+      });
+    }
+  } else {
+    for (int kt = 0; kt < ktiles; ++kt) turn(kt, kt % kStages, (kt / kStages) & 1);
   }
 
   StoreDmmaTiles(p, item, m0 + wm, n0 + wn, g, t, acc);
@@ -203,7 +230,7 @@ absl::Status MakeMap(CUtensorMap* map, const double* base, int64_t inner, int64_
                          items, kBK, box_outer);
 }
 
-template <bool kTransA, bool kTransB>
+template <bool kUnroll, bool kTransA, bool kTransB>
 absl::Status LaunchLayout(const DgemmArgs& p, int batch, cudaStream_t stream) {
   CUtensorMap map_a{}, map_b{};
   if (p.k > 0) {
@@ -215,7 +242,7 @@ absl::Status LaunchLayout(const DgemmArgs& p, int batch, cudaStream_t stream) {
     if (!mapped.ok()) return LaunchDgemmM16n8k8Grouped(p, batch, kTransA, kTransB, stream);
   }
   static std::atomic<uint64_t> smem_set{0};
-  constexpr auto* kKernel = &DgemmDmmaTmaKernel<kTransA, kTransB>;
+  constexpr auto* kKernel = &DgemmDmmaTmaKernel<kUnroll, kTransA, kTransB>;
   GEMMD_GPU_RETURN_IF_ERROR(
       EnsureDynamicSmem(reinterpret_cast<const void*>(kKernel), kSmemBytes, &smem_set));
   const dim3 tiles((p.n + kBN - 1) / kBN, (p.m + kBM - 1) / kBM);
@@ -230,18 +257,28 @@ absl::Status LaunchLayout(const DgemmArgs& p, int batch, cudaStream_t stream) {
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// The tensor maps' rule: 16-byte aligned bases, row and item strides.
+template <bool kUnroll>
+absl::Status LaunchTma(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
+                       cudaStream_t stream) {
+  const bool mappable = Aligned16(p.a) && Aligned16(p.b) && p.lda % 2 == 0 && p.ldb % 2 == 0 &&
+                        p.stride_a % 2 == 0 && p.stride_b % 2 == 0;
+  if (!mappable) return LaunchDgemmM16n8k8Grouped(p, batch, trans_a, trans_b, stream);
+  if (!trans_a && !trans_b) return LaunchLayout<kUnroll, false, false>(p, batch, stream);
+  if (!trans_a && trans_b) return LaunchLayout<kUnroll, false, true>(p, batch, stream);
+  if (trans_a && !trans_b) return LaunchLayout<kUnroll, true, false>(p, batch, stream);
+  return LaunchLayout<kUnroll, true, true>(p, batch, stream);
+}
+
 }  // namespace
 
 absl::Status LaunchDgemmM16n8k8Tma(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,
                                    cudaStream_t stream) {
-  // The tensor maps' rule: 16-byte aligned bases, row and item strides.
-  const bool mappable = Aligned16(p.a) && Aligned16(p.b) && p.lda % 2 == 0 && p.ldb % 2 == 0 &&
-                        p.stride_a % 2 == 0 && p.stride_b % 2 == 0;
-  if (!mappable) return LaunchDgemmM16n8k8Grouped(p, batch, trans_a, trans_b, stream);
-  if (!trans_a && !trans_b) return LaunchLayout<false, false>(p, batch, stream);
-  if (!trans_a && trans_b) return LaunchLayout<false, true>(p, batch, stream);
-  if (trans_a && !trans_b) return LaunchLayout<true, false>(p, batch, stream);
-  return LaunchLayout<true, true>(p, batch, stream);
+  return LaunchTma<false>(p, batch, trans_a, trans_b, stream);
+}
+absl::Status LaunchDgemmM16n8k8TmaUnrolled(const DgemmArgs& p, int batch, bool trans_a,
+                                           bool trans_b, cudaStream_t stream) {
+  return LaunchTma<true>(p, batch, trans_a, trans_b, stream);
 }
 
 }  // namespace gemmd::gpu::internal

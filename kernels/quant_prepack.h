@@ -1,0 +1,48 @@
+// NVFP4 weights re-laid out for the swap-AB skinny kernel (cuda/quantized/quant_swapab.h):
+// the canonical format (quant_formats.h: [n, k/2] code bytes, [n, k/16] E4M3 scale bytes)
+// rearranged so that one warp reads a 16-row x 64-K piece of the weight as one contiguous
+// 576-byte "super-tile", each lane 16 code bytes and 2 scale bytes, and the 16 code bytes
+// decode straight into its A fragments of four mma.sync m16n8k16 steps (the weight is the
+// MMA's A operand: 16 weight rows against 8 tokens). Same bytes as the canonical format,
+// none added; exact both ways. Plain C++, thread-safe.
+//
+// Super-tile (r0 = 16 * row_tile, k0 = 64 * k_tile) at byte 576 * (row_tile * k/64 + k_tile):
+// - bytes [0, 512): lane L = 4g + t (g = L / 4, t = L % 4) has bytes [16L, 16L + 16),
+//   four words, word j the MMA step j. Its nibbles 0..7 (nibble i: byte i / 2, low
+//   nibble first) are the codes of rows (r0+g, r0+g+8, r0+g, r0+g+8, r0+g, r0+g+8, r0+g,
+//   r0+g+8) at K (c, c, c+2, c+2, c+1, c+1, c+3, c+3), c = k0 + 16t + 4j. The lane's
+//   word then decodes (DecodeE2m1Word's pairs (0,4) (1,5) (2,6) (3,7)) into its four A
+//   registers of step j, whose K slots (2t, 2t+1, 2t+8, 2t+9) stand for K c..c+3: a
+//   permutation of K inside the super-tile, which the activations follow (their 16
+//   values of lane t are K k0+16t .. k0+16t+15, contiguous).
+// - bytes [512, 576): lane L has bytes 512 + 2L (row r0+g's E4M3 scale of the block
+//   k0/16 + t) and 512 + 2L + 1 (row r0+g+8's): a lane's 16 K values are that one block.
+// Needs n % 16 == 0 and k % 64 == 0 (Nvfp4SwapAbFits); other shapes stay canonical.
+#ifndef GEMMD_KERNELS_QUANT_PREPACK_H_
+#define GEMMD_KERNELS_QUANT_PREPACK_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace gemmd {
+
+inline constexpr int64_t kSwapAbRows = 16;             // weight rows of a super-tile
+inline constexpr int64_t kSwapAbK = 64;                // K of a super-tile
+inline constexpr int64_t kSwapAbSuperTileBytes = 576;  // 512 code bytes + 64 scale bytes
+
+// Whether a [n, k] NVFP4 weight has a swap-AB layout: n % 16 == 0, k % 64 == 0, both > 0.
+bool Nvfp4SwapAbFits(int64_t n, int64_t k);
+
+// codes [n, k/2] + scales [n, k/16] (canonical) -> out, n*k/2 + n*k/16 bytes (swap-AB).
+// INVALID_ARGUMENT when !Nvfp4SwapAbFits(n, k); nothing else is checked (any bytes move).
+absl::Status PrepackNvfp4SwapAb(const uint8_t* codes, const uint8_t* scales, int64_t n, int64_t k,
+                                uint8_t* out);
+
+// The inverse: packed (swap-AB, n*k/2 + n*k/16 bytes) -> codes [n, k/2] + scales [n, k/16].
+absl::Status UnpackNvfp4SwapAb(const uint8_t* packed, int64_t n, int64_t k, uint8_t* codes,
+                               uint8_t* scales);
+
+}  // namespace gemmd
+
+#endif  // GEMMD_KERNELS_QUANT_PREPACK_H_

@@ -1,0 +1,100 @@
+// The swap-AB NVFP4 layout (kernels/quant_prepack.h): exact round trips, the documented
+// place of codes and scales, and the shapes it refuses.
+#include "kernels/quant_prepack.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/quant_formats.h"
+
+namespace gemmd {
+namespace {
+
+struct Canonical {
+  std::vector<uint8_t> codes, scales;
+};
+
+Canonical RandomCanonical(int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Canonical c{std::vector<uint8_t>(n * k / 2), std::vector<uint8_t>(n * k / 16)};
+  for (uint8_t& b : c.codes) b = static_cast<uint8_t>(rng());
+  for (uint8_t& b : c.scales) b = static_cast<uint8_t>(rng());
+  return c;
+}
+
+TEST(QuantPrepackTest, RoundTripIsExact) {
+  for (auto [n, k] :
+       {std::pair<int64_t, int64_t>{16, 64}, {32, 128}, {48, 192}, {16, 1024}, {160, 64}}) {
+    SCOPED_TRACE(testing::Message() << n << " x " << k);
+    const Canonical in = RandomCanonical(n, k, static_cast<uint32_t>(n * 131 + k));
+    // The wire's bytes less its 4-byte tensor scale: nothing added.
+    ASSERT_EQ(Nvfp4Bytes(n, k) - 4, static_cast<int64_t>(in.codes.size() + in.scales.size()));
+    std::vector<uint8_t> packed(in.codes.size() + in.scales.size(), 0xAB);
+    ASSERT_TRUE(PrepackNvfp4SwapAb(in.codes.data(), in.scales.data(), n, k, packed.data()).ok());
+    Canonical out{std::vector<uint8_t>(in.codes.size(), 0x5A),
+                  std::vector<uint8_t>(in.scales.size(), 0x5A)};
+    ASSERT_TRUE(UnpackNvfp4SwapAb(packed.data(), n, k, out.codes.data(), out.scales.data()).ok());
+    EXPECT_EQ(out.codes, in.codes);
+    EXPECT_EQ(out.scales, in.scales);
+  }
+}
+
+// Codes and scales that name their own place, read back where the header says they are.
+TEST(QuantPrepackTest, CodesAndScalesSitWhereDocumented) {
+  const int64_t n = 32, k = 128;
+  auto code = [](int64_t row, int64_t col) {
+    return static_cast<uint8_t>((row * 7 + col * 3) % 16);
+  };
+  auto scale = [](int64_t row, int64_t block) { return static_cast<uint8_t>(row * 8 + block); };
+  Canonical c{std::vector<uint8_t>(n * k / 2), std::vector<uint8_t>(n * k / 16)};
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t col = 0; col < k; ++col) {
+      c.codes[r * k / 2 + col / 2] |= code(r, col) << (4 * (col % 2));
+    }
+    for (int64_t b = 0; b < k / 16; ++b) c.scales[r * k / 16 + b] = scale(r, b);
+  }
+  std::vector<uint8_t> packed(c.codes.size() + c.scales.size());
+  ASSERT_TRUE(PrepackNvfp4SwapAb(c.codes.data(), c.scales.data(), n, k, packed.data()).ok());
+  // Super-tile (row tile 1, K tile 1): r0 = 16, k0 = 64, at 576 * (1 * 2 + 1).
+  const uint8_t* tile = packed.data() + 576 * 3;
+  const int64_t r0 = 16, k0 = 64;
+  for (int lane : {0, 5, 18, 31}) {
+    const int64_t g = lane / 4, t = lane % 4;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t col = k0 + 16 * t + 4 * j;
+      const uint8_t* w = tile + 16 * lane + 4 * j;
+      auto nibble = [&](int i) { return (w[i / 2] >> (4 * (i % 2))) & 0x0F; };
+      EXPECT_EQ(nibble(0), code(r0 + g, col)) << lane << " " << j;
+      EXPECT_EQ(nibble(1), code(r0 + g + 8, col));
+      EXPECT_EQ(nibble(2), code(r0 + g, col + 2));
+      EXPECT_EQ(nibble(3), code(r0 + g + 8, col + 2));
+      EXPECT_EQ(nibble(4), code(r0 + g, col + 1));
+      EXPECT_EQ(nibble(5), code(r0 + g + 8, col + 1));
+      EXPECT_EQ(nibble(6), code(r0 + g, col + 3));
+      EXPECT_EQ(nibble(7), code(r0 + g + 8, col + 3));
+    }
+    EXPECT_EQ(tile[512 + 2 * lane], scale(r0 + g, k0 / 16 + t));
+    EXPECT_EQ(tile[512 + 2 * lane + 1], scale(r0 + g + 8, k0 / 16 + t));
+  }
+}
+
+TEST(QuantPrepackTest, RefusesShapesWithoutTheLayout) {
+  EXPECT_TRUE(Nvfp4SwapAbFits(16, 64));
+  EXPECT_FALSE(Nvfp4SwapAbFits(8, 64));
+  EXPECT_FALSE(Nvfp4SwapAbFits(16, 48));
+  EXPECT_FALSE(Nvfp4SwapAbFits(0, 64));
+  uint8_t byte = 0;
+  const absl::Status st = PrepackNvfp4SwapAb(&byte, &byte, 24, 64, &byte);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("rows % 16 == 0 and K % 64 == 0; got [24, 64]"),
+            absl::string_view::npos)
+      << st;
+  EXPECT_EQ(UnpackNvfp4SwapAb(&byte, 16, 96, &byte, &byte).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gemmd

@@ -37,7 +37,8 @@
 // copy_out (its operands arrive in pageable request buffers).
 //
 // --quantized times only the quantized kernels: the skinny weight-only GEMM (FP16
-// activations, INT8 or NVFP4 weight, M in {1, 16, 64} or --skinny-m, N = K = 8192)
+// activations, INT8 or NVFP4 weight, M in {1, 16, 64} or --skinny-m, N = K = 8192 or
+// --skinny-shapes; NVFP4 rows also time the swap-AB kernel on the swap-AB layout)
 // against cuBLAS FP16 (cublasGemmEx FP16 in, FP32 out) on the same shape, with the bytes
 // each moves per call as a share of the 4.1 TB/s the H200 copies device to device
 // (docs/ARCHITECTURE.md, "Measuring"). Weights are quantized on the host from uniform(-1,1) data
@@ -80,10 +81,12 @@
 #include "kernels/cuda/gpu_gemm.h"
 #include "kernels/cuda/quantized/quant_gemm.h"
 #include "kernels/cuda/quantized/quant_square.h"
+#include "kernels/cuda/quantized/quant_swapab.h"
 #include "kernels/cuda/quantized/quantized_kernels.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/half.h"
 #include "kernels/quant_formats.h"
+#include "kernels/quant_prepack.h"
 #include "kernels/reference_gemm.h"
 
 namespace {
@@ -199,6 +202,10 @@ struct Options {
   bool quantized = false;
   std::vector<int64_t> square_sizes;  // --quantized-square[=S,...]; empty: not run
   std::vector<int64_t> skinny_m = {1, 16, 64};  // --skinny-m=M,...
+  // --skinny-shapes=NxK,...: the weights' shapes (an MLP's up and down projections are
+  // 28672x8192 and 8192x28672).
+  std::vector<std::pair<int64_t, int64_t>> skinny_shapes = {{8192, 8192}};
+  std::vector<std::string> skinny_formats = {"nvfp4", "int8"};  // --skinny-formats=...
   DataType skinny_a = DataType::kFloat16;       // --skinny-a=float16|bfloat16
   gemmd::gpu::SkinnyQuantizedTuning skinny;  // --skinny-k-splits, --skinny-stages, --skinny-path
 };
@@ -258,6 +265,21 @@ Options ParseOptions(int argc, char** argv) {
       for (std::string item; std::getline(list, item, ',');) {
         o.skinny_m.push_back(std::clamp<int64_t>(std::atoll(item.c_str()), 1, 64));
       }
+    } else if (Flag(arg, "--skinny-shapes", &v) && !v.empty()) {
+      o.skinny_shapes.clear();
+      std::stringstream list(v);
+      for (std::string item; std::getline(list, item, ',');) {
+        const size_t x = item.find('x');
+        const int64_t n = std::atoll(item.substr(0, x).c_str());
+        const int64_t k = x == std::string::npos ? 0 : std::atoll(item.substr(x + 1).c_str());
+        if (n > 0 && k > 0 && k % 64 == 0) o.skinny_shapes.push_back({n, k});
+      }
+    } else if (Flag(arg, "--skinny-formats", &v) && !v.empty()) {
+      o.skinny_formats.clear();
+      std::stringstream list(v);
+      for (std::string item; std::getline(list, item, ',');) {
+        if (item == "nvfp4" || item == "int8") o.skinny_formats.push_back(item);
+      }
     } else if (Flag(arg, "--skinny-a", &v) && (v == "float16" || v == "bfloat16")) {
       o.skinny_a = v == "bfloat16" ? DataType::kBFloat16 : DataType::kFloat16;
     } else if (Flag(arg, "--skinny-k-splits", &v)) {
@@ -276,7 +298,8 @@ Options ParseOptions(int argc, char** argv) {
                    "usage: gemm-bench [--csv[=FILE]] [--json[=FILE]] [--iters=N>=10] "
                    "[--warmup=N] [--filter=SUBSTR] [--kernels=SUBSTR|auto] [--seed=S] "
                    "[--device=D] [--no-check] [--paired] [--with-copies]\n"
-                   "       [--quantized [--skinny-m=M,...] [--skinny-a=float16|bfloat16] "
+                   "       [--quantized [--skinny-m=M,...] [--skinny-shapes=NxK,...] "
+                   "[--skinny-formats=nvfp4,int8] [--skinny-a=float16|bfloat16] "
                    "[--skinny-k-splits=N] [--skinny-stages=S]\n"
                    "                    [--skinny-path=auto|stream|ring|regs|classic]]\n"
                    "       [--quantized-square[=S,...]]\n");
@@ -831,9 +854,11 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
   r.ms = MedianMs(o, sets, launch);
   r.bytes = static_cast<double>(weight_bytes + m * k * 2 + m * n * 4);
 
-  // Error on two rows of C against FP64 on the dequantized weight.
-  if (o.check) {
-    launch(0);
+  // Error on two rows of C against FP64 on the dequantized weight, after one run of `run`.
+  auto c_error = [&](auto&& run) -> double {
+    if (!o.check) return -1;
+    CHECK_CUDA(cudaMemset(d_c.p, 0xFF, m * n * 4));
+    run(0);
     CHECK_CUDA(cudaDeviceSynchronize());
     std::vector<uint16_t> a_bits(static_cast<size_t>(m * k));
     std::vector<float> c(static_cast<size_t>(m * n));
@@ -853,8 +878,9 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
         den += ref * ref;
       }
     }
-    r.rel_error = std::sqrt(num / den);
-  }
+    return std::sqrt(num / den);
+  };
+  r.rel_error = c_error(launch);
 
   // cuBLAS FP16 on the same shape: B [n, k] FP16 (rotated the same way), C = A B^T.
   const size_t b16_bytes = static_cast<size_t>(n * k * 2);
@@ -882,6 +908,42 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
                r.format.c_str(), r.shape.c_str(), r.ms, r.bytes / r.ms / 1e6, r.cublas_ms,
                r.cublas_bytes / r.cublas_ms / 1e6, r.cublas_ms / r.ms, r.rel_error);
   rows->push_back(r);
+
+  // The swap-AB kernel (quant_swapab.h) on the same weight in its layout (quant_prepack.h),
+  // prepacked on the host as an upload would.
+  if (format == QuantFormat::kNvfp4 && a_type == DataType::kFloat16 &&
+      gemmd::Nvfp4SwapAbFits(n, k)) {
+    std::vector<uint8_t> packed(data.size() + scales.size());
+    const absl::Status prepacked = gemmd::PrepackNvfp4SwapAb(
+        reinterpret_cast<const uint8_t*>(data.data()),
+        reinterpret_cast<const uint8_t*>(scales.data()), n, k, packed.data());
+    if (!prepacked.ok()) {
+      std::cerr << "swap-AB prepack: " << prepacked << "\n";
+      std::exit(1);
+    }
+    std::vector<DevMem> d_packed;
+    for (int i = 0; i < sets; ++i) {
+      d_packed.emplace_back(packed.size());
+      CHECK_CUDA(
+          cudaMemcpy(d_packed.back().p, packed.data(), packed.size(), cudaMemcpyHostToDevice));
+    }
+    auto launch_swapab = [&](int set) {
+      const absl::Status st = gemmd::gpu::LaunchSwapAbNvfp4(
+          d_a.p, m, d_packed[set].p, tensor_scale, n, k, static_cast<float*>(d_c.p), nullptr);
+      if (!st.ok()) {
+        std::cerr << "swap-AB NVFP4: " << st << "\n";
+        std::exit(1);
+      }
+    };
+    QuantRow sw = r;
+    sw.kernel = "swapab_nvfp4_mma16816";
+    sw.ms = MedianMs(o, sets, launch_swapab);
+    sw.rel_error = c_error(launch_swapab);
+    std::fprintf(stderr, "  %-6s %-16s %s %8.4f ms (%6.0f GB/s)  %.2fx  err %.2e\n",
+                 sw.format.c_str(), sw.shape.c_str(), sw.kernel.c_str(), sw.ms,
+                 sw.bytes / sw.ms / 1e6, sw.cublas_ms / sw.ms, sw.rel_error);
+    rows->push_back(sw);
+  }
 
   // The square FP16 x NVFP4 kernel on the same problem: what the server's plan weighs the
   // skinny kernel against past 16 rows (gpu::SelectQuantizedKernel, kernel_select.cc).
@@ -1282,9 +1344,13 @@ int main(int argc, char** argv) {
   if (o.quantized) {
     std::vector<QuantRow> quant_rows;
     uint64_t seed = o.seed;
-    for (gemmd::QuantFormat f : {gemmd::QuantFormat::kNvfp4, gemmd::QuantFormat::kInt8}) {
-      for (int64_t m : o.skinny_m) {
-        RunQuantizedSkinny(o, *caps, handle, f, m, 8192, 8192, ++seed, &quant_rows);
+    for (const std::string& name : o.skinny_formats) {
+      const gemmd::QuantFormat f =
+          name == "int8" ? gemmd::QuantFormat::kInt8 : gemmd::QuantFormat::kNvfp4;
+      for (const auto& [n, k] : o.skinny_shapes) {
+        for (int64_t m : o.skinny_m) {
+          RunQuantizedSkinny(o, *caps, handle, f, m, n, k, ++seed, &quant_rows);
+        }
       }
     }
     cublasDestroy(handle);

@@ -16,8 +16,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/common/cuda_raii.h"
+#include "kernels/cuda/quantized/quant_swapab.h"
 #include "kernels/half.h"
 #include "kernels/quant_formats.h"
+#include "kernels/quant_prepack.h"
 #include "kernels/reference_gemm.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/test_util.h"
@@ -268,6 +270,79 @@ TEST(SkinnyQuantizedArgsTest, RejectsWhatItCannotRun) {
                                       ws, 16, nullptr)
                 .message(),
             "skinny quantized GEMM: workspace too small");
+}
+
+// The swap-AB kernel on weights in the swap-AB layout (quant_prepack.h), FP16 A: every
+// token-tile and row-tile configuration, partial token tiles, n not a multiple of 32.
+struct SwapAbCase {
+  int64_t m, n, k;
+};
+
+class SwapAbNvfp4Test : public ::testing::TestWithParam<SwapAbCase> {};
+
+TEST_P(SwapAbNvfp4Test, MatchesDequantizedReference) {
+  SKIP_WITHOUT_GPU();
+  const SwapAbCase c = GetParam();
+  const uint64_t seed = testing::TestSeed(37);
+  SCOPED_TRACE(absl::StrCat(c.m, "x", c.n, "x", c.k, " seed ", seed));
+  std::mt19937_64 rng(seed);
+  const std::string a_bytes = testing::RandomBytes(DataType::kFloat16, c.m * c.k, rng);
+  const std::string w_bytes = testing::RandomBytes(DataType::kFloat32, c.n * c.k, rng);
+  const Nvfp4Matrix q = *QuantizeNvfp4(reinterpret_cast<const float*>(w_bytes.data()), c.n, c.k);
+  std::vector<float> b_deq(static_cast<size_t>(c.n * c.k));
+  ASSERT_TRUE(DequantizeNvfp4(q, b_deq.data()).ok());
+  std::vector<uint8_t> packed(q.packed.size() + q.block_scales.size());
+  ASSERT_TRUE(
+      PrepackNvfp4SwapAb(q.packed.data(), q.block_scales.data(), c.n, c.k, packed.data()).ok());
+
+  std::vector<float> a32(static_cast<size_t>(c.m * c.k));
+  for (int64_t i = 0; i < c.m * c.k; ++i) {
+    a32[i] = static_cast<float>(LoadAsDouble(a_bytes.data(), DataType::kFloat16, i));
+  }
+  GemmProblem p;
+  p.m = c.m;
+  p.n = c.n;
+  p.k = c.k;
+  p.transpose_b = true;
+  p.a_type = DataType::kFloat32;
+  const std::vector<double> ref = ReferenceGemm(p, {a32.data(), b_deq.data(), nullptr, nullptr});
+
+  DeviceBuffer d_a = Upload(a_bytes.data(), a_bytes.size());
+  DeviceBuffer d_w = Upload(packed.data(), packed.size());
+  DeviceBuffer d_c = *DeviceBuffer::Allocate(static_cast<size_t>(c.m * c.n * 4));
+  ASSERT_EQ(cudaMemset(d_c.get(), 0xFF, c.m * c.n * 4), cudaSuccess);  // NaN: must be written
+  ASSERT_TRUE(LaunchSwapAbNvfp4(d_a.get(), c.m, d_w.get(), q.tensor_scale, c.n, c.k,
+                                d_c.as<float>(), nullptr)
+                  .ok());
+  std::vector<float> out(static_cast<size_t>(c.m * c.n));
+  ASSERT_EQ(cudaMemcpy(out.data(), d_c.get(), out.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_LE(RelativeError(ref.data(), out.data(), DataType::kFloat32, c.m * c.n), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SwapAbNvfp4Test,
+                         ::testing::Values(SwapAbCase{1, 16, 64}, SwapAbCase{1, 256, 1024},
+                                           SwapAbCase{5, 48, 192}, SwapAbCase{8, 128, 4096},
+                                           SwapAbCase{9, 64, 256}, SwapAbCase{16, 112, 640},
+                                           SwapAbCase{17, 96, 128}, SwapAbCase{32, 48, 512},
+                                           SwapAbCase{33, 64, 2048}, SwapAbCase{64, 80, 320},
+                                           SwapAbCase{64, 256, 1024}),
+                         [](const ::testing::TestParamInfo<SwapAbCase>& info) {
+                           return absl::StrCat(info.param.m, "x", info.param.n, "x", info.param.k);
+                         });
+
+TEST(SwapAbNvfp4ArgsTest, RejectsWhatItCannotRun) {
+  alignas(16) char buf[16];
+  EXPECT_TRUE(SwapAbNvfp4Runs(buf, 64, buf, 16, 64).ok());
+  EXPECT_EQ(SwapAbNvfp4Runs(buf, 65, buf, 16, 64).message(),
+            "the swap-AB kernel takes 1 to 64 rows of A; got 65");
+  EXPECT_EQ(SwapAbNvfp4Runs(buf, 0, buf, 16, 64).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SwapAbNvfp4Runs(buf, 1, buf, 24, 64).message(),
+            "the swap-AB kernel needs a weight of rows % 16 == 0 and K % 64 == 0, below 2^30; "
+            "got [24, 64]");
+  EXPECT_EQ(SwapAbNvfp4Runs(buf + 2, 1, buf, 16, 64).message(),
+            "the swap-AB kernel needs A and the weight 16-byte aligned");
+  EXPECT_EQ(LaunchSwapAbNvfp4(buf, 1, buf, 1.0f, 16, 64, nullptr, nullptr).message(),
+            "the swap-AB kernel needs C");
 }
 
 }  // namespace

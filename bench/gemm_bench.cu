@@ -206,6 +206,7 @@ struct Options {
   // 28672x8192 and 8192x28672).
   std::vector<std::pair<int64_t, int64_t>> skinny_shapes = {{8192, 8192}};
   std::vector<std::string> skinny_formats = {"nvfp4", "int8"};  // --skinny-formats=...
+  int swapab_l2_ahead = 0;  // --swapab-l2-ahead=N: the swap-AB kernel also with L2 requests
   DataType skinny_a = DataType::kFloat16;       // --skinny-a=float16|bfloat16
   gemmd::gpu::SkinnyQuantizedTuning skinny;  // --skinny-k-splits, --skinny-stages, --skinny-path
 };
@@ -274,6 +275,8 @@ Options ParseOptions(int argc, char** argv) {
         const int64_t k = x == std::string::npos ? 0 : std::atoll(item.substr(x + 1).c_str());
         if (n > 0 && k > 0 && k % 64 == 0) o.skinny_shapes.push_back({n, k});
       }
+    } else if (Flag(arg, "--swapab-l2-ahead", &v)) {
+      o.swapab_l2_ahead = std::clamp(std::atoi(v.c_str()), 0, 64);
     } else if (Flag(arg, "--skinny-formats", &v) && !v.empty()) {
       o.skinny_formats.clear();
       std::stringstream list(v);
@@ -299,7 +302,8 @@ Options ParseOptions(int argc, char** argv) {
                    "[--warmup=N] [--filter=SUBSTR] [--kernels=SUBSTR|auto] [--seed=S] "
                    "[--device=D] [--no-check] [--paired] [--with-copies]\n"
                    "       [--quantized [--skinny-m=M,...] [--skinny-shapes=NxK,...] "
-                   "[--skinny-formats=nvfp4,int8] [--skinny-a=float16|bfloat16] "
+                   "[--skinny-formats=nvfp4,int8] [--swapab-l2-ahead=N] "
+                   "[--skinny-a=float16|bfloat16] "
                    "[--skinny-k-splits=N] [--skinny-stages=S]\n"
                    "                    [--skinny-path=auto|stream|ring|regs|classic]]\n"
                    "       [--quantized-square[=S,...]]\n");
@@ -927,22 +931,29 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
       CHECK_CUDA(
           cudaMemcpy(d_packed.back().p, packed.data(), packed.size(), cudaMemcpyHostToDevice));
     }
-    auto launch_swapab = [&](int set) {
-      const absl::Status st = gemmd::gpu::LaunchSwapAbNvfp4(
-          d_a.p, m, d_packed[set].p, tensor_scale, n, k, static_cast<float*>(d_c.p), nullptr);
-      if (!st.ok()) {
-        std::cerr << "swap-AB NVFP4: " << st << "\n";
-        std::exit(1);
-      }
-    };
-    QuantRow sw = r;
-    sw.kernel = "swapab_nvfp4_mma16816";
-    sw.ms = MedianMs(o, sets, launch_swapab);
-    sw.rel_error = c_error(launch_swapab);
-    std::fprintf(stderr, "  %-6s %-16s %s %8.4f ms (%6.0f GB/s)  %.2fx  err %.2e\n",
-                 sw.format.c_str(), sw.shape.c_str(), sw.kernel.c_str(), sw.ms,
-                 sw.bytes / sw.ms / 1e6, sw.cublas_ms / sw.ms, sw.rel_error);
-    rows->push_back(sw);
+    // Without and with the L2 requests ahead (--swapab-l2-ahead=N; 0: without only).
+    std::vector<int> aheads = {0};
+    if (o.swapab_l2_ahead > 0) aheads.push_back(o.swapab_l2_ahead);
+    for (int ahead : aheads) {
+      auto launch_swapab = [&](int set) {
+        const absl::Status st =
+            gemmd::gpu::LaunchSwapAbNvfp4(d_a.p, m, d_packed[set].p, tensor_scale, n, k,
+                                          static_cast<float*>(d_c.p), nullptr, ahead);
+        if (!st.ok()) {
+          std::cerr << "swap-AB NVFP4: " << st << "\n";
+          std::exit(1);
+        }
+      };
+      QuantRow sw = r;
+      sw.kernel = ahead > 0 ? "swapab_nvfp4_mma16816 (L2 ahead " + std::to_string(ahead) + ")"
+                            : "swapab_nvfp4_mma16816";
+      sw.ms = MedianMs(o, sets, launch_swapab);
+      sw.rel_error = c_error(launch_swapab);
+      std::fprintf(stderr, "  %-6s %-16s %s %8.4f ms (%6.0f GB/s)  %.2fx  err %.2e\n",
+                   sw.format.c_str(), sw.shape.c_str(), sw.kernel.c_str(), sw.ms,
+                   sw.bytes / sw.ms / 1e6, sw.cublas_ms / sw.ms, sw.rel_error);
+      rows->push_back(sw);
+    }
   }
 
   // The square FP16 x NVFP4 kernel on the same problem: what the server's plan weighs the

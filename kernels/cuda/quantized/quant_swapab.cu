@@ -44,7 +44,7 @@ __device__ __forceinline__ uint32_t Word(const uint4& v, int i) {
 template <int kTokTiles, int kRowTiles, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32)
     SwapAbNvfp4Kernel(const __half* __restrict__ a, int m, const uint8_t* __restrict__ packed,
-                      float out_scale, int n, int k, float* __restrict__ c) {
+                      float out_scale, int n, int k, float* __restrict__ c, int l2_ahead) {
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int row_tile0 = static_cast<int>(blockIdx.x) * kRowTiles;
@@ -59,6 +59,16 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
   for (int s = warp; s < k_tiles; s += kWarps) {
+    // Asks L2 for this warp's super-tile l2_ahead turns on (5 lanes, a 128-byte line each).
+    if (l2_ahead > 0 && lane < 5 && s + l2_ahead * kWarps < k_tiles) {
+#pragma unroll
+      for (int rt = 0; rt < kRowTiles; ++rt) {
+        const uint8_t* ahead =
+            packed + (static_cast<int64_t>(row_tile0 + rt) * k_tiles + s + l2_ahead * kWarps) *
+                         kSuperTileBytes;
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(ahead + 128 * lane));
+      }
+    }
     // Lane (g, t) brings token 8 jt + g's K [64 s + 16 t, +16): the MMA's B fragments of
     // the super-tile's four steps (the layout's K order).
     uint4 x[kTokTiles][2];
@@ -135,10 +145,11 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 template <int kTokTiles, int kRowTiles, int kWarps>
 absl::Status Launch(const void* a, int m, const void* packed, float out_scale, int n, int k,
-                    float* c, cudaStream_t stream) {
+                    float* c, int l2_ahead, cudaStream_t stream) {
   const int blocks = n / (16 * kRowTiles);
   SwapAbNvfp4Kernel<kTokTiles, kRowTiles, kWarps><<<blocks, kWarps * 32, 0, stream>>>(
-      static_cast<const __half*>(a), m, static_cast<const uint8_t*>(packed), out_scale, n, k, c);
+      static_cast<const __half*>(a), m, static_cast<const uint8_t*>(packed), out_scale, n, k, c,
+      l2_ahead);
   RETURN_IF_CUDA_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
@@ -164,23 +175,23 @@ absl::Status SwapAbNvfp4Runs(const void* a, int64_t m, const void* packed, int64
 }
 
 absl::Status LaunchSwapAbNvfp4(const void* a, int64_t m, const void* packed, float tensor_scale,
-                               int64_t n, int64_t k, float* c, cudaStream_t stream) {
+                               int64_t n, int64_t k, float* c, cudaStream_t stream, int l2_ahead) {
   if (absl::Status runs = SwapAbNvfp4Runs(a, m, packed, n, k); !runs.ok()) return runs;
   if (c == nullptr) return absl::InvalidArgumentError("the swap-AB kernel needs C");
   // The decode leaves every product times 2^-7 (ScalePair).
   const float out_scale = tensor_scale * 128.0f;
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
-  if (m <= 8) return Launch<1, 1, 8>(a, mi, packed, out_scale, ni, ki, c, stream);
-  if (m <= 16) return Launch<2, 1, 8>(a, mi, packed, out_scale, ni, ki, c, stream);
+  if (m <= 8) return Launch<1, 1, 8>(a, mi, packed, out_scale, ni, ki, c, l2_ahead, stream);
+  if (m <= 16) return Launch<2, 1, 8>(a, mi, packed, out_scale, ni, ki, c, l2_ahead, stream);
   // Past 16 rows a warp takes two row tiles where n allows, so each 16-byte load of
   // activations feeds twice the MMAs.
   const bool pairs = n % 32 == 0;
   if (m <= 32) {
-    return pairs ? Launch<4, 2, 4>(a, mi, packed, out_scale, ni, ki, c, stream)
-                 : Launch<4, 1, 4>(a, mi, packed, out_scale, ni, ki, c, stream);
+    return pairs ? Launch<4, 2, 4>(a, mi, packed, out_scale, ni, ki, c, l2_ahead, stream)
+                 : Launch<4, 1, 4>(a, mi, packed, out_scale, ni, ki, c, l2_ahead, stream);
   }
-  return pairs ? Launch<8, 2, 4>(a, mi, packed, out_scale, ni, ki, c, stream)
-               : Launch<8, 1, 4>(a, mi, packed, out_scale, ni, ki, c, stream);
+  return pairs ? Launch<8, 2, 4>(a, mi, packed, out_scale, ni, ki, c, l2_ahead, stream)
+               : Launch<8, 1, 4>(a, mi, packed, out_scale, ni, ki, c, l2_ahead, stream);
 }
 
 }  // namespace gemmd::gpu

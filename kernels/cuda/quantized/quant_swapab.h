@@ -26,9 +26,11 @@ absl::Status SwapAbNvfp4Runs(const void* a, int64_t m, const void* packed, int64
 
 // Enqueues C[m, n] (FP32, row-major) = A[m, k] (FP16, row-major) * dequant(W)^T, W [n, k]
 // NVFP4 in the swap-AB layout with tensor scale `tensor_scale`, on `stream`; all device
-// pointers. SwapAbNvfp4Runs's errors, or INTERNAL for a CUDA error.
+// pointers. l2_ahead > 0 (gemm-bench sweeps): each warp also asks L2 for its super-tile
+// that many turns ahead. SwapAbNvfp4Runs's errors, or INTERNAL for a CUDA error.
 absl::Status LaunchSwapAbNvfp4(const void* a, int64_t m, const void* packed, float tensor_scale,
-                               int64_t n, int64_t k, float* c, cudaStream_t stream);
+                               int64_t n, int64_t k, float* c, cudaStream_t stream,
+                               int l2_ahead = 0);
 
 }  // namespace gemmd::gpu
 

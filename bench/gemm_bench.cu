@@ -26,9 +26,9 @@
 // (>= 10) is reported. --paired times cuBLAS again for each variant, alternating launch by
 // launch with it, and rates the variant against that (the column "cuBLAS TFLOP/s" is then
 // per row): a long run at full FP64 tensor load lowers the clocks, so a variant timed after
-// others would otherwise meet a hotter GPU than the cuBLAS run timed first. Rel. error = ||C -
-// C_ref||_F / ||C_ref||_F against FP64 on the stored operands, over all of C for small problems and
-// over sampled rows (and batch items) for big ones.
+// others would otherwise meet a hotter GPU than the cuBLAS run timed first.
+// Rel. error = ||C - C_ref||_F / ||C_ref||_F against FP64 on the stored operands, over all
+// of C for small problems and over sampled rows (and batch items) for big ones.
 //
 // --with-copies also times, for each workload's selected kernel, what an in-process
 // caller holding its operands in host memory pays: cudaMemcpy A and B in, the launch,

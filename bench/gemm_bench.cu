@@ -38,7 +38,7 @@
 //
 // --quantized times only the quantized kernels: the skinny weight-only GEMM (FP16
 // activations, INT8 or NVFP4 weight, M in {1, 16, 64} or --skinny-m, N = K = 8192 or
-// --skinny-shapes; NVFP4 rows also time the swap-AB kernel on the swap-AB layout)
+// --skinny-shapes; with FP16 A also the swap-AB kernel on the swap-AB layouts)
 // against cuBLAS FP16 (cublasGemmEx FP16 in, FP32 out) on the same shape, with the bytes
 // each moves per call as a share of the 4.1 TB/s the H200 copies device to device
 // (docs/ARCHITECTURE.md, "Measuring"). Weights are quantized on the host from uniform(-1,1) data
@@ -915,12 +915,16 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
 
   // The swap-AB kernel (quant_swapab.h) on the same weight in its layout (quant_prepack.h),
   // prepacked on the host as an upload would.
-  if (format == QuantFormat::kNvfp4 && a_type == DataType::kFloat16 &&
-      gemmd::Nvfp4SwapAbFits(n, k)) {
+  if (a_type == DataType::kFloat16 && gemmd::Nvfp4SwapAbFits(n, k)) {
+    const bool int8 = format == QuantFormat::kInt8;
     std::vector<uint8_t> packed(data.size() + scales.size());
-    const absl::Status prepacked = gemmd::PrepackNvfp4SwapAb(
-        reinterpret_cast<const uint8_t*>(data.data()),
-        reinterpret_cast<const uint8_t*>(scales.data()), n, k, packed.data());
+    const absl::Status prepacked =
+        int8 ? gemmd::PrepackInt8SwapAb(reinterpret_cast<const int8_t*>(data.data()),
+                                        reinterpret_cast<const uint8_t*>(scales.data()), n, k,
+                                        packed.data())
+             : gemmd::PrepackNvfp4SwapAb(reinterpret_cast<const uint8_t*>(data.data()),
+                                         reinterpret_cast<const uint8_t*>(scales.data()), n, k,
+                                         packed.data());
     if (!prepacked.ok()) {
       std::cerr << "swap-AB prepack: " << prepacked << "\n";
       std::exit(1);
@@ -936,17 +940,19 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
     if (o.swapab_l2_ahead > 0) aheads.push_back(o.swapab_l2_ahead);
     for (int ahead : aheads) {
       auto launch_swapab = [&](int set) {
+        float* c = static_cast<float*>(d_c.p);
         const absl::Status st =
-            gemmd::gpu::LaunchSwapAbNvfp4(d_a.p, m, d_packed[set].p, tensor_scale, n, k,
-                                          static_cast<float*>(d_c.p), nullptr, ahead);
+            int8 ? gemmd::gpu::LaunchSwapAbInt8(d_a.p, m, d_packed[set].p, n, k, c, nullptr, ahead)
+                 : gemmd::gpu::LaunchSwapAbNvfp4(d_a.p, m, d_packed[set].p, tensor_scale, n, k, c,
+                                                 nullptr, ahead);
         if (!st.ok()) {
-          std::cerr << "swap-AB NVFP4: " << st << "\n";
+          std::cerr << "swap-AB: " << st << "\n";
           std::exit(1);
         }
       };
       QuantRow sw = r;
-      sw.kernel = ahead > 0 ? "swapab_nvfp4_mma16816 (L2 ahead " + std::to_string(ahead) + ")"
-                            : "swapab_nvfp4_mma16816";
+      sw.kernel = std::string(int8 ? "swapab_int8_mma16816" : "swapab_nvfp4_mma16816") +
+                  (ahead > 0 ? " (L2 ahead " + std::to_string(ahead) + ")" : "");
       sw.ms = MedianMs(o, sets, launch_swapab);
       sw.rel_error = c_error(launch_swapab);
       std::fprintf(stderr, "  %-6s %-16s %s %8.4f ms (%6.0f GB/s)  %.2fx  err %.2e\n",

@@ -18,6 +18,12 @@
 // - bytes [512, 576): lane L has bytes 512 + 2L (row r0+g's E4M3 scale of the block
 //   k0/16 + t) and 512 + 2L + 1 (row r0+g+8's): a lane's 16 K values are that one block.
 // Needs n % 16 == 0 and k % 64 == 0 (Nvfp4SwapAbFits); other shapes stay canonical.
+//
+// INT8 (values [n, k], FP32 row scales [n]) the same way, in 1024-byte super-tiles of
+// 16 rows x 64 K, then the n row scales as they were (the epilogue's, 4n bytes, at byte
+// n * k): lane L has bytes [32L, 32L + 32), 8 a step j, two words. Word 0 holds rows
+// (r0+g, r0+g, r0+g+8, r0+g+8) at K (c, c+1, c, c+1), word 1 the same at (c+2, c+3):
+// DecodeInt8Word's pairs (0,1) (2,3) are then the A registers of step j in MMA order.
 #ifndef GEMMD_KERNELS_QUANT_PREPACK_H_
 #define GEMMD_KERNELS_QUANT_PREPACK_H_
 
@@ -42,6 +48,15 @@ absl::Status PrepackNvfp4SwapAb(const uint8_t* codes, const uint8_t* scales, int
 // The inverse: packed (swap-AB, n*k/2 + n*k/16 bytes) -> codes [n, k/2] + scales [n, k/16].
 absl::Status UnpackNvfp4SwapAb(const uint8_t* packed, int64_t n, int64_t k, uint8_t* codes,
                                uint8_t* scales);
+
+inline constexpr int64_t kSwapAbInt8SuperTileBytes = 1024;
+
+// values [n, k] + row scales (4n bytes, FP32 as stored) -> out, n*k + 4n bytes (swap-AB).
+// INVALID_ARGUMENT when !Nvfp4SwapAbFits(n, k) (the same shapes).
+absl::Status PrepackInt8SwapAb(const int8_t* values, const uint8_t* scales, int64_t n, int64_t k,
+                               uint8_t* out);
+absl::Status UnpackInt8SwapAb(const uint8_t* packed, int64_t n, int64_t k, int8_t* values,
+                              uint8_t* scales);
 
 }  // namespace gemmd
 

@@ -81,6 +81,54 @@ TEST(QuantPrepackTest, CodesAndScalesSitWhereDocumented) {
   }
 }
 
+TEST(QuantPrepackTest, Int8RoundTripIsExactAndNothingIsAdded) {
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{16, 64}, {48, 192}, {32, 1024}}) {
+    SCOPED_TRACE(testing::Message() << n << " x " << k);
+    std::mt19937 rng(static_cast<uint32_t>(n + k));
+    std::vector<int8_t> values(n * k);
+    std::vector<uint8_t> scales(4 * n);
+    for (int8_t& v : values) v = static_cast<int8_t>(rng());
+    for (uint8_t& b : scales) b = static_cast<uint8_t>(rng());
+    std::vector<uint8_t> packed(Int8Bytes(n, k), 0xAB);
+    ASSERT_EQ(packed.size(), values.size() + scales.size());
+    ASSERT_TRUE(PrepackInt8SwapAb(values.data(), scales.data(), n, k, packed.data()).ok());
+    std::vector<int8_t> values_out(values.size(), 0x5A);
+    std::vector<uint8_t> scales_out(scales.size(), 0x5A);
+    ASSERT_TRUE(UnpackInt8SwapAb(packed.data(), n, k, values_out.data(), scales_out.data()).ok());
+    EXPECT_EQ(values_out, values);
+    EXPECT_EQ(scales_out, scales);
+  }
+}
+
+TEST(QuantPrepackTest, Int8ValuesSitWhereDocumented) {
+  const int64_t n = 32, k = 128;
+  auto value = [](int64_t row, int64_t col) {
+    return static_cast<int8_t>((row * 5 + col * 3) % 251 - 125);
+  };
+  std::vector<int8_t> values(n * k);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t col = 0; col < k; ++col) values[r * k + col] = value(r, col);
+  }
+  std::vector<uint8_t> scales(4 * n, 7);
+  std::vector<uint8_t> packed(Int8Bytes(n, k));
+  ASSERT_TRUE(PrepackInt8SwapAb(values.data(), scales.data(), n, k, packed.data()).ok());
+  const uint8_t* tile = packed.data() + 1024 * 3;  // row tile 1, K tile 1
+  const int64_t r0 = 16, k0 = 64;
+  for (int lane : {0, 7, 22, 31}) {
+    const int64_t g = lane / 4, t = lane % 4;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t c = k0 + 16 * t + 4 * j;
+      const auto* w = reinterpret_cast<const int8_t*>(tile + 32 * lane + 8 * j);
+      const int8_t expected[8] = {value(r0 + g, c),         value(r0 + g, c + 1),
+                                  value(r0 + g + 8, c),     value(r0 + g + 8, c + 1),
+                                  value(r0 + g, c + 2),     value(r0 + g, c + 3),
+                                  value(r0 + g + 8, c + 2), value(r0 + g + 8, c + 3)};
+      for (int b = 0; b < 8; ++b) EXPECT_EQ(w[b], expected[b]) << lane << " " << j << " " << b;
+    }
+  }
+  EXPECT_EQ(packed[n * k], 7);  // the row scales follow, as they were
+}
+
 TEST(QuantPrepackTest, RefusesShapesWithoutTheLayout) {
   EXPECT_TRUE(Nvfp4SwapAbFits(16, 64));
   EXPECT_FALSE(Nvfp4SwapAbFits(8, 64));
@@ -93,6 +141,9 @@ TEST(QuantPrepackTest, RefusesShapesWithoutTheLayout) {
             absl::string_view::npos)
       << st;
   EXPECT_EQ(UnpackNvfp4SwapAb(&byte, 16, 96, &byte, &byte).code(),
+            absl::StatusCode::kInvalidArgument);
+  int8_t value = 0;
+  EXPECT_EQ(PrepackInt8SwapAb(&value, &byte, 16, 32, &byte).code(),
             absl::StatusCode::kInvalidArgument);
 }
 

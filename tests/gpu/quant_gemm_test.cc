@@ -12,6 +12,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -272,28 +273,43 @@ TEST(SkinnyQuantizedArgsTest, RejectsWhatItCannotRun) {
             "skinny quantized GEMM: workspace too small");
 }
 
-// The swap-AB kernel on weights in the swap-AB layout (quant_prepack.h), FP16 A: every
-// token-tile and row-tile configuration, partial token tiles, n not a multiple of 32.
+// The swap-AB kernel on weights in the swap-AB layouts (quant_prepack.h), FP16 A.
 struct SwapAbCase {
+  QuantFormat format;
   int64_t m, n, k;
 };
 
-class SwapAbNvfp4Test : public ::testing::TestWithParam<SwapAbCase> {};
+class SwapAbTest : public ::testing::TestWithParam<SwapAbCase> {};
 
-TEST_P(SwapAbNvfp4Test, MatchesDequantizedReference) {
+TEST_P(SwapAbTest, MatchesDequantizedReference) {
   SKIP_WITHOUT_GPU();
   const SwapAbCase c = GetParam();
   const uint64_t seed = testing::TestSeed(37);
-  SCOPED_TRACE(absl::StrCat(c.m, "x", c.n, "x", c.k, " seed ", seed));
+  SCOPED_TRACE(
+      absl::StrCat(QuantFormatName(c.format), " ", c.m, "x", c.n, "x", c.k, " seed ", seed));
   std::mt19937_64 rng(seed);
   const std::string a_bytes = testing::RandomBytes(DataType::kFloat16, c.m * c.k, rng);
   const std::string w_bytes = testing::RandomBytes(DataType::kFloat32, c.n * c.k, rng);
-  const Nvfp4Matrix q = *QuantizeNvfp4(reinterpret_cast<const float*>(w_bytes.data()), c.n, c.k);
+  const float* w = reinterpret_cast<const float*>(w_bytes.data());
   std::vector<float> b_deq(static_cast<size_t>(c.n * c.k));
-  ASSERT_TRUE(DequantizeNvfp4(q, b_deq.data()).ok());
-  std::vector<uint8_t> packed(q.packed.size() + q.block_scales.size());
-  ASSERT_TRUE(
-      PrepackNvfp4SwapAb(q.packed.data(), q.block_scales.data(), c.n, c.k, packed.data()).ok());
+  std::vector<uint8_t> packed;
+  float tensor_scale = 1.0f;
+  if (c.format == QuantFormat::kInt8) {
+    const Int8Matrix q = *QuantizeInt8(w, c.n, c.k);
+    DequantizeInt8(q, b_deq.data());
+    packed.resize(q.values.size() + 4 * q.scales.size());
+    ASSERT_TRUE(PrepackInt8SwapAb(q.values.data(),
+                                  reinterpret_cast<const uint8_t*>(q.scales.data()), c.n, c.k,
+                                  packed.data())
+                    .ok());
+  } else {
+    const Nvfp4Matrix q = *QuantizeNvfp4(w, c.n, c.k);
+    ASSERT_TRUE(DequantizeNvfp4(q, b_deq.data()).ok());
+    packed.resize(q.packed.size() + q.block_scales.size());
+    ASSERT_TRUE(
+        PrepackNvfp4SwapAb(q.packed.data(), q.block_scales.data(), c.n, c.k, packed.data()).ok());
+    tensor_scale = q.tensor_scale;
+  }
 
   std::vector<float> a32(static_cast<size_t>(c.m * c.k));
   for (int64_t i = 0; i < c.m * c.k; ++i) {
@@ -311,38 +327,58 @@ TEST_P(SwapAbNvfp4Test, MatchesDequantizedReference) {
   DeviceBuffer d_w = Upload(packed.data(), packed.size());
   DeviceBuffer d_c = *DeviceBuffer::Allocate(static_cast<size_t>(c.m * c.n * 4));
   ASSERT_EQ(cudaMemset(d_c.get(), 0xFF, c.m * c.n * 4), cudaSuccess);  // NaN: must be written
-  ASSERT_TRUE(LaunchSwapAbNvfp4(d_a.get(), c.m, d_w.get(), q.tensor_scale, c.n, c.k,
-                                d_c.as<float>(), nullptr)
+  ASSERT_TRUE((c.format == QuantFormat::kInt8
+                   ? LaunchSwapAbInt8(d_a.get(), c.m, d_w.get(), c.n, c.k, d_c.as<float>(), nullptr)
+                   : LaunchSwapAbNvfp4(d_a.get(), c.m, d_w.get(), tensor_scale, c.n, c.k,
+                                       d_c.as<float>(), nullptr))
                   .ok());
   std::vector<float> out(static_cast<size_t>(c.m * c.n));
   ASSERT_EQ(cudaMemcpy(out.data(), d_c.get(), out.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_LE(RelativeError(ref.data(), out.data(), DataType::kFloat32, c.m * c.n), 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, SwapAbNvfp4Test,
-                         ::testing::Values(SwapAbCase{1, 16, 64}, SwapAbCase{1, 256, 1024},
-                                           SwapAbCase{5, 48, 192}, SwapAbCase{8, 128, 4096},
-                                           SwapAbCase{9, 64, 256}, SwapAbCase{16, 112, 640},
-                                           SwapAbCase{17, 96, 128}, SwapAbCase{32, 48, 512},
-                                           SwapAbCase{33, 64, 2048}, SwapAbCase{64, 80, 320},
-                                           SwapAbCase{64, 256, 1024}),
+// Every token-tile and row-tile configuration, partial token tiles, n not a multiple of 32.
+std::vector<SwapAbCase> SwapAbCases() {
+  std::vector<SwapAbCase> cases;
+  for (QuantFormat format : {QuantFormat::kNvfp4, QuantFormat::kInt8}) {
+    for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 16, 64},
+                                                                             {1, 256, 1024},
+                                                                             {5, 48, 192},
+                                                                             {8, 128, 4096},
+                                                                             {9, 64, 256},
+                                                                             {16, 112, 640},
+                                                                             {17, 96, 128},
+                                                                             {32, 48, 512},
+                                                                             {33, 64, 2048},
+                                                                             {64, 80, 320},
+                                                                             {64, 256, 1024}}) {
+      cases.push_back({format, m, n, k});
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SwapAbTest, ::testing::ValuesIn(SwapAbCases()),
                          [](const ::testing::TestParamInfo<SwapAbCase>& info) {
-                           return absl::StrCat(info.param.m, "x", info.param.n, "x", info.param.k);
+                           return absl::StrCat(QuantFormatName(info.param.format), "_",
+                                               info.param.m, "x", info.param.n, "x", info.param.k);
                          });
 
-TEST(SwapAbNvfp4ArgsTest, RejectsWhatItCannotRun) {
+TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {
   alignas(16) char buf[16];
-  EXPECT_TRUE(SwapAbNvfp4Runs(buf, 64, buf, 16, 64).ok());
-  EXPECT_EQ(SwapAbNvfp4Runs(buf, 65, buf, 16, 64).message(),
+  EXPECT_TRUE(SwapAbRuns(buf, 64, buf, 16, 64).ok());
+  EXPECT_EQ(SwapAbRuns(buf, 65, buf, 16, 64).message(),
             "the swap-AB kernel takes 1 to 64 rows of A; got 65");
-  EXPECT_EQ(SwapAbNvfp4Runs(buf, 0, buf, 16, 64).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(SwapAbNvfp4Runs(buf, 1, buf, 24, 64).message(),
+  EXPECT_EQ(SwapAbRuns(buf, 0, buf, 16, 64).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SwapAbRuns(buf, 1, buf, 24, 64).message(),
             "the swap-AB kernel needs a weight of rows % 16 == 0 and K % 64 == 0, below 2^30; "
             "got [24, 64]");
-  EXPECT_EQ(SwapAbNvfp4Runs(buf + 2, 1, buf, 16, 64).message(),
+  EXPECT_EQ(SwapAbRuns(buf + 2, 1, buf, 16, 64).message(),
             "the swap-AB kernel needs A and the weight 16-byte aligned");
   EXPECT_EQ(LaunchSwapAbNvfp4(buf, 1, buf, 1.0f, 16, 64, nullptr, nullptr).message(),
             "the swap-AB kernel needs C");
+  EXPECT_EQ(LaunchSwapAbInt8(buf, 1, buf, 16, 48, nullptr, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

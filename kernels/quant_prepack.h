@@ -1,5 +1,5 @@
-// NVFP4 weights re-laid out for the swap-AB skinny kernel (cuda/quantized/quant_swapab.h):
-// the canonical format (quant_formats.h: [n, k/2] code bytes, [n, k/16] E4M3 scale bytes)
+// Quantized weights re-laid out for the swap-AB skinny kernel (cuda/quantized/quant_swapab.h):
+// NVFP4: the canonical format (quant_formats.h: [n, k/2] code bytes, [n, k/16] E4M3 scale bytes)
 // rearranged so that one warp reads a 16-row x 64-K piece of the weight as one contiguous
 // 576-byte "super-tile", each lane 16 code bytes and 2 scale bytes, and the 16 code bytes
 // decode straight into its A fragments of four mma.sync m16n8k16 steps (the weight is the

@@ -368,6 +368,12 @@ struct Row {
 
 // ---- timing ----------------------------------------------------------------------------
 
+double Median(std::vector<float>& v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 template <typename Fn>
 double MedianMs(const Options& o, int sets, Fn&& run) {
   for (int i = 0; i < o.warmup; ++i) run(i % sets);
@@ -385,8 +391,7 @@ double MedianMs(const Options& o, int sets, Fn&& run) {
     CHECK_CUDA(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
   }
   for (auto& e : ev) cudaEventDestroy(e);
-  std::sort(ms.begin(), ms.end());
-  return o.iters % 2 ? ms[o.iters / 2] : 0.5 * (ms[o.iters / 2 - 1] + ms[o.iters / 2]);
+  return Median(ms);
 }
 
 // The medians of run_a and run_b timed in alternation (a, b, a, b, ...), each launch between
@@ -417,11 +422,7 @@ std::pair<double, double> PairedMedianMs(const Options& o, int sets, FnA&& run_a
     CHECK_CUDA(cudaEventElapsedTime(&b[i], ev[4 * i + 2], ev[4 * i + 3]));
   }
   for (auto& e : ev) cudaEventDestroy(e);
-  auto median = [&](std::vector<float>& v) {
-    std::sort(v.begin(), v.end());
-    return o.iters % 2 ? v[o.iters / 2] : 0.5 * (v[o.iters / 2 - 1] + v[o.iters / 2]);
-  };
-  return {median(a), median(b)};
+  return {Median(a), Median(b)};
 }
 
 // ---- reference ---------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/common/cuda_status.h"
+#include "kernels/cuda/quantized/nvfp4_decode.cuh"
 #include "kernels/cuda/quantized/quant_skinny_device.cuh"
 #include "kernels/cuda/quantized/quant_swapab.h"
 #include "kernels/quant_prepack.h"
@@ -36,9 +37,7 @@ constexpr int kSuperTileK = static_cast<int>(kSwapAbK);
 __device__ __forceinline__ uint32_t ScalePair(uint32_t two_bytes) {
   const uint32_t v = (two_bytes & 0xFFu) | ((two_bytes & 0xFF00u) << 8);
   const uint32_t bits = ((v << 7) & 0x3F803F80u) | ((v << 8) & 0x80008000u);
-  uint32_t d;
-  asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(bits), "r"(0x78007800u));
-  return d;
+  return internal::nvfp4::Hmul2(bits, 0x78007800u);
 }
 
 __device__ __forceinline__ uint32_t Word(const uint4& v, int i) {

@@ -206,7 +206,10 @@ struct Options {
   // 28672x8192 and 8192x28672).
   std::vector<std::pair<int64_t, int64_t>> skinny_shapes = {{8192, 8192}};
   std::vector<std::string> skinny_formats = {"nvfp4", "int8"};  // --skinny-formats=...
-  int swapab_l2_ahead = 0;  // --swapab-l2-ahead=N: the swap-AB kernel also with L2 requests
+  int swapab_l2_ahead =
+      0;                  // --swapab-l2-ahead=N: the mma.sync swap-AB kernel also with L2 requests
+  int swapab_rows = 0;    // --swapab-rows=128|256: the wgmma swap-AB kernel's rows a block
+  int swapab_splits = 0;  // --swapab-splits=1|2|4|8: its K split (0: chosen)
   DataType skinny_a = DataType::kFloat16;       // --skinny-a=float16|bfloat16
   gemmd::gpu::SkinnyQuantizedTuning skinny;  // --skinny-k-splits, --skinny-stages, --skinny-path
 };
@@ -277,6 +280,10 @@ Options ParseOptions(int argc, char** argv) {
       }
     } else if (Flag(arg, "--swapab-l2-ahead", &v)) {
       o.swapab_l2_ahead = std::clamp(std::atoi(v.c_str()), 0, 64);
+    } else if (Flag(arg, "--swapab-rows", &v)) {
+      o.swapab_rows = std::atoi(v.c_str());
+    } else if (Flag(arg, "--swapab-splits", &v)) {
+      o.swapab_splits = std::atoi(v.c_str());
     } else if (Flag(arg, "--skinny-formats", &v) && !v.empty()) {
       o.skinny_formats.clear();
       std::stringstream list(v);
@@ -302,7 +309,8 @@ Options ParseOptions(int argc, char** argv) {
                    "[--warmup=N] [--filter=SUBSTR] [--kernels=SUBSTR|auto] [--seed=S] "
                    "[--device=D] [--no-check] [--paired] [--with-copies]\n"
                    "       [--quantized [--skinny-m=M,...] [--skinny-shapes=NxK,...] "
-                   "[--skinny-formats=nvfp4,int8] [--swapab-l2-ahead=N] "
+                   "[--skinny-formats=nvfp4,int8] [--swapab-l2-ahead=N] [--swapab-rows=128|256] "
+                   "[--swapab-splits=1|2|4|8] "
                    "[--skinny-a=float16|bfloat16] "
                    "[--skinny-k-splits=N] [--skinny-stages=S]\n"
                    "                    [--skinny-path=auto|stream|ring|regs|classic]]\n"
@@ -936,24 +944,34 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
       CHECK_CUDA(
           cudaMemcpy(d_packed.back().p, packed.data(), packed.size(), cudaMemcpyHostToDevice));
     }
-    // Without and with the L2 requests ahead (--swapab-l2-ahead=N; 0: without only).
-    std::vector<int> aheads = {0};
-    if (o.swapab_l2_ahead > 0) aheads.push_back(o.swapab_l2_ahead);
-    for (int ahead : aheads) {
+    // mma.sync without and with the L2 requests ahead (--swapab-l2-ahead=N; 0: without
+    // only), then wgmma where it runs.
+    std::vector<gemmd::gpu::SwapAbOptions> variants;
+    for (int ahead : {0, o.swapab_l2_ahead}) {
+      if (ahead > 0 || variants.empty()) {
+        variants.push_back({gemmd::gpu::SwapAbPath::kMmaSync, ahead, 0, 0});
+      }
+    }
+    if (gemmd::gpu::ResolveSwapAbPath(gemmd::gpu::SwapAbPath::kWgmma).ok()) {
+      variants.push_back({gemmd::gpu::SwapAbPath::kWgmma, 0, o.swapab_rows, o.swapab_splits});
+    }
+    for (const gemmd::gpu::SwapAbOptions& options : variants) {
       auto launch_swapab = [&](int set) {
         float* c = static_cast<float*>(d_c.p);
         const absl::Status st =
-            int8 ? gemmd::gpu::LaunchSwapAbInt8(d_a.p, m, d_packed[set].p, n, k, c, nullptr, ahead)
-                 : gemmd::gpu::LaunchSwapAbNvfp4(d_a.p, m, d_packed[set].p, tensor_scale, n, k, c,
-                                                 nullptr, ahead);
+            int8
+                ? gemmd::gpu::LaunchSwapAbInt8(d_a.p, m, d_packed[set].p, n, k, c, nullptr, options)
+                : gemmd::gpu::LaunchSwapAbNvfp4(d_a.p, m, d_packed[set].p, tensor_scale, n, k, c,
+                                                nullptr, options);
         if (!st.ok()) {
           std::cerr << "swap-AB: " << st << "\n";
           std::exit(1);
         }
       };
       QuantRow sw = r;
-      sw.kernel = std::string(int8 ? "swapab_int8_mma16816" : "swapab_nvfp4_mma16816") +
-                  (ahead > 0 ? " (L2 ahead " + std::to_string(ahead) + ")" : "");
+      sw.kernel =
+          gemmd::gpu::SwapAbKernelName(int8, options.path) +
+          (options.l2_ahead > 0 ? " (L2 ahead " + std::to_string(options.l2_ahead) + ")" : "");
       sw.ms = MedianMs(o, sets, launch_swapab);
       sw.rel_error = c_error(launch_swapab);
       std::fprintf(stderr, "  %-6s %-16s %s %8.4f ms (%6.0f GB/s)  %.2fx  err %.2e\n",

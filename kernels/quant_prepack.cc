@@ -14,14 +14,14 @@ struct Source {
 };
 constexpr Source Nvfp4SourceOf(int lane, int j, int i) {
   const int g = lane / 4, t = lane % 4;
-  constexpr int kDeltaK[8] = {0, 0, 2, 2, 1, 1, 3, 3};
-  return {g + 8 * (i % 2), 16 * t + 4 * j + kDeltaK[i]};
+  constexpr int kDeltaK[8] = {0, 0, 8, 8, 1, 1, 9, 9};
+  return {g + 8 * (i % 2), 16 * j + 2 * t + kDeltaK[i]};
 }
 
 // INT8: byte b (0..7) of lane L's step j holds row (g or g + 8) at K c + offset.
 constexpr Source Int8SourceOf(int lane, int j, int b) {
   const int g = lane / 4, t = lane % 4;
-  return {g + 8 * ((b / 2) % 2), 16 * t + 4 * j + 2 * (b / 4) + b % 2};
+  return {g + 8 * ((b / 2) % 2), 16 * j + 2 * t + 8 * (b / 4) + b % 2};
 }
 
 // Calls f(super-tile base row, base K, super-tile offset) for every super-tile of
@@ -48,10 +48,14 @@ void ForEachNvfp4Place(int64_t n, int64_t k, Code&& code, Scale&& scale) {
           code(2 * (at + 16 * lane + 4 * j) + i, (r0 + src.row) * k + k0 + src.k);
         }
       }
-      const int g = lane / 4, t = lane % 4;
-      const int64_t block = k0 / 16 + t;
-      scale(at + 512 + 2 * lane, (r0 + g) * (k / 16) + block);
-      scale(at + 512 + 2 * lane + 1, (r0 + g + 8) * (k / 16) + block);
+    }
+    // Row r0 + g + 8h's scale of K block k0 / 16 + j at 512 + 8g + 2j + h.
+    for (int g = 0; g < 8; ++g) {
+      for (int j = 0; j < 4; ++j) {
+        for (int h = 0; h < 2; ++h) {
+          scale(at + 512 + 8 * g + 2 * j + h, (r0 + g + 8 * h) * (k / 16) + k0 / 16 + j);
+        }
+      }
     }
   });
 }

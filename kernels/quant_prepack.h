@@ -1,28 +1,29 @@
-// Quantized weights re-laid out for the swap-AB skinny kernel (cuda/quantized/quant_swapab.h):
+// Quantized weights re-laid out for the swap-AB skinny kernels (cuda/quantized/quant_swapab.h):
 // NVFP4: the canonical format (quant_formats.h: [n, k/2] code bytes, [n, k/16] E4M3 scale bytes)
 // rearranged so that one warp reads a 16-row x 64-K piece of the weight as one contiguous
-// 576-byte "super-tile", each lane 16 code bytes and 2 scale bytes, and the 16 code bytes
-// decode straight into its A fragments of four mma.sync m16n8k16 steps (the weight is the
-// MMA's A operand: 16 weight rows against 8 tokens). Same bytes as the canonical format,
-// none added; exact both ways. Plain C++, thread-safe.
+// 576-byte "super-tile", each lane 16 code bytes and 8 scale bytes, and the 16 code bytes
+// decode straight into its A fragments of four m16n8k16 steps (the weight is the MMA's A
+// operand, 16 weight rows a warp; mma.sync and wgmma's register A share that fragment).
+// K keeps its order, so the activations are the MMA's B operand as stored (a TMA box of
+// them feeds wgmma). Same bytes as the canonical format, none added; exact both ways.
+// Plain C++, thread-safe.
 //
 // Super-tile (r0 = 16 * row_tile, k0 = 64 * k_tile) at byte 576 * (row_tile * k/64 + k_tile):
 // - bytes [0, 512): lane L = 4g + t (g = L / 4, t = L % 4) has bytes [16L, 16L + 16),
-//   four words, word j the MMA step j. Its nibbles 0..7 (nibble i: byte i / 2, low
-//   nibble first) are the codes of rows (r0+g, r0+g+8, r0+g, r0+g+8, r0+g, r0+g+8, r0+g,
-//   r0+g+8) at K (c, c, c+2, c+2, c+1, c+1, c+3, c+3), c = k0 + 16t + 4j. The lane's
-//   word then decodes (DecodeE2m1Word's pairs (0,4) (1,5) (2,6) (3,7)) into its four A
-//   registers of step j, whose K slots (2t, 2t+1, 2t+8, 2t+9) stand for K c..c+3: a
-//   permutation of K inside the super-tile, which the activations follow (their 16
-//   values of lane t are K k0+16t .. k0+16t+15, contiguous).
-// - bytes [512, 576): lane L has bytes 512 + 2L (row r0+g's E4M3 scale of the block
-//   k0/16 + t) and 512 + 2L + 1 (row r0+g+8's): a lane's 16 K values are that one block.
+//   four words, word j the MMA step j (K k0 + 16j .. + 15). Its nibbles 0..7 (nibble i:
+//   byte i / 2, low nibble first) are the codes of rows (r0+g, r0+g+8, r0+g, r0+g+8,
+//   r0+g, r0+g+8, r0+g, r0+g+8) at K (c, c, c+8, c+8, c+1, c+1, c+9, c+9), c = k0 + 16j +
+//   2t. The word then decodes (DecodeE2m1Word's pairs (0,4) (1,5) (2,6) (3,7)) into the
+//   lane's four A registers of step j: (row g, K slots 2t, 2t+1), (row g+8, the same),
+//   (row g, 2t+8, 2t+9), (row g+8, the same).
+// - bytes [512, 576): byte 512 + 8g + 2j + h is row r0+g+8h's E4M3 scale of the K block
+//   k0/16 + j: the 8 bytes at 512 + 8g are the scales of all four steps of lanes 4g..4g+3.
 // Needs n % 16 == 0 and k % 64 == 0 (Nvfp4SwapAbFits); other shapes stay canonical.
 //
 // INT8 (values [n, k], FP32 row scales [n]) the same way, in 1024-byte super-tiles of
 // 16 rows x 64 K, then the n row scales as they were (the epilogue's, 4n bytes, at byte
 // n * k): lane L has bytes [32L, 32L + 32), 8 a step j, two words. Word 0 holds rows
-// (r0+g, r0+g, r0+g+8, r0+g+8) at K (c, c+1, c, c+1), word 1 the same at (c+2, c+3):
+// (r0+g, r0+g, r0+g+8, r0+g+8) at K (c, c+1, c, c+1), word 1 the same at (c+8, c+9):
 // DecodeInt8Word's pairs (0,1) (2,3) are then the A registers of step j in MMA order.
 #ifndef GEMMD_KERNELS_QUANT_PREPACK_H_
 #define GEMMD_KERNELS_QUANT_PREPACK_H_
@@ -36,6 +37,7 @@ namespace gemmd {
 inline constexpr int64_t kSwapAbRows = 16;             // weight rows of a super-tile
 inline constexpr int64_t kSwapAbK = 64;                // K of a super-tile
 inline constexpr int64_t kSwapAbSuperTileBytes = 576;  // 512 code bytes + 64 scale bytes
+inline constexpr int64_t kSwapAbScaleOffset = 512;     // a super-tile's scale bytes
 
 // Whether a [n, k] NVFP4 weight has a swap-AB layout: n % 16 == 0, k % 64 == 0, both > 0.
 bool Nvfp4SwapAbFits(int64_t n, int64_t k);

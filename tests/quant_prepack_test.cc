@@ -64,20 +64,20 @@ TEST(QuantPrepackTest, CodesAndScalesSitWhereDocumented) {
   for (int lane : {0, 5, 18, 31}) {
     const int64_t g = lane / 4, t = lane % 4;
     for (int j = 0; j < 4; ++j) {
-      const int64_t col = k0 + 16 * t + 4 * j;
+      const int64_t col = k0 + 16 * j + 2 * t;
       const uint8_t* w = tile + 16 * lane + 4 * j;
       auto nibble = [&](int i) { return (w[i / 2] >> (4 * (i % 2))) & 0x0F; };
       EXPECT_EQ(nibble(0), code(r0 + g, col)) << lane << " " << j;
       EXPECT_EQ(nibble(1), code(r0 + g + 8, col));
-      EXPECT_EQ(nibble(2), code(r0 + g, col + 2));
-      EXPECT_EQ(nibble(3), code(r0 + g + 8, col + 2));
+      EXPECT_EQ(nibble(2), code(r0 + g, col + 8));
+      EXPECT_EQ(nibble(3), code(r0 + g + 8, col + 8));
       EXPECT_EQ(nibble(4), code(r0 + g, col + 1));
       EXPECT_EQ(nibble(5), code(r0 + g + 8, col + 1));
-      EXPECT_EQ(nibble(6), code(r0 + g, col + 3));
-      EXPECT_EQ(nibble(7), code(r0 + g + 8, col + 3));
+      EXPECT_EQ(nibble(6), code(r0 + g, col + 9));
+      EXPECT_EQ(nibble(7), code(r0 + g + 8, col + 9));
+      EXPECT_EQ(tile[512 + 8 * g + 2 * j], scale(r0 + g, k0 / 16 + j));
+      EXPECT_EQ(tile[512 + 8 * g + 2 * j + 1], scale(r0 + g + 8, k0 / 16 + j));
     }
-    EXPECT_EQ(tile[512 + 2 * lane], scale(r0 + g, k0 / 16 + t));
-    EXPECT_EQ(tile[512 + 2 * lane + 1], scale(r0 + g + 8, k0 / 16 + t));
   }
 }
 
@@ -117,12 +117,12 @@ TEST(QuantPrepackTest, Int8ValuesSitWhereDocumented) {
   for (int lane : {0, 7, 22, 31}) {
     const int64_t g = lane / 4, t = lane % 4;
     for (int j = 0; j < 4; ++j) {
-      const int64_t c = k0 + 16 * t + 4 * j;
+      const int64_t c = k0 + 16 * j + 2 * t;
       const auto* w = reinterpret_cast<const int8_t*>(tile + 32 * lane + 8 * j);
       const int8_t expected[8] = {value(r0 + g, c),         value(r0 + g, c + 1),
                                   value(r0 + g + 8, c),     value(r0 + g + 8, c + 1),
-                                  value(r0 + g, c + 2),     value(r0 + g, c + 3),
-                                  value(r0 + g + 8, c + 2), value(r0 + g + 8, c + 3)};
+                                  value(r0 + g, c + 8),     value(r0 + g, c + 9),
+                                  value(r0 + g + 8, c + 8), value(r0 + g + 8, c + 9)};
       for (int b = 0; b < 8; ++b) EXPECT_EQ(w[b], expected[b]) << lane << " " << j << " " << b;
     }
   }

@@ -273,10 +273,11 @@ TEST(SkinnyQuantizedArgsTest, RejectsWhatItCannotRun) {
             "skinny quantized GEMM: workspace too small");
 }
 
-// The swap-AB kernel on weights in the swap-AB layouts (quant_prepack.h), FP16 A.
+// The swap-AB kernels on weights in the swap-AB layouts (quant_prepack.h), FP16 A.
 struct SwapAbCase {
   QuantFormat format;
   int64_t m, n, k;
+  SwapAbOptions options;
 };
 
 class SwapAbTest : public ::testing::TestWithParam<SwapAbCase> {};
@@ -284,6 +285,7 @@ class SwapAbTest : public ::testing::TestWithParam<SwapAbCase> {};
 TEST_P(SwapAbTest, MatchesDequantizedReference) {
   SKIP_WITHOUT_GPU();
   const SwapAbCase c = GetParam();
+  if (!ResolveSwapAbPath(c.options.path).ok()) GTEST_SKIP() << "no wgmma on this GPU or build";
   const uint64_t seed = testing::TestSeed(37);
   SCOPED_TRACE(
       absl::StrCat(QuantFormatName(c.format), " ", c.m, "x", c.n, "x", c.k, " seed ", seed));
@@ -328,31 +330,47 @@ TEST_P(SwapAbTest, MatchesDequantizedReference) {
   DeviceBuffer d_c = *DeviceBuffer::Allocate(static_cast<size_t>(c.m * c.n * 4));
   ASSERT_EQ(cudaMemset(d_c.get(), 0xFF, c.m * c.n * 4), cudaSuccess);  // NaN: must be written
   ASSERT_TRUE((c.format == QuantFormat::kInt8
-                   ? LaunchSwapAbInt8(d_a.get(), c.m, d_w.get(), c.n, c.k, d_c.as<float>(), nullptr)
+                   ? LaunchSwapAbInt8(d_a.get(), c.m, d_w.get(), c.n, c.k, d_c.as<float>(), nullptr,
+                                      c.options)
                    : LaunchSwapAbNvfp4(d_a.get(), c.m, d_w.get(), tensor_scale, c.n, c.k,
-                                       d_c.as<float>(), nullptr))
+                                       d_c.as<float>(), nullptr, c.options))
                   .ok());
   std::vector<float> out(static_cast<size_t>(c.m * c.n));
   ASSERT_EQ(cudaMemcpy(out.data(), d_c.get(), out.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_LE(RelativeError(ref.data(), out.data(), DataType::kFloat32, c.m * c.n), 1e-5);
 }
 
-// Every token-tile and row-tile configuration, partial token tiles, n not a multiple of 32.
+// Both kernels on every token-tile and row-tile configuration, partial token tiles, n not
+// a multiple of 32; the wgmma kernel also on both block heights and every K split, with
+// partial blocks, splits of unequal K and splits with no K at all.
 std::vector<SwapAbCase> SwapAbCases() {
   std::vector<SwapAbCase> cases;
   for (QuantFormat format : {QuantFormat::kNvfp4, QuantFormat::kInt8}) {
-    for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 16, 64},
-                                                                             {1, 256, 1024},
-                                                                             {5, 48, 192},
-                                                                             {8, 128, 4096},
-                                                                             {9, 64, 256},
-                                                                             {16, 112, 640},
-                                                                             {17, 96, 128},
-                                                                             {32, 48, 512},
-                                                                             {33, 64, 2048},
-                                                                             {64, 80, 320},
-                                                                             {64, 256, 1024}}) {
-      cases.push_back({format, m, n, k});
+    for (SwapAbPath path : {SwapAbPath::kMmaSync, SwapAbPath::kWgmma}) {
+      for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 16, 64},
+                                                                               {1, 256, 1024},
+                                                                               {5, 48, 192},
+                                                                               {8, 128, 4096},
+                                                                               {9, 64, 256},
+                                                                               {16, 112, 640},
+                                                                               {17, 96, 128},
+                                                                               {32, 48, 512},
+                                                                               {33, 64, 2048},
+                                                                               {64, 80, 320},
+                                                                               {64, 256, 1024}}) {
+        cases.push_back({format, m, n, k, {path}});
+      }
+    }
+    for (auto [m, n, k, rows, splits] :
+         std::vector<std::tuple<int64_t, int64_t, int64_t, int, int>>{{3, 400, 320, 128, 1},
+                                                                      {3, 400, 320, 256, 1},
+                                                                      {12, 272, 576, 128, 2},
+                                                                      {24, 528, 704, 256, 4},
+                                                                      {40, 144, 448, 128, 8},
+                                                                      {64, 512, 192, 256, 8},
+                                                                      {64, 4096, 8192, 0, 0},
+                                                                      {16, 8192, 1024, 0, 0}}) {
+      cases.push_back({format, m, n, k, {SwapAbPath::kWgmma, 0, rows, splits}});
     }
   }
   return cases;
@@ -360,8 +378,11 @@ std::vector<SwapAbCase> SwapAbCases() {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SwapAbTest, ::testing::ValuesIn(SwapAbCases()),
                          [](const ::testing::TestParamInfo<SwapAbCase>& info) {
+                           const SwapAbOptions& o = info.param.options;
                            return absl::StrCat(QuantFormatName(info.param.format), "_",
-                                               info.param.m, "x", info.param.n, "x", info.param.k);
+                                               o.path == SwapAbPath::kWgmma ? "wgmma" : "mma", "_",
+                                               info.param.m, "x", info.param.n, "x", info.param.k,
+                                               "_r", o.rows, "_s", o.splits);
                          });
 
 TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {
@@ -379,6 +400,15 @@ TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {
             "the swap-AB kernel needs C");
   EXPECT_EQ(LaunchSwapAbInt8(buf, 1, buf, 16, 48, nullptr, nullptr).code(),
             absl::StatusCode::kInvalidArgument);
+  if (ResolveSwapAbPath(SwapAbPath::kWgmma).ok()) {
+    float* c = reinterpret_cast<float*>(buf);
+    EXPECT_EQ(
+        LaunchSwapAbInt8(buf, 1, buf, 16, 64, c, nullptr, {SwapAbPath::kWgmma, 0, 64, 0}).message(),
+        "the swap-AB wgmma kernel takes 128 or 256 rows a block; got 64");
+    EXPECT_EQ(
+        LaunchSwapAbInt8(buf, 1, buf, 16, 64, c, nullptr, {SwapAbPath::kWgmma, 0, 0, 3}).message(),
+        "the swap-AB wgmma kernel splits K 1, 2, 4 or 8 ways; got 3");
+  }
 }
 
 }  // namespace

@@ -79,6 +79,19 @@ __device__ __forceinline__ void TmaLoad3d(uint32_t dst, const CUtensorMap* map, 
 #endif
 }
 
+// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) of contiguous global
+// memory to shared memory at `dst`, completing them on `bar` (announced as TmaLoad3d's).
+__device__ __forceinline__ void BulkLoad(uint32_t dst, const void* src, uint32_t bytes,
+                                         uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+#endif
+}
+
 // Register budgets of warp-specialised kernels (the kernel needs a register cap at entry:
 // __launch_bounds__(threads, 1)).
 template <int kRegisters>

@@ -1,11 +1,11 @@
-// The swap-AB skinny kernel (quant_swapab.h), NVFP4 or INT8. A block owns kRowTiles tiles of 16
-// weight rows; its kWarps warps take the K super-tiles in turn (warp w: w, w + kWarps,
-// ...), so at any moment the block reads consecutive super-tiles. Per super-tile a lane
-// loads its 16 code bytes and 2 scale bytes (INT8: 32 value bytes) of each row tile and its
-// tokens' 16 halves of
-// activations (32 bytes, two 16-byte loads a token tile), decodes the codes into A
-// fragments and issues kRowTiles x kTokTiles x 4 MMAs. The warps' sums meet in shared
-// memory and warp 0 adds them in warp order.
+// The swap-AB skinny kernel on mma.sync (quant_swapab.h), NVFP4 or INT8: the path for GPUs
+// without wgmma. A block owns kRowTiles tiles of 16 weight rows; its kWarps warps take the
+// K super-tiles in turn (warp w: w, w + kWarps, ...), so at any moment the block reads
+// consecutive super-tiles. Per super-tile a lane loads its 16 code bytes and 8 scale bytes
+// (INT8: 32 value bytes) of each row tile and, per MMA step and token tile, its token's
+// two B words (K 2t, 2t+1 and 2t+8, 2t+9 of the step), decodes the codes into A fragments
+// and issues kRowTiles x kTokTiles x 4 MMAs. The warps' sums meet in shared memory and
+// warp 0 adds them in warp order.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -13,36 +13,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/common/cuda_status.h"
-#include "kernels/cuda/quantized/nvfp4_decode.cuh"
-#include "kernels/cuda/quantized/quant_skinny_device.cuh"
+#include "kernels/cuda/common/device_facts.h"
 #include "kernels/cuda/quantized/quant_swapab.h"
-#include "kernels/quant_prepack.h"
+#include "kernels/cuda/quantized/quant_swapab_device.cuh"
+#include "kernels/cuda/quantized/quant_swapab_wgmma.h"
 
 namespace gemmd::gpu {
 namespace {
 
-using skinny::DecodeE2m1Word;
-using skinny::DecodeInt8Word;
-using skinny::Hmul2Broadcast;
 using skinny::Mma;
-
-template <bool kInt8>
-constexpr int kSuperTileBytes = static_cast<int>(kInt8 ? kSwapAbInt8SuperTileBytes
-                                                       : kSwapAbSuperTileBytes);
-constexpr int kSuperTileK = static_cast<int>(kSwapAbK);
-
-// A lane's two scale bytes (row g's, row g + 8's) -> FP16 pair (scale * 2^7) each: the E4M3
-// bits placed as FP16 are the scale * 2^-8, then * 2^15. With the codes' 2^-14 the products
-// are value * scale * 2^-7, exact in FP16 (their lowest bit >= 2^-17).
-__device__ __forceinline__ uint32_t ScalePair(uint32_t two_bytes) {
-  const uint32_t v = (two_bytes & 0xFFu) | ((two_bytes & 0xFF00u) << 8);
-  const uint32_t bits = ((v << 7) & 0x3F803F80u) | ((v << 8) & 0x80008000u);
-  return internal::nvfp4::Hmul2(bits, 0x78007800u);
-}
-
-__device__ __forceinline__ uint32_t Word(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
+using swapab::kSuperTileBytes;
+using swapab::kSuperTileK;
 
 // kInt8: the weight's values end at byte n * k, where its FP32 row scales follow.
 template <bool kInt8, int kTokTiles, int kRowTiles, int kWarps>
@@ -74,56 +55,30 @@ __global__ void __launch_bounds__(kWarps * 32)
         asm volatile("prefetch.global.L2 [%0];\n" ::"l"(ahead + 128 * lane));
       }
     }
-    // Lane (g, t) brings token 8 jt + g's K [64 s + 16 t, +16): the MMA's B fragments of
-    // the super-tile's four steps (the layout's K order).
-    uint4 x[kTokTiles][2];
+    // Lane (g, t)'s B words of token 8 jt + g: per step j, K 16j + 2t (+1) and 16j + 2t + 8 (+9).
+    uint32_t x[kTokTiles][4][2];
 #pragma unroll
     for (int jt = 0; jt < kTokTiles; ++jt) {
       const int token = 8 * jt + g;
-      if (token < m) {
-        const uint4* p = reinterpret_cast<const uint4*>(a + static_cast<int64_t>(token) * k +
-                                                        kSuperTileK * s + 16 * t);
-        x[jt][0] = __ldg(p);
-        x[jt][1] = __ldg(p + 1);
-      } else {
-        x[jt][0] = x[jt][1] = make_uint4(0, 0, 0, 0);
+      const __half* row = a + static_cast<int64_t>(token) * k + kSuperTileK * s + 2 * t;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        x[jt][j][0] = token < m ? __ldg(reinterpret_cast<const unsigned*>(row + 16 * j)) : 0u;
+        x[jt][j][1] = token < m ? __ldg(reinterpret_cast<const unsigned*>(row + 16 * j + 8)) : 0u;
       }
     }
 #pragma unroll
     for (int rt = 0; rt < kRowTiles; ++rt) {
       const uint8_t* tile =
           packed + (static_cast<int64_t>(row_tile0 + rt) * k_tiles + s) * kTileBytes;
-      // Loads: INT8 32 value bytes a lane; NVFP4 16 code bytes and the 2 scale bytes.
-      uint4 q0, q1;
-      uint32_t scales = 0;
-      if constexpr (kInt8) {
-        q0 = __ldg(reinterpret_cast<const uint4*>(tile) + 2 * lane);
-        q1 = __ldg(reinterpret_cast<const uint4*>(tile) + 2 * lane + 1);
-      } else {
-        q0 = __ldg(reinterpret_cast<const uint4*>(tile) + lane);
-        scales = ScalePair(__ldg(reinterpret_cast<const unsigned short*>(tile + 512) + lane));
-      }
+      const swapab::LaneTile lt = swapab::LoadLaneTile<kInt8>(tile, lane);
 #pragma unroll
       for (int step = 0; step < 4; ++step) {
-        // The step's A registers: (row g, K slots 2t, 2t+1), (row g+8, same), (row g,
-        // 2t+8, 2t+9), (row g+8, same).
         uint32_t w[4];
-        if constexpr (kInt8) {
-          const uint4& q = step < 2 ? q0 : q1;
-          DecodeInt8Word(Word(q, 2 * (step % 2)), &w[0]);
-          DecodeInt8Word(Word(q, 2 * (step % 2) + 1), &w[2]);
-        } else {
-          DecodeE2m1Word(Word(q0, step), w);
-          w[0] = Hmul2Broadcast<0>(w[0], scales);
-          w[1] = Hmul2Broadcast<1>(w[1], scales);
-          w[2] = Hmul2Broadcast<0>(w[2], scales);
-          w[3] = Hmul2Broadcast<1>(w[3], scales);
-        }
+        swapab::DecodeStep<kInt8>(lt, step, w);
 #pragma unroll
         for (int jt = 0; jt < kTokTiles; ++jt) {
-          const uint4& half = x[jt][step / 2];
-          Mma(acc[rt][jt], w[0], w[1], w[2], w[3], Word(half, 2 * (step % 2)),
-              Word(half, 2 * (step % 2) + 1));
+          Mma(acc[rt][jt], w[0], w[1], w[2], w[3], x[jt][step][0], x[jt][step][1]);
         }
       }
     }
@@ -216,19 +171,56 @@ absl::Status SwapAbRuns(const void* a, int64_t m, const void* packed, int64_t n,
   return absl::OkStatus();
 }
 
-absl::Status LaunchSwapAbNvfp4(const void* a, int64_t m, const void* packed, float tensor_scale,
-                               int64_t n, int64_t k, float* c, cudaStream_t stream, int l2_ahead) {
+absl::StatusOr<SwapAbPath> ResolveSwapAbPath(SwapAbPath path) {
+  if (path == SwapAbPath::kMmaSync) return path;
+  const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
+  if (!facts.ok()) return facts.status();
+#if defined(GEMMD_HAVE_SM90A)
+  if (facts->major == 9) return SwapAbPath::kWgmma;
+#endif
+  if (path == SwapAbPath::kWgmma) {
+    return absl::FailedPreconditionError(
+        "the swap-AB wgmma kernel runs on compute capability 9.0 in builds with sm_90a");
+  }
+  return SwapAbPath::kMmaSync;
+}
+
+std::string SwapAbKernelName(bool int8, SwapAbPath resolved) {
+  return absl::StrCat("swapab_", int8 ? "int8" : "nvfp4",
+                      resolved == SwapAbPath::kWgmma ? "_wgmma" : "_mma16816");
+}
+
+namespace {
+
+absl::Status LaunchSwapAb(bool int8, const void* a, int64_t m, const void* packed, float out_scale,
+                          int64_t n, int64_t k, float* c, cudaStream_t stream,
+                          const SwapAbOptions& options) {
   if (absl::Status runs = SwapAbRuns(a, m, packed, n, k); !runs.ok()) return runs;
   if (c == nullptr) return absl::InvalidArgumentError("the swap-AB kernel needs C");
+  const absl::StatusOr<SwapAbPath> path = ResolveSwapAbPath(options.path);
+  if (!path.ok()) return path.status();
+#if defined(GEMMD_HAVE_SM90A)
+  if (*path == SwapAbPath::kWgmma) {
+    return internal::LaunchSwapAbWgmma(int8, a, m, packed, out_scale, n, k, c, options.rows,
+                                       options.splits, stream);
+  }
+#endif
+  return int8 ? LaunchFor<true>(a, m, packed, out_scale, n, k, c, options.l2_ahead, stream)
+              : LaunchFor<false>(a, m, packed, out_scale, n, k, c, options.l2_ahead, stream);
+}
+
+}  // namespace
+
+absl::Status LaunchSwapAbNvfp4(const void* a, int64_t m, const void* packed, float tensor_scale,
+                               int64_t n, int64_t k, float* c, cudaStream_t stream,
+                               const SwapAbOptions& options) {
   // The decode leaves every product times 2^-7 (ScalePair).
-  return LaunchFor<false>(a, m, packed, tensor_scale * 128.0f, n, k, c, l2_ahead, stream);
+  return LaunchSwapAb(false, a, m, packed, tensor_scale * 128.0f, n, k, c, stream, options);
 }
 
 absl::Status LaunchSwapAbInt8(const void* a, int64_t m, const void* packed, int64_t n, int64_t k,
-                              float* c, cudaStream_t stream, int l2_ahead) {
-  if (absl::Status runs = SwapAbRuns(a, m, packed, n, k); !runs.ok()) return runs;
-  if (c == nullptr) return absl::InvalidArgumentError("the swap-AB kernel needs C");
-  return LaunchFor<true>(a, m, packed, 1.0f, n, k, c, l2_ahead, stream);
+                              float* c, cudaStream_t stream, const SwapAbOptions& options) {
+  return LaunchSwapAb(true, a, m, packed, 1.0f, n, k, c, stream, options);
 }
 
 }  // namespace gemmd::gpu

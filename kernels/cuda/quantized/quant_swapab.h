@@ -1,21 +1,27 @@
-// The swap-AB skinny kernel for NVFP4 and INT8 weights in the swap-AB layouts
-// (kernels/quant_prepack.h):
-// C^T = W * A^T with the weight as mma.sync's A operand (16 weight rows a tile) and the
-// activations as its B (8 tokens a tile), so the weight fills the MMA's wide side and one
-// to 64 tokens its narrow one. Each warp streams super-tiles (NVFP4: 576 bytes, one 16-byte
-// and one 2-byte load a lane; INT8: 1024 bytes, two 16-byte loads), decodes them in
-// registers (exact, as quant_skinny_device.cuh) and
-// multiplies them with its tokens' activations, 16 contiguous halves a lane and super-tile;
-// a block's warps split K and add their sums in a fixed order (no atomics: the same bits
-// whatever else runs). Host-only header; compiles with g++.
+// The swap-AB skinny kernels for NVFP4 and INT8 weights in the swap-AB layouts
+// (kernels/quant_prepack.h): C^T = W * A^T with the weight as the MMA's A operand (16
+// weight rows a warp) and the activations as its B, so the weight fills the MMA's wide side
+// and one to 64 tokens its narrow one. Each lane's share of a super-tile (NVFP4: 16 code
+// bytes and 8 scale bytes; INT8: 32 value bytes) decodes in registers into its A fragments
+// of four m16n8k16 steps, exactly (quant_skinny_device.cuh's decodes). Two kernels:
+// - wgmma (compute capability 9.0, builds with sm_90a): a producer warp streams the
+//   super-tiles and a TMA box of activations into a shared-memory ring; consumer
+//   warpgroups decode and issue m64nNk16 wgmmas reading the activations from shared
+//   memory; K split over a cluster where the blocks would not fill the GPU.
+// - mma.sync (any other GPU): each warp streams super-tiles into registers and loads its
+//   tokens' activation words itself; a block's warps split K.
+// Both add their partial sums in a fixed order (no atomics: the same bits whatever else
+// runs). Host-only header; compiles with g++.
 #ifndef GEMMD_KERNELS_CUDA_QUANTIZED_QUANT_SWAPAB_H_
 #define GEMMD_KERNELS_CUDA_QUANTIZED_QUANT_SWAPAB_H_
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace gemmd::gpu {
 
@@ -27,18 +33,37 @@ inline constexpr int64_t kSwapAbMaxM = 64;
 // not read.
 absl::Status SwapAbRuns(const void* a, int64_t m, const void* packed, int64_t n, int64_t k);
 
+enum class SwapAbPath {
+  kAuto,  // wgmma where it runs, else mma.sync
+  kMmaSync,
+  kWgmma,  // FAILED_PRECONDITION where it does not run
+};
+
+// Knobs gemm-bench and the tests sweep; the defaults are the measured choices.
+struct SwapAbOptions {
+  SwapAbPath path = SwapAbPath::kAuto;
+  int l2_ahead = 0;  // mma.sync: each warp also asks L2 for its super-tile this many turns on
+  int rows = 0;      // wgmma: weight rows a block, 128 or 256 (0: chosen)
+  int splits = 0;    // wgmma: K split over a cluster of 1, 2, 4 or 8 blocks (0: chosen)
+};
+
+// The path `options.path` resolves to on the current device; FAILED_PRECONDITION for
+// kWgmma where it does not run, INTERNAL for CUDA errors.
+absl::StatusOr<SwapAbPath> ResolveSwapAbPath(SwapAbPath path);
+// "swapab_nvfp4_wgmma", "swapab_int8_mma16816", ...
+std::string SwapAbKernelName(bool int8, SwapAbPath resolved);
+
 // Enqueues C[m, n] (FP32, row-major) = A[m, k] (FP16, row-major) * dequant(W)^T, W [n, k]
 // NVFP4 in the swap-AB layout with tensor scale `tensor_scale`, on `stream`; all device
-// pointers. l2_ahead > 0 (gemm-bench sweeps): each warp also asks L2 for its super-tile
-// that many turns ahead. SwapAbRuns's errors, or INTERNAL for a CUDA error.
+// pointers. SwapAbRuns's errors, INVALID_ARGUMENT for knobs out of range, or INTERNAL for
+// a CUDA error.
 absl::Status LaunchSwapAbNvfp4(const void* a, int64_t m, const void* packed, float tensor_scale,
                                int64_t n, int64_t k, float* c, cudaStream_t stream,
-                               int l2_ahead = 0);
+                               const SwapAbOptions& options = {});
 
 // The same for an INT8 weight in its swap-AB layout (values, then the FP32 row scales).
-// Written 2026-12-07, not yet run on a GPU.
 absl::Status LaunchSwapAbInt8(const void* a, int64_t m, const void* packed, int64_t n, int64_t k,
-                              float* c, cudaStream_t stream, int l2_ahead = 0);
+                              float* c, cudaStream_t stream, const SwapAbOptions& options = {});
 
 }  // namespace gemmd::gpu
 

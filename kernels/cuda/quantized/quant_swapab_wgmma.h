@@ -1,0 +1,26 @@
+// The swap-AB kernel on Hopper's warpgroup MMA (quant_swapab_wgmma_sm90a.cu, built for sm_90a
+// only; quant_swapab.cu calls it on compute capability 9.0). Host-only header; compiles
+// with g++.
+#ifndef GEMMD_KERNELS_CUDA_QUANTIZED_QUANT_SWAPAB_WGMMA_H_
+#define GEMMD_KERNELS_CUDA_QUANTIZED_QUANT_SWAPAB_WGMMA_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace gemmd::gpu::internal {
+
+// C[m, n] = A[m, k] (FP16) * dequant(W)^T * out_scale for W [n, k] in its swap-AB layout
+// (NVFP4, or INT8 with `int8`, whose row scales are applied too); the operands already
+// checked (SwapAbRuns). `rows`: weight rows a block, 128 or 256 (0: chosen); `splits`: K
+// split over a cluster of 1, 2, 4 or 8 blocks (0: chosen to fill the GPU). INVALID_ARGUMENT
+// for other values, INTERNAL for CUDA errors.
+absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
+                               float out_scale, int64_t n, int64_t k, float* c, int rows,
+                               int splits, cudaStream_t stream);
+
+}  // namespace gemmd::gpu::internal
+
+#endif  // GEMMD_KERNELS_CUDA_QUANTIZED_QUANT_SWAPAB_WGMMA_H_

@@ -1,0 +1,348 @@
+// The swap-AB skinny kernel on Hopper's warpgroup MMA (quant_swapab_wgmma.h): C^T = W * A^T
+// with the decoded weight as wgmma's A operand, from registers, and the activations as its
+// B, read by the tensor cores from shared memory.
+//
+// Why: on mma.sync (quant_swapab.cu) every lane loads its tokens' activations into
+// registers for each MMA, so past 16 tokens the kernel moves more activation bytes through
+// L1 than weight bytes from HBM, and each warp keeps only one super-tile in flight.
+// How: a block of two consumer warpgroups and one producer warp owns 128 or 256 weight
+// rows (kSets sets of 64 rows a warpgroup) and a range of K. The producer fills a ring of
+// stages, each one K super-tile (64 K): the block's super-tiles of weight (one bulk copy
+// of 576 bytes, INT8 1024, per 16-row tile) and a TMA box of the kN tokens' 64 activations
+// (128-byte swizzle, zeros past m). A consumer warp loads its lane's 16 code bytes and 8
+// scale bytes of a tile from shared memory, decodes them into the four m16n8k16 A
+// fragments of the super-tile (quant_swapab_device.cuh; wgmma's register A has that
+// layout per warp) and issues four m64nNk16 wgmmas with N = 8-64 tokens. Blocks that
+// would not fill the GPU split K over a cluster of up to 8 and add their sums through
+// distributed shared memory in rank order (no atomics: the same bits on every run).
+// Built only for sm_90a.
+#include <cooperative_groups.h>
+#include <cuda.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/common/cuda_status.h"
+#include "kernels/cuda/common/device_facts.h"
+#include "kernels/cuda/common/tensor_map.h"
+#include "kernels/cuda/common/tma_sm90a.cuh"
+#include "kernels/cuda/common/wgmma_sm90a.cuh"
+#include "kernels/cuda/quantized/quant_swapab_device.cuh"
+#include "kernels/cuda/quantized/quant_swapab_wgmma.h"
+
+namespace gemmd::gpu::internal {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kConsumers = 2;                    // consumer warpgroups a block
+constexpr int kThreads = 128 * kConsumers + 32;  // and one producer warp
+constexpr int kMaxStages = 16;
+constexpr int kMaxSplits = 8;                          // the portable cluster size
+constexpr int kActRowBytes = swapab::kSuperTileK * 2;  // a token's 64 halves of a stage
+
+template <bool kInt8, int kN, int kSets>
+struct Shape {
+  static constexpr int kRows = 64 * kConsumers * kSets;
+  static constexpr int kTiles = kRows / 16;
+  static constexpr int kTileBytes = swapab::kSuperTileBytes<kInt8>;
+  static constexpr int kActBytes = kN * kActRowBytes;  // 1024-aligned: whole swizzle atoms
+  static constexpr int kStageBytes = (kActBytes + kTiles * kTileBytes + 1023) / 1024 * 1024;
+  static constexpr int kPitch = kRows + 4;  // floats: a lane's 4 tokens on 4 bank groups
+  static constexpr int kReduceBytes = kN * kPitch * 4;
+  // Blocks an SM: two, except where 64 tokens' accumulators for two sets need the
+  // registers of one (kept in registers rather than spilled).
+  static constexpr int kBlocksPerSm = kN * kSets >= 128 ? 1 : 2;
+  static_assert(kActBytes % 1024 == 0, "the weight of a stage follows whole atoms");
+  static_assert(kTiles < 32, "one producer lane per tile, lane 31 for the activations");
+};
+
+template <bool kInt8, int kN, int kSets>
+__global__ void __launch_bounds__(kThreads, (Shape<kInt8, kN, kSets>::kBlocksPerSm))
+    SwapAbWgmmaKernel(const __grid_constant__ CUtensorMap map_a, const uint8_t* __restrict__ packed,
+                      float out_scale, int m, int n, int k_tiles, int stages,
+                      float* __restrict__ c) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using S = Shape<kInt8, kN, kSets>;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw + 1023u) & ~1023u;  // swizzle atoms are 1024-aligned
+  unsigned char* const base_ptr = smem_raw + (base - raw);
+  const uint32_t full = base + stages * S::kStageBytes, empty = full + kMaxStages * 8;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  // This block's K super-tiles [k_begin, k_end) and its valid 16-row tiles.
+  const int splits = static_cast<int>(gridDim.y), split = static_cast<int>(blockIdx.y);
+  const int k_begin = static_cast<int>(static_cast<int64_t>(k_tiles) * split / splits);
+  const int count =
+      static_cast<int>(static_cast<int64_t>(k_tiles) * (split + 1) / splits) - k_begin;
+  const int tile0 = static_cast<int>(blockIdx.x) * S::kTiles;
+  const int tiles = min(S::kTiles, n / 16 - tile0);
+  if (threadIdx.x == 0) InitRingBarriers<kMaxStages>(full, empty, kConsumers);
+  __syncthreads();
+
+  float acc[kSets][kN / 2];
+#pragma unroll
+  for (int set = 0; set < kSets; ++set) {
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) acc[set][i] = 0.0f;
+  }
+  if (warp == 4 * kConsumers) {
+    // The producer: lane 0 waits for the stage and announces its bytes, then lanes < tiles
+    // ask for a 16-row tile's super-tile each and lane 31 for the activations.
+    const uint32_t bytes = S::kActBytes + tiles * S::kTileBytes;
+    for (int i = 0; i < count; ++i) {
+      const int s = i % stages, round = i / stages;
+      if (lane == 0) {
+        if (round > 0) MbarWait(empty + s * 8, (round + 1) & 1);
+        MbarArriveExpectTx(full + s * 8, bytes);
+      }
+      __syncwarp();
+      const uint32_t stage = base + s * S::kStageBytes;
+      const int kt = k_begin + i;
+      if (lane < tiles) {
+        BulkLoad(stage + S::kActBytes + lane * S::kTileBytes,
+                 packed + (static_cast<int64_t>(tile0 + lane) * k_tiles + kt) * S::kTileBytes,
+                 S::kTileBytes, full + s * 8);
+      }
+      if (lane == 31) TmaLoad3d(stage, &map_a, kt * swapab::kSuperTileK, 0, 0, full + s * 8);
+    }
+  } else {
+    const int wg = warp / 4, wl = warp % 4;
+    for (int i = 0; i < count; ++i) {
+      const int s = i % stages;
+      MbarWait(full + s * 8, (i / stages) & 1);
+      const unsigned char* stage = base_ptr + s * S::kStageBytes;
+      uint32_t a[kSets][4][4];
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) {
+        const int tile = (wg * kSets + set) * 4 + wl;
+        if (tile < tiles) {
+          const swapab::LaneTile lt =
+              swapab::LoadLaneTile<kInt8>(stage + S::kActBytes + tile * S::kTileBytes, lane);
+#pragma unroll
+          for (int step = 0; step < 4; ++step) swapab::DecodeStep<kInt8>(lt, step, a[set][step]);
+        } else {
+#pragma unroll
+          for (int step = 0; step < 4; ++step) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) a[set][step][r] = 0u;
+          }
+        }
+      }
+      const uint64_t desc_b = SmemDesc(base + s * S::kStageBytes);
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) FenceAccumulators(acc[set]);
+      WgmmaFence();
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) {
+#pragma unroll
+        for (int step = 0; step < 4; ++step) {
+          // K-major B: +32 bytes (16 halves) a step inside the swizzled rows.
+          WgmmaRsF16<kN>(acc[set], a[set][step], desc_b + 2 * step);
+        }
+      }
+      WgmmaCommit();
+      WgmmaWait<0>();
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) FenceAccumulators(acc[set]);
+      if (threadIdx.x % 128 == 0) MbarArrive(empty + s * 8);
+    }
+  }
+
+  // Every stage has been consumed: the ring becomes [kN tokens][kPitch rows] of sums.
+  __syncthreads();
+  float* const sums = reinterpret_cast<float*>(base_ptr);
+  if (warp < 4 * kConsumers) {
+    const int wg = warp / 4, wl = warp % 4, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int set = 0; set < kSets; ++set) {
+#pragma unroll
+      for (int i = 0; i < kN / 2; ++i) {
+        // Accumulator i: rows 16 wl + g (+8 for i % 4 >= 2), token 8 (i / 4) + 2t + i % 2.
+        const int row = (wg * kSets + set) * 64 + 16 * wl + g + 8 * ((i % 4) / 2);
+        const int token = 8 * (i / 4) + 2 * t + i % 2;
+        sums[token * S::kPitch + row] = acc[set][i];
+      }
+    }
+  }
+  // INT8: the FP32 row scales follow the n * k values.
+  const float* row_scales = reinterpret_cast<const float*>(
+      packed + static_cast<int64_t>(n) * k_tiles * swapab::kSuperTileK);
+  const auto write = [&](int token, int row, float v) {
+    const int out_row = tile0 * 16 + row;
+    if (out_row >= n) return;
+    if constexpr (kInt8) v *= row_scales[out_row];
+    c[static_cast<int64_t>(token) * n + out_row] = v * out_scale;
+  };
+  if (splits == 1) {
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < m * S::kRows; idx += kThreads) {
+      const int token = idx / S::kRows, row = idx % S::kRows;
+      write(token, row, sums[token * S::kPitch + row]);
+    }
+    return;
+  }
+  // K split over the cluster: block q adds rows [q, q + 1) * kRows / splits of every
+  // block's sums, in rank order.
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int rows_per = S::kRows / splits, rank = split;
+  for (int idx = threadIdx.x; idx < m * rows_per; idx += kThreads) {
+    const int token = idx / rows_per, row = rank * rows_per + idx % rows_per;
+    float v = 0.0f;
+    for (int q = 0; q < splits; ++q) v += cluster.map_shared_rank(sums, q)[token * S::kPitch + row];
+    write(token, row, v);
+  }
+  cluster.sync();  // no block leaves while others read its shared memory
+#else
+  __trap();  // only the sm_90a image of this kernel is ever launched
+#endif
+}
+
+constexpr int kMaxCachedDevices = 64;
+
+// How one instance covers a problem on the current device.
+struct Plan {
+  int stages = 0;
+  size_t smem = 0;
+  int64_t row_blocks = 0;
+  int splits = 1;
+};
+
+cudaLaunchConfig_t GridConfig(const Plan& plan, cudaStream_t stream, cudaLaunchAttribute* cluster) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(plan.splits));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = plan.smem;
+  config.stream = stream;
+  cluster->id = cudaLaunchAttributeClusterDimension;
+  cluster->val.clusterDim.x = 1;
+  cluster->val.clusterDim.y = static_cast<unsigned>(plan.splits);
+  cluster->val.clusterDim.z = 1;
+  config.attrs = cluster;
+  config.numAttrs = plan.splits > 1 ? 1 : 0;
+  return config;
+}
+
+// kBlocksPerSm blocks an SM: each takes as many stages as its share of the SM's shared
+// memory holds (and at least what its sums need). K is split over clusters only as far as all the
+// blocks are resident at once, and only while every cluster fits.
+template <bool kInt8, int kN, int kSets>
+absl::StatusOr<Plan> PlanFor(int64_t n, int64_t k, int splits_override) {
+  using S = Shape<kInt8, kN, kSets>;
+  const auto kernel = SwapAbWgmmaKernel<kInt8, kN, kSets>;
+  const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
+  if (!facts.ok()) return facts.status();
+  const int device = facts->device;
+  constexpr int kFixed = 1024 + 2 * kMaxStages * 8;  // alignment slack, barriers
+  Plan plan;
+  // The SM keeps 1 KiB a block.
+  const int share = (facts->smem_optin + 1024) / S::kBlocksPerSm - 1024;
+  plan.stages = std::clamp((share - kFixed) / S::kStageBytes, 2, kMaxStages);
+  while (plan.stages * S::kStageBytes < S::kReduceBytes) ++plan.stages;
+  plan.smem = static_cast<size_t>(plan.stages * S::kStageBytes + kFixed);
+  if (plan.smem > static_cast<size_t>(facts->smem_optin)) {
+    return absl::InternalError(absl::StrCat("the swap-AB wgmma kernel needs ", plan.smem,
+                                            " bytes of shared memory; the device allows ",
+                                            facts->smem_optin));
+  }
+  static std::atomic<size_t> raised[kMaxCachedDevices] = {};
+  const bool cacheable = device >= 0 && device < kMaxCachedDevices;
+  if (!cacheable || raised[device].load() < plan.smem) {
+    RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(plan.smem)));
+    if (cacheable) raised[device].store(plan.smem);
+  }
+  plan.row_blocks = (n + S::kRows - 1) / S::kRows;
+  const int64_t k_tiles = k / swapab::kSuperTileK;
+  if (splits_override > 0) {
+    plan.splits = splits_override;
+    return plan;
+  }
+  static std::atomic<int> resident[kMaxCachedDevices] = {};
+  int per_sm = cacheable ? resident[device].load(std::memory_order_relaxed) : 0;
+  if (per_sm == 0) {
+    RETURN_IF_CUDA_ERROR(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, plan.smem));
+    per_sm = std::max(per_sm, 1);
+    if (cacheable) resident[device].store(per_sm);
+  }
+  const int64_t slots = int64_t{facts->sms} * per_sm;
+  while (plan.splits < kMaxSplits && plan.row_blocks * plan.splits * 2 <= slots &&
+         k_tiles >= plan.splits * 2 * 2) {
+    plan.splits *= 2;
+  }
+  while (plan.splits > 1) {
+    static std::atomic<int> fitting[kMaxCachedDevices][kMaxSplits + 1] = {};
+    int clusters = cacheable ? fitting[device][plan.splits].load(std::memory_order_relaxed) : 0;
+    if (clusters == 0) {
+      cudaLaunchAttribute cluster;
+      const cudaLaunchConfig_t config = GridConfig(plan, nullptr, &cluster);
+      RETURN_IF_CUDA_ERROR(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+      clusters = std::max(clusters, -1);
+      if (cacheable) fitting[device][plan.splits].store(clusters == 0 ? -1 : clusters);
+    }
+    if (clusters >= plan.row_blocks) break;
+    plan.splits /= 2;
+  }
+  return plan;
+}
+
+template <bool kInt8, int kN, int kSets>
+absl::Status Launch(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
+                    int64_t k, float* c, int splits, cudaStream_t stream) {
+  const absl::StatusOr<Plan> plan = PlanFor<kInt8, kN, kSets>(n, k, splits);
+  if (!plan.ok()) return plan.status();
+  CUtensorMap map_a{};
+  GEMMD_GPU_RETURN_IF_ERROR(MakeTensorMap3d(&map_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, a, k, m, k,
+                                            0, 1, swapab::kSuperTileK, kN));
+  cudaLaunchAttribute cluster;
+  const cudaLaunchConfig_t config = GridConfig(*plan, stream, &cluster);
+  RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(
+      &config, SwapAbWgmmaKernel<kInt8, kN, kSets>, map_a, static_cast<const uint8_t*>(packed),
+      out_scale, static_cast<int>(m), static_cast<int>(n),
+      static_cast<int>(k / swapab::kSuperTileK), plan->stages, c));
+  return absl::OkStatus();
+}
+
+template <bool kInt8, int kSets>
+absl::Status LaunchTokens(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
+                          int64_t k, float* c, int splits, cudaStream_t stream) {
+  if (m <= 8) return Launch<kInt8, 8, kSets>(a, m, packed, out_scale, n, k, c, splits, stream);
+  if (m <= 16) return Launch<kInt8, 16, kSets>(a, m, packed, out_scale, n, k, c, splits, stream);
+  if (m <= 32) return Launch<kInt8, 32, kSets>(a, m, packed, out_scale, n, k, c, splits, stream);
+  return Launch<kInt8, 64, kSets>(a, m, packed, out_scale, n, k, c, splits, stream);
+}
+
+}  // namespace
+
+absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
+                               float out_scale, int64_t n, int64_t k, float* c, int rows,
+                               int splits, cudaStream_t stream) {
+  if (rows != 0 && rows != 128 && rows != 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the swap-AB wgmma kernel takes 128 or 256 rows a block; got ", rows));
+  }
+  if (splits != 0 && splits != 1 && splits != 2 && splits != 4 && splits != kMaxSplits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the swap-AB wgmma kernel splits K 1, 2, 4 or 8 ways; got ", splits));
+  }
+  if (m < 1 || m > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the swap-AB wgmma kernel takes 1 to 64 rows of A; got ", m));
+  }
+  // 256 rows a block halve the activations' L2 reads; 128 keep more blocks where n is small.
+  if (rows == 0) rows = n >= 256 * 24 ? 256 : 128;
+  if (rows == 256) {
+    return int8 ? LaunchTokens<true, 2>(a, m, packed, out_scale, n, k, c, splits, stream)
+                : LaunchTokens<false, 2>(a, m, packed, out_scale, n, k, c, splits, stream);
+  }
+  return int8 ? LaunchTokens<true, 1>(a, m, packed, out_scale, n, k, c, splits, stream)
+              : LaunchTokens<false, 1>(a, m, packed, out_scale, n, k, c, splits, stream);
+}
+
+}  // namespace gemmd::gpu::internal

@@ -24,15 +24,12 @@ constexpr Source Int8SourceOf(int lane, int j, int b) {
   return {g + 8 * ((b / 2) % 2), 16 * j + 2 * t + 8 * (b / 4) + b % 2};
 }
 
-// Calls f(super-tile base row, base K, super-tile offset) for every super-tile of
-// `tile_bytes` bytes.
+// Calls f(super-tile base row, base K, super-tile index) for every super-tile.
 template <typename F>
-void ForEachSuperTile(int64_t n, int64_t k, int64_t tile_bytes, F&& f) {
+void ForEachSuperTile(int64_t n, int64_t k, F&& f) {
   const int64_t k_tiles = k / kSwapAbK;
   for (int64_t rt = 0; rt < n / kSwapAbRows; ++rt) {
-    for (int64_t kt = 0; kt < k_tiles; ++kt) {
-      f(rt * kSwapAbRows, kt * kSwapAbK, (rt * k_tiles + kt) * tile_bytes);
-    }
+    for (int64_t kt = 0; kt < k_tiles; ++kt) f(rt * kSwapAbRows, kt * kSwapAbK, rt * k_tiles + kt);
   }
 }
 
@@ -40,7 +37,9 @@ void ForEachSuperTile(int64_t n, int64_t k, int64_t tile_bytes, F&& f) {
 // (nibble i: byte i / 2, low nibble first) and scale(packed byte, canonical byte).
 template <typename Code, typename Scale>
 void ForEachNvfp4Place(int64_t n, int64_t k, Code&& code, Scale&& scale) {
-  ForEachSuperTile(n, k, kSwapAbSuperTileBytes, [&](int64_t r0, int64_t k0, int64_t at) {
+  ForEachSuperTile(n, k, [&](int64_t r0, int64_t k0, int64_t tile) {
+    const int64_t at = tile * kSwapAbCodeTileBytes;
+    const int64_t scales_at = n * k / 2 + tile * kSwapAbScaleTileBytes;
     for (int lane = 0; lane < 32; ++lane) {
       for (int j = 0; j < 4; ++j) {
         for (int i = 0; i < 8; ++i) {
@@ -49,11 +48,11 @@ void ForEachNvfp4Place(int64_t n, int64_t k, Code&& code, Scale&& scale) {
         }
       }
     }
-    // Row r0 + g + 8h's scale of K block k0 / 16 + j at 512 + 8g + 2j + h.
+    // Row r0 + g + 8h's scale of K block k0 / 16 + j at 8g + 2j + h.
     for (int g = 0; g < 8; ++g) {
       for (int j = 0; j < 4; ++j) {
         for (int h = 0; h < 2; ++h) {
-          scale(at + 512 + 8 * g + 2 * j + h, (r0 + g + 8 * h) * (k / 16) + k0 / 16 + j);
+          scale(scales_at + 8 * g + 2 * j + h, (r0 + g + 8 * h) * (k / 16) + k0 / 16 + j);
         }
       }
     }
@@ -63,7 +62,8 @@ void ForEachNvfp4Place(int64_t n, int64_t k, Code&& code, Scale&& scale) {
 // The INT8 values' places: f(packed byte, canonical byte).
 template <typename F>
 void ForEachInt8Place(int64_t n, int64_t k, F&& f) {
-  ForEachSuperTile(n, k, kSwapAbInt8SuperTileBytes, [&](int64_t r0, int64_t k0, int64_t at) {
+  ForEachSuperTile(n, k, [&](int64_t r0, int64_t k0, int64_t tile) {
+    const int64_t at = tile * kSwapAbInt8TileBytes;
     for (int lane = 0; lane < 32; ++lane) {
       for (int j = 0; j < 4; ++j) {
         for (int b = 0; b < 8; ++b) {

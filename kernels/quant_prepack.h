@@ -1,30 +1,35 @@
 // Quantized weights re-laid out for the swap-AB skinny kernels (cuda/quantized/quant_swapab.h):
 // NVFP4: the canonical format (quant_formats.h: [n, k/2] code bytes, [n, k/16] E4M3 scale bytes)
-// rearranged so that one warp reads a 16-row x 64-K piece of the weight as one contiguous
-// 576-byte "super-tile", each lane 16 code bytes and 8 scale bytes, and the 16 code bytes
-// decode straight into its A fragments of four m16n8k16 steps (the weight is the MMA's A
-// operand, 16 weight rows a warp; mma.sync and wgmma's register A share that fragment).
-// K keeps its order, so the activations are the MMA's B operand as stored (a TMA box of
-// them feeds wgmma). Same bytes as the canonical format, none added; exact both ways.
+// rearranged so that one warp reads a 16-row x 64-K piece of the weight (a "super-tile") as
+// 512 contiguous code bytes and 64 contiguous scale bytes, each lane 16 code bytes and 8
+// scale bytes, and the 16 code bytes decode straight into its A fragments of four m16n8k16
+// steps (the weight is the MMA's A operand, 16 weight rows a warp; mma.sync and wgmma's
+// register A share that fragment). K keeps its order, so the activations are the MMA's B
+// operand as stored (a TMA box of them feeds wgmma). The codes and the scales stay in
+// their canonical regions, and each 16-row tile's bytes in the tile's canonical range: the
+// repack can run in place, one row tile at a time. Same bytes, none added; exact both ways.
 // Plain C++, thread-safe.
 //
-// Super-tile (r0 = 16 * row_tile, k0 = 64 * k_tile) at byte 576 * (row_tile * k/64 + k_tile):
-// - bytes [0, 512): lane L = 4g + t (g = L / 4, t = L % 4) has bytes [16L, 16L + 16),
-//   four words, word j the MMA step j (K k0 + 16j .. + 15). Its nibbles 0..7 (nibble i:
-//   byte i / 2, low nibble first) are the codes of rows (r0+g, r0+g+8, r0+g, r0+g+8,
-//   r0+g, r0+g+8, r0+g, r0+g+8) at K (c, c, c+8, c+8, c+1, c+1, c+9, c+9), c = k0 + 16j +
-//   2t. The word then decodes (DecodeE2m1Word's pairs (0,4) (1,5) (2,6) (3,7)) into the
-//   lane's four A registers of step j: (row g, K slots 2t, 2t+1), (row g+8, the same),
-//   (row g, 2t+8, 2t+9), (row g+8, the same).
-// - bytes [512, 576): byte 512 + 8g + 2j + h is row r0+g+8h's E4M3 scale of the K block
-//   k0/16 + j: the 8 bytes at 512 + 8g are the scales of all four steps of lanes 4g..4g+3.
+// With T = k / 64 super-tiles a row tile, super-tile (r0 = 16 * row_tile, k0 = 64 * k_tile)
+// has code bytes [512 * (row_tile * T + k_tile), + 512) and scale bytes from n * k / 2 +
+// 64 * (row_tile * T + k_tile), + 64:
+// - code byte 16L .. 16L + 15 belong to lane L = 4g + t (g = L / 4, t = L % 4): four
+//   words, word j the MMA step j (K k0 + 16j .. + 15). Its nibbles 0..7 (nibble i: byte
+//   i / 2, low nibble first) are the codes of rows (r0+g, r0+g+8, r0+g, r0+g+8, r0+g,
+//   r0+g+8, r0+g, r0+g+8) at K (c, c, c+8, c+8, c+1, c+1, c+9, c+9), c = k0 + 16j + 2t.
+//   The word decodes (DecodeE2m1Word's pairs (0,4) (1,5) (2,6) (3,7)) into the lane's
+//   four A registers of step j: (row g, K slots 2t, 2t+1), (row g+8, the same), (row g,
+//   2t+8, 2t+9), (row g+8, the same).
+// - scale byte 8g + 2j + h is row r0+g+8h's E4M3 scale of the K block k0/16 + j: the 8
+//   bytes at 8g are the scales of all four steps of lanes 4g..4g+3.
 // Needs n % 16 == 0 and k % 64 == 0 (Nvfp4SwapAbFits); other shapes stay canonical.
 //
 // INT8 (values [n, k], FP32 row scales [n]) the same way, in 1024-byte super-tiles of
-// 16 rows x 64 K, then the n row scales as they were (the epilogue's, 4n bytes, at byte
-// n * k): lane L has bytes [32L, 32L + 32), 8 a step j, two words. Word 0 holds rows
-// (r0+g, r0+g, r0+g+8, r0+g+8) at K (c, c+1, c, c+1), word 1 the same at (c+8, c+9):
-// DecodeInt8Word's pairs (0,1) (2,3) are then the A registers of step j in MMA order.
+// 16 rows x 64 K at 1024 * (row_tile * T + k_tile), then the n row scales as they were
+// (the epilogue's, 4n bytes, at byte n * k): lane L has bytes [32L, 32L + 32), 8 a step j,
+// two words. Word 0 holds rows (r0+g, r0+g, r0+g+8, r0+g+8) at K (c, c+1, c, c+1), word
+// 1 the same at (c+8, c+9): DecodeInt8Word's pairs (0,1) (2,3) are then the A registers
+// of step j in MMA order.
 #ifndef GEMMD_KERNELS_QUANT_PREPACK_H_
 #define GEMMD_KERNELS_QUANT_PREPACK_H_
 
@@ -36,8 +41,8 @@ namespace gemmd {
 
 inline constexpr int64_t kSwapAbRows = 16;             // weight rows of a super-tile
 inline constexpr int64_t kSwapAbK = 64;                // K of a super-tile
-inline constexpr int64_t kSwapAbSuperTileBytes = 576;  // 512 code bytes + 64 scale bytes
-inline constexpr int64_t kSwapAbScaleOffset = 512;     // a super-tile's scale bytes
+inline constexpr int64_t kSwapAbCodeTileBytes = 512;   // a super-tile's NVFP4 code bytes
+inline constexpr int64_t kSwapAbScaleTileBytes = 64;   // and its scale bytes
 
 // Whether a [n, k] NVFP4 weight has a swap-AB layout: n % 16 == 0, k % 64 == 0, both > 0.
 bool Nvfp4SwapAbFits(int64_t n, int64_t k);
@@ -51,7 +56,7 @@ absl::Status PrepackNvfp4SwapAb(const uint8_t* codes, const uint8_t* scales, int
 absl::Status UnpackNvfp4SwapAb(const uint8_t* packed, int64_t n, int64_t k, uint8_t* codes,
                                uint8_t* scales);
 
-inline constexpr int64_t kSwapAbInt8SuperTileBytes = 1024;
+inline constexpr int64_t kSwapAbInt8TileBytes = 1024;
 
 // values [n, k] + row scales (4n bytes, FP32 as stored) -> out, n*k + 4n bytes (swap-AB).
 // INVALID_ARGUMENT when !Nvfp4SwapAbFits(n, k) (the same shapes).

@@ -58,8 +58,9 @@ TEST(QuantPrepackTest, CodesAndScalesSitWhereDocumented) {
   }
   std::vector<uint8_t> packed(c.codes.size() + c.scales.size());
   ASSERT_TRUE(PrepackNvfp4SwapAb(c.codes.data(), c.scales.data(), n, k, packed.data()).ok());
-  // Super-tile (row tile 1, K tile 1): r0 = 16, k0 = 64, at 576 * (1 * 2 + 1).
-  const uint8_t* tile = packed.data() + 576 * 3;
+  // Super-tile (row tile 1, K tile 1): r0 = 16, k0 = 64, index 1 * 2 + 1.
+  const uint8_t* tile = packed.data() + 512 * 3;
+  const uint8_t* tile_scales = packed.data() + n * k / 2 + 64 * 3;
   const int64_t r0 = 16, k0 = 64;
   for (int lane : {0, 5, 18, 31}) {
     const int64_t g = lane / 4, t = lane % 4;
@@ -75,9 +76,29 @@ TEST(QuantPrepackTest, CodesAndScalesSitWhereDocumented) {
       EXPECT_EQ(nibble(5), code(r0 + g + 8, col + 1));
       EXPECT_EQ(nibble(6), code(r0 + g, col + 9));
       EXPECT_EQ(nibble(7), code(r0 + g + 8, col + 9));
-      EXPECT_EQ(tile[512 + 8 * g + 2 * j], scale(r0 + g, k0 / 16 + j));
-      EXPECT_EQ(tile[512 + 8 * g + 2 * j + 1], scale(r0 + g + 8, k0 / 16 + j));
+      EXPECT_EQ(tile_scales[8 * g + 2 * j], scale(r0 + g, k0 / 16 + j));
+      EXPECT_EQ(tile_scales[8 * g + 2 * j + 1], scale(r0 + g + 8, k0 / 16 + j));
     }
+  }
+}
+
+// Every row tile's codes and scales stay in the tile's canonical ranges (what lets the
+// repack run in place, one row tile at a time).
+TEST(QuantPrepackTest, RowTilesKeepTheirRanges) {
+  const int64_t n = 48, k = 192;
+  Canonical c{std::vector<uint8_t>(n * k / 2), std::vector<uint8_t>(n * k / 16)};
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t tile = static_cast<uint8_t>(r / 16);
+    for (int64_t b = 0; b < k / 2; ++b) c.codes[r * k / 2 + b] = static_cast<uint8_t>(tile * 0x11);
+    for (int64_t b = 0; b < k / 16; ++b) c.scales[r * k / 16 + b] = static_cast<uint8_t>(tile + 7);
+  }
+  std::vector<uint8_t> packed(c.codes.size() + c.scales.size());
+  ASSERT_TRUE(PrepackNvfp4SwapAb(c.codes.data(), c.scales.data(), n, k, packed.data()).ok());
+  for (int64_t i = 0; i < n * k / 2; ++i) {
+    ASSERT_EQ(packed[i], (i / (8 * k)) * 0x11) << i;  // a row tile's codes: 16 * k / 2 bytes
+  }
+  for (int64_t i = 0; i < n * k / 16; ++i) {
+    ASSERT_EQ(packed[n * k / 2 + i], i / k + 7) << i;  // its scales: 16 * k / 16 bytes
   }
 }
 

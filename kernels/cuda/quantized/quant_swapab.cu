@@ -22,7 +22,7 @@ namespace gemmd::gpu {
 namespace {
 
 using skinny::Mma;
-using swapab::kSuperTileBytes;
+using swapab::kScaleTileBytes;
 using swapab::kSuperTileK;
 
 // kInt8: the weight's values end at byte n * k, where its FP32 row scales follow.
@@ -30,11 +30,12 @@ template <bool kInt8, int kTokTiles, int kRowTiles, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32)
     SwapAbKernel(const __half* __restrict__ a, int m, const uint8_t* __restrict__ packed,
                  float out_scale, int n, int k, float* __restrict__ c, int l2_ahead) {
-  constexpr int kTileBytes = kSuperTileBytes<kInt8>;
+  constexpr int kTileBytes = swapab::kTileBytes<kInt8>;
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int row_tile0 = static_cast<int>(blockIdx.x) * kRowTiles;
   const int k_tiles = k / kSuperTileK;
+  const uint8_t* const scales = packed + static_cast<int64_t>(n) * k / 2;  // NVFP4's region
   float acc[kRowTiles][kTokTiles][4];
 #pragma unroll
   for (int r = 0; r < kRowTiles; ++r) {
@@ -45,7 +46,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
   for (int s = warp; s < k_tiles; s += kWarps) {
-    // Asks L2 for this warp's super-tile l2_ahead turns on (a 128-byte line a lane).
+    // Asks L2 for this warp's super-tile's codes l2_ahead turns on (a 128-byte line a lane).
     if (l2_ahead > 0 && lane < (kTileBytes + 127) / 128 && s + l2_ahead * kWarps < k_tiles) {
 #pragma unroll
       for (int rt = 0; rt < kRowTiles; ++rt) {
@@ -69,9 +70,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 #pragma unroll
     for (int rt = 0; rt < kRowTiles; ++rt) {
-      const uint8_t* tile =
-          packed + (static_cast<int64_t>(row_tile0 + rt) * k_tiles + s) * kTileBytes;
-      const swapab::LaneTile lt = swapab::LoadLaneTile<kInt8>(tile, lane);
+      const int64_t index = static_cast<int64_t>(row_tile0 + rt) * k_tiles + s;
+      const swapab::LaneTile lt = swapab::LoadLaneTile<kInt8>(
+          packed + index * kTileBytes, scales + index * kScaleTileBytes, lane);
 #pragma unroll
       for (int step = 0; step < 4; ++step) {
         uint32_t w[4];

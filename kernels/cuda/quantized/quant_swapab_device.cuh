@@ -15,9 +15,10 @@
 
 namespace gemmd::gpu::swapab {
 
+// A super-tile's code (INT8: value) bytes, and its NVFP4 scale bytes.
 template <bool kInt8>
-constexpr int kSuperTileBytes = static_cast<int>(kInt8 ? kSwapAbInt8SuperTileBytes
-                                                       : kSwapAbSuperTileBytes);
+constexpr int kTileBytes = static_cast<int>(kInt8 ? kSwapAbInt8TileBytes : kSwapAbCodeTileBytes);
+constexpr int kScaleTileBytes = static_cast<int>(kSwapAbScaleTileBytes);
 constexpr int kSuperTileK = static_cast<int>(kSwapAbK);
 
 // Two scale bytes (row g's, row g + 8's; higher bits ignored) -> an FP16 pair, each the
@@ -41,8 +42,10 @@ struct LaneTile {
   uint2 scales;
 };
 
+// `tile`: the super-tile's code (value) bytes; `scales`: its scale bytes (NVFP4).
 template <bool kInt8>
-__device__ __forceinline__ LaneTile LoadLaneTile(const uint8_t* tile, int lane) {
+__device__ __forceinline__ LaneTile LoadLaneTile(const uint8_t* tile, const uint8_t* scales,
+                                                 int lane) {
   LaneTile l;
   if constexpr (kInt8) {
     l.q0 = reinterpret_cast<const uint4*>(tile)[2 * lane];
@@ -51,7 +54,7 @@ __device__ __forceinline__ LaneTile LoadLaneTile(const uint8_t* tile, int lane) 
   } else {
     l.q0 = reinterpret_cast<const uint4*>(tile)[lane];
     l.q1 = make_uint4(0, 0, 0, 0);
-    l.scales = reinterpret_cast<const uint2*>(tile + kSwapAbScaleOffset)[lane / 4];
+    l.scales = reinterpret_cast<const uint2*>(scales)[lane / 4];
   }
   return l;
 }

@@ -7,10 +7,10 @@
 // L1 than weight bytes from HBM, and each warp keeps only one super-tile in flight.
 // How: a block of two consumer warpgroups and one producer warp owns 128 or 256 weight
 // rows (kSets sets of 64 rows a warpgroup) and a range of K. The producer fills a ring of
-// stages, each one K super-tile (64 K): the block's super-tiles of weight (one bulk copy
-// of 576 bytes, INT8 1024, per 16-row tile) and a TMA box of the kN tokens' 64 activations
-// (128-byte swizzle, zeros past m). A consumer warp loads its lane's 16 code bytes and 8
-// scale bytes of a tile from shared memory, decodes them into the four m16n8k16 A
+// stages, each one K super-tile (64 K): the block's super-tiles of weight (bulk copies of
+// each 16-row tile's 512 code bytes and 64 scale bytes, INT8 1024 value bytes) and a TMA box of the
+// kN tokens' 64 activations (128-byte swizzle, zeros past m). A consumer warp loads its lane's 16
+// code bytes and 8 scale bytes of a tile from shared memory, decodes them into the four m16n8k16 A
 // fragments of the super-tile (quant_swapab_device.cuh; wgmma's register A has that
 // layout per warp) and issues four m64nNk16 wgmmas with N = 8-64 tokens. Blocks that
 // would not fill the GPU split K over a cluster of up to 8 and add their sums through
@@ -49,9 +49,12 @@ template <bool kInt8, int kN, int kSets>
 struct Shape {
   static constexpr int kRows = 64 * kConsumers * kSets;
   static constexpr int kTiles = kRows / 16;
-  static constexpr int kTileBytes = swapab::kSuperTileBytes<kInt8>;
+  static constexpr int kTileBytes = swapab::kTileBytes<kInt8>;
+  static constexpr int kScaleBytes = kInt8 ? 0 : swapab::kScaleTileBytes;
+  // A stage: the activations, the tiles' codes (values), the tiles' scales.
   static constexpr int kActBytes = kN * kActRowBytes;  // 1024-aligned: whole swizzle atoms
-  static constexpr int kStageBytes = (kActBytes + kTiles * kTileBytes + 1023) / 1024 * 1024;
+  static constexpr int kScalesAt = kActBytes + kTiles * kTileBytes;
+  static constexpr int kStageBytes = (kScalesAt + kTiles * kScaleBytes + 1023) / 1024 * 1024;
   static constexpr int kPitch = kRows + 4;  // floats: a lane's 4 tokens on 4 bank groups
   static constexpr int kReduceBytes = kN * kPitch * 4;
   // Blocks an SM: two, except where 64 tokens' accumulators for two sets need the
@@ -93,7 +96,8 @@ __global__ void __launch_bounds__(kThreads, (Shape<kInt8, kN, kSets>::kBlocksPer
   if (warp == 4 * kConsumers) {
     // The producer: lane 0 waits for the stage and announces its bytes, then lanes < tiles
     // ask for a 16-row tile's super-tile each and lane 31 for the activations.
-    const uint32_t bytes = S::kActBytes + tiles * S::kTileBytes;
+    const uint32_t bytes = S::kActBytes + tiles * (S::kTileBytes + S::kScaleBytes);
+    const uint8_t* const scales = packed + static_cast<int64_t>(n) * k_tiles * 32;  // NVFP4
     for (int i = 0; i < count; ++i) {
       const int s = i % stages, round = i / stages;
       if (lane == 0) {
@@ -104,9 +108,13 @@ __global__ void __launch_bounds__(kThreads, (Shape<kInt8, kN, kSets>::kBlocksPer
       const uint32_t stage = base + s * S::kStageBytes;
       const int kt = k_begin + i;
       if (lane < tiles) {
-        BulkLoad(stage + S::kActBytes + lane * S::kTileBytes,
-                 packed + (static_cast<int64_t>(tile0 + lane) * k_tiles + kt) * S::kTileBytes,
+        const int64_t index = static_cast<int64_t>(tile0 + lane) * k_tiles + kt;
+        BulkLoad(stage + S::kActBytes + lane * S::kTileBytes, packed + index * S::kTileBytes,
                  S::kTileBytes, full + s * 8);
+        if constexpr (!kInt8) {
+          BulkLoad(stage + S::kScalesAt + lane * S::kScaleBytes, scales + index * S::kScaleBytes,
+                   S::kScaleBytes, full + s * 8);
+        }
       }
       if (lane == 31) TmaLoad3d(stage, &map_a, kt * swapab::kSuperTileK, 0, 0, full + s * 8);
     }
@@ -122,7 +130,8 @@ __global__ void __launch_bounds__(kThreads, (Shape<kInt8, kN, kSets>::kBlocksPer
         const int tile = (wg * kSets + set) * 4 + wl;
         if (tile < tiles) {
           const swapab::LaneTile lt =
-              swapab::LoadLaneTile<kInt8>(stage + S::kActBytes + tile * S::kTileBytes, lane);
+              swapab::LoadLaneTile<kInt8>(stage + S::kActBytes + tile * S::kTileBytes,
+                                          stage + S::kScalesAt + tile * S::kScaleBytes, lane);
 #pragma unroll
           for (int step = 0; step < 4; ++step) swapab::DecodeStep<kInt8>(lt, step, a[set][step]);
         } else {

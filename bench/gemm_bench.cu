@@ -953,7 +953,10 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
       }
     }
     if (gemmd::gpu::ResolveSwapAbPath(gemmd::gpu::SwapAbPath::kWgmma).ok()) {
-      variants.push_back({gemmd::gpu::SwapAbPath::kWgmma, 0, o.swapab_rows, o.swapab_splits});
+      for (int overlap : {0, 1}) {
+        variants.push_back(
+            {gemmd::gpu::SwapAbPath::kWgmma, 0, o.swapab_rows, o.swapab_splits, overlap});
+      }
     }
     for (const gemmd::gpu::SwapAbOptions& options : variants) {
       auto launch_swapab = [&](int set) {
@@ -971,7 +974,8 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
       QuantRow sw = r;
       sw.kernel =
           gemmd::gpu::SwapAbKernelName(int8, options.path) +
-          (options.l2_ahead > 0 ? " (L2 ahead " + std::to_string(options.l2_ahead) + ")" : "");
+          (options.l2_ahead > 0 ? " (L2 ahead " + std::to_string(options.l2_ahead) + ")" : "") +
+          (options.overlap > 0 ? " (overlap)" : "");
       sw.ms = MedianMs(o, sets, launch_swapab);
       sw.rel_error = c_error(launch_swapab);
       std::fprintf(stderr, "  %-6s %-16s %s %8.4f ms (%6.0f GB/s)  %.2fx  err %.2e\n",

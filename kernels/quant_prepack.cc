@@ -1,5 +1,6 @@
 #include "kernels/quant_prepack.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -24,12 +25,13 @@ constexpr Source Int8SourceOf(int lane, int j, int b) {
   return {g + 8 * ((b / 2) % 2), 16 * j + 2 * t + 8 * (b / 4) + b % 2};
 }
 
-// Calls f(super-tile base row, base K, super-tile index) for every super-tile.
+// Calls f(super-tile base row, base K, super-tile number) for every super-tile.
 template <typename F>
 void ForEachSuperTile(int64_t n, int64_t k, F&& f) {
-  const int64_t k_tiles = k / kSwapAbK;
   for (int64_t rt = 0; rt < n / kSwapAbRows; ++rt) {
-    for (int64_t kt = 0; kt < k_tiles; ++kt) f(rt * kSwapAbRows, kt * kSwapAbK, rt * k_tiles + kt);
+    for (int64_t kt = 0; kt < k / kSwapAbK; ++kt) {
+      f(rt * kSwapAbRows, kt * kSwapAbK, SwapAbTileIndex(n, k, rt, kt));
+    }
   }
 }
 
@@ -90,6 +92,12 @@ absl::Status CheckFits(int64_t n, int64_t k) {
 }
 
 }  // namespace
+
+int64_t SwapAbTileIndex(int64_t n, int64_t k, int64_t rt, int64_t kt) {
+  const int64_t band = rt / kSwapAbBandTiles;
+  const int64_t band_tiles = std::min(kSwapAbBandTiles, n / kSwapAbRows - band * kSwapAbBandTiles);
+  return band * kSwapAbBandTiles * (k / kSwapAbK) + kt * band_tiles + rt % kSwapAbBandTiles;
+}
 
 bool Nvfp4SwapAbFits(int64_t n, int64_t k) {
   return n > 0 && k > 0 && n % kSwapAbRows == 0 && k % kSwapAbK == 0;

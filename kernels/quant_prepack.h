@@ -6,13 +6,17 @@
 // steps (the weight is the MMA's A operand, 16 weight rows a warp; mma.sync and wgmma's
 // register A share that fragment). K keeps its order, so the activations are the MMA's B
 // operand as stored (a TMA box of them feeds wgmma). The codes and the scales stay in
-// their canonical regions, and each 16-row tile's bytes in the tile's canonical range: the
-// repack can run in place, one row tile at a time. Same bytes, none added; exact both ways.
+// their canonical regions, and each band of 256 rows in its canonical range. Same bytes,
+// none added; exact both ways.
 // Plain C++, thread-safe.
 //
-// With T = k / 64 super-tiles a row tile, super-tile (r0 = 16 * row_tile, k0 = 64 * k_tile)
-// has code bytes [512 * (row_tile * T + k_tile), + 512) and scale bytes from n * k / 2 +
-// 64 * (row_tile * T + k_tile), + 64:
+// Super-tiles are numbered in bands of 16 row tiles (256 rows; the last band may have
+// fewer), K tile by K tile inside a band: with T = k / 64, super-tile (row tile rt, K
+// tile kt) is number SwapAbTileIndex(n, k, rt, kt) = 16 T band + kt * band_tiles +
+// rt % 16 (band = rt / 16), so the row tiles of a band at one K tile are consecutive (one
+// copy feeds a block) and a band's bytes stay in the band's canonical range (the repack
+// runs in place, one band at a time). Super-tile i (r0 = 16 rt, k0 = 64 kt) has code bytes
+// [512 i, + 512) and scale bytes [n * k / 2 + 64 i, + 64):
 // - code byte 16L .. 16L + 15 belong to lane L = 4g + t (g = L / 4, t = L % 4): four
 //   words, word j the MMA step j (K k0 + 16j .. + 15). Its nibbles 0..7 (nibble i: byte
 //   i / 2, low nibble first) are the codes of rows (r0+g, r0+g+8, r0+g, r0+g+8, r0+g,
@@ -25,7 +29,7 @@
 // Needs n % 16 == 0 and k % 64 == 0 (Nvfp4SwapAbFits); other shapes stay canonical.
 //
 // INT8 (values [n, k], FP32 row scales [n]) the same way, in 1024-byte super-tiles of
-// 16 rows x 64 K at 1024 * (row_tile * T + k_tile), then the n row scales as they were
+// 16 rows x 64 K, super-tile i at 1024 i, then the n row scales as they were
 // (the epilogue's, 4n bytes, at byte n * k): lane L has bytes [32L, 32L + 32), 8 a step j,
 // two words. Word 0 holds rows (r0+g, r0+g, r0+g+8, r0+g+8) at K (c, c+1, c, c+1), word
 // 1 the same at (c+8, c+9): DecodeInt8Word's pairs (0,1) (2,3) are then the A registers
@@ -57,6 +61,10 @@ absl::Status UnpackNvfp4SwapAb(const uint8_t* packed, int64_t n, int64_t k, uint
                                uint8_t* scales);
 
 inline constexpr int64_t kSwapAbInt8TileBytes = 1024;
+inline constexpr int64_t kSwapAbBandTiles = 16;  // row tiles a band
+
+// The number of super-tile (row tile rt, K tile kt) of an [n, k] weight (see above).
+int64_t SwapAbTileIndex(int64_t n, int64_t k, int64_t rt, int64_t kt);
 
 // values [n, k] + row scales (4n bytes, FP32 as stored) -> out, n*k + 4n bytes (swap-AB).
 // INVALID_ARGUMENT when !Nvfp4SwapAbFits(n, k) (the same shapes).

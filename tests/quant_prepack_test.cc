@@ -58,7 +58,9 @@ TEST(QuantPrepackTest, CodesAndScalesSitWhereDocumented) {
   }
   std::vector<uint8_t> packed(c.codes.size() + c.scales.size());
   ASSERT_TRUE(PrepackNvfp4SwapAb(c.codes.data(), c.scales.data(), n, k, packed.data()).ok());
-  // Super-tile (row tile 1, K tile 1): r0 = 16, k0 = 64, index 1 * 2 + 1.
+  // Super-tile (row tile 1, K tile 1): r0 = 16, k0 = 64; one band of 2 row tiles, number
+  // 1 * 2 + 1.
+  ASSERT_EQ(SwapAbTileIndex(n, k, 1, 1), 3);
   const uint8_t* tile = packed.data() + 512 * 3;
   const uint8_t* tile_scales = packed.data() + n * k / 2 + 64 * 3;
   const int64_t r0 = 16, k0 = 64;
@@ -82,23 +84,33 @@ TEST(QuantPrepackTest, CodesAndScalesSitWhereDocumented) {
   }
 }
 
-// Every row tile's codes and scales stay in the tile's canonical ranges (what lets the
-// repack run in place, one row tile at a time).
-TEST(QuantPrepackTest, RowTilesKeepTheirRanges) {
-  const int64_t n = 48, k = 192;
+// Super-tiles are numbered band by band (16 row tiles), K tile by K tile inside a band.
+TEST(QuantPrepackTest, SuperTilesAreNumberedInBands) {
+  const int64_t n = 16 * 20, k = 64 * 3;  // a band of 16 row tiles, then one of 4
+  EXPECT_EQ(SwapAbTileIndex(n, k, 0, 0), 0);
+  EXPECT_EQ(SwapAbTileIndex(n, k, 5, 0), 5);
+  EXPECT_EQ(SwapAbTileIndex(n, k, 5, 2), 2 * 16 + 5);
+  EXPECT_EQ(SwapAbTileIndex(n, k, 16, 0), 16 * 3);
+  EXPECT_EQ(SwapAbTileIndex(n, k, 19, 2), 16 * 3 + 2 * 4 + 3);  // the last super-tile
+}
+
+// Every band's codes and scales stay in the band's canonical ranges (what lets the repack
+// run in place, one band at a time).
+TEST(QuantPrepackTest, BandsKeepTheirRanges) {
+  const int64_t n = 16 * 20, k = 192;  // bands of 256 and 64 rows
   Canonical c{std::vector<uint8_t>(n * k / 2), std::vector<uint8_t>(n * k / 16)};
   for (int64_t r = 0; r < n; ++r) {
-    const uint8_t tile = static_cast<uint8_t>(r / 16);
-    for (int64_t b = 0; b < k / 2; ++b) c.codes[r * k / 2 + b] = static_cast<uint8_t>(tile * 0x11);
-    for (int64_t b = 0; b < k / 16; ++b) c.scales[r * k / 16 + b] = static_cast<uint8_t>(tile + 7);
+    const uint8_t band = static_cast<uint8_t>(r / 256);
+    for (int64_t b = 0; b < k / 2; ++b) c.codes[r * k / 2 + b] = static_cast<uint8_t>(band * 0x11);
+    for (int64_t b = 0; b < k / 16; ++b) c.scales[r * k / 16 + b] = static_cast<uint8_t>(band + 7);
   }
   std::vector<uint8_t> packed(c.codes.size() + c.scales.size());
   ASSERT_TRUE(PrepackNvfp4SwapAb(c.codes.data(), c.scales.data(), n, k, packed.data()).ok());
   for (int64_t i = 0; i < n * k / 2; ++i) {
-    ASSERT_EQ(packed[i], (i / (8 * k)) * 0x11) << i;  // a row tile's codes: 16 * k / 2 bytes
+    ASSERT_EQ(packed[i], (i / (256 * k / 2)) * 0x11) << i;
   }
   for (int64_t i = 0; i < n * k / 16; ++i) {
-    ASSERT_EQ(packed[n * k / 2 + i], i / k + 7) << i;  // its scales: 16 * k / 16 bytes
+    ASSERT_EQ(packed[n * k / 2 + i], i / (256 * k / 16) + 7) << i;
   }
 }
 

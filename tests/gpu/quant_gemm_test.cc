@@ -370,7 +370,9 @@ std::vector<SwapAbCase> SwapAbCases() {
                                                                       {64, 512, 192, 256, 8},
                                                                       {64, 4096, 8192, 0, 0},
                                                                       {16, 8192, 1024, 0, 0}}) {
-      cases.push_back({format, m, n, k, {SwapAbPath::kWgmma, 0, rows, splits}});
+      for (int overlap : {0, 1}) {
+        cases.push_back({format, m, n, k, {SwapAbPath::kWgmma, 0, rows, splits, overlap}});
+      }
     }
   }
   return cases;
@@ -382,7 +384,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SwapAbTest, ::testing::ValuesIn(SwapAbCases()),
                            return absl::StrCat(QuantFormatName(info.param.format), "_",
                                                o.path == SwapAbPath::kWgmma ? "wgmma" : "mma", "_",
                                                info.param.m, "x", info.param.n, "x", info.param.k,
-                                               "_r", o.rows, "_s", o.splits);
+                                               "_r", o.rows, "_s", o.splits,
+                                               o.overlap > 0 ? "_overlap" : "");
                          });
 
 TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {

@@ -51,6 +51,17 @@ __device__ __forceinline__ void MbarArrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 #endif
 }
+// One arrival when `arrive` holds, as a predicated instruction rather than a branch (a
+// branch near wgmma operands makes ptxas serialize the wgmmas).
+__device__ __forceinline__ void MbarArriveIf(uint32_t bar, bool arrive) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::
+          "r"(bar),
+      "r"(static_cast<int>(arrive))
+      : "memory");
+#endif
+}
 // Waits until the barrier's phase with this parity has completed.
 __device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -46,14 +46,13 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
   for (int s = warp; s < k_tiles; s += kWarps) {
-    // Asks L2 for this warp's super-tile's codes l2_ahead turns on (a 128-byte line a lane).
+    // Asks L2 for this warp's super-tiles' codes l2_ahead turns on (a 128-byte line a lane).
     if (l2_ahead > 0 && lane < (kTileBytes + 127) / 128 && s + l2_ahead * kWarps < k_tiles) {
 #pragma unroll
       for (int rt = 0; rt < kRowTiles; ++rt) {
-        const uint8_t* ahead =
-            packed +
-            (static_cast<int64_t>(row_tile0 + rt) * k_tiles + s + l2_ahead * kWarps) * kTileBytes;
-        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(ahead + 128 * lane));
+        const int64_t ahead =
+            swapab::TileIndex(n / 16, k_tiles, row_tile0 + rt, s + l2_ahead * kWarps);
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(packed + ahead * kTileBytes + 128 * lane));
       }
     }
     // Lane (g, t)'s B words of token 8 jt + g: per step j, K 16j + 2t (+1) and 16j + 2t + 8 (+9).
@@ -70,7 +69,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 #pragma unroll
     for (int rt = 0; rt < kRowTiles; ++rt) {
-      const int64_t index = static_cast<int64_t>(row_tile0 + rt) * k_tiles + s;
+      const int64_t index = swapab::TileIndex(n / 16, k_tiles, row_tile0 + rt, s);
       const swapab::LaneTile lt = swapab::LoadLaneTile<kInt8>(
           packed + index * kTileBytes, scales + index * kScaleTileBytes, lane);
 #pragma unroll
@@ -203,7 +202,7 @@ absl::Status LaunchSwapAb(bool int8, const void* a, int64_t m, const void* packe
 #if defined(GEMMD_HAVE_SM90A)
   if (*path == SwapAbPath::kWgmma) {
     return internal::LaunchSwapAbWgmma(int8, a, m, packed, out_scale, n, k, c, options.rows,
-                                       options.splits, stream);
+                                       options.splits, options.overlap, stream);
   }
 #endif
   return int8 ? LaunchFor<true>(a, m, packed, out_scale, n, k, c, options.l2_ahead, stream)

@@ -45,6 +45,7 @@ struct SwapAbOptions {
   int l2_ahead = 0;  // mma.sync: each warp also asks L2 for its super-tile this many turns on
   int rows = 0;      // wgmma: weight rows a block, 128 or 256 (0: chosen)
   int splits = 0;    // wgmma: K split over a cluster of 1, 2, 4 or 8 blocks (0: chosen)
+  int overlap = 0;   // wgmma: 1 decodes the next stage while a stage's wgmmas run
 };
 
 // The path `options.path` resolves to on the current device; FAILED_PRECONDITION for

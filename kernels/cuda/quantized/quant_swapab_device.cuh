@@ -21,6 +21,15 @@ constexpr int kTileBytes = static_cast<int>(kInt8 ? kSwapAbInt8TileBytes : kSwap
 constexpr int kScaleTileBytes = static_cast<int>(kSwapAbScaleTileBytes);
 constexpr int kSuperTileK = static_cast<int>(kSwapAbK);
 
+constexpr int kBandTiles = static_cast<int>(kSwapAbBandTiles);
+
+// SwapAbTileIndex (quant_prepack.h) for n / 16 row tiles, k_tiles K tiles.
+__device__ __forceinline__ int64_t TileIndex(int row_tiles, int k_tiles, int rt, int kt) {
+  const int band = rt / kBandTiles;
+  const int band_tiles = min(kBandTiles, row_tiles - band * kBandTiles);
+  return static_cast<int64_t>(band) * kBandTiles * k_tiles + kt * band_tiles + rt % kBandTiles;
+}
+
 // Two scale bytes (row g's, row g + 8's; higher bits ignored) -> an FP16 pair, each the
 // scale * 2^7: the E4M3 bits placed as FP16 are the scale * 2^-8, then * 2^15. With the
 // codes' 2^-14 the products are value * scale * 2^-7, exact in FP16 (their lowest bit >=

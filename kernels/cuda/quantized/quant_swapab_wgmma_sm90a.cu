@@ -7,8 +7,9 @@
 // L1 than weight bytes from HBM, and each warp keeps only one super-tile in flight.
 // How: a block of two consumer warpgroups and one producer warp owns 128 or 256 weight
 // rows (kSets sets of 64 rows a warpgroup) and a range of K. The producer fills a ring of
-// stages, each one K super-tile (64 K): the block's super-tiles of weight (bulk copies of
-// each 16-row tile's 512 code bytes and 64 scale bytes, INT8 1024 value bytes) and a TMA box of the
+// stages, each one K super-tile (64 K): the block's super-tiles of weight (one bulk copy of
+// its 16-row tiles' code bytes, 512 a tile, and one of their 64 scale bytes; INT8 1024
+// value bytes), consecutive in the layout's bands, and a TMA box of the
 // kN tokens' 64 activations (128-byte swizzle, zeros past m). A consumer warp loads its lane's 16
 // code bytes and 8 scale bytes of a tile from shared memory, decodes them into the four m16n8k16 A
 // fragments of the super-tile (quant_swapab_device.cuh; wgmma's register A has that
@@ -24,6 +25,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/common/cuda_status.h"
@@ -57,15 +59,21 @@ struct Shape {
   static constexpr int kStageBytes = (kScalesAt + kTiles * kScaleBytes + 1023) / 1024 * 1024;
   static constexpr int kPitch = kRows + 4;  // floats: a lane's 4 tokens on 4 bank groups
   static constexpr int kReduceBytes = kN * kPitch * 4;
-  // Blocks an SM: two, except where 64 tokens' accumulators for two sets need the
-  // registers of one (kept in registers rather than spilled).
-  static constexpr int kBlocksPerSm = kN * kSets >= 128 ? 1 : 2;
   static_assert(kActBytes % 1024 == 0, "the weight of a stage follows whole atoms");
-  static_assert(kTiles < 32, "one producer lane per tile, lane 31 for the activations");
+  static_assert(kTiles <= swapab::kBandTiles, "a block's tiles are one band or half of one");
 };
 
-template <bool kInt8, int kN, int kSets>
-__global__ void __launch_bounds__(kThreads, (Shape<kInt8, kN, kSets>::kBlocksPerSm))
+// Blocks an SM: two, except where two sets' accumulators of 64 tokens, or two sets'
+// fragments twice over (kOverlap), need the registers of one (else spilled, or the
+// wgmmas serialized by ptxas).
+constexpr int BlocksPerSm(int n, int sets, bool overlap) {
+  return n * sets >= 128 || (overlap && sets == 2) ? 1 : 2;
+}
+
+// kOverlap: a warpgroup decodes the next stage while its wgmmas run, else it waits for
+// them (other warpgroups on the SM overlap it).
+template <bool kInt8, int kN, int kSets, bool kOverlap>
+__global__ void __launch_bounds__(kThreads, BlocksPerSm(kN, kSets, kOverlap))
     SwapAbWgmmaKernel(const __grid_constant__ CUtensorMap map_a, const uint8_t* __restrict__ packed,
                       float out_scale, int m, int n, int k_tiles, int stages,
                       float* __restrict__ c) {
@@ -82,8 +90,14 @@ __global__ void __launch_bounds__(kThreads, (Shape<kInt8, kN, kSets>::kBlocksPer
   const int k_begin = static_cast<int>(static_cast<int64_t>(k_tiles) * split / splits);
   const int count =
       static_cast<int>(static_cast<int64_t>(k_tiles) * (split + 1) / splits) - k_begin;
-  const int tile0 = static_cast<int>(blockIdx.x) * S::kTiles;
-  const int tiles = min(S::kTiles, n / 16 - tile0);
+  // Its row tiles: kTiles (a band of 16 or half of one) from tile0, `tiles` of them real;
+  // at one K tile they are consecutive super-tiles from band_at + kt * band_tiles.
+  const int row_tiles = n / 16, tile0 = static_cast<int>(blockIdx.x) * S::kTiles;
+  const int band = tile0 / swapab::kBandTiles;
+  const int band_tiles = min(swapab::kBandTiles, row_tiles - band * swapab::kBandTiles);
+  const int tiles = min(S::kTiles, row_tiles - tile0);
+  const int64_t band_at =
+      static_cast<int64_t>(band) * swapab::kBandTiles * k_tiles + tile0 % swapab::kBandTiles;
   if (threadIdx.x == 0) InitRingBarriers<kMaxStages>(full, empty, kConsumers);
   __syncthreads();
 
@@ -94,57 +108,55 @@ __global__ void __launch_bounds__(kThreads, (Shape<kInt8, kN, kSets>::kBlocksPer
     for (int i = 0; i < kN / 2; ++i) acc[set][i] = 0.0f;
   }
   if (warp == 4 * kConsumers) {
-    // The producer: lane 0 waits for the stage and announces its bytes, then lanes < tiles
-    // ask for a 16-row tile's super-tile each and lane 31 for the activations.
+    // The producer (lane 0): per stage one copy of the tiles' codes (values), one of
+    // their scales and a TMA box of the activations.
     const uint32_t bytes = S::kActBytes + tiles * (S::kTileBytes + S::kScaleBytes);
     const uint8_t* const scales = packed + static_cast<int64_t>(n) * k_tiles * 32;  // NVFP4
-    for (int i = 0; i < count; ++i) {
+    for (int i = 0; i < count && lane == 0; ++i) {
       const int s = i % stages, round = i / stages;
-      if (lane == 0) {
-        if (round > 0) MbarWait(empty + s * 8, (round + 1) & 1);
-        MbarArriveExpectTx(full + s * 8, bytes);
-      }
-      __syncwarp();
+      if (round > 0) MbarWait(empty + s * 8, (round + 1) & 1);
+      MbarArriveExpectTx(full + s * 8, bytes);
       const uint32_t stage = base + s * S::kStageBytes;
       const int kt = k_begin + i;
-      if (lane < tiles) {
-        const int64_t index = static_cast<int64_t>(tile0 + lane) * k_tiles + kt;
-        BulkLoad(stage + S::kActBytes + lane * S::kTileBytes, packed + index * S::kTileBytes,
-                 S::kTileBytes, full + s * 8);
-        if constexpr (!kInt8) {
-          BulkLoad(stage + S::kScalesAt + lane * S::kScaleBytes, scales + index * S::kScaleBytes,
-                   S::kScaleBytes, full + s * 8);
-        }
+      const int64_t first = band_at + static_cast<int64_t>(kt) * band_tiles;
+      BulkLoad(stage + S::kActBytes, packed + first * S::kTileBytes, tiles * S::kTileBytes,
+               full + s * 8);
+      if constexpr (!kInt8) {
+        BulkLoad(stage + S::kScalesAt, scales + first * S::kScaleBytes, tiles * S::kScaleBytes,
+                 full + s * 8);
       }
-      if (lane == 31) TmaLoad3d(stage, &map_a, kt * swapab::kSuperTileK, 0, 0, full + s * 8);
+      TmaLoad3d(stage, &map_a, kt * swapab::kSuperTileK, 0, 0, full + s * 8);
     }
   } else {
     const int wg = warp / 4, wl = warp % 4;
-    for (int i = 0; i < count; ++i) {
-      const int s = i % stages;
-      MbarWait(full + s * 8, (i / stages) & 1);
+    using Fragments = uint32_t[kSets][4][4];
+    // Waits for stage i and decodes this warp's tiles of it into A fragments. Tiles past n,
+    // and all of a stage i past the block's K (`real` false: stage i - 1 is read instead),
+    // are decoded from whatever bytes are there and zeroed by a mask: no branch near
+    // registers an in-flight wgmma reads, where ptxas would serialize the wgmmas.
+    const auto decode = [&](int i, bool real, Fragments& a) {
+      const int from = real ? i : i - 1, s = from % stages;
+      MbarWait(full + s * 8, (from / stages) & 1);
       const unsigned char* stage = base_ptr + s * S::kStageBytes;
-      uint32_t a[kSets][4][4];
 #pragma unroll
       for (int set = 0; set < kSets; ++set) {
         const int tile = (wg * kSets + set) * 4 + wl;
-        if (tile < tiles) {
-          const swapab::LaneTile lt =
-              swapab::LoadLaneTile<kInt8>(stage + S::kActBytes + tile * S::kTileBytes,
-                                          stage + S::kScalesAt + tile * S::kScaleBytes, lane);
+        const uint32_t keep = real && tile < tiles ? ~0u : 0u;
+        const swapab::LaneTile lt =
+            swapab::LoadLaneTile<kInt8>(stage + S::kActBytes + tile * S::kTileBytes,
+                                        stage + S::kScalesAt + tile * S::kScaleBytes, lane);
 #pragma unroll
-          for (int step = 0; step < 4; ++step) swapab::DecodeStep<kInt8>(lt, step, a[set][step]);
-        } else {
+        for (int step = 0; step < 4; ++step) {
+          swapab::DecodeStep<kInt8>(lt, step, a[set][step]);
 #pragma unroll
-          for (int step = 0; step < 4; ++step) {
-#pragma unroll
-            for (int r = 0; r < 4; ++r) a[set][step][r] = 0u;
-          }
+          for (int r = 0; r < 4; ++r) a[set][step][r] &= keep;
         }
       }
-      const uint64_t desc_b = SmemDesc(base + s * S::kStageBytes);
-#pragma unroll
-      for (int set = 0; set < kSets; ++set) FenceAccumulators(acc[set]);
+    };
+    // Issues stage i's wgmmas on fragments `a` as one group (a stage past the block's K
+    // reads stage i - 1's activations with zero fragments).
+    const auto issue = [&](int i, bool real, const Fragments& a) {
+      const uint64_t desc_b = SmemDesc(base + ((real ? i : i - 1) % stages) * S::kStageBytes);
       WgmmaFence();
 #pragma unroll
       for (int set = 0; set < kSets; ++set) {
@@ -155,10 +167,47 @@ __global__ void __launch_bounds__(kThreads, (Shape<kInt8, kN, kSets>::kBlocksPer
         }
       }
       WgmmaCommit();
-      WgmmaWait<0>();
+    };
+    // Once stage i's wgmmas have retired its stage goes back to the producer.
+    const auto release = [&](int i, bool real) {
+      MbarArriveIf(empty + (i % stages) * 8, real && threadIdx.x % 128 == 0);
+    };
+    // The accumulators are pinned in their registers before the first wgmma and after the
+    // last retires; in between only wgmmas define them (or ptxas serializes the wgmmas).
+    const auto fence_accumulators = [&] {
 #pragma unroll
       for (int set = 0; set < kSets; ++set) FenceAccumulators(acc[set]);
-      if (threadIdx.x % 128 == 0) MbarArrive(empty + s * 8);
+    };
+    fence_accumulators();
+    if constexpr (kOverlap) {
+      // Stage i + 1 is decoded while stage i's wgmmas run: two sets of fragments in turn
+      // (a wgmma reads its A registers until it retires), two stages a round, the second
+      // of the last round a zero stage when count is odd.
+      Fragments a0, a1;
+      const int rounds = (count + 1) / 2;
+      for (int r = 0; r < rounds; ++r) {
+        const int i = 2 * r;
+        decode(i, true, a0);
+        issue(i, true, a0);
+        WgmmaWait<1>();  // stage i - 1 has retired
+        release(i - 1, r > 0);
+        decode(i + 1, i + 1 < count, a1);
+        issue(i + 1, i + 1 < count, a1);
+        WgmmaWait<1>();  // stage i has retired
+        release(i, true);
+      }
+      WgmmaWait<0>();
+      release(2 * rounds - 1, 2 * rounds - 1 < count);
+      fence_accumulators();
+    } else {
+      for (int i = 0; i < count; ++i) {
+        Fragments a;
+        decode(i, true, a);
+        issue(i, true, a);
+        WgmmaWait<0>();
+        fence_accumulators();
+        release(i, true);
+      }
     }
   }
 
@@ -240,17 +289,17 @@ cudaLaunchConfig_t GridConfig(const Plan& plan, cudaStream_t stream, cudaLaunchA
 // kBlocksPerSm blocks an SM: each takes as many stages as its share of the SM's shared
 // memory holds (and at least what its sums need). K is split over clusters only as far as all the
 // blocks are resident at once, and only while every cluster fits.
-template <bool kInt8, int kN, int kSets>
+template <bool kInt8, int kN, int kSets, bool kOverlap>
 absl::StatusOr<Plan> PlanFor(int64_t n, int64_t k, int splits_override) {
   using S = Shape<kInt8, kN, kSets>;
-  const auto kernel = SwapAbWgmmaKernel<kInt8, kN, kSets>;
+  const auto kernel = SwapAbWgmmaKernel<kInt8, kN, kSets, kOverlap>;
   const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
   if (!facts.ok()) return facts.status();
   const int device = facts->device;
   constexpr int kFixed = 1024 + 2 * kMaxStages * 8;  // alignment slack, barriers
   Plan plan;
   // The SM keeps 1 KiB a block.
-  const int share = (facts->smem_optin + 1024) / S::kBlocksPerSm - 1024;
+  const int share = (facts->smem_optin + 1024) / BlocksPerSm(kN, kSets, kOverlap) - 1024;
   plan.stages = std::clamp((share - kFixed) / S::kStageBytes, 2, kMaxStages);
   while (plan.stages * S::kStageBytes < S::kReduceBytes) ++plan.stages;
   plan.smem = static_cast<size_t>(plan.stages * S::kStageBytes + kFixed);
@@ -301,10 +350,10 @@ absl::StatusOr<Plan> PlanFor(int64_t n, int64_t k, int splits_override) {
   return plan;
 }
 
-template <bool kInt8, int kN, int kSets>
+template <bool kInt8, int kN, int kSets, bool kOverlap>
 absl::Status Launch(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
                     int64_t k, float* c, int splits, cudaStream_t stream) {
-  const absl::StatusOr<Plan> plan = PlanFor<kInt8, kN, kSets>(n, k, splits);
+  const absl::StatusOr<Plan> plan = PlanFor<kInt8, kN, kSets, kOverlap>(n, k, splits);
   if (!plan.ok()) return plan.status();
   CUtensorMap map_a{};
   GEMMD_GPU_RETURN_IF_ERROR(MakeTensorMap3d(&map_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, a, k, m, k,
@@ -312,26 +361,43 @@ absl::Status Launch(const void* a, int64_t m, const void* packed, float out_scal
   cudaLaunchAttribute cluster;
   const cudaLaunchConfig_t config = GridConfig(*plan, stream, &cluster);
   RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(
-      &config, SwapAbWgmmaKernel<kInt8, kN, kSets>, map_a, static_cast<const uint8_t*>(packed),
-      out_scale, static_cast<int>(m), static_cast<int>(n),
+      &config, SwapAbWgmmaKernel<kInt8, kN, kSets, kOverlap>, map_a,
+      static_cast<const uint8_t*>(packed), out_scale, static_cast<int>(m), static_cast<int>(n),
       static_cast<int>(k / swapab::kSuperTileK), plan->stages, c));
   return absl::OkStatus();
 }
 
-template <bool kInt8, int kSets>
+template <bool kInt8, int kSets, bool kOverlap>
 absl::Status LaunchTokens(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
                           int64_t k, float* c, int splits, cudaStream_t stream) {
-  if (m <= 8) return Launch<kInt8, 8, kSets>(a, m, packed, out_scale, n, k, c, splits, stream);
-  if (m <= 16) return Launch<kInt8, 16, kSets>(a, m, packed, out_scale, n, k, c, splits, stream);
-  if (m <= 32) return Launch<kInt8, 32, kSets>(a, m, packed, out_scale, n, k, c, splits, stream);
-  return Launch<kInt8, 64, kSets>(a, m, packed, out_scale, n, k, c, splits, stream);
+  const auto go = [&](auto tokens) {
+    return Launch<kInt8, decltype(tokens)::value, kSets, kOverlap>(a, m, packed, out_scale, n, k, c,
+                                                                   splits, stream);
+  };
+  if (m <= 8) return go(std::integral_constant<int, 8>{});
+  if (m <= 16) return go(std::integral_constant<int, 16>{});
+  if (m <= 32) return go(std::integral_constant<int, 32>{});
+  return go(std::integral_constant<int, 64>{});
+}
+
+template <bool kInt8>
+absl::Status LaunchFormat(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
+                          int64_t k, float* c, int rows, int splits, bool overlap,
+                          cudaStream_t stream) {
+  if (rows == 256) {
+    return overlap
+               ? LaunchTokens<kInt8, 2, true>(a, m, packed, out_scale, n, k, c, splits, stream)
+               : LaunchTokens<kInt8, 2, false>(a, m, packed, out_scale, n, k, c, splits, stream);
+  }
+  return overlap ? LaunchTokens<kInt8, 1, true>(a, m, packed, out_scale, n, k, c, splits, stream)
+                 : LaunchTokens<kInt8, 1, false>(a, m, packed, out_scale, n, k, c, splits, stream);
 }
 
 }  // namespace
 
 absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
                                float out_scale, int64_t n, int64_t k, float* c, int rows,
-                               int splits, cudaStream_t stream) {
+                               int splits, int overlap_mode, cudaStream_t stream) {
   if (rows != 0 && rows != 128 && rows != 256) {
     return absl::InvalidArgumentError(
         absl::StrCat("the swap-AB wgmma kernel takes 128 or 256 rows a block; got ", rows));
@@ -346,12 +412,10 @@ absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* 
   }
   // 256 rows a block halve the activations' L2 reads; 128 keep more blocks where n is small.
   if (rows == 0) rows = n >= 256 * 24 ? 256 : 128;
-  if (rows == 256) {
-    return int8 ? LaunchTokens<true, 2>(a, m, packed, out_scale, n, k, c, splits, stream)
-                : LaunchTokens<false, 2>(a, m, packed, out_scale, n, k, c, splits, stream);
-  }
-  return int8 ? LaunchTokens<true, 1>(a, m, packed, out_scale, n, k, c, splits, stream)
-              : LaunchTokens<false, 1>(a, m, packed, out_scale, n, k, c, splits, stream);
+  const bool overlap = overlap_mode != 0;
+  return int8
+             ? LaunchFormat<true>(a, m, packed, out_scale, n, k, c, rows, splits, overlap, stream)
+             : LaunchFormat<false>(a, m, packed, out_scale, n, k, c, rows, splits, overlap, stream);
 }
 
 }  // namespace gemmd::gpu::internal

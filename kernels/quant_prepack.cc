@@ -36,12 +36,13 @@ void ForEachSuperTile(int64_t n, int64_t k, F&& f) {
 }
 
 // The NVFP4 layout as pairs of places, one call each: code(packed nibble, canonical nibble)
-// (nibble i: byte i / 2, low nibble first) and scale(packed byte, canonical byte).
+// (nibble i: byte i / 2, low nibble first) and scale(packed byte, canonical byte), the
+// packed scale byte counted from the start of the scale region.
 template <typename Code, typename Scale>
 void ForEachNvfp4Place(int64_t n, int64_t k, Code&& code, Scale&& scale) {
   ForEachSuperTile(n, k, [&](int64_t r0, int64_t k0, int64_t tile) {
     const int64_t at = tile * kSwapAbCodeTileBytes;
-    const int64_t scales_at = n * k / 2 + tile * kSwapAbScaleTileBytes;
+    const int64_t scales_at = tile * kSwapAbScaleTileBytes;
     for (int lane = 0; lane < 32; ++lane) {
       for (int j = 0; j < 4; ++j) {
         for (int i = 0; i < 8; ++i) {
@@ -106,18 +107,29 @@ bool Nvfp4SwapAbFits(int64_t n, int64_t k) {
 absl::Status PrepackNvfp4SwapAb(const uint8_t* codes, const uint8_t* scales, int64_t n, int64_t k,
                                 uint8_t* out) {
   if (absl::Status fits = CheckFits(n, k); !fits.ok()) return fits;
+  uint8_t* const out_scales = out + n * k / 2;
   ForEachNvfp4Place(
       n, k, [&](int64_t packed, int64_t canonical) { CopyNibble(codes, canonical, out, packed); },
-      [&](int64_t packed, int64_t canonical) { out[packed] = scales[canonical]; });
+      [&](int64_t packed, int64_t canonical) { out_scales[packed] = scales[canonical]; });
   return absl::OkStatus();
 }
 
 absl::Status UnpackNvfp4SwapAb(const uint8_t* packed, int64_t n, int64_t k, uint8_t* codes,
                                uint8_t* scales) {
+  return UnpackNvfp4SwapAbRegions(packed, packed + n * k / 2, n, k, codes, scales);
+}
+
+absl::Status UnpackNvfp4SwapAbRegions(const uint8_t* packed_codes, const uint8_t* packed_scales,
+                                      int64_t n, int64_t k, uint8_t* codes, uint8_t* scales) {
   if (absl::Status fits = CheckFits(n, k); !fits.ok()) return fits;
   ForEachNvfp4Place(
-      n, k, [&](int64_t at, int64_t canonical) { CopyNibble(packed, at, codes, canonical); },
-      [&](int64_t at, int64_t canonical) { scales[canonical] = packed[at]; });
+      n, k,
+      [&](int64_t at, int64_t canonical) {
+        if (codes != nullptr) CopyNibble(packed_codes, at, codes, canonical);
+      },
+      [&](int64_t at, int64_t canonical) {
+        if (scales != nullptr) scales[canonical] = packed_scales[at];
+      });
   return absl::OkStatus();
 }
 
@@ -133,11 +145,19 @@ absl::Status PrepackInt8SwapAb(const int8_t* values, const uint8_t* scales, int6
 
 absl::Status UnpackInt8SwapAb(const uint8_t* packed, int64_t n, int64_t k, int8_t* values,
                               uint8_t* scales) {
+  if (absl::Status unpacked = UnpackInt8SwapAbValues(packed, n, k, values); !unpacked.ok()) {
+    return unpacked;
+  }
+  std::memcpy(scales, packed + n * k, static_cast<size_t>(4 * n));
+  return absl::OkStatus();
+}
+
+absl::Status UnpackInt8SwapAbValues(const uint8_t* packed_values, int64_t n, int64_t k,
+                                    int8_t* values) {
   if (absl::Status fits = CheckFits(n, k); !fits.ok()) return fits;
   ForEachInt8Place(n, k, [&](int64_t at, int64_t canonical) {
-    values[canonical] = static_cast<int8_t>(packed[at]);
+    values[canonical] = static_cast<int8_t>(packed_values[at]);
   });
-  std::memcpy(scales, packed + n * k, static_cast<size_t>(4 * n));
   return absl::OkStatus();
 }
 

@@ -60,8 +60,17 @@ absl::Status PrepackNvfp4SwapAb(const uint8_t* codes, const uint8_t* scales, int
 absl::Status UnpackNvfp4SwapAb(const uint8_t* packed, int64_t n, int64_t k, uint8_t* codes,
                                uint8_t* scales);
 
+// The same from the two regions apart (n*k/2 code bytes, n*k/16 scale bytes), either
+// output null to skip it. A band of r rows (rows [256b, 256b + r)) is itself an [r, k]
+// weight in the layout: its codes from byte 128 k b of the code region, its scales from
+// byte 16 k b of the scale region (INT8: values from byte 256 k b), so a reader can
+// unpack any band alone.
+absl::Status UnpackNvfp4SwapAbRegions(const uint8_t* packed_codes, const uint8_t* packed_scales,
+                                      int64_t n, int64_t k, uint8_t* codes, uint8_t* scales);
+
 inline constexpr int64_t kSwapAbInt8TileBytes = 1024;
 inline constexpr int64_t kSwapAbBandTiles = 16;  // row tiles a band
+inline constexpr int64_t kSwapAbBandRows = kSwapAbBandTiles * kSwapAbRows;
 
 // The number of super-tile (row tile rt, K tile kt) of an [n, k] weight (see above).
 int64_t SwapAbTileIndex(int64_t n, int64_t k, int64_t rt, int64_t kt);
@@ -72,6 +81,9 @@ absl::Status PrepackInt8SwapAb(const int8_t* values, const uint8_t* scales, int6
                                uint8_t* out);
 absl::Status UnpackInt8SwapAb(const uint8_t* packed, int64_t n, int64_t k, int8_t* values,
                               uint8_t* scales);
+// The values alone (n*k bytes of the value region) -> values [n, k].
+absl::Status UnpackInt8SwapAbValues(const uint8_t* packed_values, int64_t n, int64_t k,
+                                    int8_t* values);
 
 }  // namespace gemmd
 

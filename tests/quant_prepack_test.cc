@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -112,6 +113,36 @@ TEST(QuantPrepackTest, BandsKeepTheirRanges) {
   for (int64_t i = 0; i < n * k / 16; ++i) {
     ASSERT_EQ(packed[n * k / 2 + i], i / (256 * k / 16) + 7) << i;
   }
+}
+
+// Each band unpacks alone, codes and scales apart (what a download of some rows does).
+TEST(QuantPrepackTest, BandsUnpackAloneFromEachRegion) {
+  const int64_t n = 16 * 20, k = 192;  // bands of 256 and 64 rows
+  const Canonical in = RandomCanonical(n, k, 2026);
+  std::vector<uint8_t> packed(in.codes.size() + in.scales.size());
+  ASSERT_TRUE(PrepackNvfp4SwapAb(in.codes.data(), in.scales.data(), n, k, packed.data()).ok());
+  for (int64_t band = 0; band * kSwapAbBandRows < n; ++band) {
+    const int64_t r0 = band * kSwapAbBandRows, rows = std::min(kSwapAbBandRows, n - r0);
+    SCOPED_TRACE(testing::Message() << "band " << band << " (" << rows << " rows)");
+    std::vector<uint8_t> codes(rows * k / 2, 0x5A), scales(rows * k / 16, 0x5A);
+    ASSERT_TRUE(UnpackNvfp4SwapAbRegions(packed.data() + 128 * k * band, nullptr, rows, k,
+                                         codes.data(), nullptr)
+                    .ok());
+    ASSERT_TRUE(UnpackNvfp4SwapAbRegions(nullptr, packed.data() + n * k / 2 + 16 * k * band, rows,
+                                         k, nullptr, scales.data())
+                    .ok());
+    EXPECT_TRUE(std::equal(codes.begin(), codes.end(), in.codes.begin() + r0 * k / 2));
+    EXPECT_TRUE(std::equal(scales.begin(), scales.end(), in.scales.begin() + r0 * k / 16));
+  }
+  std::vector<int8_t> values(n * k);
+  std::mt19937 rng(7);
+  for (int8_t& v : values) v = static_cast<int8_t>(rng());
+  std::vector<uint8_t> row_scales(4 * n, 1);
+  std::vector<uint8_t> packed8(n * k + 4 * n);
+  ASSERT_TRUE(PrepackInt8SwapAb(values.data(), row_scales.data(), n, k, packed8.data()).ok());
+  std::vector<int8_t> band1(64 * k);
+  ASSERT_TRUE(UnpackInt8SwapAbValues(packed8.data() + 256 * k, 64, k, band1.data()).ok());
+  EXPECT_TRUE(std::equal(band1.begin(), band1.end(), values.begin() + 256 * k));
 }
 
 TEST(QuantPrepackTest, Int8RoundTripIsExactAndNothingIsAdded) {

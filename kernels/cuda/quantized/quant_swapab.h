@@ -34,7 +34,7 @@ inline constexpr int64_t kSwapAbMaxM = 64;
 absl::Status SwapAbRuns(const void* a, int64_t m, const void* packed, int64_t n, int64_t k);
 
 enum class SwapAbPath {
-  kAuto,  // wgmma where it runs, else mma.sync
+  kAuto,  // wgmma where it runs, else mma.sync (per shape once measured: docs/KERNELS.md)
   kMmaSync,
   kWgmma,  // FAILED_PRECONDITION where it does not run
 };

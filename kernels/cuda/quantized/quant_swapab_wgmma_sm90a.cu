@@ -7,11 +7,11 @@
 // L1 than weight bytes from HBM, and each warp keeps only one super-tile in flight.
 // How: a block of two consumer warpgroups and one producer warp owns 128 or 256 weight
 // rows (kSets sets of 64 rows a warpgroup) and a range of K. The producer fills a ring of
-// stages, each one K super-tile (64 K): the block's super-tiles of weight (one bulk copy of
-// its 16-row tiles' code bytes, 512 a tile, and one of their 64 scale bytes; INT8 1024
-// value bytes), consecutive in the layout's bands, and a TMA box of the
-// kN tokens' 64 activations (128-byte swizzle, zeros past m). A consumer warp loads its lane's 16
-// code bytes and 8 scale bytes of a tile from shared memory, decodes them into the four m16n8k16 A
+// stages, each one K super-tile (64 K): one bulk copy of the block's 16-row tiles' code
+// bytes (512 a tile; INT8 1024 value bytes), one of their scale bytes (64 a tile), both
+// consecutive in the layout's bands, and a TMA box of the kN tokens' 64 activations
+// (128-byte swizzle, zeros past m). A consumer warp loads its lane's 16 code bytes and 8
+// scale bytes of a tile from shared memory, decodes them into the four m16n8k16 A
 // fragments of the super-tile (quant_swapab_device.cuh; wgmma's register A has that
 // layout per warp) and issues four m64nNk16 wgmmas with N = 8-64 tokens. Blocks that
 // would not fill the GPU split K over a cluster of up to 8 and add their sums through

@@ -206,8 +206,8 @@ struct Options {
   // 28672x8192 and 8192x28672).
   std::vector<std::pair<int64_t, int64_t>> skinny_shapes = {{8192, 8192}};
   std::vector<std::string> skinny_formats = {"nvfp4", "int8"};  // --skinny-formats=...
-  int swapab_l2_ahead =
-      0;                  // --swapab-l2-ahead=N: the mma.sync swap-AB kernel also with L2 requests
+  // --swapab-l2-ahead=N: the mma.sync swap-AB kernel also with L2 requests N turns ahead.
+  int swapab_l2_ahead = 0;
   int swapab_rows = 0;    // --swapab-rows=128|256: the wgmma swap-AB kernel's rows a block
   int swapab_splits = 0;  // --swapab-splits=1|2|4|8: its K split (0: chosen)
   DataType skinny_a = DataType::kFloat16;       // --skinny-a=float16|bfloat16

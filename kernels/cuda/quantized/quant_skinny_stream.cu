@@ -17,8 +17,6 @@
 //
 // The decodes, the MMA mapping (roles swapped: weight rows on the MMA's M side, A rows on
 // its N side) and the exactness argument are those of quant_skinny.cu.
-#include "kernels/cuda/quantized/quant_skinny_stream.h"
-
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -31,7 +29,9 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/common/cuda_status.h"
 #include "kernels/cuda/common/device_facts.h"
+#include "kernels/cuda/common/split_k_cluster.h"
 #include "kernels/cuda/quantized/quant_skinny_device.cuh"
+#include "kernels/cuda/quantized/quant_skinny_stream.h"
 
 namespace gemmd::gpu {
 namespace {
@@ -414,24 +414,6 @@ absl::StatusOr<bool> HasClusterCode(Kernel kernel, int device,
   return has;
 }
 
-// The launch of row_blocks x splits blocks of kThreads, K split over clusters of `splits`
-// along y (no cluster attribute for 1); `cluster` holds the attribute the config points to.
-cudaLaunchConfig_t GridConfig(int64_t row_blocks, int64_t splits, size_t smem,
-                              cudaStream_t stream, cudaLaunchAttribute* cluster) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(splits));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cluster->id = cudaLaunchAttributeClusterDimension;
-  cluster->val.clusterDim.x = 1;
-  cluster->val.clusterDim.y = static_cast<unsigned>(splits);
-  cluster->val.clusterDim.z = 1;
-  config.attrs = cluster;
-  config.numAttrs = splits > 1 ? 1 : 0;
-  return config;
-}
-
 // How the streaming kernel covers a problem on the current device.
 struct StreamPlan {
   int64_t row_blocks = 0;
@@ -478,20 +460,12 @@ absl::StatusOr<StreamPlan> PlanStream(int64_t m, int64_t n, int64_t k, int k_spl
   if (facts->major < 9 || !facts->cluster_launch || !*has_cluster_code) splits = 1;
   if (splits == 3) splits = 2;  // the cluster's blocks share the rows' sums evenly
   plan.smem = SmemBytes<kFormat, kMTiles>(static_cast<int>(m));
-  while (splits > 1 && k_splits_override <= 0) {
-    static std::atomic<int> fitting[kMaxCachedDevices][kMaxClusterSplits + 1] = {};
-    const bool cacheable = device >= 0 && device < kMaxCachedDevices;
-    int clusters = cacheable ? fitting[device][splits].load(std::memory_order_relaxed) : 0;
-    if (clusters == 0) {
-      cudaLaunchAttribute cluster;
-      const cudaLaunchConfig_t config =
-          GridConfig(plan.row_blocks, splits, kMaxSmem, /*stream=*/nullptr, &cluster);
-      RETURN_IF_CUDA_ERROR(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
-      clusters = std::max(clusters, -1);
-      if (cacheable) fitting[device][splits].store(clusters == 0 ? -1 : clusters);
-    }
-    if (clusters >= plan.row_blocks) break;
-    splits /= 2;
+  if (k_splits_override <= 0) {
+    static internal::ClusterFitCache fitting = {};
+    const absl::StatusOr<int64_t> fits = internal::SplitThatFits(
+        kernel, plan.row_blocks, splits, kThreads, kMaxSmem, device, fitting);
+    if (!fits.ok()) return fits.status();
+    splits = *fits;
   }
   // Chosen by the selection, this path must keep most SMs busy: with few 128-row blocks
   // (small N, or no clusters to split K) the register path's finer split does better.
@@ -514,8 +488,8 @@ absl::Status Launch(const __half* a, const float* a_row_scale, int64_t m,
       PlanStream<kFormat, kMTiles>(m, b.n, b.k, k_splits_override, fill_required);
   if (!plan.ok()) return plan.status();
   cudaLaunchAttribute cluster;
-  const cudaLaunchConfig_t config =
-      GridConfig(plan->row_blocks, plan->splits, plan->smem, stream, &cluster);
+  const cudaLaunchConfig_t config = internal::SplitKClusterConfig(
+      plan->row_blocks, plan->splits, kThreads, plan->smem, stream, &cluster);
   RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(
       &config, SkinnyStreamKernel<kFormat, kMTiles>, a, a_row_scale, static_cast<int>(m),
       static_cast<const uint8_t*>(b.data), static_cast<const uint8_t*>(b.scales),

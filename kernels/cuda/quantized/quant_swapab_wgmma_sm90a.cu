@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/common/cuda_status.h"
 #include "kernels/cuda/common/device_facts.h"
+#include "kernels/cuda/common/split_k_cluster.h"
 #include "kernels/cuda/common/tensor_map.h"
 #include "kernels/cuda/common/tma_sm90a.cuh"
 #include "kernels/cuda/common/wgmma_sm90a.cuh"
@@ -44,7 +45,7 @@ namespace cg = cooperative_groups;
 constexpr int kConsumers = 2;                    // consumer warpgroups a block
 constexpr int kThreads = 128 * kConsumers + 32;  // and one producer warp
 constexpr int kMaxStages = 16;
-constexpr int kMaxSplits = 8;                          // the portable cluster size
+constexpr int kMaxSplits = kMaxClusterSplit;
 constexpr int kActRowBytes = swapab::kSuperTileK * 2;  // a token's 64 halves of a stage
 
 template <bool kInt8, int kN, int kSets>
@@ -271,24 +272,9 @@ struct Plan {
   int splits = 1;
 };
 
-cudaLaunchConfig_t GridConfig(const Plan& plan, cudaStream_t stream, cudaLaunchAttribute* cluster) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(plan.splits));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = plan.smem;
-  config.stream = stream;
-  cluster->id = cudaLaunchAttributeClusterDimension;
-  cluster->val.clusterDim.x = 1;
-  cluster->val.clusterDim.y = static_cast<unsigned>(plan.splits);
-  cluster->val.clusterDim.z = 1;
-  config.attrs = cluster;
-  config.numAttrs = plan.splits > 1 ? 1 : 0;
-  return config;
-}
-
-// kBlocksPerSm blocks an SM: each takes as many stages as its share of the SM's shared
-// memory holds (and at least what its sums need). K is split over clusters only as far as all the
-// blocks are resident at once, and only while every cluster fits.
+// BlocksPerSm blocks an SM: each takes as many stages as its share of the SM's shared
+// memory holds (and at least what its sums need). K is split over clusters only as far as
+// all the blocks are resident at once, and only while every cluster fits.
 template <bool kInt8, int kN, int kSets, bool kOverlap>
 absl::StatusOr<Plan> PlanFor(int64_t n, int64_t k, int splits_override) {
   using S = Shape<kInt8, kN, kSets>;
@@ -334,19 +320,11 @@ absl::StatusOr<Plan> PlanFor(int64_t n, int64_t k, int splits_override) {
          k_tiles >= plan.splits * 2 * 2) {
     plan.splits *= 2;
   }
-  while (plan.splits > 1) {
-    static std::atomic<int> fitting[kMaxCachedDevices][kMaxSplits + 1] = {};
-    int clusters = cacheable ? fitting[device][plan.splits].load(std::memory_order_relaxed) : 0;
-    if (clusters == 0) {
-      cudaLaunchAttribute cluster;
-      const cudaLaunchConfig_t config = GridConfig(plan, nullptr, &cluster);
-      RETURN_IF_CUDA_ERROR(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
-      clusters = std::max(clusters, -1);
-      if (cacheable) fitting[device][plan.splits].store(clusters == 0 ? -1 : clusters);
-    }
-    if (clusters >= plan.row_blocks) break;
-    plan.splits /= 2;
-  }
+  static ClusterFitCache fitting = {};
+  const absl::StatusOr<int64_t> fits =
+      SplitThatFits(kernel, plan.row_blocks, plan.splits, kThreads, plan.smem, device, fitting);
+  if (!fits.ok()) return fits.status();
+  plan.splits = static_cast<int>(*fits);
   return plan;
 }
 
@@ -359,7 +337,8 @@ absl::Status Launch(const void* a, int64_t m, const void* packed, float out_scal
   GEMMD_GPU_RETURN_IF_ERROR(MakeTensorMap3d(&map_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, a, k, m, k,
                                             0, 1, swapab::kSuperTileK, kN));
   cudaLaunchAttribute cluster;
-  const cudaLaunchConfig_t config = GridConfig(*plan, stream, &cluster);
+  const cudaLaunchConfig_t config =
+      SplitKClusterConfig(plan->row_blocks, plan->splits, kThreads, plan->smem, stream, &cluster);
   RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(
       &config, SwapAbWgmmaKernel<kInt8, kN, kSets, kOverlap>, map_a,
       static_cast<const uint8_t*>(packed), out_scale, static_cast<int>(m), static_cast<int>(n),

@@ -953,9 +953,9 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
       }
     }
     if (gemmd::gpu::ResolveSwapAbPath(gemmd::gpu::SwapAbPath::kWgmma).ok()) {
-      for (int overlap : {0, 1}) {
+      for (int k_tiles : {1, 4}) {
         variants.push_back(
-            {gemmd::gpu::SwapAbPath::kWgmma, 0, o.swapab_rows, o.swapab_splits, overlap});
+            {gemmd::gpu::SwapAbPath::kWgmma, 0, o.swapab_rows, o.swapab_splits, k_tiles});
       }
     }
     for (const gemmd::gpu::SwapAbOptions& options : variants) {
@@ -975,7 +975,9 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
       sw.kernel =
           gemmd::gpu::SwapAbKernelName(int8, options.path) +
           (options.l2_ahead > 0 ? " (L2 ahead " + std::to_string(options.l2_ahead) + ")" : "") +
-          (options.overlap > 0 ? " (overlap)" : "");
+          (options.k_tiles_per_stage > 0
+               ? " (" + std::to_string(options.k_tiles_per_stage) + " K tiles a stage)"
+               : "");
       sw.ms = MedianMs(o, sets, launch_swapab);
       sw.rel_error = c_error(launch_swapab);
       std::fprintf(stderr, "  %-6s %-16s %s %8.4f ms (%6.0f GB/s)  %.2fx  err %.2e\n",

@@ -8,7 +8,9 @@
 #            --max_batch_size=1 and against a tiny Matmul of the same request and response
 #            size (A [1,1] FP16, B [1,8192] FP16 inline: ~16 KiB in, 32 KiB out); and
 #            the same rows on 8 MatmulStreams (stack_stream_512), against the tiny
-#            Matmul on the same streams, on gemm-server and on grpc-floor;
+#            Matmul on the same streams, on gemm-server and on grpc-floor; and the 64
+#            callers again with the weight re-laid out for the swap-AB kernels
+#            (--quantized_layout=swap-ab, stack_swapab_64), which --verify checks;
 #   big      a 3 GiB FP32 operand [32768, 24576] put, then B of a Matmul with M = 4
 #            (C checked against FP64 by --verify; the whole of C is its 4 sampled rows);
 #   upload   a 2 GiB tensor put over 1, 4 and 8 connections against loopback TCP with
@@ -121,6 +123,11 @@ if [[ " $cases " == *" stack "* ]]; then
   stop
   start stack_server_unbatched --max_batch_size=1 || exit 1
   bench stack_unbatched_64 "${s[@]}"
+  stop
+  start stack_server_swapab --quantized_layout=swap-ab || exit 1
+  bench stack_swapab_64 "${s[@]}"
+  bench stack_swapab_verify --quantized --format nvfp4 --weight_only --m 1 --n 8192 --k 8192 \
+    --dtype float16 --resident_b --concurrency 8 --channels 8 --async --verify
   stop
   if [ -n "$floor_bin" ]; then
     start floor || exit 1

@@ -81,6 +81,15 @@ def main():
         row("  server compute per request: --max_batch_size=1 / batched",
             f"{ratio:.1f}x", f"{unb['server_compute_per_request_ms'] * 1e3:.1f} vs "
             f"{st['server_compute_per_request_ms'] * 1e3:.1f} us; target >= 4x")
+    sw, swv = load(out, "stack_swapab_64"), load(out, "stack_swapab_verify")
+    if sw:
+        row("  the weight re-laid out (--quantized_layout=swap-ab): server compute per request",
+            f"{sw['server_compute_per_request_ms'] * 1e3:.2f} us",
+            (f"canonical {st['server_compute_per_request_ms'] * 1e3:.2f} us; " if st else "")
+            + f"{sw['mean_batch_size']:.1f} rows per launch, {sw['requests_per_s']:.0f} req/s"
+            + (f"; {swv['verify']['checked']} rows vs FP64: max error "
+               f"{swv['verify']['max_rel_error']:.2e}" if swv and swv.get("verify", {}).get(
+                   "checked") else "") + "; target <= 1.5 us")
     ss = load(out, "stack_stream_512")
     if ss:
         row("  on 8 MatmulStreams, 64 rows in flight each: rows/s", f"{ss['requests_per_s']:.0f}",

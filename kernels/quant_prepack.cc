@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -106,10 +107,15 @@ bool Nvfp4SwapAbFits(int64_t n, int64_t k) {
 
 absl::Status PrepackNvfp4SwapAb(const uint8_t* codes, const uint8_t* scales, int64_t n, int64_t k,
                                 uint8_t* out) {
+  return PrepackNvfp4SwapAbRegions(codes, scales, n, k, out, out + n * k / 2);
+}
+
+absl::Status PrepackNvfp4SwapAbRegions(const uint8_t* codes, const uint8_t* scales, int64_t n,
+                                       int64_t k, uint8_t* out_codes, uint8_t* out_scales) {
   if (absl::Status fits = CheckFits(n, k); !fits.ok()) return fits;
-  uint8_t* const out_scales = out + n * k / 2;
   ForEachNvfp4Place(
-      n, k, [&](int64_t packed, int64_t canonical) { CopyNibble(codes, canonical, out, packed); },
+      n, k,
+      [&](int64_t packed, int64_t canonical) { CopyNibble(codes, canonical, out_codes, packed); },
       [&](int64_t packed, int64_t canonical) { out_scales[packed] = scales[canonical]; });
   return absl::OkStatus();
 }
@@ -135,11 +141,18 @@ absl::Status UnpackNvfp4SwapAbRegions(const uint8_t* packed_codes, const uint8_t
 
 absl::Status PrepackInt8SwapAb(const int8_t* values, const uint8_t* scales, int64_t n, int64_t k,
                                uint8_t* out) {
+  if (absl::Status packed = PrepackInt8SwapAbValues(values, n, k, out); !packed.ok()) {
+    return packed;
+  }
+  std::memcpy(out + n * k, scales, static_cast<size_t>(4 * n));
+  return absl::OkStatus();
+}
+
+absl::Status PrepackInt8SwapAbValues(const int8_t* values, int64_t n, int64_t k, uint8_t* out) {
   if (absl::Status fits = CheckFits(n, k); !fits.ok()) return fits;
   ForEachInt8Place(n, k, [&](int64_t packed, int64_t canonical) {
     out[packed] = static_cast<uint8_t>(values[canonical]);
   });
-  std::memcpy(out + n * k, scales, static_cast<size_t>(4 * n));
   return absl::OkStatus();
 }
 
@@ -158,6 +171,54 @@ absl::Status UnpackInt8SwapAbValues(const uint8_t* packed_values, int64_t n, int
   ForEachInt8Place(n, k, [&](int64_t at, int64_t canonical) {
     values[canonical] = static_cast<int8_t>(packed_values[at]);
   });
+  return absl::OkStatus();
+}
+
+const char* WeightLayoutName(WeightLayout layout) {
+  return layout == WeightLayout::kSwapAb ? "swap-ab" : "canonical";
+}
+
+SwapAbBand SwapAbBandOf(QuantFormat format, int64_t n, int64_t k, int64_t band) {
+  SwapAbBand b;
+  const int64_t first = band * kSwapAbBandRows;
+  b.rows = std::clamp<int64_t>(n - first, 0, kSwapAbBandRows);
+  const int64_t row_bytes = format == QuantFormat::kInt8 ? k : k / 2;
+  b.data_begin = first * row_bytes;
+  b.data_bytes = b.rows * row_bytes;
+  if (format == QuantFormat::kNvfp4) {
+    b.scales_begin = first * (k / 16);
+    b.scales_bytes = b.rows * (k / 16);
+  }
+  return b;
+}
+
+absl::Status RelayoutSwapAbInPlace(QuantFormat format, int64_t n, int64_t k, uint8_t* data,
+                                   uint8_t* scales) {
+  if (absl::Status fits = CheckFits(n, k); !fits.ok()) return fits;
+  // A band is itself a weight in the layout, in its own canonical range: the canonical
+  // band is copied aside and written back re-laid out over itself.
+  const SwapAbBand first = SwapAbBandOf(format, n, k, 0);
+  std::vector<uint8_t> scratch(static_cast<size_t>(first.data_bytes + first.scales_bytes));
+  for (int64_t band = 0; band < SwapAbBands(n); ++band) {
+    const SwapAbBand b = SwapAbBandOf(format, n, k, band);
+    uint8_t* const band_data = data + b.data_begin;
+    std::memcpy(scratch.data(), band_data, static_cast<size_t>(b.data_bytes));
+    if (format == QuantFormat::kInt8) {
+      if (absl::Status s = PrepackInt8SwapAbValues(reinterpret_cast<const int8_t*>(scratch.data()),
+                                                   b.rows, k, band_data);
+          !s.ok()) {
+        return s;
+      }
+      continue;
+    }
+    uint8_t* const band_scales = scales + b.scales_begin;
+    std::memcpy(scratch.data() + b.data_bytes, band_scales, static_cast<size_t>(b.scales_bytes));
+    if (absl::Status s = PrepackNvfp4SwapAbRegions(scratch.data(), scratch.data() + b.data_bytes,
+                                                   b.rows, k, band_data, band_scales);
+        !s.ok()) {
+      return s;
+    }
+  }
   return absl::OkStatus();
 }
 

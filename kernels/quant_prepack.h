@@ -40,6 +40,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "kernels/quant_formats.h"
 
 namespace gemmd {
 
@@ -55,6 +56,10 @@ bool Nvfp4SwapAbFits(int64_t n, int64_t k);
 // INVALID_ARGUMENT when !Nvfp4SwapAbFits(n, k); nothing else is checked (any bytes move).
 absl::Status PrepackNvfp4SwapAb(const uint8_t* codes, const uint8_t* scales, int64_t n, int64_t k,
                                 uint8_t* out);
+
+// The same into the two regions apart: out_codes n*k/2 bytes, out_scales n*k/16 bytes.
+absl::Status PrepackNvfp4SwapAbRegions(const uint8_t* codes, const uint8_t* scales, int64_t n,
+                                       int64_t k, uint8_t* out_codes, uint8_t* out_scales);
 
 // The inverse: packed (swap-AB, n*k/2 + n*k/16 bytes) -> codes [n, k/2] + scales [n, k/16].
 absl::Status UnpackNvfp4SwapAb(const uint8_t* packed, int64_t n, int64_t k, uint8_t* codes,
@@ -79,11 +84,35 @@ int64_t SwapAbTileIndex(int64_t n, int64_t k, int64_t rt, int64_t kt);
 // INVALID_ARGUMENT when !Nvfp4SwapAbFits(n, k) (the same shapes).
 absl::Status PrepackInt8SwapAb(const int8_t* values, const uint8_t* scales, int64_t n, int64_t k,
                                uint8_t* out);
+// The values alone: values [n, k] -> out, n*k bytes of the value region.
+absl::Status PrepackInt8SwapAbValues(const int8_t* values, int64_t n, int64_t k, uint8_t* out);
 absl::Status UnpackInt8SwapAb(const uint8_t* packed, int64_t n, int64_t k, int8_t* values,
                               uint8_t* scales);
 // The values alone (n*k bytes of the value region) -> values [n, k].
 absl::Status UnpackInt8SwapAbValues(const uint8_t* packed_values, int64_t n, int64_t k,
                                     int8_t* values);
+
+// How a stored quantized weight's bytes are laid out: as uploaded (quant_formats.h), or
+// re-laid out for the swap-AB kernels (above; NVFP4 codes and scales, INT8 values; INT8
+// row scales stay as they are).
+enum class WeightLayout { kCanonical, kSwapAb };
+const char* WeightLayoutName(WeightLayout layout);  // "canonical", "swap-ab"
+
+// A weight [n, k] of `format` in the canonical layout, its data at `data` and its scales at
+// `scales`, re-laid out in place (swap-AB), one band of 256 rows at a time through a band-
+// sized scratch buffer. INVALID_ARGUMENT when !Nvfp4SwapAbFits(n, k).
+absl::Status RelayoutSwapAbInPlace(QuantFormat format, int64_t n, int64_t k, uint8_t* data,
+                                   uint8_t* scales);
+
+// Where band `band` of an [n, k] weight of `format` lies in the data (scale) region, in
+// bytes: [begin, begin + bytes), the same range in both layouts; its rows.
+struct SwapAbBand {
+  int64_t rows = 0;
+  int64_t data_begin = 0, data_bytes = 0;
+  int64_t scales_begin = 0, scales_bytes = 0;  // NVFP4's (INT8's scales are not moved)
+};
+SwapAbBand SwapAbBandOf(QuantFormat format, int64_t n, int64_t k, int64_t band);
+inline int64_t SwapAbBands(int64_t n) { return (n + kSwapAbBandRows - 1) / kSwapAbBandRows; }
 
 }  // namespace gemmd
 

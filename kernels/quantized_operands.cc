@@ -3,9 +3,15 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace gemmd {
 
 absl::Status DequantizeOperand(const QuantizedOperand& op, int64_t rows, int64_t k, float* out) {
+  if (op.layout != WeightLayout::kCanonical) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the operand is in the ", WeightLayoutName(op.layout), " layout; this reads canonical"));
+  }
   if (op.format == QuantFormat::kInt8) {
     // The scales sit in a bytes field with no alignment promise: copy them out.
     std::vector<float> scales(static_cast<size_t>(rows));

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/quant_formats.h"
+#include "kernels/quant_prepack.h"
 
 namespace gemmd {
 
@@ -22,6 +23,9 @@ struct QuantizedOperand {
   absl::string_view data;    // INT8: rows*K bytes; NVFP4: rows*K/2 bytes
   absl::string_view scales;  // INT8: rows float32; NVFP4: rows*K/16 E4M3 bytes
   float tensor_scale = 1.0f;
+  // How data and scales are laid out (kernels/quant_prepack.h): canonical as on the wire;
+  // swap-AB only for a resident weight in device memory that the store re-laid out.
+  WeightLayout layout = WeightLayout::kCanonical;
 };
 
 // C[m, n] = dequant(A)[m, k] * dequant(B)[n, k]^T, FP32.
@@ -34,7 +38,8 @@ struct QuantizedOperands {
 };
 
 // One quantized operand [rows, k] as FP32 (out: rows*k floats), for a kernel that takes
-// its operand dense. INVALID_ARGUMENT for a NaN E4M3 scale byte.
+// its operand dense. INVALID_ARGUMENT for a NaN E4M3 scale byte, FAILED_PRECONDITION for
+// an operand not in the canonical layout.
 absl::Status DequantizeOperand(const QuantizedOperand& op, int64_t rows, int64_t k, float* out);
 
 }  // namespace gemmd

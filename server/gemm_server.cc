@@ -122,6 +122,11 @@ absl::Status CheckConfig(const ServerConfig& c) {
   if (c.part_upload_timeout < absl::Seconds(1) || c.part_upload_timeout > absl::Hours(24)) {
     return absl::InvalidArgumentError("--part_upload_timeout_s must be in [1, 86400]");
   }
+  if (c.quantized_layout != "auto" && c.quantized_layout != "canonical" &&
+      c.quantized_layout != "swap-ab") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--quantized_layout must be auto, canonical or swap-ab; got '", c.quantized_layout, "'"));
+  }
   if (c.upload_idle_timeout < absl::ZeroDuration() || c.upload_idle_timeout > absl::Hours(24)) {
     return absl::InvalidArgumentError(
         "--upload_idle_timeout_s must be in [0, 86400] (0 = uploads never time out)");
@@ -230,6 +235,10 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::CreateWithBackend(
     store.max_tensors = config.tensor_store_max_tensors;
     store.max_open_uploads = config.max_open_uploads;
     store.part_upload_timeout = config.part_upload_timeout;
+    store.quantized_layout = config.quantized_layout == "canonical"
+                                 ? QuantizedLayoutPolicy::kCanonical
+                             : config.quantized_layout == "swap-ab" ? QuantizedLayoutPolicy::kSwapAb
+                                                                    : QuantizedLayoutPolicy::kAuto;
     server->store_ = std::make_unique<TensorStore>(store, devices, server->metrics_.get());
   }
   if (config.shm) {

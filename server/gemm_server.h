@@ -88,6 +88,9 @@ struct ServerConfig {
   int64_t tensor_store_max_tensors = 16384;
   int64_t max_open_uploads = 64;
   absl::Duration part_upload_timeout = absl::Seconds(10);
+  // The layout quantized tensors are kept in: auto | canonical | swap-ab
+  // (QuantizedLayoutPolicy).
+  std::string quantized_layout = "auto";
   // An upload stream that sends nothing for this long is ended (zero: never).
   absl::Duration upload_idle_timeout = absl::Seconds(10);
   // GetTensor copies its chunks out even of host memory, as on a GPU (for measuring).

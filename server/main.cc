@@ -73,6 +73,12 @@ ABSL_FLAG(double, upload_idle_timeout_s, 10,
 ABSL_FLAG(double, part_upload_timeout_s, 10,
           "A tensor opened for parallel parts (header.parts) with no part uploading for this "
           "long (since it was opened or a part last began or finished) is dropped.");
+ABSL_FLAG(std::string, quantized_layout, "auto",
+          "The layout a resident INT8 / NVFP4 tensor is kept in once uploaded: auto (the "
+          "device's choice: re-laid out where its kernels read another layout faster), "
+          "canonical (as uploaded), or swap-ab (the swap-AB kernels' layout wherever the shape "
+          "has it: rows % 16 == 0, K % 64 == 0; on the CPU backend requests and GetTensor read "
+          "it back). GetTensor always returns the uploaded bytes.");
 ABSL_FLAG(int64_t, prepare_inline_max_bytes, int64_t{1} << 20,
           "Matmul and QuantizedMatmul requests up to this many bytes are prepared (payloads "
           "placed, operands dequantized) on the gRPC thread that read them; larger ones on "
@@ -288,6 +294,7 @@ int main(int argc, char** argv) {
   config.max_open_uploads = absl::GetFlag(FLAGS_max_open_uploads);
   config.upload_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_upload_idle_timeout_s));
   config.part_upload_timeout = absl::Seconds(absl::GetFlag(FLAGS_part_upload_timeout_s));
+  config.quantized_layout = absl::GetFlag(FLAGS_quantized_layout);
   config.download_copies = absl::GetFlag(FLAGS_download_copies);
   config.prepare_inline_max_bytes = absl::GetFlag(FLAGS_prepare_inline_max_bytes);
   config.stream_max_outstanding = absl::GetFlag(FLAGS_stream_max_outstanding);

@@ -148,6 +148,19 @@ class FakeDevice : public Device {
     absl::MutexLock lock(&mu_);
     fail_frees_ = fail;
   }
+  // Relayouts (Device's, in host memory) fail with `status` while it is not OK.
+  absl::Status RelayoutResident(QuantFormat format, int64_t rows, int64_t k, void* data,
+                                void* scales, WeightLayout layout) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!relayout_status_.ok()) return relayout_status_;
+    }
+    return Device::RelayoutResident(format, rows, k, data, scales, layout);
+  }
+  void FailRelayouts(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    relayout_status_ = std::move(status);
+  }
 
   void Open() { gate_.Notify(); }
   // Every later run fails with `status`; with `fault`, the device also turns unhealthy.
@@ -208,6 +221,7 @@ class FakeDevice : public Device {
   int started_ ABSL_GUARDED_BY(mu_) = 0;
   int resident_allocations_ ABSL_GUARDED_BY(mu_) = 0;
   bool fail_frees_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status relayout_status_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> ran_m_ ABSL_GUARDED_BY(mu_);
   std::vector<int> batch_sizes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> kernels_ ABSL_GUARDED_BY(mu_);

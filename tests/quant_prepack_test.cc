@@ -193,6 +193,56 @@ TEST(QuantPrepackTest, Int8ValuesSitWhereDocumented) {
   EXPECT_EQ(packed[n * k], 7);  // the row scales follow, as they were
 }
 
+// The upload's relayout: in place over the canonical bytes, band by band, the same bytes as
+// the out-of-place prepack (several bands, the last one short).
+TEST(QuantPrepackTest, InPlaceRelayoutEqualsThePrepack) {
+  const int64_t n = 256 * 2 + 48, k = 192;
+  const Canonical in = RandomCanonical(n, k, 99);
+  std::vector<uint8_t> expected(in.codes.size() + in.scales.size());
+  ASSERT_TRUE(PrepackNvfp4SwapAb(in.codes.data(), in.scales.data(), n, k, expected.data()).ok());
+  // Stored as the tensor store keeps it: data, then the scales at an offset of their own.
+  std::vector<uint8_t> stored(in.codes.size() + 256 + in.scales.size(), 0xEE);
+  std::copy(in.codes.begin(), in.codes.end(), stored.begin());
+  uint8_t* const scales = stored.data() + in.codes.size() + 256;
+  std::copy(in.scales.begin(), in.scales.end(), scales);
+  ASSERT_TRUE(RelayoutSwapAbInPlace(QuantFormat::kNvfp4, n, k, stored.data(), scales).ok());
+  EXPECT_TRUE(std::equal(expected.begin(), expected.begin() + n * k / 2, stored.begin()));
+  EXPECT_TRUE(std::equal(expected.begin() + n * k / 2, expected.end(), scales));
+  EXPECT_EQ(stored[n * k / 2], 0xEE);  // nothing written between the regions
+  // Each band's range, and the band alone unpacks to its canonical rows.
+  EXPECT_EQ(SwapAbBands(n), 3);
+  const SwapAbBand last = SwapAbBandOf(QuantFormat::kNvfp4, n, k, 2);
+  EXPECT_EQ(last.rows, 48);
+  EXPECT_EQ(last.data_begin, 512 * k / 2);
+  EXPECT_EQ(last.data_bytes, 48 * k / 2);
+  EXPECT_EQ(last.scales_begin, 512 * k / 16);
+  EXPECT_EQ(last.scales_bytes, 48 * k / 16);
+  Canonical band{std::vector<uint8_t>(last.data_bytes), std::vector<uint8_t>(last.scales_bytes)};
+  ASSERT_TRUE(UnpackNvfp4SwapAbRegions(stored.data() + last.data_begin, scales + last.scales_begin,
+                                       last.rows, k, band.codes.data(), band.scales.data())
+                  .ok());
+  EXPECT_TRUE(std::equal(band.codes.begin(), band.codes.end(), in.codes.begin() + last.data_begin));
+  EXPECT_TRUE(
+      std::equal(band.scales.begin(), band.scales.end(), in.scales.begin() + last.scales_begin));
+
+  // INT8: the values move, the row scales do not.
+  std::mt19937 rng(5);
+  std::vector<int8_t> values(n * k);
+  for (int8_t& v : values) v = static_cast<int8_t>(rng());
+  std::vector<uint8_t> row_scales(4 * n, 3);
+  std::vector<uint8_t> expected8(n * k + 4 * n);
+  ASSERT_TRUE(PrepackInt8SwapAb(values.data(), row_scales.data(), n, k, expected8.data()).ok());
+  std::vector<uint8_t> stored8(values.begin(), values.end());
+  std::vector<uint8_t> scales8 = row_scales;
+  ASSERT_TRUE(RelayoutSwapAbInPlace(QuantFormat::kInt8, n, k, stored8.data(), scales8.data()).ok());
+  EXPECT_TRUE(std::equal(stored8.begin(), stored8.end(), expected8.begin()));
+  EXPECT_EQ(scales8, row_scales);
+  EXPECT_EQ(SwapAbBandOf(QuantFormat::kInt8, n, k, 1).data_begin, 256 * k);
+  EXPECT_EQ(SwapAbBandOf(QuantFormat::kInt8, n, k, 1).scales_bytes, 0);
+  EXPECT_EQ(RelayoutSwapAbInPlace(QuantFormat::kInt8, 24, k, stored8.data(), scales8.data()).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(QuantPrepackTest, RefusesShapesWithoutTheLayout) {
   EXPECT_TRUE(Nvfp4SwapAbFits(16, 64));
   EXPECT_FALSE(Nvfp4SwapAbFits(8, 64));

@@ -16,6 +16,7 @@
 #include "client/tensor_chunks.h"
 #include "kernels/quant_formats.h"
 #include "tests/client_calls.h"
+#include "tests/metrics_util.h"
 #include "tests/server_fixture.h"
 
 namespace gemmd::testing {
@@ -261,6 +262,99 @@ TEST_F(TensorStoreClientTest, QuantizedMatmulByHandleEqualsTheSameCallInline) {
     for (const std::string& h : {*a_handle, *b_handle, got.info().c_ref().handle()}) {
       EXPECT_TRUE(store.DeleteTensor(h).ok());
     }
+  }
+}
+
+// --quantized_layout=swap-ab on the CPU backend: every quantized tensor whose shape has the
+// swap-AB layout is re-laid out in place at the end of its upload (as a GPU does for its
+// kernels), yet GetTensor returns the uploaded bytes exactly (whole, in chunks, in parts,
+// and a range of rows), and QuantizedMatmul by handle equals the same call inline.
+class TensorStoreSwapAbTest : public TensorStoreClientTest {
+ protected:
+  void SetUp() override {
+    ServerConfig config = TestConfig();
+    config.quantized_layout = "swap-ab";
+    Start(config);
+    target_ = absl::StrCat("127.0.0.1:", server_->port());
+  }
+  double Relayouts() {
+    return MetricValue(server_->metrics(), "gemm_tensor_relayout_duration_seconds", {});
+  }
+};
+
+TEST_F(TensorStoreSwapAbTest, ReLaidOutTensorsReadBackByteForByte) {
+  TensorStoreClient store = Store();
+  PutOptions parts;
+  parts.connections = 3;
+  for (auto format : {gemm::v1::QUANT_FORMAT_INT8, gemm::v1::QUANT_FORMAT_NVFP4}) {
+    SCOPED_TRACE(format);
+    const double before = Relayouts();
+    // Several bands and chunks (the last band short), the scales after the data.
+    std::unique_ptr<Quantized> large = MakeQuantized(format, 2128, 2048, 21);
+    ExpectQuantizedRoundTrip(store, large->ref, {});
+    EXPECT_EQ(Relayouts(), before + 1);
+    // Three parts: relaid once, after the last.
+    std::unique_ptr<Quantized> in_parts = MakeQuantized(format, 2000, 1024, 22);
+    ExpectQuantizedRoundTrip(store, in_parts->ref, parts);
+    EXPECT_EQ(Relayouts(), before + 2);
+    // A shape without the layout stays as uploaded.
+    std::unique_ptr<Quantized> odd = MakeQuantized(format, 24, 64, 23);
+    ExpectQuantizedRoundTrip(store, odd->ref, {});
+    EXPECT_EQ(Relayouts(), before + 2);
+
+    // Over three connections: three row ranges (703, 703 and 704 rows), each across
+    // bands, unpacked band by band.
+    absl::StatusOr<std::string> handle = store.PutTensor(large->ref);
+    ASSERT_TRUE(handle.ok()) << handle.status();
+    absl::StatusOr<DownloadedTensor> ranges = store.GetTensor(*handle, absl::Seconds(60), 3);
+    ASSERT_TRUE(ranges.ok()) << ranges.status();
+    EXPECT_TRUE(ranges->data == large->ref.data) << "the data read back in ranges differs";
+    EXPECT_TRUE(ranges->scales == large->ref.scales) << "the scales read back in ranges differ";
+    EXPECT_TRUE(store.DeleteTensor(*handle).ok());
+  }
+}
+
+TEST_F(TensorStoreSwapAbTest, QuantizedMatmulOnReLaidOutTensorsEqualsInline) {
+  TensorStoreClient store = Store();
+  GemmClient client(channel_);
+  const int64_t m = 16, n = 48, k = 128;
+  const std::string a = Random(DataType::kFloat32, m * k, 24);
+  for (auto format : {gemm::v1::QUANT_FORMAT_INT8, gemm::v1::QUANT_FORMAT_NVFP4}) {
+    SCOPED_TRACE(format);
+    std::unique_ptr<Quantized> b = MakeQuantized(format, n, k, 25);
+    std::unique_ptr<Quantized> qa = MakeQuantized(format, m, k, 26);
+    QuantizedMatmulArgs inline_args;
+    inline_args.a_dense = TensorRef{{m, k}, gemm::v1::DATA_TYPE_FLOAT32, a};
+    inline_args.b = b->ref;
+    MatmulResult expected;
+    ASSERT_TRUE(client.QuantizedMatmul(inline_args, {}, &expected).ok());
+    const double before = Relayouts();
+    absl::StatusOr<std::string> b_handle = store.PutTensor(b->ref);
+    ASSERT_TRUE(b_handle.ok()) << b_handle.status();
+    EXPECT_EQ(Relayouts(), before + 1);
+    QuantizedMatmulArgs by_b = inline_args;
+    by_b.b = {};
+    by_b.b_ref = *b_handle;
+    MatmulResult got;
+    absl::Status s = client.QuantizedMatmul(by_b, {}, &got);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_TRUE(got.c() == expected.c());
+
+    // Both operands quantized and re-laid out.
+    QuantizedMatmulArgs quantized_a;
+    quantized_a.a = qa->ref;
+    quantized_a.b = b->ref;
+    ASSERT_TRUE(client.QuantizedMatmul(quantized_a, {}, &expected).ok());
+    absl::StatusOr<std::string> a_handle = store.PutTensor(qa->ref);
+    ASSERT_TRUE(a_handle.ok()) << a_handle.status();
+    EXPECT_EQ(Relayouts(), before + 2);
+    QuantizedMatmulArgs both;
+    both.a_ref = *a_handle;
+    both.b_ref = *b_handle;
+    s = client.QuantizedMatmul(both, {}, &got);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_TRUE(got.c() == expected.c());
+    for (const std::string& h : {*a_handle, *b_handle}) EXPECT_TRUE(store.DeleteTensor(h).ok());
   }
 }
 

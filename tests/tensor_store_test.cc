@@ -11,14 +11,17 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "kernels/quant_prepack.h"
 #include "server/observability/log.h"
 #include "server/observability/metrics.h"
 #include "tests/fake_device.h"
+#include "tests/metrics_util.h"
 
 namespace gemmd {
 namespace {
 
 using ::gemmd::testing::FakeDevice;
+using ::gemmd::testing::MetricValue;
 
 class StepClock : public Clock {
  public:
@@ -505,6 +508,87 @@ TEST_F(TensorStoreTest, ChecksScalesAsTheyArrive) {
   const absl::Status bad = (*int8)->Append({}, bytes.substr(6));
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(bad.message(), "scales[1] is nan")) << bad;
+}
+
+// --quantized_layout: the relayout is the upload's last step, before the tensor can be
+// pinned; it is observed in its own histogram; a failed one leaves nothing (whole or in
+// parts), and auto keeps what the device prefers (the fake: canonical).
+TEST_F(TensorStoreTest, QuantizedTensorsAreReLaidOutAsThePolicySays) {
+  const int64_t rows = 32, k = 64;
+  std::string codes(static_cast<size_t>(rows * k / 2), '\0'), scales(rows * k / 16, '\0');
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<char>(i * 7 + 1);
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = static_cast<char>(0x30 + i % 16);
+  std::vector<uint8_t> expected(codes.size() + scales.size());
+  ASSERT_TRUE(PrepackNvfp4SwapAb(reinterpret_cast<const uint8_t*>(codes.data()),
+                                 reinterpret_cast<const uint8_t*>(scales.data()), rows, k,
+                                 expected.data())
+                  .ok());
+  const TensorSpec spec = Quantized(rows, k, QuantFormat::kNvfp4);
+  auto put = [&](TensorStore& store) -> absl::StatusOr<std::string> {
+    absl::StatusOr<std::unique_ptr<TensorStore::Upload>> upload = store.Begin(spec, {}, "w");
+    if (!upload.ok()) return upload.status();
+    if (absl::Status s = (*upload)->Append(codes, scales); !s.ok()) return s;
+    return (*upload)->Finish();
+  };
+  const auto relayouts = [&] {
+    return MetricValue(metrics_, "gemm_tensor_relayout_duration_seconds", {});
+  };
+
+  TensorStoreOptions swap_ab;
+  swap_ab.quantized_layout = QuantizedLayoutPolicy::kSwapAb;
+  auto store = MakeStore(1 << 20, swap_ab);
+  absl::StatusOr<std::string> handle = put(*store);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  absl::StatusOr<TensorPin> pin = store->Acquire(*handle);
+  ASSERT_TRUE(pin.ok()) << pin.status();
+  EXPECT_EQ((*pin)->layout, WeightLayout::kSwapAb);
+  EXPECT_EQ(std::string((*pin)->data(), codes.size()),
+            std::string(expected.begin(), expected.begin() + codes.size()));
+  EXPECT_EQ(std::string((*pin)->scales(), scales.size()),
+            std::string(expected.begin() + codes.size(), expected.end()));
+  EXPECT_EQ(relayouts(), 1);
+  // A shape without the layout stays as uploaded.
+  absl::StatusOr<std::unique_ptr<TensorStore::Upload>> odd =
+      store->Begin(Quantized(8, 64, QuantFormat::kNvfp4), {}, "");
+  ASSERT_TRUE(odd.ok());
+  ASSERT_TRUE((*odd)->Append(codes.substr(0, 256), scales.substr(0, 32)).ok());
+  absl::StatusOr<std::string> odd_handle = (*odd)->Finish();
+  ASSERT_TRUE(odd_handle.ok()) << odd_handle.status();
+  EXPECT_EQ((*store->Acquire(*odd_handle))->layout, WeightLayout::kCanonical);
+  EXPECT_EQ(relayouts(), 1);
+
+  // A relayout that fails: the upload fails and nothing stays, whole or in parts.
+  device_.FailRelayouts(absl::InternalError("injected"));
+  const int64_t used = store->used_bytes();
+  absl::StatusOr<std::string> failed = put(*store);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(failed.status().message(),
+            "re-laying out NVFP4 [32, 64] (swap-ab): injected; nothing was stored");
+  absl::StatusOr<std::string> parts = store->OpenParts(spec, {}, "", 2);
+  ASSERT_TRUE(parts.ok());
+  for (int part = 0; part < 2; ++part) {
+    absl::StatusOr<std::unique_ptr<TensorStore::Upload>> p = store->BeginPart(*parts, part);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_TRUE((*p)->Append(codes.substr(part * 512, 512), scales.substr(part * 64, 64)).ok());
+    const absl::StatusOr<std::string> done = (*p)->Finish();
+    EXPECT_EQ(done.ok(), part == 0) << done.status();  // the last part's relayout fails
+  }
+  EXPECT_EQ(store->Acquire(*parts).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->used_bytes(), used);
+  device_.FailRelayouts(absl::OkStatus());
+
+  // auto: the device's preference (canonical here); canonical: never.
+  for (QuantizedLayoutPolicy policy :
+       {QuantizedLayoutPolicy::kAuto, QuantizedLayoutPolicy::kCanonical}) {
+    TensorStoreOptions options;
+    options.quantized_layout = policy;
+    auto other = MakeStore(1 << 20, options);
+    absl::StatusOr<std::string> h = put(*other);
+    ASSERT_TRUE(h.ok()) << h.status();
+    EXPECT_EQ((*other->Acquire(*h))->layout, WeightLayout::kCanonical);
+    EXPECT_EQ(std::string((*other->Acquire(*h))->data(), codes.size()), codes);
+  }
+  EXPECT_EQ(relayouts(), 1);
 }
 
 TEST(TensorSpecTest, RefusesMalformedSpecsWithWhatIsExpected) {

@@ -134,6 +134,13 @@ const QuantizedGemmKernel* FirstOf(QuantizedFamily family, const QuantizedOperan
 absl::StatusOr<const QuantizedGemmKernel*> SelectQuantizedKernel(const QuantizedOperands& q,
                                                                  const DeviceCaps& caps,
                                                                  const KernelRegistry& registry) {
+  // A weight the store re-laid out for the swap-AB kernels goes to them where they take
+  // the call; any other kernel gets it unpacked into its workspace (the device's launch).
+  if (q.b.layout == WeightLayout::kSwapAb) {
+    if (const QuantizedGemmKernel* k = FirstOf(QuantizedFamily::kSwapAb, q, caps, registry)) {
+      return k;
+    }
+  }
   const DeviceQuantizedWeight b = PlacedWeight(q.b, q.n, q.k);
   const bool skinny_takes =
       caps.compute_capability >= 80 && CheckSkinnyOperands(DenseA(q), q.m, b).ok();

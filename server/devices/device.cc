@@ -103,6 +103,13 @@ absl::Status Device::WriteResidentRuns(void* resident,
   return absl::OkStatus();
 }
 
+absl::Status Device::RelayoutResident(QuantFormat format, int64_t rows, int64_t k, void* data,
+                                      void* scales, WeightLayout layout) {
+  if (layout == WeightLayout::kCanonical) return absl::OkStatus();
+  return RelayoutSwapAbInPlace(format, rows, k, static_cast<uint8_t*>(data),
+                               static_cast<uint8_t*>(scales));
+}
+
 absl::Status Device::ReadResident(void* host, const void* resident, size_t bytes) {
   std::memcpy(host, resident, bytes);
   return absl::OkStatus();

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/kernel.h"
+#include "kernels/quant_prepack.h"
 #include "kernels/quantized_operands.h"
 
 namespace gemmd {
@@ -165,6 +166,20 @@ class Device {
   virtual absl::Status ReadResident(void* host, const void* resident, size_t bytes);
   // Whether resident memory is host memory (then a launch reads it like any host operand).
   virtual bool resident_in_host_memory() const { return true; }
+
+  // The layout this device's kernels read a resident quantized weight [rows, k] of
+  // `format` fastest in (kernels/quant_prepack.h); kCanonical where none is faster than
+  // the uploaded bytes (the default).
+  virtual WeightLayout PreferredWeightLayout(QuantFormat /*format*/, int64_t /*rows*/,
+                                             int64_t /*k*/) const {
+    return WeightLayout::kCanonical;
+  }
+  // Re-lays out a resident quantized weight [rows, k] of `format` uploaded canonical (data
+  // at `data`, scales at `scales`, in resident memory) into `layout`, in place; the
+  // upload's last step. Here in host memory; a GPU does it in its own. INVALID_ARGUMENT
+  // for a shape without that layout, INTERNAL when the device fails.
+  virtual absl::Status RelayoutResident(QuantFormat format, int64_t rows, int64_t k, void* data,
+                                        void* scales, WeightLayout layout);
 
   // Page-locks host memory the device then copies to and from by DMA, for every device
   // of the backend (a shared-memory region callers registered); false where the device

@@ -207,6 +207,13 @@ ServerMetrics::ServerMetrics(const std::vector<int>& device_labels)
                          .Help("Time of one successful PutTensor stream, first chunk to last")
                          .Register(*registry_)
                          .Add({}, DurationBuckets());
+  relayout_seconds_ = &prometheus::BuildHistogram()
+                           .Name("gemm_tensor_relayout_duration_seconds")
+                           .Help(
+                               "Time to re-lay out one quantized tensor for its kernels at "
+                               "the end of its upload (part of the upload's time)")
+                           .Register(*registry_)
+                           .Add({}, DurationBuckets());
   for (int d = 0; d < num_devices; ++d) {
     const std::string device = absl::StrCat(device_labels[d]);
     store_.push_back({&store.Add({{"device", device}}), &tensors.Add({{"device", device}})});
@@ -292,6 +299,10 @@ void ServerMetrics::SetTensorStoreBytes(int device, int64_t bytes) {
 void ServerMetrics::SetTensorStoreTensors(int device, int64_t tensors) {
   if (device < 0 || device >= static_cast<int>(store_.size())) return;
   store_[device][1]->Set(static_cast<double>(tensors));
+}
+
+void ServerMetrics::ObserveRelayout(absl::Duration duration) {
+  relayout_seconds_->Observe(absl::ToDoubleSeconds(duration));
 }
 
 void ServerMetrics::ObserveUpload(int64_t bytes, absl::Duration duration) {

@@ -21,6 +21,9 @@
 // gemm_tensor_store_expired_total                    counter (removed by their TTL)
 // gemm_tensor_upload_bytes_total                     counter (PutTensor bytes stored)
 // gemm_tensor_upload_duration_seconds                histogram (one PutTensor stream)
+// gemm_tensor_relayout_duration_seconds              histogram (one quantized tensor
+//                                                    re-laid out for its kernels at the
+//                                                    end of its upload; in the above too)
 // gemm_shm_region_bytes / gemm_shm_regions           gauges (shared-memory regions
 //                                                    registered, all tenants)
 // gemm_stream_requests_total{code}                   counter (the requests that came on a
@@ -138,6 +141,7 @@ class ServerMetrics {
   void SetTensorStoreTensors(int device, int64_t tensors);
   void AddTensorsExpired(int64_t count) { tensors_expired_->Increment(static_cast<double>(count)); }
   void ObserveUpload(int64_t bytes, absl::Duration duration);
+  void ObserveRelayout(absl::Duration duration);
   // The shared-memory regions registered (all tenants).
   void RecordStreamRequest(absl::StatusCode code);
   void AddOpenStreams(int delta) { open_streams_->Increment(delta); }
@@ -174,6 +178,7 @@ class ServerMetrics {
   prometheus::Counter* tensors_expired_;
   prometheus::Counter* upload_bytes_;
   prometheus::Histogram* upload_seconds_;
+  prometheus::Histogram* relayout_seconds_;
   prometheus::Gauge* region_bytes_;
   prometheus::Gauge* regions_;
   std::array<prometheus::Counter*, kNumCodes> stream_requests_{};

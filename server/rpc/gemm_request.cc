@@ -105,6 +105,12 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context, Received 
   // A backend with quantized kernels takes the packed bytes as they are (unless the
   // request forces a dense kernel); validation has checked every scale byte already.
   QuantizedOperands packed = PackedOperands(head, *v, placed->payloads);
+  // A device reading resident operands in its own memory reads them in the layout the
+  // store keeps them in (on the host they were read back canonical).
+  if (!context.resident_in_host_memory) {
+    if (refs.b != nullptr) packed.b.layout = refs.b->layout;
+    if (refs.a != nullptr && packed.a.has_value()) packed.a->layout = refs.a->layout;
+  }
   absl::StatusOr<KernelChoice> choice = context.catalogue->Choose(problem, &packed, v->kernel);
   if (!choice.ok()) return choice.status();
   absl::StatusOr<QuantizedInputs> inputs = QuantizedInputsFor(
@@ -129,6 +135,7 @@ absl::Status PrepareQuantizedMatmul(const GemmRequestContext& context, Received 
   r->dequantized = std::move(inputs->dequantized);
   r->dequantized_reservation = std::move(inputs->dequantized_reservation);
   r->copied = std::move(placed->copied);
+  r->unpacked = std::move(placed->unpacked);
   KeepReceivedOnlyIf(placed->uses_received, std::move(received), r);
   r->prepare = placed->took + inputs->took;
   r->shared_b = bound->shared_b;

@@ -100,6 +100,9 @@ struct GemmRequest : Job {
   Reservation received_reservation;
   // The payloads copied off the received bytes (null when all are used in place).
   std::unique_ptr<HostBuffer> copied;
+  // Resident operands read back canonical for a host-memory device (null when none was
+  // re-laid out).
+  std::unique_ptr<HostBuffer> unpacked;
   // C's shape, payload bytes in and out, and host work on the operands before queueing
   // (copying payloads, dequantizing), which responses report as copy-in.
   std::vector<int64_t> output_shape;

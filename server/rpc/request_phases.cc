@@ -1,10 +1,12 @@
 #include "server/rpc/request_phases.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/rpc/payload_placement.h"
+#include "server/store/canonical_read.h"
 
 namespace gemmd {
 namespace {
@@ -36,6 +38,46 @@ DeviceOperands ResidentPacked(const GemmRequestContext& context, const Quantized
     on_device.b_scales = q.b.scales.data();
   }
   return on_device;
+}
+
+// A host-memory device's kernels read quantized operands as uploaded: resident ones the
+// store re-laid out (--quantized_layout=swap-ab) are read back canonical into one buffer
+// for this request.
+absl::Status UnpackReLaidOut(const GemmRequestContext& context, const TensorRefs& refs,
+                             PlacedQuantized* out) {
+  wire::QuantizedPayloads& p = out->payloads;
+  struct Operand {
+    const StoredTensor* tensor;
+    absl::string_view* data;
+    absl::string_view* scales;
+  };
+  std::vector<Operand> moved;
+  int64_t bytes = 0;
+  for (Operand o : {Operand{refs.a.get(), &p.a_data, &p.a_scales},
+                    Operand{refs.b.get(), &p.b_data, &p.b_scales}}) {
+    if (o.tensor == nullptr || o.tensor->layout == WeightLayout::kCanonical) continue;
+    moved.push_back(o);
+    bytes += DataBytes(o.tensor->spec) + ScaleBytes(o.tensor->spec);
+  }
+  if (moved.empty()) return absl::OkStatus();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<HostBuffer>> buffer =
+      context.memory->AcquireBuffer(static_cast<size_t>(bytes));
+  if (!buffer.ok()) return buffer.status();
+  char* at = (*buffer)->data();
+  for (const Operand& o : moved) {
+    const int64_t data_bytes = DataBytes(o.tensor->spec), scale_bytes = ScaleBytes(o.tensor->spec);
+    if (absl::Status s = ReadCanonical(*o.tensor, false, 0, data_bytes, at); !s.ok()) return s;
+    if (absl::Status s = ReadCanonical(*o.tensor, true, 0, scale_bytes, at + data_bytes); !s.ok()) {
+      return s;
+    }
+    *o.data = absl::string_view(at, static_cast<size_t>(data_bytes));
+    *o.scales = absl::string_view(at + data_bytes, static_cast<size_t>(scale_bytes));
+    at += data_bytes + scale_bytes;
+  }
+  out->unpacked = *std::move(buffer);
+  out->took += absl::Now() - start;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -160,6 +202,9 @@ absl::StatusOr<PlacedQuantized> PlaceQuantized(const GemmRequestContext& context
   if (refs.b != nullptr) {
     p.b_data = DataOf(*refs.b);
     p.b_scales = ScalesOf(*refs.b);
+  }
+  if (context.resident_in_host_memory) {
+    if (absl::Status s = UnpackReLaidOut(context, refs, &out); !s.ok()) return s;
   }
   return out;
 }

@@ -70,6 +70,9 @@ struct PlacedQuantized {
   std::unique_ptr<HostBuffer> copied;
   bool uses_received = false;
   wire::QuantizedPayloads payloads;  // inline ones placed, resident ones where they are
+  // Canonical copies of resident operands kept re-laid out, for a host-memory device
+  // (null: none); the payloads then point here.
+  std::unique_ptr<HostBuffer> unpacked;
   absl::Duration took;
 };
 absl::StatusOr<PlacedQuantized> PlaceQuantized(const GemmRequestContext& context,

@@ -14,6 +14,7 @@
 #include "server/rpc/call_continuation.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/raw_messages.h"
+#include "server/store/canonical_read.h"
 
 namespace gemmd {
 
@@ -157,7 +158,12 @@ absl::Status TensorDownloadCall::Start(const grpc::ByteBuffer& request) {
       RangeOf(pin_->spec, parsed.row_begin(), parsed.row_end());
   if (!range.ok()) return range.status();
   range_ = *range;
-  if (pin_->device->resident_in_host_memory() && !env_->copy_downloads) return absl::OkStatus();
+  // Host memory in the uploaded layout goes out as it is; anything else is read into
+  // chunks (a re-laid out weight unpacked on the way).
+  if (pin_->device->resident_in_host_memory() && !env_->copy_downloads &&
+      pin_->layout == WeightLayout::kCanonical) {
+    return absl::OkStatus();
+  }
   const int64_t room = std::min(2 * kDownloadChunkBytes, range_.bytes());
   absl::StatusOr<Reservation> reservation = env_->memory->Reserve(room);
   if (!reservation.ok()) return reservation.status();
@@ -167,8 +173,9 @@ absl::Status TensorDownloadCall::Start(const grpc::ByteBuffer& request) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<grpc::Slice> TensorDownloadCall::ChunkSlice(const char* resident, size_t n) {
+absl::StatusOr<grpc::Slice> TensorDownloadCall::ChunkSlice(bool scales, int64_t offset, size_t n) {
   if (room_ == nullptr) {
+    const char* resident = (scales ? pin_->scales() : pin_->data()) + offset;
     return grpc::Slice(const_cast<char*>(resident), n, &ReleasePin, new TensorPin(pin_));
   }
   // Paid for by the room the download reserved, which the chunks gRPC is done with give
@@ -176,7 +183,8 @@ absl::StatusOr<grpc::Slice> TensorDownloadCall::ChunkSlice(const char* resident,
   absl::StatusOr<std::unique_ptr<HostBuffer>> buffer = room_->Acquire(n);
   if (!buffer.ok()) return buffer.status();
   char* data = (*buffer)->data();
-  if (absl::Status s = pin_->device->ReadResident(data, resident, n); !s.ok()) {
+  if (absl::Status s = ReadCanonical(*pin_, scales, offset, static_cast<int64_t>(n), data);
+      !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("reading the tensor: ", s.message()));
   }
   return grpc::Slice(data, n, &FreeCopiedChunk, new CopiedChunk{*std::move(buffer), room_});
@@ -195,9 +203,8 @@ absl::StatusOr<std::optional<grpc::ByteBuffer>> TensorDownloadCall::MakeChunk() 
   if (!data && scales_sent_ >= range_.scale_bytes) return std::nullopt;  // all sent
   const int64_t n = data ? std::min(kDownloadChunkBytes, range_.data_bytes - data_sent_)
                          : std::min(kDownloadChunkBytes, range_.scale_bytes - scales_sent_);
-  const char* from = data ? pin_->data() + range_.data_begin + data_sent_
-                          : pin_->scales() + range_.scale_begin + scales_sent_;
-  absl::StatusOr<grpc::Slice> payload = ChunkSlice(from, static_cast<size_t>(n));
+  const int64_t from = data ? range_.data_begin + data_sent_ : range_.scale_begin + scales_sent_;
+  absl::StatusOr<grpc::Slice> payload = ChunkSlice(!data, from, static_cast<size_t>(n));
   if (!payload.ok()) return payload.status();
   (data ? data_sent_ : scales_sent_) += n;
   // The field's tag and length, then the payload slice itself.

@@ -81,8 +81,9 @@ class TensorDownloadCall final : public QueuedReactor {
   // The next chunk's message, or none when all went (advances what was sent).
   absl::StatusOr<std::optional<grpc::ByteBuffer>> MakeChunk() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Prefetch();
-  // The next `n` bytes at `resident` as a slice: the tensor's memory itself, or a copy.
-  absl::StatusOr<grpc::Slice> ChunkSlice(const char* resident, size_t n);
+  // `n` canonical bytes at `offset` of the data (or scales) as a slice: the tensor's memory
+  // itself, or a copy (ReadCanonical).
+  absl::StatusOr<grpc::Slice> ChunkSlice(bool scales, int64_t offset, size_t n);
   void FinishWithStatus(const absl::Status& status);
 
   const TensorCallEnvironment* const env_;

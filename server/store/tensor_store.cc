@@ -630,33 +630,61 @@ absl::StatusOr<std::string> TensorStore::Upload::Finish() {
   }
   finished_ = true;
   if (part_ >= 0) {
-    store_->PartFinished(*tensor_, part_, true);
+    if (absl::Status s = store_->PartFinished(*tensor_, part_, true); !s.ok()) return s;
     return tensor_->handle;
   }
+  // A failed relayout leaves nothing: the tensor goes with this upload.
+  if (absl::Status s = store_->Relayout(*tensor_); !s.ok()) return s;
   open_slot_.reset();
   return store_->Commit(tensor_);
 }
 
 TensorStore::Upload::~Upload() {
-  if (!finished_ && part_ >= 0 && tensor_ != nullptr) store_->PartFinished(*tensor_, part_, false);
+  if (!finished_ && part_ >= 0 && tensor_ != nullptr) {
+    store_->PartFinished(*tensor_, part_, false).IgnoreError();  // a failed part: no relayout
+  }
 }
 
-void TensorStore::PartFinished(const StoredTensor& tensor, int part, bool ok) {
-  std::shared_ptr<StoredTensor> dropped;  // released after the lock
+absl::Status TensorStore::PartFinished(const StoredTensor& tensor, int part, bool ok) {
+  std::shared_ptr<StoredTensor> last;  // set when this part was the last
+  {
+    std::shared_ptr<StoredTensor> dropped;  // released after the lock
+    absl::MutexLock lock(&mu_);
+    auto it = tensors_.find(tensor.handle);
+    if (it == tensors_.end() || it->second.tensor.get() != &tensor) {
+      return absl::OkStatus();  // already gone
+    }
+    Entry& entry = it->second;
+    --entry.parts_uploading;
+    entry.last_part_activity = clock_->Now();
+    if (!ok) {
+      Log(LogLevel::kWarning, "tensor_upload_aborted",
+          {{"handle", tensor.handle}, {"part", absl::StrCat(part)}, {"tenant", tensor.tenant}});
+      dropped = EraseLocked(it);
+      return absl::OkStatus();
+    }
+    entry.parts[part] = 2;
+    if (++entry.parts_done < static_cast<int>(entry.parts.size())) return absl::OkStatus();
+    // Still incomplete (jobs cannot pin it) and counted as uploading (the sweep leaves it)
+    // while it is re-laid out, outside the lock.
+    ++entry.parts_uploading;
+    last = entry.tensor;
+  }
+  const absl::Status relaid = Relayout(*last);
+  std::shared_ptr<StoredTensor> dropped;
   absl::MutexLock lock(&mu_);
-  auto it = tensors_.find(tensor.handle);
-  if (it == tensors_.end() || it->second.tensor.get() != &tensor) return;  // already gone
+  auto it = tensors_.find(last->handle);
+  if (it == tensors_.end() || it->second.tensor != last) return relaid;  // deleted meanwhile
   Entry& entry = it->second;
   --entry.parts_uploading;
-  entry.last_part_activity = clock_->Now();
-  if (!ok) {
+  if (!relaid.ok()) {
     Log(LogLevel::kWarning, "tensor_upload_aborted",
-        {{"handle", tensor.handle}, {"part", absl::StrCat(part)}, {"tenant", tensor.tenant}});
+        {{"handle", tensor.handle},
+         {"error", std::string(relaid.message())},
+         {"tenant", tensor.tenant}});
     dropped = EraseLocked(it);
-    return;
+    return relaid;
   }
-  entry.parts[part] = 2;
-  if (++entry.parts_done < static_cast<int>(entry.parts.size())) return;
   entry.complete = true;
   entry.open_slot.reset();
   entry.tensor->expires =
@@ -667,8 +695,35 @@ void TensorStore::PartFinished(const StoredTensor& tensor, int part, bool ok) {
        {"bytes", absl::StrCat(tensor.bytes)},
        {"device", tensor.device->description().name},
        {"parts", absl::StrCat(entry.parts.size())},
+       {"layout", WeightLayoutName(tensor.layout)},
        {"label", tensor.label},
        {"tenant", tensor.tenant}});
+  return absl::OkStatus();
+}
+
+absl::Status TensorStore::Relayout(StoredTensor& tensor) {
+  if (!tensor.spec.quantized) return absl::OkStatus();
+  const int64_t rows = tensor.spec.shape[0], k = tensor.spec.shape[1];
+  WeightLayout layout = WeightLayout::kCanonical;
+  if (options_.quantized_layout == QuantizedLayoutPolicy::kAuto) {
+    layout = tensor.device->PreferredWeightLayout(tensor.spec.format, rows, k);
+  } else if (options_.quantized_layout == QuantizedLayoutPolicy::kSwapAb &&
+             Nvfp4SwapAbFits(rows, k)) {
+    layout = WeightLayout::kSwapAb;
+  }
+  if (layout == WeightLayout::kCanonical) return absl::OkStatus();
+  const absl::Time start = absl::Now();
+  char* const memory = static_cast<char*>(tensor.memory);
+  if (absl::Status s = tensor.device->RelayoutResident(tensor.spec.format, rows, k, memory,
+                                                       memory + ScalesOffset(tensor.spec), layout);
+      !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("re-laying out ", SpecText(tensor.spec), " (",
+                                               WeightLayoutName(layout), "): ", s.message(),
+                                               "; nothing was stored"));
+  }
+  tensor.layout = layout;
+  if (metrics_ != nullptr) metrics_->ObserveRelayout(absl::Now() - start);
+  return absl::OkStatus();
 }
 
 std::shared_ptr<StoredTensor> TensorStore::EraseLocked(
@@ -699,8 +754,13 @@ absl::StatusOr<std::string> TensorStore::Commit(std::shared_ptr<StoredTensor> te
     entry.tensor->expires = clock_->Now() + (t.expires - t.created);
   }
   Log(LogLevel::kInfo, "tensor_put",
-      {{"handle", t.handle}, {"tensor", SpecText(t.spec)}, {"bytes", absl::StrCat(t.bytes)},
-       {"device", t.device->description().name}, {"label", t.label}, {"tenant", t.tenant}});
+      {{"handle", t.handle},
+       {"tensor", SpecText(t.spec)},
+       {"bytes", absl::StrCat(t.bytes)},
+       {"device", t.device->description().name},
+       {"layout", WeightLayoutName(t.layout)},
+       {"label", t.label},
+       {"tenant", t.tenant}});
   const std::string handle = t.handle;
   absl::MutexLock lock(&mu_);
   ++tensors_per_device_[t.device_index];

@@ -50,6 +50,7 @@
 #include "absl/time/time.h"
 #include "kernels/gemm_problem.h"
 #include "kernels/quant_formats.h"
+#include "kernels/quant_prepack.h"
 #include "server/devices/device.h"
 #include "server/observability/clock.h"
 #include "server/observability/metrics.h"
@@ -77,6 +78,9 @@ struct StoredTensor {
   // Part of one call of several RPCs (TensorHeader.temporary): a draining server serves
   // the RPCs that continue it and waits for it to go.
   bool temporary = false;
+  // A quantized tensor's layout in memory (kernels/quant_prepack.h): set once, when its
+  // upload completes, before any job can use it.
+  WeightLayout layout = WeightLayout::kCanonical;
 
   // UNAVAILABLE (naming the tensor and its device) once its device has faulted: a faulted
   // GPU's memory cannot be read, so the tensor is lost; OK otherwise.
@@ -90,6 +94,11 @@ inline constexpr int64_t kTensorRecordBytes = 2048;
 
 // Most parts one parallel upload may have.
 inline constexpr uint32_t kMaxParts = 1024;
+
+// Which layout a quantized tensor is kept in once uploaded (--quantized_layout): the
+// device's preference (auto), always as uploaded (canonical), or swap-AB wherever the shape
+// has it (swap-ab; on the CPU backend this exercises the relayout and the reads back).
+enum class QuantizedLayoutPolicy { kAuto, kCanonical, kSwapAb };
 
 struct TensorStoreOptions {
   int64_t cap_bytes = 0;  // 0: nothing can be stored
@@ -106,6 +115,7 @@ struct TensorStoreOptions {
   // An open tensor with no part uploading for this long is dropped.
   absl::Duration part_upload_timeout = absl::Seconds(10);
   absl::Duration max_ttl = absl::Hours(24 * 365);
+  QuantizedLayoutPolicy quantized_layout = QuantizedLayoutPolicy::kAuto;
 };
 
 // A listing entry.
@@ -263,7 +273,13 @@ class TensorStore {
   std::string NewHandle() const;
   // NOT_FOUND naming the handle (and the instance that issued it, if not this one).
   absl::Status NotFound(absl::string_view handle) const;
-  void PartFinished(const StoredTensor& tensor, int part, bool ok);
+  // A part's end; for the last one the tensor's relayout, then it is complete. Its error
+  // (the relayout's) takes the tensor out.
+  absl::Status PartFinished(const StoredTensor& tensor, int part, bool ok);
+  // A complete upload's last step: a quantized tensor re-laid out in place as the policy
+  // and its device say (tensor.layout set), its time observed. The tensor is not yet
+  // visible to jobs.
+  absl::Status Relayout(StoredTensor& tensor);
   void Publish(int device_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The store's bytes on each of `devices` to the gauge (no lock needed).
   void PublishBytes(const std::vector<int>& devices);

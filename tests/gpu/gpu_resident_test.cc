@@ -47,6 +47,7 @@ class GpuResidentTest : public ::testing::Test {
     config.metrics_port = -1;
     config.backend = "cuda";
     config.tensor_store_bytes = int64_t{1} << 30;
+    config.quantized_layout = quantized_layout_;
     absl::StatusOr<std::unique_ptr<GemmServer>> server = GemmServer::Create(config);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -86,14 +87,17 @@ class GpuResidentTest : public ::testing::Test {
     return handle.handle();
   }
 
-  std::string Get(const std::string& handle) {
+  std::string Get(const std::string& handle, std::string* scales = nullptr) {
     grpc::ClientContext context;
     gemm::v1::GetTensorRequest request;
     request.set_handle(handle);
     auto reader = stub_->GetTensor(&context, request);
     gemm::v1::TensorChunk chunk;
     std::string data;
-    while (reader->Read(&chunk)) data += chunk.data();
+    while (reader->Read(&chunk)) {
+      data += chunk.data();
+      if (scales != nullptr) *scales += chunk.scales();
+    }
     EXPECT_TRUE(reader->Finish().ok());
     return data;
   }
@@ -105,6 +109,7 @@ class GpuResidentTest : public ::testing::Test {
     return header;
   }
 
+  std::string quantized_layout_ = "auto";
   int gpus_ = 0;
   std::string device_;  // where Put keeps tensors: the last GPU
   std::unique_ptr<GemmServer> server_;
@@ -302,6 +307,127 @@ TEST_F(GpuResidentTest, BothOperandsQuantizedByReference) {
   EXPECT_LE(RelativeError(ref.data(), response.c().data().data(), DataType::kFloat32, m * n),
             1e-5)
       << response.kernel();
+}
+
+// --quantized_layout=swap-ab: weights re-laid out on the GPU at the end of their upload.
+// GetTensor returns the uploaded bytes; FP16 callers of up to 64 rows run on the swap-AB
+// kernels; larger ones, BF16 ones and a re-laid out quantized A get the operands unpacked
+// into the launch's workspace for the other kernels. Errors against FP64 on the
+// dequantized operands, 1e-5.
+class GpuResidentSwapAbTest : public GpuResidentTest {
+ protected:
+  void SetUp() override {
+    quantized_layout_ = "swap-ab";
+    GpuResidentTest::SetUp();
+  }
+};
+
+TEST_F(GpuResidentSwapAbTest, ReLaidOutWeightsReadBackAndServeEveryCaller) {
+  std::mt19937_64 rng(7);
+  const int64_t n = 1040, k = 512;  // 5 bands, the last of 16 rows
+  for (QuantFormat format : {QuantFormat::kNvfp4, QuantFormat::kInt8}) {
+    SCOPED_TRACE(QuantFormatName(format));
+    const std::string w = RandomBytes(DataType::kFloat32, n * k, rng);
+    std::vector<float> deq(static_cast<size_t>(n * k));
+    std::string data, scales;
+    gemm::v1::TensorHeader header;
+    header.add_shape(n);
+    header.add_shape(k);
+    if (format == QuantFormat::kNvfp4) {
+      const Nvfp4Matrix q = *QuantizeNvfp4(reinterpret_cast<const float*>(w.data()), n, k);
+      ASSERT_TRUE(DequantizeNvfp4(q, deq.data()).ok());
+      data.assign(q.packed.begin(), q.packed.end());
+      scales.assign(q.block_scales.begin(), q.block_scales.end());
+      header.set_format(gemm::v1::QUANT_FORMAT_NVFP4);
+      header.set_tensor_scale(q.tensor_scale);
+    } else {
+      const Int8Matrix q = *QuantizeInt8(reinterpret_cast<const float*>(w.data()), n, k);
+      DequantizeInt8(q.values.data(), q.scales.data(), n, k, deq.data());
+      data.assign(reinterpret_cast<const char*>(q.values.data()), q.values.size());
+      scales.assign(reinterpret_cast<const char*>(q.scales.data()), q.scales.size() * 4);
+      header.set_format(gemm::v1::QUANT_FORMAT_INT8);
+    }
+    const std::string handle = Put(header, data, scales);
+    std::string got_scales;
+    EXPECT_TRUE(Get(handle, &got_scales) == data) << "the data read back differs";
+    EXPECT_TRUE(got_scales == scales) << "the scales read back differ";
+
+    struct Call {
+      int64_t m;
+      DataType a_type;
+      const char* kernel_prefix;
+    };
+    for (const Call& call :
+         {Call{1, DataType::kFloat16, "swapab_"}, Call{16, DataType::kFloat16, "swapab_"},
+          Call{64, DataType::kFloat16, "swapab_"}, Call{4, DataType::kBFloat16, "skinny_"},
+          Call{200, DataType::kFloat16, "qgemm_f16xnvfp4"}}) {
+      // (No kernel here takes 200 FP16 rows against INT8 on the device.)
+      if (call.m > 64 && format == QuantFormat::kInt8) continue;
+      SCOPED_TRACE(absl::StrCat(call.m, " rows of ", DataTypeName(call.a_type)));
+      gemm::v1::QuantizedMatmulRequest request;
+      gemm::v1::Tensor* a = request.mutable_a_dense();
+      a->add_shape(call.m);
+      a->add_shape(k);
+      a->set_dtype(DataTypeToProto(call.a_type));
+      a->set_data(RandomBytes(call.a_type, call.m * k, rng));
+      request.mutable_b_ref()->set_handle(handle);
+      gemm::v1::MatmulResponse response;
+      grpc::ClientContext context;
+      const grpc::Status st = stub_->QuantizedMatmul(&context, request, &response);
+      ASSERT_TRUE(st.ok()) << st.error_message();
+      EXPECT_EQ(response.kernel().rfind(call.kernel_prefix, 0), 0u) << response.kernel();
+      std::vector<float> a_values(static_cast<size_t>(call.m * k));
+      for (int64_t j = 0; j < call.m * k; ++j) {
+        a_values[j] = static_cast<float>(LoadAsDouble(a->data().data(), call.a_type, j));
+      }
+      GemmProblem p;
+      p.m = call.m;
+      p.n = n;
+      p.k = k;
+      p.transpose_b = true;
+      const std::vector<double> ref =
+          ReferenceGemm(p, {a_values.data(), deq.data(), nullptr, nullptr});
+      EXPECT_LE(
+          RelativeError(ref.data(), response.c().data().data(), DataType::kFloat32, call.m * n),
+          1e-5)
+          << response.kernel();
+    }
+  }
+}
+
+// Both operands by handle, both re-laid out: unpacked for the square kernel.
+TEST_F(GpuResidentSwapAbTest, BothReLaidOutOperandsAreUnpackedForTheSquareKernel) {
+  std::mt19937_64 rng(8);
+  const int64_t m = 320, n = 256, k = 512;
+  auto quantize = [&](int64_t rows, std::vector<float>* deq) {
+    const std::string x = RandomBytes(DataType::kFloat32, rows * k, rng);
+    const Nvfp4Matrix q = *QuantizeNvfp4(reinterpret_cast<const float*>(x.data()), rows, k);
+    deq->resize(static_cast<size_t>(rows * k));
+    EXPECT_TRUE(DequantizeNvfp4(q, deq->data()).ok());
+    gemm::v1::TensorHeader header;
+    header.add_shape(rows);
+    header.add_shape(k);
+    header.set_format(gemm::v1::QUANT_FORMAT_NVFP4);
+    header.set_tensor_scale(q.tensor_scale);
+    return Put(header, std::string(q.packed.begin(), q.packed.end()),
+               std::string(q.block_scales.begin(), q.block_scales.end()));
+  };
+  std::vector<float> a, b;
+  gemm::v1::QuantizedMatmulRequest request;
+  request.mutable_a_ref()->set_handle(quantize(m, &a));
+  request.mutable_b_ref()->set_handle(quantize(n, &b));
+  gemm::v1::MatmulResponse response;
+  grpc::ClientContext context;
+  const grpc::Status s = stub_->QuantizedMatmul(&context, request, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(response.kernel().rfind("qgemm_nvfp4", 0), 0u) << response.kernel();
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.transpose_b = true;
+  const std::vector<double> ref = ReferenceGemm(p, {a.data(), b.data(), nullptr, nullptr});
+  EXPECT_LE(RelativeError(ref.data(), response.c().data().data(), DataType::kFloat32, m * n), 1e-5);
 }
 
 }  // namespace

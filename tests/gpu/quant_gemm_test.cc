@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/common/cuda_raii.h"
+#include "kernels/cuda/quantized/quant_relayout.h"
 #include "kernels/cuda/quantized/quant_swapab.h"
 #include "kernels/half.h"
 #include "kernels/quant_formats.h"
@@ -370,8 +371,8 @@ std::vector<SwapAbCase> SwapAbCases() {
                                                                       {64, 512, 192, 256, 8},
                                                                       {64, 4096, 8192, 0, 0},
                                                                       {16, 8192, 1024, 0, 0}}) {
-      for (int overlap : {0, 1}) {
-        cases.push_back({format, m, n, k, {SwapAbPath::kWgmma, 0, rows, splits, overlap}});
+      for (int k_tiles : {1, 4}) {
+        cases.push_back({format, m, n, k, {SwapAbPath::kWgmma, 0, rows, splits, k_tiles}});
       }
     }
   }
@@ -384,8 +385,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SwapAbTest, ::testing::ValuesIn(SwapAbCases()),
                            return absl::StrCat(QuantFormatName(info.param.format), "_",
                                                o.path == SwapAbPath::kWgmma ? "wgmma" : "mma", "_",
                                                info.param.m, "x", info.param.n, "x", info.param.k,
-                                               "_r", o.rows, "_s", o.splits,
-                                               o.overlap > 0 ? "_overlap" : "");
+                                               "_r", o.rows, "_s", o.splits, "_kt",
+                                               o.k_tiles_per_stage);
                          });
 
 TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {
@@ -412,6 +413,64 @@ TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {
         LaunchSwapAbInt8(buf, 1, buf, 16, 64, c, nullptr, {SwapAbPath::kWgmma, 0, 0, 3}).message(),
         "the swap-AB wgmma kernel splits K 1, 2, 4 or 8 ways; got 3");
   }
+}
+
+// The upload's relayout on the device: in place, the host prepack's bytes exactly (bands
+// of 256 rows and a short last one, codes and scales in their own regions); and the
+// unpack back to the uploaded bytes.
+TEST(SwapAbRelayoutTest, DeviceRelayoutMatchesTheHostPrepackBothWays) {
+  SKIP_WITHOUT_GPU();
+  for (QuantFormat format : {QuantFormat::kNvfp4, QuantFormat::kInt8}) {
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{16, 64}, {560, 192}, {256, 1024}}) {
+      SCOPED_TRACE(absl::StrCat(QuantFormatName(format), " ", n, " x ", k));
+      const bool nvfp4 = format == QuantFormat::kNvfp4;
+      std::mt19937 rng(static_cast<uint32_t>(n * 7 + k));
+      std::vector<uint8_t> data(nvfp4 ? n * k / 2 : n * k), scales(nvfp4 ? n * k / 16 : 4 * n);
+      for (uint8_t& b : data) b = static_cast<uint8_t>(rng());
+      for (uint8_t& b : scales) b = static_cast<uint8_t>(rng());
+      std::vector<uint8_t> expected(data.size() + scales.size());
+      ASSERT_TRUE((nvfp4 ? PrepackNvfp4SwapAb(data.data(), scales.data(), n, k, expected.data())
+                         : PrepackInt8SwapAb(reinterpret_cast<const int8_t*>(data.data()),
+                                             scales.data(), n, k, expected.data()))
+                      .ok());
+      DeviceBuffer d_data = Upload(data.data(), data.size());
+      DeviceBuffer d_scales = Upload(scales.data(), scales.size());
+      const size_t scratch_bytes = SwapAbRelayoutScratchBytes(format, n, k);
+      DeviceBuffer scratch = *DeviceBuffer::Allocate(scratch_bytes);
+      ASSERT_TRUE(RelayoutSwapAbInPlace(format, n, k, d_data.get(), d_scales.get(), scratch.get(),
+                                        scratch_bytes, nullptr)
+                      .ok());
+      std::vector<uint8_t> got_data(data.size()), got_scales(scales.size());
+      ASSERT_EQ(cudaMemcpy(got_data.data(), d_data.get(), data.size(), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      ASSERT_EQ(
+          cudaMemcpy(got_scales.data(), d_scales.get(), scales.size(), cudaMemcpyDeviceToHost),
+          cudaSuccess);
+      EXPECT_TRUE(std::equal(got_data.begin(), got_data.end(), expected.begin()));
+      EXPECT_TRUE(std::equal(got_scales.begin(), got_scales.end(), expected.begin() + data.size()));
+
+      DeviceBuffer out_data = *DeviceBuffer::Allocate(data.size());
+      DeviceBuffer out_scales = *DeviceBuffer::Allocate(scales.size());
+      ASSERT_EQ(cudaMemcpy(out_scales.get(), scales.data(), scales.size(), cudaMemcpyHostToDevice),
+                cudaSuccess);  // INT8's row scales are not the unpack's
+      ASSERT_TRUE(UnpackSwapAb(format, n, k, d_data.get(), d_scales.get(), out_data.get(),
+                               out_scales.get(), nullptr)
+                      .ok());
+      ASSERT_EQ(cudaMemcpy(got_data.data(), out_data.get(), data.size(), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      ASSERT_EQ(
+          cudaMemcpy(got_scales.data(), out_scales.get(), scales.size(), cudaMemcpyDeviceToHost),
+          cudaSuccess);
+      EXPECT_EQ(got_data, data);
+      EXPECT_EQ(got_scales, scales);
+    }
+  }
+  uint8_t* none = nullptr;
+  EXPECT_EQ(
+      RelayoutSwapAbInPlace(QuantFormat::kNvfp4, 16, 64, none, none, none, 16, nullptr).message(),
+      "the relayout of [16, 64] needs 576 bytes of scratch; got 16");
+  EXPECT_EQ(UnpackSwapAb(QuantFormat::kInt8, 24, 64, none, none, none, none, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

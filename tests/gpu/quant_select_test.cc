@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/gpu_gemm.h"
 #include "kernels/cuda/quantized/quant_square.h"
+#include "kernels/cuda/quantized/quant_swapab.h"
 #include "kernels/cuda/quantized/quantized_kernels.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -50,6 +51,8 @@ std::string Family(const QuantizedOperands& q) {
       return "square";
     case QuantizedFamily::kSquareFp16A:
       return "square_fp16_a";
+    case QuantizedFamily::kSwapAb:
+      return "swapab";
   }
   return "?";
 }
@@ -157,6 +160,48 @@ TEST(QuantSelectTest, EntriesSayWhyTheyCannotRunTheOperands) {
             absl::StatusCode::kNotFound);
 }
 
+// A weight kept in the swap-AB layout goes to the swap-AB kernels for FP16 A of up to 64
+// rows; past that, or for other activations, to the kernels it would have gone to
+// canonical (the launch unpacks it into their workspace).
+TEST(QuantSelectTest, SwapAbWeightsGoToTheSwapAbKernelsUpTo64Fp16Rows) {
+  SKIP_WITHOUT_GPU();
+  const auto swapab = [](QuantizedOperands q) {
+    q.b.layout = WeightLayout::kSwapAb;
+    return q;
+  };
+  EXPECT_EQ(Family(swapab(Operands(1, 8192, std::nullopt, QuantFormat::kNvfp4))), "swapab");
+  EXPECT_EQ(Family(swapab(Operands(64, 8192, std::nullopt, QuantFormat::kInt8))), "swapab");
+  EXPECT_EQ(Family(swapab(Operands(65, 8192, std::nullopt, QuantFormat::kNvfp4))), "square_fp16_a");
+  EXPECT_EQ(
+      Family(swapab(Operands(16, 8192, std::nullopt, QuantFormat::kNvfp4, DataType::kBFloat16))),
+      "skinny");
+  EXPECT_EQ(Family(swapab(Operands(16, 8192, QuantFormat::kInt8, QuantFormat::kInt8))), "skinny");
+}
+
+TEST(QuantSelectTest, SwapAbEntriesSayWhyTheyCannotRunTheOperands) {
+  const QuantizedGemmKernel* k = KernelRegistry::Global().FindQuantized("swapab_nvfp4_mma16816");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->b_layout(), WeightLayout::kSwapAb);
+  QuantizedOperands q = Operands(16, 8192, std::nullopt, QuantFormat::kNvfp4);
+  EXPECT_EQ(k->Check(q, Hopper()).message(),
+            "swapab_nvfp4_mma16816 reads a resident weight kept in the swap-AB layout "
+            "(--quantized_layout); this one is canonical");
+  q.b.layout = WeightLayout::kSwapAb;
+  EXPECT_TRUE(k->Check(q, Hopper()).ok());
+  q.a_dense_type = DataType::kBFloat16;
+  EXPECT_EQ(k->Check(q, Hopper()).message(), "swapab_nvfp4_mma16816 takes a dense FLOAT16 A");
+  q = Operands(65, 8192, std::nullopt, QuantFormat::kNvfp4);
+  q.b.layout = WeightLayout::kSwapAb;
+  EXPECT_EQ(k->Check(q, Hopper()).code(), absl::StatusCode::kFailedPrecondition);
+  q = Operands(16, 96, std::nullopt, QuantFormat::kNvfp4);
+  q.b.layout = WeightLayout::kSwapAb;
+  EXPECT_EQ(k->Check(q, Hopper()).code(), absl::StatusCode::kFailedPrecondition);
+  DeviceCaps ampere_minus = Hopper();
+  ampere_minus.compute_capability = 75;
+  EXPECT_EQ(k->Check(q, ampere_minus).message(),
+            "swapab_nvfp4_mma16816 needs compute capability 8.0 or later");
+}
+
 // Every distinct kernel has its own name, and the catalogue lists both kinds.
 TEST(QuantSelectTest, TheCatalogueNamesEachQuantizedKernelOnce) {
   const KernelRegistry& registry = KernelRegistry::Global();
@@ -172,7 +217,12 @@ TEST(QuantSelectTest, TheCatalogueNamesEachQuantizedKernelOnce) {
         "skinny_nvfp4_stream_mma16816"}) {
     EXPECT_NE(registry.FindQuantized(skinny), nullptr) << skinny;
   }
-  EXPECT_EQ(registry.quantized().size(), SquareWgmmaBuilt() ? 12u : 9u);
+  for (const char* swapab : {"swapab_int8_mma16816", "swapab_nvfp4_mma16816"}) {
+    EXPECT_NE(registry.FindQuantized(swapab), nullptr) << swapab;
+  }
+  EXPECT_EQ(registry.FindQuantized("swapab_nvfp4_wgmma") != nullptr, SwapAbWgmmaBuilt());
+  EXPECT_EQ(registry.quantized().size(),
+            (SquareWgmmaBuilt() ? 12u : 9u) + (SwapAbWgmmaBuilt() ? 4u : 2u));
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ EncodeTiledFn EncodeTiled() {
 
 absl::Status MakeTensorMap3d(CUtensorMap* map, CUtensorMapDataType type, int element_bytes,
                              const void* base, int64_t inner, int64_t outer, int64_t ld,
-                             int64_t stride, int items, int box_inner, int box_outer) {
+                             int64_t stride, int items, int box_inner, int box_outer,
+                             int box_items) {
   const EncodeTiledFn encode = EncodeTiled();
   if (encode == nullptr) {
     return absl::InternalError("the CUDA driver has no cuTensorMapEncodeTiled");
@@ -39,8 +40,8 @@ absl::Status MakeTensorMap3d(CUtensorMap* map, CUtensorMapDataType type, int ele
   const cuuint64_t strides[2] = {
       static_cast<cuuint64_t>(ld * element_bytes),
       static_cast<cuuint64_t>((batched ? stride : outer * ld) * element_bytes)};
-  const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_inner),
-                             static_cast<cuuint32_t>(box_outer), 1};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_inner), static_cast<cuuint32_t>(box_outer),
+                             static_cast<cuuint32_t>(box_items)};
   const cuuint32_t element_strides[3] = {1, 1, 1};
   const CUresult r = encode(map, type, 3, const_cast<void*>(base), dims, strides, box,
                             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,

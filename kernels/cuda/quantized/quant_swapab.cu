@@ -185,6 +185,14 @@ absl::StatusOr<SwapAbPath> ResolveSwapAbPath(SwapAbPath path) {
   return SwapAbPath::kMmaSync;
 }
 
+bool SwapAbWgmmaBuilt() {
+#if defined(GEMMD_HAVE_SM90A)
+  return true;
+#else
+  return false;
+#endif
+}
+
 std::string SwapAbKernelName(bool int8, SwapAbPath resolved) {
   return absl::StrCat("swapab_", int8 ? "int8" : "nvfp4",
                       resolved == SwapAbPath::kWgmma ? "_wgmma" : "_mma16816");
@@ -202,7 +210,7 @@ absl::Status LaunchSwapAb(bool int8, const void* a, int64_t m, const void* packe
 #if defined(GEMMD_HAVE_SM90A)
   if (*path == SwapAbPath::kWgmma) {
     return internal::LaunchSwapAbWgmma(int8, a, m, packed, out_scale, n, k, c, options.rows,
-                                       options.splits, options.overlap, stream);
+                                       options.splits, options.k_tiles_per_stage, stream);
   }
 #endif
   return int8 ? LaunchFor<true>(a, m, packed, out_scale, n, k, c, options.l2_ahead, stream)

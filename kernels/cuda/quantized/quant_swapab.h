@@ -45,7 +45,7 @@ struct SwapAbOptions {
   int l2_ahead = 0;  // mma.sync: each warp also asks L2 for its super-tile this many turns on
   int rows = 0;      // wgmma: weight rows a block, 128 or 256 (0: chosen)
   int splits = 0;    // wgmma: K split over a cluster of 1, 2, 4 or 8 blocks (0: chosen)
-  int overlap = 0;   // wgmma: 1 decodes the next stage while a stage's wgmmas run
+  int k_tiles_per_stage = 0;  // wgmma: K tiles of 64 a pipeline stage, 1 or 4 (0: chosen)
 };
 
 // The path `options.path` resolves to on the current device; FAILED_PRECONDITION for
@@ -53,6 +53,8 @@ struct SwapAbOptions {
 absl::StatusOr<SwapAbPath> ResolveSwapAbPath(SwapAbPath path);
 // "swapab_nvfp4_wgmma", "swapab_int8_mma16816", ...
 std::string SwapAbKernelName(bool int8, SwapAbPath resolved);
+// Whether this build has the wgmma kernel (sm_90a).
+bool SwapAbWgmmaBuilt();
 
 // Enqueues C[m, n] (FP32, row-major) = A[m, k] (FP16, row-major) * dequant(W)^T, W [n, k]
 // NVFP4 in the swap-AB layout with tensor scale `tensor_scale`, on `stream`; all device

@@ -15,12 +15,12 @@ namespace gemmd::gpu::internal {
 // C[m, n] = A[m, k] (FP16) * dequant(W)^T * out_scale for W [n, k] in its swap-AB layout
 // (NVFP4, or INT8 with `int8`, whose row scales are applied too); the operands already
 // checked (SwapAbRuns). `rows`: weight rows a block, 128 or 256 (0: chosen); `splits`: K
-// split over a cluster of 1, 2, 4 or 8 blocks (0: chosen to fill the GPU); overlap_mode:
-// 1 decodes the next stage while a stage's wgmmas run, 0 waits for them. INVALID_ARGUMENT
-// for other values, INTERNAL for CUDA errors.
+// split over a cluster of 1, 2, 4 or 8 blocks (0: chosen to fill the GPU);
+// `k_tiles_per_stage`: K tiles of 64 a pipeline stage carries, 1 or 4 (0: chosen).
+// INVALID_ARGUMENT for other values, INTERNAL for CUDA errors.
 absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
                                float out_scale, int64_t n, int64_t k, float* c, int rows,
-                               int splits, int overlap_mode, cudaStream_t stream);
+                               int splits, int k_tiles_per_stage, cudaStream_t stream);
 
 }  // namespace gemmd::gpu::internal
 

@@ -7,13 +7,16 @@
 // L1 than weight bytes from HBM, and each warp keeps only one super-tile in flight.
 // How: a block of two consumer warpgroups and one producer warp owns 128 or 256 weight
 // rows (kSets sets of 64 rows a warpgroup) and a range of K. The producer fills a ring of
-// stages, each one K super-tile (64 K): one bulk copy of the block's 16-row tiles' code
-// bytes (512 a tile; INT8 1024 value bytes), one of their scale bytes (64 a tile), both
-// consecutive in the layout's bands, and a TMA box of the kN tokens' 64 activations
-// (128-byte swizzle, zeros past m). A consumer warp loads its lane's 16 code bytes and 8
-// scale bytes of a tile from shared memory, decodes them into the four m16n8k16 A
-// fragments of the super-tile (quant_swapab_device.cuh; wgmma's register A has that
-// layout per warp) and issues four m64nNk16 wgmmas with N = 8-64 tokens. Blocks that
+// stages, each of 1 or 4 K super-tiles (64 K each): the block's 16-row tiles' code bytes
+// (512 a tile; INT8 1024 value bytes) and scale bytes (64 a tile), one bulk copy each
+// where the block holds a whole band (the layout keeps a band's tiles of consecutive K
+// tiles consecutive), and one TMA box of the kN tokens' activations of those K tiles
+// (128-byte swizzle, zeros past k and m). Every copy has a fixed cost, so fewer, larger
+// ones a stage go faster. A consumer warp loads its lane's 16 code bytes and 8 scale
+// bytes of a tile from shared memory, decodes them into the four m16n8k16 A fragments of
+// the super-tile (quant_swapab_device.cuh; wgmma's register A has that layout per warp)
+// and issues four m64nNk16 wgmmas with N = 8-64 tokens; every 1024 of K the accumulators
+// are added into FP32 sums (a single chain over all of K loses accuracy). Blocks that
 // would not fill the GPU split K over a cluster of up to 8 and add their sums through
 // distributed shared memory in rank order (no atomics: the same bits on every run).
 // Built only for sm_90a.
@@ -46,53 +49,66 @@ constexpr int kConsumers = 2;                    // consumer warpgroups a block
 constexpr int kThreads = 128 * kConsumers + 32;  // and one producer warp
 constexpr int kMaxStages = 16;
 constexpr int kMaxSplits = kMaxClusterSplit;
-constexpr int kActRowBytes = swapab::kSuperTileK * 2;  // a token's 64 halves of a stage
+constexpr int kActRowBytes = swapab::kSuperTileK * 2;  // a token's 64 halves of a K tile
+// The accumulators are added into FP32 sums every kPromoteK of K: a wgmma chain over all
+// of a long K loses accuracy (its error grows with the chain), short chains do not.
+constexpr int kPromoteK = 1024;
 
-template <bool kInt8, int kN, int kSets>
+template <bool kInt8, int kN, int kSets, int kKt>
 struct Shape {
   static constexpr int kRows = 64 * kConsumers * kSets;
   static constexpr int kTiles = kRows / 16;
   static constexpr int kTileBytes = swapab::kTileBytes<kInt8>;
   static constexpr int kScaleBytes = kInt8 ? 0 : swapab::kScaleTileBytes;
-  // A stage: the activations, the tiles' codes (values), the tiles' scales.
-  static constexpr int kActBytes = kN * kActRowBytes;  // 1024-aligned: whole swizzle atoms
-  static constexpr int kScalesAt = kActBytes + kTiles * kTileBytes;
-  static constexpr int kStageBytes = (kScalesAt + kTiles * kScaleBytes + 1023) / 1024 * 1024;
+  // A stage, kKt K tiles: their activations ([K tile][token][64 halves], one TMA box),
+  // the tiles' codes (values) and the tiles' scales, each [K tile][row tile].
+  static constexpr int kActBytes = kKt * kN * kActRowBytes;  // whole swizzle atoms
+  static constexpr int kScalesAt = kActBytes + kKt * kTiles * kTileBytes;
+  static constexpr int kStageBytes = (kScalesAt + kKt * kTiles * kScaleBytes + 1023) / 1024 * 1024;
   static constexpr int kPitch = kRows + 4;  // floats: a lane's 4 tokens on 4 bank groups
   static constexpr int kReduceBytes = kN * kPitch * 4;
-  static_assert(kActBytes % 1024 == 0, "the weight of a stage follows whole atoms");
+  static constexpr int kPromoteStages = kPromoteK / (swapab::kSuperTileK * kKt);
+  static_assert(kN * kActRowBytes % 1024 == 0, "each K tile's activations are whole atoms");
   static_assert(kTiles <= swapab::kBandTiles, "a block's tiles are one band or half of one");
+  static_assert(kPromoteStages >= 1, "a promotion spans whole stages");
 };
 
-// Blocks an SM: two, except where two sets' accumulators of 64 tokens, or two sets'
-// fragments twice over (kOverlap), need the registers of one (else spilled, or the
-// wgmmas serialized by ptxas).
-constexpr int BlocksPerSm(int n, int sets, bool overlap) {
-  return n * sets >= 128 || (overlap && sets == 2) ? 1 : 2;
+// Blocks an SM: two, except where two sets' accumulators of 64 tokens need the registers
+// of one (else spilled, or the wgmmas serialized by ptxas).
+constexpr int BlocksPerSm(int n, int sets) { return n * sets >= 128 ? 1 : 2; }
+
+// Stage i of a block holds K tiles [kt0, kt0 + real) of the block's K range: the last
+// stage may hold fewer than kKt.
+template <int kKt>
+__device__ __forceinline__ int RealKTiles(int i, int k_count) {
+  return min(kKt, k_count - i * kKt);
 }
 
-// kOverlap: a warpgroup decodes the next stage while its wgmmas run, else it waits for
-// them (other warpgroups on the SM overlap it).
-template <bool kInt8, int kN, int kSets, bool kOverlap>
-__global__ void __launch_bounds__(kThreads, BlocksPerSm(kN, kSets, kOverlap))
+template <bool kInt8, int kN, int kSets, int kKt>
+__global__ void __launch_bounds__(kThreads, BlocksPerSm(kN, kSets))
     SwapAbWgmmaKernel(const __grid_constant__ CUtensorMap map_a, const uint8_t* __restrict__ packed,
                       float out_scale, int m, int n, int k_tiles, int stages,
                       float* __restrict__ c) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using S = Shape<kInt8, kN, kSets>;
+  using S = Shape<kInt8, kN, kSets, kKt>;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t base = (raw + 1023u) & ~1023u;  // swizzle atoms are 1024-aligned
   unsigned char* const base_ptr = smem_raw + (base - raw);
   const uint32_t full = base + stages * S::kStageBytes, empty = full + kMaxStages * 8;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  // This block's K super-tiles [k_begin, k_end) and its valid 16-row tiles.
+  // This block's K tiles [k_begin, k_begin + k_count), split at whole stages, and its
+  // stages.
   const int splits = static_cast<int>(gridDim.y), split = static_cast<int>(blockIdx.y);
-  const int k_begin = static_cast<int>(static_cast<int64_t>(k_tiles) * split / splits);
+  const int k_stages = (k_tiles + kKt - 1) / kKt;
+  const int s_begin = static_cast<int>(static_cast<int64_t>(k_stages) * split / splits);
   const int count =
-      static_cast<int>(static_cast<int64_t>(k_tiles) * (split + 1) / splits) - k_begin;
+      static_cast<int>(static_cast<int64_t>(k_stages) * (split + 1) / splits) - s_begin;
+  const int k_begin = s_begin * kKt;
+  const int k_count = min(k_tiles - k_begin, count * kKt);
   // Its row tiles: kTiles (a band of 16 or half of one) from tile0, `tiles` of them real;
-  // at one K tile they are consecutive super-tiles from band_at + kt * band_tiles.
+  // at one K tile they are consecutive super-tiles from band_at + kt * band_tiles, so for
+  // a whole band the stage's K tiles are consecutive too.
   const int row_tiles = n / 16, tile0 = static_cast<int>(blockIdx.x) * S::kTiles;
   const int band = tile0 / swapab::kBandTiles;
   const int band_tiles = min(swapab::kBandTiles, row_tiles - band * swapab::kBandTiles);
@@ -102,112 +118,103 @@ __global__ void __launch_bounds__(kThreads, BlocksPerSm(kN, kSets, kOverlap))
   if (threadIdx.x == 0) InitRingBarriers<kMaxStages>(full, empty, kConsumers);
   __syncthreads();
 
-  float acc[kSets][kN / 2];
+  float sums_reg[kSets][kN / 2];
 #pragma unroll
   for (int set = 0; set < kSets; ++set) {
 #pragma unroll
-    for (int i = 0; i < kN / 2; ++i) acc[set][i] = 0.0f;
+    for (int i = 0; i < kN / 2; ++i) sums_reg[set][i] = 0.0f;
   }
   if (warp == 4 * kConsumers) {
-    // The producer (lane 0): per stage one copy of the tiles' codes (values), one of
-    // their scales and a TMA box of the activations.
-    const uint32_t bytes = S::kActBytes + tiles * (S::kTileBytes + S::kScaleBytes);
+    // The producer (lane 0): per stage the tiles' codes (values) and scales, one copy each
+    // for a whole band (one per K tile for half of one), and one TMA box of the
+    // activations of the stage's K tiles (zeros past k and m).
     const uint8_t* const scales = packed + static_cast<int64_t>(n) * k_tiles * 32;  // NVFP4
+    const bool whole_band = tiles == band_tiles;
     for (int i = 0; i < count && lane == 0; ++i) {
       const int s = i % stages, round = i / stages;
+      const int real = RealKTiles<kKt>(i, k_count), kt0 = k_begin + i * kKt;
       if (round > 0) MbarWait(empty + s * 8, (round + 1) & 1);
-      MbarArriveExpectTx(full + s * 8, bytes);
+      MbarArriveExpectTx(full + s * 8,
+                         S::kActBytes + real * tiles * (S::kTileBytes + S::kScaleBytes));
       const uint32_t stage = base + s * S::kStageBytes;
-      const int kt = k_begin + i;
-      const int64_t first = band_at + static_cast<int64_t>(kt) * band_tiles;
-      BulkLoad(stage + S::kActBytes, packed + first * S::kTileBytes, tiles * S::kTileBytes,
-               full + s * 8);
-      if constexpr (!kInt8) {
-        BulkLoad(stage + S::kScalesAt, scales + first * S::kScaleBytes, tiles * S::kScaleBytes,
-                 full + s * 8);
+      for (int j = 0; j < (whole_band ? 1 : real); ++j) {
+        const int64_t first = band_at + static_cast<int64_t>(kt0 + j) * band_tiles;
+        const int n_tiles = whole_band ? real * tiles : tiles;
+        BulkLoad(stage + S::kActBytes + j * tiles * S::kTileBytes, packed + first * S::kTileBytes,
+                 n_tiles * S::kTileBytes, full + s * 8);
+        if constexpr (!kInt8) {
+          BulkLoad(stage + S::kScalesAt + j * tiles * S::kScaleBytes,
+                   scales + first * S::kScaleBytes, n_tiles * S::kScaleBytes, full + s * 8);
+        }
       }
-      TmaLoad3d(stage, &map_a, kt * swapab::kSuperTileK, 0, 0, full + s * 8);
+      if constexpr (kKt == 1) {
+        TmaLoad3d(stage, &map_a, kt0 * swapab::kSuperTileK, 0, 0, full + s * 8);
+      } else {
+        TmaLoad3d(stage, &map_a, 0, 0, kt0, full + s * 8);
+      }
     }
   } else {
     const int wg = warp / 4, wl = warp % 4;
-    using Fragments = uint32_t[kSets][4][4];
-    // Waits for stage i and decodes this warp's tiles of it into A fragments. Tiles past n,
-    // and all of a stage i past the block's K (`real` false: stage i - 1 is read instead),
-    // are decoded from whatever bytes are there and zeroed by a mask: no branch near
-    // registers an in-flight wgmma reads, where ptxas would serialize the wgmmas.
-    const auto decode = [&](int i, bool real, Fragments& a) {
-      const int from = real ? i : i - 1, s = from % stages;
-      MbarWait(full + s * 8, (from / stages) & 1);
+    float acc[kSets][kN / 2];
+    const auto zero_accumulators = [&] {
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) {
+#pragma unroll
+        for (int i = 0; i < kN / 2; ++i) acc[set][i] = 0.0f;
+      }
+    };
+    zero_accumulators();
+    for (int i = 0; i < count; ++i) {
+      const int s = i % stages, real = RealKTiles<kKt>(i, k_count);
+      MbarWait(full + s * 8, (i / stages) & 1);
       const unsigned char* stage = base_ptr + s * S::kStageBytes;
 #pragma unroll
-      for (int set = 0; set < kSets; ++set) {
-        const int tile = (wg * kSets + set) * 4 + wl;
-        const uint32_t keep = real && tile < tiles ? ~0u : 0u;
-        const swapab::LaneTile lt =
-            swapab::LoadLaneTile<kInt8>(stage + S::kActBytes + tile * S::kTileBytes,
-                                        stage + S::kScalesAt + tile * S::kScaleBytes, lane);
+      for (int j = 0; j < kKt; ++j) {
+        // This warp's tiles of K tile j, decoded into A fragments; tiles past n and K
+        // tiles past the stage's are zeroed by a mask (no branch near the registers a
+        // wgmma reads: ptxas would serialize the wgmmas).
+        uint32_t a[kSets][4][4];
 #pragma unroll
-        for (int step = 0; step < 4; ++step) {
-          swapab::DecodeStep<kInt8>(lt, step, a[set][step]);
+        for (int set = 0; set < kSets; ++set) {
+          const int tile = (wg * kSets + set) * 4 + wl;
+          const uint32_t keep = j < real && tile < tiles ? ~0u : 0u;
+          const int at = j * tiles + tile;
+          const swapab::LaneTile lt =
+              swapab::LoadLaneTile<kInt8>(stage + S::kActBytes + at * S::kTileBytes,
+                                          stage + S::kScalesAt + at * S::kScaleBytes, lane);
 #pragma unroll
-          for (int r = 0; r < 4; ++r) a[set][step][r] &= keep;
+          for (int step = 0; step < 4; ++step) {
+            swapab::DecodeStep<kInt8>(lt, step, a[set][step]);
+#pragma unroll
+            for (int r = 0; r < 4; ++r) a[set][step][r] &= keep;
+          }
         }
-      }
-    };
-    // Issues stage i's wgmmas on fragments `a` as one group (a stage past the block's K
-    // reads stage i - 1's activations with zero fragments).
-    const auto issue = [&](int i, bool real, const Fragments& a) {
-      const uint64_t desc_b = SmemDesc(base + ((real ? i : i - 1) % stages) * S::kStageBytes);
-      WgmmaFence();
+        const uint64_t desc_b = SmemDesc(base + s * S::kStageBytes + j * kN * kActRowBytes);
 #pragma unroll
-      for (int set = 0; set < kSets; ++set) {
+        for (int set = 0; set < kSets; ++set) FenceAccumulators(acc[set]);
+        WgmmaFence();
 #pragma unroll
-        for (int step = 0; step < 4; ++step) {
-          // K-major B: +32 bytes (16 halves) a step inside the swizzled rows.
-          WgmmaRsF16<kN>(acc[set], a[set][step], desc_b + 2 * step);
+        for (int set = 0; set < kSets; ++set) {
+#pragma unroll
+          for (int step = 0; step < 4; ++step) {
+            // K-major B: +32 bytes (16 halves) a step inside the swizzled rows.
+            WgmmaRsF16<kN>(acc[set], a[set][step], desc_b + 2 * step);
+          }
         }
-      }
-      WgmmaCommit();
-    };
-    // Once stage i's wgmmas have retired its stage goes back to the producer.
-    const auto release = [&](int i, bool real) {
-      MbarArriveIf(empty + (i % stages) * 8, real && threadIdx.x % 128 == 0);
-    };
-    // The accumulators are pinned in their registers before the first wgmma and after the
-    // last retires; in between only wgmmas define them (or ptxas serializes the wgmmas).
-    const auto fence_accumulators = [&] {
-#pragma unroll
-      for (int set = 0; set < kSets; ++set) FenceAccumulators(acc[set]);
-    };
-    fence_accumulators();
-    if constexpr (kOverlap) {
-      // Stage i + 1 is decoded while stage i's wgmmas run: two sets of fragments in turn
-      // (a wgmma reads its A registers until it retires), two stages a round, the second
-      // of the last round a zero stage when count is odd.
-      Fragments a0, a1;
-      const int rounds = (count + 1) / 2;
-      for (int r = 0; r < rounds; ++r) {
-        const int i = 2 * r;
-        decode(i, true, a0);
-        issue(i, true, a0);
-        WgmmaWait<1>();  // stage i - 1 has retired
-        release(i - 1, r > 0);
-        decode(i + 1, i + 1 < count, a1);
-        issue(i + 1, i + 1 < count, a1);
-        WgmmaWait<1>();  // stage i has retired
-        release(i, true);
-      }
-      WgmmaWait<0>();
-      release(2 * rounds - 1, 2 * rounds - 1 < count);
-      fence_accumulators();
-    } else {
-      for (int i = 0; i < count; ++i) {
-        Fragments a;
-        decode(i, true, a);
-        issue(i, true, a);
+        WgmmaCommit();
         WgmmaWait<0>();
-        fence_accumulators();
-        release(i, true);
+#pragma unroll
+        for (int set = 0; set < kSets; ++set) FenceAccumulators(acc[set]);
+      }
+      // The stage's wgmmas have retired: it goes back to the producer.
+      MbarArriveIf(empty + s * 8, threadIdx.x % 128 == 0);
+      if ((i + 1) % S::kPromoteStages == 0 || i + 1 == count) {
+#pragma unroll
+        for (int set = 0; set < kSets; ++set) {
+#pragma unroll
+          for (int r = 0; r < kN / 2; ++r) sums_reg[set][r] += acc[set][r];
+        }
+        zero_accumulators();
       }
     }
   }
@@ -224,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, BlocksPerSm(kN, kSets, kOverlap))
         // Accumulator i: rows 16 wl + g (+8 for i % 4 >= 2), token 8 (i / 4) + 2t + i % 2.
         const int row = (wg * kSets + set) * 64 + 16 * wl + g + 8 * ((i % 4) / 2);
         const int token = 8 * (i / 4) + 2 * t + i % 2;
-        sums[token * S::kPitch + row] = acc[set][i];
+        sums[token * S::kPitch + row] = sums_reg[set][i];
       }
     }
   }
@@ -275,17 +282,17 @@ struct Plan {
 // BlocksPerSm blocks an SM: each takes as many stages as its share of the SM's shared
 // memory holds (and at least what its sums need). K is split over clusters only as far as
 // all the blocks are resident at once, and only while every cluster fits.
-template <bool kInt8, int kN, int kSets, bool kOverlap>
+template <bool kInt8, int kN, int kSets, int kKt>
 absl::StatusOr<Plan> PlanFor(int64_t n, int64_t k, int splits_override) {
-  using S = Shape<kInt8, kN, kSets>;
-  const auto kernel = SwapAbWgmmaKernel<kInt8, kN, kSets, kOverlap>;
+  using S = Shape<kInt8, kN, kSets, kKt>;
+  const auto kernel = SwapAbWgmmaKernel<kInt8, kN, kSets, kKt>;
   const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
   if (!facts.ok()) return facts.status();
   const int device = facts->device;
   constexpr int kFixed = 1024 + 2 * kMaxStages * 8;  // alignment slack, barriers
   Plan plan;
   // The SM keeps 1 KiB a block.
-  const int share = (facts->smem_optin + 1024) / BlocksPerSm(kN, kSets, kOverlap) - 1024;
+  const int share = (facts->smem_optin + 1024) / BlocksPerSm(kN, kSets) - 1024;
   plan.stages = std::clamp((share - kFixed) / S::kStageBytes, 2, kMaxStages);
   while (plan.stages * S::kStageBytes < S::kReduceBytes) ++plan.stages;
   plan.smem = static_cast<size_t>(plan.stages * S::kStageBytes + kFixed);
@@ -302,7 +309,7 @@ absl::StatusOr<Plan> PlanFor(int64_t n, int64_t k, int splits_override) {
     if (cacheable) raised[device].store(plan.smem);
   }
   plan.row_blocks = (n + S::kRows - 1) / S::kRows;
-  const int64_t k_tiles = k / swapab::kSuperTileK;
+  const int64_t k_stages = (k / swapab::kSuperTileK + kKt - 1) / kKt;
   if (splits_override > 0) {
     plan.splits = splits_override;
     return plan;
@@ -317,7 +324,7 @@ absl::StatusOr<Plan> PlanFor(int64_t n, int64_t k, int splits_override) {
   }
   const int64_t slots = int64_t{facts->sms} * per_sm;
   while (plan.splits < kMaxSplits && plan.row_blocks * plan.splits * 2 <= slots &&
-         k_tiles >= plan.splits * 2 * 2) {
+         k_stages >= plan.splits * 2 * 2) {
     plan.splits *= 2;
   }
   static ClusterFitCache fitting = {};
@@ -328,30 +335,37 @@ absl::StatusOr<Plan> PlanFor(int64_t n, int64_t k, int splits_override) {
   return plan;
 }
 
-template <bool kInt8, int kN, int kSets, bool kOverlap>
+template <bool kInt8, int kN, int kSets, int kKt>
 absl::Status Launch(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
                     int64_t k, float* c, int splits, cudaStream_t stream) {
-  const absl::StatusOr<Plan> plan = PlanFor<kInt8, kN, kSets, kOverlap>(n, k, splits);
+  const absl::StatusOr<Plan> plan = PlanFor<kInt8, kN, kSets, kKt>(n, k, splits);
   if (!plan.ok()) return plan.status();
+  // The activations: one K tile's box of [kN tokens][64 halves]; with several K tiles a
+  // stage, A seen as [k / 64 K tiles][m][64] and a box of kKt K tiles.
   CUtensorMap map_a{};
-  GEMMD_GPU_RETURN_IF_ERROR(MakeTensorMap3d(&map_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, a, k, m, k,
-                                            0, 1, swapab::kSuperTileK, kN));
+  const int64_t k_tiles = k / swapab::kSuperTileK;
+  GEMMD_GPU_RETURN_IF_ERROR(
+      kKt == 1 ? MakeTensorMap3d(&map_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, a, k, m, k, 0, 1,
+                                 swapab::kSuperTileK, kN)
+               : MakeTensorMap3d(&map_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, a, swapab::kSuperTileK,
+                                 m, k, swapab::kSuperTileK, static_cast<int>(k_tiles),
+                                 swapab::kSuperTileK, kN, kKt));
   cudaLaunchAttribute cluster;
   const cudaLaunchConfig_t config =
       SplitKClusterConfig(plan->row_blocks, plan->splits, kThreads, plan->smem, stream, &cluster);
-  RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(
-      &config, SwapAbWgmmaKernel<kInt8, kN, kSets, kOverlap>, map_a,
-      static_cast<const uint8_t*>(packed), out_scale, static_cast<int>(m), static_cast<int>(n),
-      static_cast<int>(k / swapab::kSuperTileK), plan->stages, c));
+  RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(&config, SwapAbWgmmaKernel<kInt8, kN, kSets, kKt>, map_a,
+                                          static_cast<const uint8_t*>(packed), out_scale,
+                                          static_cast<int>(m), static_cast<int>(n),
+                                          static_cast<int>(k_tiles), plan->stages, c));
   return absl::OkStatus();
 }
 
-template <bool kInt8, int kSets, bool kOverlap>
+template <bool kInt8, int kSets, int kKt>
 absl::Status LaunchTokens(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
                           int64_t k, float* c, int splits, cudaStream_t stream) {
   const auto go = [&](auto tokens) {
-    return Launch<kInt8, decltype(tokens)::value, kSets, kOverlap>(a, m, packed, out_scale, n, k, c,
-                                                                   splits, stream);
+    return Launch<kInt8, decltype(tokens)::value, kSets, kKt>(a, m, packed, out_scale, n, k, c,
+                                                              splits, stream);
   };
   if (m <= 8) return go(std::integral_constant<int, 8>{});
   if (m <= 16) return go(std::integral_constant<int, 16>{});
@@ -361,22 +375,23 @@ absl::Status LaunchTokens(const void* a, int64_t m, const void* packed, float ou
 
 template <bool kInt8>
 absl::Status LaunchFormat(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
-                          int64_t k, float* c, int rows, int splits, bool overlap,
+                          int64_t k, float* c, int rows, int splits, int k_tiles_per_stage,
                           cudaStream_t stream) {
   if (rows == 256) {
-    return overlap
-               ? LaunchTokens<kInt8, 2, true>(a, m, packed, out_scale, n, k, c, splits, stream)
-               : LaunchTokens<kInt8, 2, false>(a, m, packed, out_scale, n, k, c, splits, stream);
+    return k_tiles_per_stage == 4
+               ? LaunchTokens<kInt8, 2, 4>(a, m, packed, out_scale, n, k, c, splits, stream)
+               : LaunchTokens<kInt8, 2, 1>(a, m, packed, out_scale, n, k, c, splits, stream);
   }
-  return overlap ? LaunchTokens<kInt8, 1, true>(a, m, packed, out_scale, n, k, c, splits, stream)
-                 : LaunchTokens<kInt8, 1, false>(a, m, packed, out_scale, n, k, c, splits, stream);
+  return k_tiles_per_stage == 4
+             ? LaunchTokens<kInt8, 1, 4>(a, m, packed, out_scale, n, k, c, splits, stream)
+             : LaunchTokens<kInt8, 1, 1>(a, m, packed, out_scale, n, k, c, splits, stream);
 }
 
 }  // namespace
 
 absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
                                float out_scale, int64_t n, int64_t k, float* c, int rows,
-                               int splits, int overlap_mode, cudaStream_t stream) {
+                               int splits, int k_tiles_per_stage, cudaStream_t stream) {
   if (rows != 0 && rows != 128 && rows != 256) {
     return absl::InvalidArgumentError(
         absl::StrCat("the swap-AB wgmma kernel takes 128 or 256 rows a block; got ", rows));
@@ -385,16 +400,22 @@ absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* 
     return absl::InvalidArgumentError(
         absl::StrCat("the swap-AB wgmma kernel splits K 1, 2, 4 or 8 ways; got ", splits));
   }
+  if (k_tiles_per_stage != 0 && k_tiles_per_stage != 1 && k_tiles_per_stage != 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the swap-AB wgmma kernel takes 1 or 4 K tiles a stage; got ", k_tiles_per_stage));
+  }
   if (m < 1 || m > 64) {
     return absl::InvalidArgumentError(
         absl::StrCat("the swap-AB wgmma kernel takes 1 to 64 rows of A; got ", m));
   }
   // 256 rows a block halve the activations' L2 reads; 128 keep more blocks where n is small.
   if (rows == 0) rows = n >= 256 * 24 ? 256 : 128;
-  const bool overlap = overlap_mode != 0;
-  return int8
-             ? LaunchFormat<true>(a, m, packed, out_scale, n, k, c, rows, splits, overlap, stream)
-             : LaunchFormat<false>(a, m, packed, out_scale, n, k, c, rows, splits, overlap, stream);
+  // Four K tiles a stage: a quarter of the copies (each copy has a fixed cost).
+  if (k_tiles_per_stage == 0) k_tiles_per_stage = 4;
+  return int8 ? LaunchFormat<true>(a, m, packed, out_scale, n, k, c, rows, splits,
+                                   k_tiles_per_stage, stream)
+              : LaunchFormat<false>(a, m, packed, out_scale, n, k, c, rows, splits,
+                                    k_tiles_per_stage, stream);
 }
 
 }  // namespace gemmd::gpu::internal

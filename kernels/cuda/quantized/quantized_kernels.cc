@@ -10,6 +10,7 @@
 #include "kernels/cuda/quantized/quant_gemm.h"
 #include "kernels/cuda/quantized/quant_skinny_stream.h"
 #include "kernels/cuda/quantized/quant_square.h"
+#include "kernels/cuda/quantized/quant_swapab.h"
 
 namespace gemmd::gpu {
 namespace {
@@ -129,6 +130,68 @@ class SquareKernel final : public QuantizedGemmKernel {
   const std::string name_;
 };
 
+// FP16 A of 1-64 rows against a resident weight the store re-laid out (quant_swapab.h), on
+// wgmma or mma.sync.
+class SwapAbKernel final : public QuantizedGemmKernel {
+ public:
+  SwapAbKernel(QuantFormat format, SwapAbPath path)
+      : format_(format), path_(path), name_(SwapAbKernelName(format == QuantFormat::kInt8, path)) {}
+  std::string_view name() const override { return name_; }
+  QuantizedFamily family() const override { return QuantizedFamily::kSwapAb; }
+  int min_compute_capability() const override { return path_ == SwapAbPath::kWgmma ? 90 : 80; }
+  QuantFormat format() const override { return format_; }
+  bool reads_packed_a() const override { return false; }
+  WeightLayout b_layout() const override { return WeightLayout::kSwapAb; }
+  bool RunsOn(int compute_capability) const override {
+    return path_ == SwapAbPath::kWgmma ? SwapAbWgmmaBuilt() && compute_capability == 90
+                                       : compute_capability >= 80;
+  }
+
+  absl::Status Check(const QuantizedOperands& q, const DeviceCaps& caps) const override {
+    if (!RunsOn(caps.compute_capability)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name_, path_ == SwapAbPath::kWgmma
+                                  ? " needs a build with sm_90a and a compute capability 9.0 device"
+                                  : " needs compute capability 8.0 or later"));
+    }
+    if (q.b.layout != WeightLayout::kSwapAb) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name_,
+                       " reads a resident weight kept in the swap-AB layout "
+                       "(--quantized_layout); this one is ",
+                       WeightLayoutName(q.b.layout)));
+    }
+    if (q.a.has_value() || q.a_dense_type != DataType::kFloat16) {
+      return absl::FailedPreconditionError(absl::StrCat(name_, " takes a dense FLOAT16 A"));
+    }
+    return NotHere(SwapAbRuns(kArenaAligned, q.m, kArenaAligned, q.n, q.k));
+  }
+
+  size_t WorkspaceBytes(const QuantizedOperands&) const override { return 0; }
+
+  absl::Status Launch(const QuantizedOperands& q, const QuantizedDeviceOperands& d,
+                      void* /*workspace*/, size_t /*workspace_bytes*/,
+                      cudaStream_t stream) const override {
+    // The store keeps the scales right after the data (both regions' sizes are multiples
+    // of 256 bytes for shapes with the layout), where the kernels read them.
+    const int64_t data_bytes = format_ == QuantFormat::kInt8 ? q.n * q.k : q.n * q.k / 2;
+    if (static_cast<const char*>(d.b_scales) != static_cast<const char*>(d.b) + data_bytes) {
+      return absl::InternalError(
+          absl::StrCat(name_, " needs the weight's scales right after its data"));
+    }
+    SwapAbOptions options;
+    options.path = path_;
+    return format_ == QuantFormat::kInt8
+               ? LaunchSwapAbInt8(d.a, q.m, d.b, q.n, q.k, d.c, stream, options)
+               : LaunchSwapAbNvfp4(d.a, q.m, d.b, q.b.tensor_scale, q.n, q.k, d.c, stream, options);
+  }
+
+ private:
+  const QuantFormat format_;
+  const SwapAbPath path_;
+  const std::string name_;
+};
+
 }  // namespace
 
 std::string SkinnyKernelName(QuantFormat format, SkinnyPath path) {
@@ -155,6 +218,12 @@ std::vector<std::unique_ptr<QuantizedGemmKernel>> MakeQuantizedKernels() {
     }
   }
   // wgmma first: where both run, it is the one to prefer.
+  for (SwapAbPath path : {SwapAbPath::kWgmma, SwapAbPath::kMmaSync}) {
+    if (path == SwapAbPath::kWgmma && !SwapAbWgmmaBuilt()) continue;
+    for (QuantFormat format : {QuantFormat::kInt8, QuantFormat::kNvfp4}) {
+      kernels.push_back(std::make_unique<SwapAbKernel>(format, path));
+    }
+  }
   for (SquareMmaPath mma : {SquareMmaPath::kWgmma, SquareMmaPath::kMmaSync}) {
     if (mma == SquareMmaPath::kWgmma && !SquareWgmmaBuilt()) continue;
     kernels.push_back(std::make_unique<SquareKernel>(QuantFormat::kInt8, false, mma));

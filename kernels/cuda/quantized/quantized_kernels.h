@@ -12,6 +12,8 @@
 //                                         blocks streaming B (quant_skinny_stream.cu)
 //   qgemm_<int8|nvfp4>_<wgmma|mma>_...   both operands quantized (quant_square_*.cu)
 //   qgemm_f16xnvfp4_<wgmma|mma>_...      dense FP16 A against NVFP4 B
+//   swapab_<int8|nvfp4>_<wgmma|mma16816> weight-only, FP16 A of 1-64 rows, B resident in
+//                                         the swap-AB layout (quant_swapab.h)
 //
 // Which one serves a request is gpu::SelectQuantizedKernel's decision (kernel_select.cc).
 #ifndef GEMMD_KERNELS_CUDA_QUANTIZED_QUANTIZED_KERNELS_H_
@@ -48,6 +50,7 @@ enum class QuantizedFamily {
   kSkinny,       // weight-only: dense A (or a dequantized one) of at most 64 rows
   kSquare,       // A and B quantized in one format
   kSquareFp16A,  // dense FP16 A against NVFP4 B
+  kSwapAb,       // weight-only, FP16 A of at most 64 rows, B resident in the swap-AB layout
 };
 
 class QuantizedGemmKernel : public Kernel {
@@ -61,6 +64,9 @@ class QuantizedGemmKernel : public Kernel {
   // DenseA(q) (a quantized A is then dequantized to FP32 on the host: at most
   // kSkinnyQuantizedMaxM rows).
   virtual bool reads_packed_a() const = 0;
+  // The layout it reads B in: a resident B kept in another is unpacked into the launch's
+  // workspace first (quant_relayout.h).
+  virtual WeightLayout b_layout() const { return WeightLayout::kCanonical; }
   // Whether its code runs on a device of `compute_capability` at all.
   virtual bool RunsOn(int compute_capability) const {
     return compute_capability >= min_compute_capability();

@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "kernels/cuda/common/cuda_status.h"
+#include "kernels/cuda/quantized/quant_relayout.h"
 #include "server/devices/cuda/arena_plan.h"
 #include "server/devices/cuda/cuda_device_internal.h"
 #include "server/devices/cuda/pinned_host_allocator.h"
@@ -274,6 +275,40 @@ absl::StatusOr<CudaDevice::LaunchPlan> CudaDevice::PlanDense(
   return plan;
 }
 
+namespace {
+
+// The canonical copy of a swap-AB operand in a launch's workspace: its data and (NVFP4)
+// scales, each region 256-byte aligned; bytes 0 when it needs none.
+struct Unpacked {
+  int64_t bytes = 0;
+  int64_t scales_at = 0;
+};
+Unpacked UnpackedSize(const QuantizedOperand& x, int64_t rows, int64_t k, bool needed) {
+  if (!needed) return {};
+  const bool int8 = x.format == QuantFormat::kInt8;
+  const int64_t data = AlignUp(int8 ? rows * k : rows * k / 2);
+  return {AlignUp(data + (int8 ? 0 : rows * k / 16)), data};
+}
+
+// Unpacks operand `x` (as `u` says) at *free_at and points *data / *scales there (INT8's
+// row scales stay where they are: the layout does not move them).
+absl::Status Unpack(const QuantizedOperand& x, int64_t rows, int64_t k, const Unpacked& u,
+                    const void** data, const void** scales, char** free_at, cudaStream_t stream) {
+  if (u.bytes == 0) return absl::OkStatus();
+  char* const to = *free_at;
+  char* const to_scales = x.format == QuantFormat::kInt8 ? nullptr : to + u.scales_at;
+  if (absl::Status s = gpu::UnpackSwapAb(x.format, rows, k, *data, *scales, to, to_scales, stream);
+      !s.ok()) {
+    return s;
+  }
+  *data = to;
+  if (to_scales != nullptr) *scales = to_scales;
+  *free_at += u.bytes;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<CudaDevice::LaunchPlan> CudaDevice::PlanQuantized(
     const DeviceLaunch& launch, const gpu::QuantizedGemmKernel& kernel) const {
   absl::StatusOr<QuantizedArena> arena =
@@ -281,21 +316,48 @@ absl::StatusOr<CudaDevice::LaunchPlan> CudaDevice::PlanQuantized(
   if (!arena.ok()) return arena.status();
   LaunchPlan plan;
   plan.copies = std::move(arena->copies);
-  plan.workspace_bytes = kernel.WorkspaceBytes(*arena->operands);
+  const QuantizedOperands& q = *arena->operands;
+  // A resident operand kept in a layout the kernel does not read (swap-AB, for a call the
+  // swap-AB kernels do not take) is unpacked into the front of the workspace first.
+  if (q.b.layout != kernel.b_layout() && q.b.layout != WeightLayout::kSwapAb) {
+    return absl::InternalError(absl::StrCat(std::string(kernel.name()), " reads B ",
+                                            WeightLayoutName(kernel.b_layout()), "; it is ",
+                                            WeightLayoutName(q.b.layout)));
+  }
+  const Unpacked unpack_b = UnpackedSize(q.b, q.n, q.k, q.b.layout != kernel.b_layout());
+  const Unpacked unpack_a =
+      q.a.has_value() ? UnpackedSize(*q.a, q.m, q.k, q.a->layout != WeightLayout::kCanonical)
+                      : Unpacked{};
+  const int64_t unpacked = unpack_b.bytes + unpack_a.bytes;
+  plan.workspace_bytes = static_cast<size_t>(unpacked) + kernel.WorkspaceBytes(q);
   const QuantizedArena regions = *std::move(arena);  // (its copies moved out above)
-  plan.launch = [&kernel, regions](char* base, void* workspace, size_t workspace_bytes,
-                                   cudaStream_t stream) {
+  plan.launch = [&kernel, regions, unpack_a, unpack_b](
+                    char* base, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
     auto at = [base](const void* resident, int64_t offset) -> const void* {
       return resident != nullptr ? resident : base + offset;
     };
-    const gpu::QuantizedDeviceOperands d{
+    gpu::QuantizedDeviceOperands d{
         at(regions.resident_a, regions.a_at),
         regions.resident_a != nullptr ? regions.resident_a_scales : base + regions.a_scales_at,
         at(regions.resident_b, regions.b_at),
         regions.resident_b != nullptr ? regions.resident_b_scales : base + regions.b_scales_at,
         reinterpret_cast<float*>(regions.resident_c != nullptr ? regions.resident_c
                                                                : base + regions.c_at)};
-    return kernel.Launch(*regions.operands, d, workspace, workspace_bytes, stream);
+    const QuantizedOperands& q = *regions.operands;
+    char* free_at = static_cast<char*>(workspace);
+    if (q.a.has_value()) {
+      if (absl::Status s = Unpack(*q.a, q.m, q.k, unpack_a, &d.a, &d.a_scales, &free_at, stream);
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (absl::Status s = Unpack(q.b, q.n, q.k, unpack_b, &d.b, &d.b_scales, &free_at, stream);
+        !s.ok()) {
+      return s;
+    }
+    workspace_bytes -= static_cast<size_t>(free_at - static_cast<char*>(workspace));
+    workspace = free_at;
+    return kernel.Launch(q, d, workspace, workspace_bytes, stream);
   };
   return plan;
 }
@@ -541,6 +603,32 @@ absl::Status CudaDevice::WriteResidentRuns(void* resident,
   }
   if (!status.ok()) return Fault(status);
   return absl::OkStatus();
+}
+
+WeightLayout CudaDevice::PreferredWeightLayout(QuantFormat /*format*/, int64_t /*rows*/,
+                                               int64_t /*k*/) const {
+  return WeightLayout::kCanonical;
+}
+
+absl::Status CudaDevice::RelayoutResident(QuantFormat format, int64_t rows, int64_t k, void* data,
+                                          void* scales, WeightLayout layout) {
+  if (layout == WeightLayout::kCanonical) return absl::OkStatus();
+  absl::StatusOr<gpu::ScopedDevice> current = gpu::ScopedDevice::Create(ordinal_);
+  if (!current.ok()) return current.status();
+  if (!healthy()) return absl::UnavailableError(absl::StrCat(description_.name, " is unhealthy"));
+  const size_t scratch_bytes = gpu::SwapAbRelayoutScratchBytes(format, rows, k);
+  void* scratch = nullptr;
+  if (cudaMalloc(&scratch, scratch_bytes) != cudaSuccess) {
+    cudaGetLastError();  // an allocation failure leaves no sticky error
+    return absl::ResourceExhaustedError(absl::StrCat(description_.name, " has no ", scratch_bytes,
+                                                     " bytes free for the relayout's scratch"));
+  }
+  absl::Status s = gpu::RelayoutSwapAbInPlace(format, rows, k, data, scales, scratch, scratch_bytes,
+                                              cudaStreamPerThread);
+  if (s.ok()) s = GEMMD_CUDA_STATUS(cudaStreamSynchronize(cudaStreamPerThread));
+  cudaFree(scratch);
+  if (s.ok() || s.code() == absl::StatusCode::kInvalidArgument) return s;
+  return Fault(s);
 }
 
 absl::Status CudaDevice::ReadResident(void* host, const void* resident, size_t bytes) {

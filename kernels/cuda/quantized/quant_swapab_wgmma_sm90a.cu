@@ -168,37 +168,49 @@ __global__ void __launch_bounds__(kThreads, BlocksPerSm(kN, kSets))
       const int s = i % stages, real = RealKTiles<kKt>(i, k_count);
       MbarWait(full + s * 8, (i / stages) & 1);
       const unsigned char* stage = base_ptr + s * S::kStageBytes;
+      // kGroup K tiles at a time: decoded, then their wgmmas issued together and waited
+      // for once. As many as the registers hold beside the accumulators (more, and ptxas
+      // serializes the wgmmas): all of a stage's for one set of 8 tokens, two for up to
+      // 32 tokens, else one.
+      constexpr int kGroup = kSets == 1 && kN <= 32 ? (kN == 8 ? kKt : 2) : 1;
 #pragma unroll
-      for (int j = 0; j < kKt; ++j) {
-        // This warp's tiles of K tile j, decoded into A fragments; tiles past n and K
-        // tiles past the stage's are zeroed by a mask (no branch near the registers a
-        // wgmma reads: ptxas would serialize the wgmmas).
-        uint32_t a[kSets][4][4];
+      for (int j0 = 0; j0 < kKt; j0 += kGroup) {
+        // This warp's tiles of the group's K tiles, decoded into A fragments; tiles past n
+        // and K tiles past the stage's are zeroed by a mask (no branch near the registers
+        // a wgmma reads: ptxas would serialize the wgmmas).
+        uint32_t a[kGroup][kSets][4][4];
 #pragma unroll
-        for (int set = 0; set < kSets; ++set) {
-          const int tile = (wg * kSets + set) * 4 + wl;
-          const uint32_t keep = j < real && tile < tiles ? ~0u : 0u;
-          const int at = j * tiles + tile;
-          const swapab::LaneTile lt =
-              swapab::LoadLaneTile<kInt8>(stage + S::kActBytes + at * S::kTileBytes,
-                                          stage + S::kScalesAt + at * S::kScaleBytes, lane);
+        for (int g = 0; g < kGroup; ++g) {
 #pragma unroll
-          for (int step = 0; step < 4; ++step) {
-            swapab::DecodeStep<kInt8>(lt, step, a[set][step]);
+          for (int set = 0; set < kSets; ++set) {
+            const int tile = (wg * kSets + set) * 4 + wl;
+            const uint32_t keep = j0 + g < real && tile < tiles ? ~0u : 0u;
+            const int at = (j0 + g) * tiles + tile;
+            const swapab::LaneTile lt =
+                swapab::LoadLaneTile<kInt8>(stage + S::kActBytes + at * S::kTileBytes,
+                                            stage + S::kScalesAt + at * S::kScaleBytes, lane);
 #pragma unroll
-            for (int r = 0; r < 4; ++r) a[set][step][r] &= keep;
+            for (int step = 0; step < 4; ++step) {
+              swapab::DecodeStep<kInt8>(lt, step, a[g][set][step]);
+#pragma unroll
+              for (int r = 0; r < 4; ++r) a[g][set][step][r] &= keep;
+            }
           }
         }
-        const uint64_t desc_b = SmemDesc(base + s * S::kStageBytes + j * kN * kActRowBytes);
 #pragma unroll
         for (int set = 0; set < kSets; ++set) FenceAccumulators(acc[set]);
         WgmmaFence();
 #pragma unroll
-        for (int set = 0; set < kSets; ++set) {
+        for (int g = 0; g < kGroup; ++g) {
+          const uint64_t desc_b =
+              SmemDesc(base + s * S::kStageBytes + (j0 + g) * kN * kActRowBytes);
 #pragma unroll
-          for (int step = 0; step < 4; ++step) {
-            // K-major B: +32 bytes (16 halves) a step inside the swizzled rows.
-            WgmmaRsF16<kN>(acc[set], a[set][step], desc_b + 2 * step);
+          for (int set = 0; set < kSets; ++set) {
+#pragma unroll
+            for (int step = 0; step < 4; ++step) {
+              // K-major B: +32 bytes (16 halves) a step inside the swizzled rows.
+              WgmmaRsF16<kN>(acc[set], a[g][set][step], desc_b + 2 * step);
+            }
           }
         }
         WgmmaCommit();
@@ -408,8 +420,9 @@ absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* 
     return absl::InvalidArgumentError(
         absl::StrCat("the swap-AB wgmma kernel takes 1 to 64 rows of A; got ", m));
   }
-  // 256 rows a block halve the activations' L2 reads; 128 keep more blocks where n is small.
-  if (rows == 0) rows = n >= 256 * 24 ? 256 : 128;
+  // 128 rows a block: a warp decodes one tile a K tile and its wgmmas wait once a stage
+  // (faster than 256 at 8192², every M, on the H100: docs/BENCHMARKS.md).
+  if (rows == 0) rows = 128;
   // Four K tiles a stage: a quarter of the copies (each copy has a fixed cost).
   if (k_tiles_per_stage == 0) k_tiles_per_stage = 4;
   return int8 ? LaunchFormat<true>(a, m, packed, out_scale, n, k, c, rows, splits,

@@ -168,11 +168,12 @@ __global__ void __launch_bounds__(kThreads, BlocksPerSm(kN, kSets))
       const int s = i % stages, real = RealKTiles<kKt>(i, k_count);
       MbarWait(full + s * 8, (i / stages) & 1);
       const unsigned char* stage = base_ptr + s * S::kStageBytes;
-      // kGroup K tiles at a time: decoded, then their wgmmas issued together and waited
-      // for once. As many as the registers hold beside the accumulators (more, and ptxas
-      // serializes the wgmmas): all of a stage's for one set of 8 tokens, two for up to
-      // 32 tokens, else one.
-      constexpr int kGroup = kSets == 1 && kN <= 32 ? (kN == 8 ? kKt : 2) : 1;
+      // kGroup K tiles at a time (of the stage's kKt): decoded, then their wgmmas issued
+      // together and waited for once. As many as the registers hold beside the
+      // accumulators (more, and ptxas serializes the wgmmas): all of a stage's for one set
+      // of 8 tokens, two for up to 32 tokens, else one.
+      constexpr int kGroup = std::min(kKt, kSets == 1 && kN <= 32 ? (kN == 8 ? kKt : 2) : 1);
+      static_assert(kKt % kGroup == 0, "groups tile the stage");
 #pragma unroll
       for (int j0 = 0; j0 < kKt; j0 += kGroup) {
         // This warp's tiles of the group's K tiles, decoded into A fragments; tiles past n
@@ -420,9 +421,10 @@ absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* 
     return absl::InvalidArgumentError(
         absl::StrCat("the swap-AB wgmma kernel takes 1 to 64 rows of A; got ", m));
   }
-  // 128 rows a block: a warp decodes one tile a K tile and its wgmmas wait once a stage
-  // (faster than 256 at 8192², every M, on the H100: docs/BENCHMARKS.md).
-  if (rows == 0) rows = 128;
+  // 128 rows a block where 256 would leave fewer blocks than about 3/4 of an H100's SMs
+  // (8192 rows: 1.86x against 1.36x at M = 1), else 256 (28672 rows: 1.90x against 1.73x
+  // at M = 64); H100 measurements, docs/BENCHMARKS.md.
+  if (rows == 0) rows = n >= 256 * 96 ? 256 : 128;
   // Four K tiles a stage: a quarter of the copies (each copy has a fixed cost).
   if (k_tiles_per_stage == 0) k_tiles_per_stage = 4;
   return int8 ? LaunchFormat<true>(a, m, packed, out_scale, n, k, c, rows, splits,

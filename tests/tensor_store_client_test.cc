@@ -217,10 +217,10 @@ TEST_F(TensorStoreClientTest, MatmulByHandleEqualsTheSameCallInline) {
   EXPECT_TRUE(store.DeleteTensor(kept.info().c_ref().handle()).ok());
 }
 
-TEST_F(TensorStoreClientTest, QuantizedMatmulByHandleEqualsTheSameCallInline) {
-  TensorStoreClient store = Store();
-  GemmClient client(channel_);
-  const int64_t m = 5, n = 24, k = 128;
+// QuantizedMatmul with B by handle, then A and B both by handle (C kept, read back),
+// equal to the same calls inline, for both formats.
+void ExpectQuantizedMatmulByHandleEqualsInline(TensorStoreClient& store, GemmClient& client,
+                                               int64_t m, int64_t n, int64_t k) {
   const std::string a = Random(DataType::kFloat32, m * k, 13);
   for (auto format : {gemm::v1::QUANT_FORMAT_INT8, gemm::v1::QUANT_FORMAT_NVFP4}) {
     SCOPED_TRACE(format);
@@ -263,6 +263,12 @@ TEST_F(TensorStoreClientTest, QuantizedMatmulByHandleEqualsTheSameCallInline) {
       EXPECT_TRUE(store.DeleteTensor(h).ok());
     }
   }
+}
+
+TEST_F(TensorStoreClientTest, QuantizedMatmulByHandleEqualsTheSameCallInline) {
+  TensorStoreClient store = Store();
+  GemmClient client(channel_);
+  ExpectQuantizedMatmulByHandleEqualsInline(store, client, 5, 24, 128);
 }
 
 // --quantized_layout=swap-ab on the CPU backend: every quantized tensor whose shape has the
@@ -314,48 +320,13 @@ TEST_F(TensorStoreSwapAbTest, ReLaidOutTensorsReadBackByteForByte) {
   }
 }
 
+// Shapes with the layout: both operands are re-laid out (two relayouts a format).
 TEST_F(TensorStoreSwapAbTest, QuantizedMatmulOnReLaidOutTensorsEqualsInline) {
   TensorStoreClient store = Store();
   GemmClient client(channel_);
-  const int64_t m = 16, n = 48, k = 128;
-  const std::string a = Random(DataType::kFloat32, m * k, 24);
-  for (auto format : {gemm::v1::QUANT_FORMAT_INT8, gemm::v1::QUANT_FORMAT_NVFP4}) {
-    SCOPED_TRACE(format);
-    std::unique_ptr<Quantized> b = MakeQuantized(format, n, k, 25);
-    std::unique_ptr<Quantized> qa = MakeQuantized(format, m, k, 26);
-    QuantizedMatmulArgs inline_args;
-    inline_args.a_dense = TensorRef{{m, k}, gemm::v1::DATA_TYPE_FLOAT32, a};
-    inline_args.b = b->ref;
-    MatmulResult expected;
-    ASSERT_TRUE(client.QuantizedMatmul(inline_args, {}, &expected).ok());
-    const double before = Relayouts();
-    absl::StatusOr<std::string> b_handle = store.PutTensor(b->ref);
-    ASSERT_TRUE(b_handle.ok()) << b_handle.status();
-    EXPECT_EQ(Relayouts(), before + 1);
-    QuantizedMatmulArgs by_b = inline_args;
-    by_b.b = {};
-    by_b.b_ref = *b_handle;
-    MatmulResult got;
-    absl::Status s = client.QuantizedMatmul(by_b, {}, &got);
-    ASSERT_TRUE(s.ok()) << s;
-    EXPECT_TRUE(got.c() == expected.c());
-
-    // Both operands quantized and re-laid out.
-    QuantizedMatmulArgs quantized_a;
-    quantized_a.a = qa->ref;
-    quantized_a.b = b->ref;
-    ASSERT_TRUE(client.QuantizedMatmul(quantized_a, {}, &expected).ok());
-    absl::StatusOr<std::string> a_handle = store.PutTensor(qa->ref);
-    ASSERT_TRUE(a_handle.ok()) << a_handle.status();
-    EXPECT_EQ(Relayouts(), before + 2);
-    QuantizedMatmulArgs both;
-    both.a_ref = *a_handle;
-    both.b_ref = *b_handle;
-    s = client.QuantizedMatmul(both, {}, &got);
-    ASSERT_TRUE(s.ok()) << s;
-    EXPECT_TRUE(got.c() == expected.c());
-    for (const std::string& h : {*a_handle, *b_handle}) EXPECT_TRUE(store.DeleteTensor(h).ok());
-  }
+  const double before = Relayouts();
+  ExpectQuantizedMatmulByHandleEqualsInline(store, client, 16, 48, 128);
+  EXPECT_EQ(Relayouts(), before + 4);
 }
 
 TEST_F(TensorStoreClientTest, ADeletedTensorIsNotFound) {

@@ -109,6 +109,45 @@ class GpuResidentTest : public ::testing::Test {
     return header;
   }
 
+  // NVFP4 A [m, k] and B [n, k] (N(0,1) values) stored, then QuantizedMatmul by both
+  // handles: its kernel starts with `kernel_prefix`, and C is within 1e-5 of FP64 on the
+  // dequantized operands.
+  void ExpectBothQuantizedByReference(int64_t m, int64_t n, int64_t k, uint64_t seed,
+                                      const std::string& kernel_prefix) {
+    std::mt19937_64 rng(seed);
+    auto quantize = [&](int64_t rows, std::vector<float>* deq) {
+      const std::string x = RandomBytes(DataType::kFloat32, rows * k, rng);
+      const Nvfp4Matrix q = *QuantizeNvfp4(reinterpret_cast<const float*>(x.data()), rows, k);
+      deq->resize(static_cast<size_t>(rows * k));
+      EXPECT_TRUE(DequantizeNvfp4(q, deq->data()).ok());
+      gemm::v1::TensorHeader header;
+      header.add_shape(rows);
+      header.add_shape(k);
+      header.set_format(gemm::v1::QUANT_FORMAT_NVFP4);
+      header.set_tensor_scale(q.tensor_scale);
+      return Put(header, std::string(q.packed.begin(), q.packed.end()),
+                 std::string(q.block_scales.begin(), q.block_scales.end()));
+    };
+    std::vector<float> a, b;
+    gemm::v1::QuantizedMatmulRequest request;
+    request.mutable_a_ref()->set_handle(quantize(m, &a));
+    request.mutable_b_ref()->set_handle(quantize(n, &b));
+    gemm::v1::MatmulResponse response;
+    grpc::ClientContext context;
+    const grpc::Status s = stub_->QuantizedMatmul(&context, request, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(response.kernel().rfind(kernel_prefix, 0), 0u) << response.kernel();
+    GemmProblem p;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.transpose_b = true;
+    const std::vector<double> ref = ReferenceGemm(p, {a.data(), b.data(), nullptr, nullptr});
+    EXPECT_LE(RelativeError(ref.data(), response.c().data().data(), DataType::kFloat32, m * n),
+              1e-5)
+        << response.kernel();
+  }
+
   std::string quantized_layout_ = "auto";
   int gpus_ = 0;
   std::string device_;  // where Put keeps tensors: the last GPU
@@ -275,38 +314,7 @@ TEST_F(GpuResidentTest, QuantizedWeightStaysPackedOnTheDeviceAndStacks) {
 }
 
 TEST_F(GpuResidentTest, BothOperandsQuantizedByReference) {
-  std::mt19937_64 rng(5);
-  const int64_t m = 300, n = 260, k = 512;
-  auto quantize = [&](int64_t rows, std::vector<float>* deq) {
-    const std::string x = RandomBytes(DataType::kFloat32, rows * k, rng);
-    const Nvfp4Matrix q = *QuantizeNvfp4(reinterpret_cast<const float*>(x.data()), rows, k);
-    deq->resize(static_cast<size_t>(rows * k));
-    EXPECT_TRUE(DequantizeNvfp4(q, deq->data()).ok());
-    gemm::v1::TensorHeader header;
-    header.add_shape(rows);
-    header.add_shape(k);
-    header.set_format(gemm::v1::QUANT_FORMAT_NVFP4);
-    header.set_tensor_scale(q.tensor_scale);
-    return Put(header, std::string(q.packed.begin(), q.packed.end()),
-               std::string(q.block_scales.begin(), q.block_scales.end()));
-  };
-  std::vector<float> a, b;
-  gemm::v1::QuantizedMatmulRequest request;
-  request.mutable_a_ref()->set_handle(quantize(m, &a));
-  request.mutable_b_ref()->set_handle(quantize(n, &b));
-  gemm::v1::MatmulResponse response;
-  grpc::ClientContext context;
-  const grpc::Status s = stub_->QuantizedMatmul(&context, request, &response);
-  ASSERT_TRUE(s.ok()) << s.error_message();
-  GemmProblem p;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.transpose_b = true;
-  const std::vector<double> ref = ReferenceGemm(p, {a.data(), b.data(), nullptr, nullptr});
-  EXPECT_LE(RelativeError(ref.data(), response.c().data().data(), DataType::kFloat32, m * n),
-            1e-5)
-      << response.kernel();
+  ExpectBothQuantizedByReference(300, 260, 512, 5, "qgemm_nvfp4");
 }
 
 // --quantized_layout=swap-ab: weights re-laid out on the GPU at the end of their upload.
@@ -397,37 +405,7 @@ TEST_F(GpuResidentSwapAbTest, ReLaidOutWeightsReadBackAndServeEveryCaller) {
 
 // Both operands by handle, both re-laid out: unpacked for the square kernel.
 TEST_F(GpuResidentSwapAbTest, BothReLaidOutOperandsAreUnpackedForTheSquareKernel) {
-  std::mt19937_64 rng(8);
-  const int64_t m = 320, n = 256, k = 512;
-  auto quantize = [&](int64_t rows, std::vector<float>* deq) {
-    const std::string x = RandomBytes(DataType::kFloat32, rows * k, rng);
-    const Nvfp4Matrix q = *QuantizeNvfp4(reinterpret_cast<const float*>(x.data()), rows, k);
-    deq->resize(static_cast<size_t>(rows * k));
-    EXPECT_TRUE(DequantizeNvfp4(q, deq->data()).ok());
-    gemm::v1::TensorHeader header;
-    header.add_shape(rows);
-    header.add_shape(k);
-    header.set_format(gemm::v1::QUANT_FORMAT_NVFP4);
-    header.set_tensor_scale(q.tensor_scale);
-    return Put(header, std::string(q.packed.begin(), q.packed.end()),
-               std::string(q.block_scales.begin(), q.block_scales.end()));
-  };
-  std::vector<float> a, b;
-  gemm::v1::QuantizedMatmulRequest request;
-  request.mutable_a_ref()->set_handle(quantize(m, &a));
-  request.mutable_b_ref()->set_handle(quantize(n, &b));
-  gemm::v1::MatmulResponse response;
-  grpc::ClientContext context;
-  const grpc::Status s = stub_->QuantizedMatmul(&context, request, &response);
-  ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_EQ(response.kernel().rfind("qgemm_nvfp4", 0), 0u) << response.kernel();
-  GemmProblem p;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.transpose_b = true;
-  const std::vector<double> ref = ReferenceGemm(p, {a.data(), b.data(), nullptr, nullptr});
-  EXPECT_LE(RelativeError(ref.data(), response.c().data().data(), DataType::kFloat32, m * n), 1e-5);
+  ExpectBothQuantizedByReference(320, 256, 512, 8, "qgemm_nvfp4");
 }
 
 }  // namespace

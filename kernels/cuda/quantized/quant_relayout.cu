@@ -29,6 +29,19 @@ __device__ __forceinline__ void TileOf(int64_t tile, int64_t row_tiles, int64_t 
   *rt = band * kSwapAbBandTiles + in_band % band_tiles;
 }
 
+// This thread's place in super-tile `tile`: lane L = threadIdx / 4 (g = L / 4, t = L % 4)
+// and step threadIdx % 4 of the layout cover canonical rows `row` and row + 8, from K
+// column `col` (quant_prepack.h); r0 is the super-tile's first row, kt its K tile.
+struct Place {
+  int64_t r0, kt, row, col;
+};
+__device__ __forceinline__ Place PlaceOf(int64_t tile, int64_t row_tiles, int64_t k_tiles) {
+  const int lane = static_cast<int>(threadIdx.x) / 4, step = static_cast<int>(threadIdx.x) % 4;
+  int64_t rt, kt;
+  TileOf(tile, row_tiles, k_tiles, &rt, &kt);
+  return {16 * rt, kt, 16 * rt + lane / 4, 64 * kt + 16 * step + 2 * (lane % 4)};
+}
+
 // NVFP4 codes (and scales, when both scale pointers are set) canonical -> swap-AB
 // (kToSwapAb) or back. `canonical*` and `packed*` are the weight's two layouts.
 template <bool kToSwapAb>
@@ -36,17 +49,13 @@ __global__ void __launch_bounds__(kThreads)
     Nvfp4Kernel(uint8_t* canonical, uint8_t* canonical_scales, uint8_t* packed,
                 uint8_t* packed_scales, int64_t row_tiles, int64_t k_tiles) {
   const int64_t tiles = row_tiles * k_tiles, row_bytes = 32 * k_tiles, scale_row = 4 * k_tiles;
-  const int lane = static_cast<int>(threadIdx.x) / 4, step = static_cast<int>(threadIdx.x) % 4;
-  const int g = lane / 4, t = lane % 4;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    int64_t rt, kt;
-    TileOf(tile, row_tiles, k_tiles, &rt, &kt);
-    const int64_t r0 = 16 * rt, c = 64 * kt + 16 * step + 2 * t;
+    const Place p = PlaceOf(tile, row_tiles, k_tiles);
     // Canonical bytes (row, c / 2) hold K c (low nibble) and c + 1 (high).
-    uint8_t* const bytes[4] = {canonical + (r0 + g) * row_bytes + c / 2,
-                               canonical + (r0 + g + 8) * row_bytes + c / 2,
-                               canonical + (r0 + g) * row_bytes + (c + 8) / 2,
-                               canonical + (r0 + g + 8) * row_bytes + (c + 8) / 2};
+    uint8_t* const bytes[4] = {canonical + p.row * row_bytes + p.col / 2,
+                               canonical + (p.row + 8) * row_bytes + p.col / 2,
+                               canonical + p.row * row_bytes + (p.col + 8) / 2,
+                               canonical + (p.row + 8) * row_bytes + (p.col + 8) / 2};
     uint32_t* const word = reinterpret_cast<uint32_t*>(packed + 512 * tile) + threadIdx.x;
     if constexpr (kToSwapAb) {
       uint32_t w = 0;
@@ -67,7 +76,7 @@ __global__ void __launch_bounds__(kThreads)
     if (packed_scales != nullptr && threadIdx.x < 64) {
       // Packed byte 8g' + 2j + h: row r0 + g' + 8h's scale of K block 4 kt + j.
       const int s = static_cast<int>(threadIdx.x), sg = s / 8, j = (s % 8) / 2, h = s % 2;
-      uint8_t* const from = canonical_scales + (r0 + sg + 8 * h) * scale_row + 4 * kt + j;
+      uint8_t* const from = canonical_scales + (p.r0 + sg + 8 * h) * scale_row + 4 * p.kt + j;
       uint8_t* const to = packed_scales + 64 * tile + s;
       if constexpr (kToSwapAb) {
         *to = *from;
@@ -84,17 +93,15 @@ template <bool kToSwapAb>
 __global__ void __launch_bounds__(kThreads)
     Int8Kernel(uint8_t* canonical, uint8_t* packed, int64_t row_tiles, int64_t k_tiles) {
   const int64_t tiles = row_tiles * k_tiles, k = 64 * k_tiles;
-  const int lane = static_cast<int>(threadIdx.x) / 4, step = static_cast<int>(threadIdx.x) % 4;
-  const int g = lane / 4, t = lane % 4;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    int64_t rt, kt;
-    TileOf(tile, row_tiles, k_tiles, &rt, &kt);
-    const int64_t r0 = 16 * rt, c = 64 * kt + 16 * step + 2 * t;
-    uint16_t* const pairs[4] = {reinterpret_cast<uint16_t*>(canonical + (r0 + g) * k + c),
-                                reinterpret_cast<uint16_t*>(canonical + (r0 + g + 8) * k + c),
-                                reinterpret_cast<uint16_t*>(canonical + (r0 + g) * k + c + 8),
-                                reinterpret_cast<uint16_t*>(canonical + (r0 + g + 8) * k + c + 8)};
-    uint16_t* const to = reinterpret_cast<uint16_t*>(packed + 1024 * tile + 32 * lane + 8 * step);
+    const Place p = PlaceOf(tile, row_tiles, k_tiles);
+    uint16_t* const pairs[4] = {
+        reinterpret_cast<uint16_t*>(canonical + p.row * k + p.col),
+        reinterpret_cast<uint16_t*>(canonical + (p.row + 8) * k + p.col),
+        reinterpret_cast<uint16_t*>(canonical + p.row * k + p.col + 8),
+        reinterpret_cast<uint16_t*>(canonical + (p.row + 8) * k + p.col + 8)};
+    // Lane L's step j: 8 bytes at 32 L + 8 j, i.e. 8 * threadIdx.
+    uint16_t* const to = reinterpret_cast<uint16_t*>(packed + 1024 * tile + 8 * threadIdx.x);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       if constexpr (kToSwapAb) {

@@ -34,6 +34,18 @@ namespace {
 
 using ::gemmd::testing::RandomBytes;
 
+// The relative error of C (FP32 bytes, [m, n]) against FP64 A [m, k] * B^T (B [n, k]).
+double ErrorOfABt(const float* a, const float* b, int64_t m, int64_t n, int64_t k,
+                  const std::string& c) {
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.transpose_b = true;
+  const std::vector<double> ref = ReferenceGemm(p, {a, b, nullptr, nullptr});
+  return RelativeError(ref.data(), c.data(), DataType::kFloat32, m * n);
+}
+
 class GpuResidentTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -137,14 +149,7 @@ class GpuResidentTest : public ::testing::Test {
     const grpc::Status s = stub_->QuantizedMatmul(&context, request, &response);
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_EQ(response.kernel().rfind(kernel_prefix, 0), 0u) << response.kernel();
-    GemmProblem p;
-    p.m = m;
-    p.n = n;
-    p.k = k;
-    p.transpose_b = true;
-    const std::vector<double> ref = ReferenceGemm(p, {a.data(), b.data(), nullptr, nullptr});
-    EXPECT_LE(RelativeError(ref.data(), response.c().data().data(), DataType::kFloat32, m * n),
-              1e-5)
+    EXPECT_LE(ErrorOfABt(a.data(), b.data(), m, n, k, response.c().data()), 1e-5)
         << response.kernel();
   }
 
@@ -296,15 +301,7 @@ TEST_F(GpuResidentTest, QuantizedWeightStaysPackedOnTheDeviceAndStacks) {
       a[j] = static_cast<float>(
           LoadAsDouble(requests[i].a_dense().data().data(), DataType::kFloat16, j));
     }
-    GemmProblem p;
-    p.m = m;
-    p.n = n;
-    p.k = k;
-    p.transpose_b = true;
-    const std::vector<double> ref = ReferenceGemm(p, {a.data(), deq.data(), nullptr, nullptr});
-    EXPECT_LE(RelativeError(ref.data(), pending[i]->response.c().data().data(),
-                            DataType::kFloat32, m * n),
-              1e-5)
+    EXPECT_LE(ErrorOfABt(a.data(), deq.data(), m, n, k, pending[i]->response.c().data()), 1e-5)
         << "caller " << i << " on " << pending[i]->response.kernel();
     EXPECT_EQ(pending[i]->response.kernel().rfind("skinny_nvfp4", 0), 0u)
         << pending[i]->response.kernel();
@@ -388,16 +385,7 @@ TEST_F(GpuResidentSwapAbTest, ReLaidOutWeightsReadBackAndServeEveryCaller) {
       for (int64_t j = 0; j < call.m * k; ++j) {
         a_values[j] = static_cast<float>(LoadAsDouble(a->data().data(), call.a_type, j));
       }
-      GemmProblem p;
-      p.m = call.m;
-      p.n = n;
-      p.k = k;
-      p.transpose_b = true;
-      const std::vector<double> ref =
-          ReferenceGemm(p, {a_values.data(), deq.data(), nullptr, nullptr});
-      EXPECT_LE(
-          RelativeError(ref.data(), response.c().data().data(), DataType::kFloat32, call.m * n),
-          1e-5)
+      EXPECT_LE(ErrorOfABt(a_values.data(), deq.data(), call.m, n, k, response.c().data()), 1e-5)
           << response.kernel();
     }
   }

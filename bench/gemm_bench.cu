@@ -210,6 +210,8 @@ struct Options {
   int swapab_l2_ahead = 0;
   int swapab_rows = 0;    // --swapab-rows=128|256: the wgmma swap-AB kernel's rows a block
   int swapab_splits = 0;  // --swapab-splits=1|2|4|8: its K split (0: chosen)
+  // --swapab-warpgroups=4: also its 256-row blocks of four warpgroups (4 K tiles a stage)
+  int swapab_warpgroups = 0;
   DataType skinny_a = DataType::kFloat16;       // --skinny-a=float16|bfloat16
   gemmd::gpu::SkinnyQuantizedTuning skinny;  // --skinny-k-splits, --skinny-stages, --skinny-path
 };
@@ -284,6 +286,8 @@ Options ParseOptions(int argc, char** argv) {
       o.swapab_rows = std::atoi(v.c_str());
     } else if (Flag(arg, "--swapab-splits", &v)) {
       o.swapab_splits = std::atoi(v.c_str());
+    } else if (Flag(arg, "--swapab-warpgroups", &v)) {
+      o.swapab_warpgroups = std::atoi(v.c_str());
     } else if (Flag(arg, "--skinny-formats", &v) && !v.empty()) {
       o.skinny_formats.clear();
       std::stringstream list(v);
@@ -310,7 +314,7 @@ Options ParseOptions(int argc, char** argv) {
                    "[--device=D] [--no-check] [--paired] [--with-copies]\n"
                    "       [--quantized [--skinny-m=M,...] [--skinny-shapes=NxK,...] "
                    "[--skinny-formats=nvfp4,int8] [--swapab-l2-ahead=N] [--swapab-rows=128|256] "
-                   "[--swapab-splits=1|2|4|8] "
+                   "[--swapab-splits=1|2|4|8] [--swapab-warpgroups=4] "
                    "[--skinny-a=float16|bfloat16] "
                    "[--skinny-k-splits=N] [--skinny-stages=S]\n"
                    "                    [--skinny-path=auto|stream|ring|regs|classic]]\n"
@@ -957,6 +961,9 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
         variants.push_back(
             {gemmd::gpu::SwapAbPath::kWgmma, 0, o.swapab_rows, o.swapab_splits, k_tiles});
       }
+      if (o.swapab_warpgroups == 4) {
+        variants.push_back({gemmd::gpu::SwapAbPath::kWgmma, 0, 256, o.swapab_splits, 4, 4});
+      }
     }
     for (const gemmd::gpu::SwapAbOptions& options : variants) {
       auto launch_swapab = [&](int set) {
@@ -976,7 +983,8 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
           gemmd::gpu::SwapAbKernelName(int8, options.path) +
           (options.l2_ahead > 0 ? " (L2 ahead " + std::to_string(options.l2_ahead) + ")" : "") +
           (options.k_tiles_per_stage > 0
-               ? " (" + std::to_string(options.k_tiles_per_stage) + " K tiles a stage)"
+               ? " (" + std::to_string(options.k_tiles_per_stage) + " K tiles a stage" +
+                     (options.warpgroups == 4 ? ", 4 warpgroups)" : ")")
                : "");
       sw.ms = MedianMs(o, sets, launch_swapab);
       sw.rel_error = c_error(launch_swapab);

@@ -374,6 +374,9 @@ std::vector<SwapAbCase> SwapAbCases() {
       for (int k_tiles : {1, 4}) {
         cases.push_back({format, m, n, k, {SwapAbPath::kWgmma, 0, rows, splits, k_tiles}});
       }
+      if (rows == 256) {  // and as four warpgroups of one set
+        cases.push_back({format, m, n, k, {SwapAbPath::kWgmma, 0, rows, splits, 4, 4}});
+      }
     }
   }
   return cases;
@@ -382,11 +385,11 @@ std::vector<SwapAbCase> SwapAbCases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, SwapAbTest, ::testing::ValuesIn(SwapAbCases()),
                          [](const ::testing::TestParamInfo<SwapAbCase>& info) {
                            const SwapAbOptions& o = info.param.options;
-                           return absl::StrCat(QuantFormatName(info.param.format), "_",
-                                               o.path == SwapAbPath::kWgmma ? "wgmma" : "mma", "_",
-                                               info.param.m, "x", info.param.n, "x", info.param.k,
-                                               "_r", o.rows, "_s", o.splits, "_kt",
-                                               o.k_tiles_per_stage);
+                           return absl::StrCat(
+                               QuantFormatName(info.param.format), "_",
+                               o.path == SwapAbPath::kWgmma ? "wgmma" : "mma", "_", info.param.m,
+                               "x", info.param.n, "x", info.param.k, "_r", o.rows, "_s", o.splits,
+                               "_kt", o.k_tiles_per_stage, o.warpgroups == 4 ? "_wg4" : "");
                          });
 
 TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {
@@ -412,6 +415,13 @@ TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {
     EXPECT_EQ(
         LaunchSwapAbInt8(buf, 1, buf, 16, 64, c, nullptr, {SwapAbPath::kWgmma, 0, 0, 3}).message(),
         "the swap-AB wgmma kernel splits K 1, 2, 4 or 8 ways; got 3");
+    EXPECT_EQ(
+        LaunchSwapAbInt8(buf, 1, buf, 16, 64, c, nullptr, {SwapAbPath::kWgmma, 0, 128, 0, 4, 4})
+            .message(),
+        "the swap-AB wgmma kernel's 4 warpgroups take 256 rows a block and 4 K tiles a stage");
+    EXPECT_EQ(LaunchSwapAbInt8(buf, 1, buf, 16, 64, c, nullptr, {SwapAbPath::kWgmma, 0, 0, 0, 0, 3})
+                  .message(),
+              "the swap-AB wgmma kernel takes 2 or 4 consumer warpgroups; got 3");
   }
 }
 

@@ -210,7 +210,8 @@ absl::Status LaunchSwapAb(bool int8, const void* a, int64_t m, const void* packe
 #if defined(GEMMD_HAVE_SM90A)
   if (*path == SwapAbPath::kWgmma) {
     return internal::LaunchSwapAbWgmma(int8, a, m, packed, out_scale, n, k, c, options.rows,
-                                       options.splits, options.k_tiles_per_stage, stream);
+                                       options.splits, options.k_tiles_per_stage,
+                                       options.warpgroups, stream);
   }
 #endif
   return int8 ? LaunchFor<true>(a, m, packed, out_scale, n, k, c, options.l2_ahead, stream)

@@ -46,6 +46,7 @@ struct SwapAbOptions {
   int rows = 0;      // wgmma: weight rows a block, 128 or 256 (0: chosen)
   int splits = 0;    // wgmma: K split over a cluster of 1, 2, 4 or 8 blocks (0: chosen)
   int k_tiles_per_stage = 0;  // wgmma: K tiles of 64 a pipeline stage, 1 or 4 (0: chosen)
+  int warpgroups = 0;         // wgmma: consumer warpgroups a block, 2 or 4 (4: 256 rows; 0: 2)
 };
 
 // The path `options.path` resolves to on the current device; FAILED_PRECONDITION for

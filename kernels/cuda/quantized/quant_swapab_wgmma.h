@@ -16,11 +16,14 @@ namespace gemmd::gpu::internal {
 // (NVFP4, or INT8 with `int8`, whose row scales are applied too); the operands already
 // checked (SwapAbRuns). `rows`: weight rows a block, 128 or 256 (0: chosen); `splits`: K
 // split over a cluster of 1, 2, 4 or 8 blocks (0: chosen to fill the GPU);
-// `k_tiles_per_stage`: K tiles of 64 a pipeline stage carries, 1 or 4 (0: chosen).
-// INVALID_ARGUMENT for other values, INTERNAL for CUDA errors.
+// `k_tiles_per_stage`: K tiles of 64 a pipeline stage carries, 1 or 4 (0: chosen);
+// `warpgroups`: consumer warpgroups a block, 2 or 4 (4: 256 rows, one set of 64 a
+// warpgroup, 4 K tiles a stage; 0: 2). INVALID_ARGUMENT for other values, INTERNAL for
+// CUDA errors.
 absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
                                float out_scale, int64_t n, int64_t k, float* c, int rows,
-                               int splits, int k_tiles_per_stage, cudaStream_t stream);
+                               int splits, int k_tiles_per_stage, int warpgroups,
+                               cudaStream_t stream);
 
 }  // namespace gemmd::gpu::internal
 

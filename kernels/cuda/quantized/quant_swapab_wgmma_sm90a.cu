@@ -45,8 +45,8 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kConsumers = 2;                    // consumer warpgroups a block
-constexpr int kThreads = 128 * kConsumers + 32;  // and one producer warp
+// A block: kWgs consumer warpgroups (2 or 4) and one producer warp.
+constexpr int Threads(int wgs) { return 128 * wgs + 32; }
 constexpr int kMaxStages = 16;
 constexpr int kMaxSplits = kMaxClusterSplit;
 constexpr int kActRowBytes = swapab::kSuperTileK * 2;  // a token's 64 halves of a K tile
@@ -54,9 +54,9 @@ constexpr int kActRowBytes = swapab::kSuperTileK * 2;  // a token's 64 halves of
 // of a long K loses accuracy (its error grows with the chain), short chains do not.
 constexpr int kPromoteK = 1024;
 
-template <bool kInt8, int kN, int kSets, int kKt>
+template <bool kInt8, int kN, int kSets, int kKt, int kWgs>
 struct Shape {
-  static constexpr int kRows = 64 * kConsumers * kSets;
+  static constexpr int kRows = 64 * kWgs * kSets;
   static constexpr int kTiles = kRows / 16;
   static constexpr int kTileBytes = swapab::kTileBytes<kInt8>;
   static constexpr int kScaleBytes = kInt8 ? 0 : swapab::kScaleTileBytes;
@@ -74,8 +74,9 @@ struct Shape {
 };
 
 // Blocks an SM: two, except where two sets' accumulators of 64 tokens need the registers
-// of one (else spilled, or the wgmmas serialized by ptxas).
-constexpr int BlocksPerSm(int n, int sets) { return n * sets >= 128 ? 1 : 2; }
+// of one (else spilled, or the wgmmas serialized by ptxas), or a block has four
+// warpgroups.
+constexpr int BlocksPerSm(int n, int sets, int wgs) { return n * sets >= 128 || wgs == 4 ? 1 : 2; }
 
 // Stage i of a block holds K tiles [kt0, kt0 + real) of the block's K range: the last
 // stage may hold fewer than kKt.
@@ -84,13 +85,14 @@ __device__ __forceinline__ int RealKTiles(int i, int k_count) {
   return min(kKt, k_count - i * kKt);
 }
 
-template <bool kInt8, int kN, int kSets, int kKt>
-__global__ void __launch_bounds__(kThreads, BlocksPerSm(kN, kSets))
+template <bool kInt8, int kN, int kSets, int kKt, int kWgs>
+__global__ void __launch_bounds__(Threads(kWgs), BlocksPerSm(kN, kSets, kWgs))
     SwapAbWgmmaKernel(const __grid_constant__ CUtensorMap map_a, const uint8_t* __restrict__ packed,
                       float out_scale, int m, int n, int k_tiles, int stages,
                       float* __restrict__ c) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using S = Shape<kInt8, kN, kSets, kKt>;
+  using S = Shape<kInt8, kN, kSets, kKt, kWgs>;
+  constexpr int kThreads = Threads(kWgs);
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t base = (raw + 1023u) & ~1023u;  // swizzle atoms are 1024-aligned
@@ -115,7 +117,7 @@ __global__ void __launch_bounds__(kThreads, BlocksPerSm(kN, kSets))
   const int tiles = min(S::kTiles, row_tiles - tile0);
   const int64_t band_at =
       static_cast<int64_t>(band) * swapab::kBandTiles * k_tiles + tile0 % swapab::kBandTiles;
-  if (threadIdx.x == 0) InitRingBarriers<kMaxStages>(full, empty, kConsumers);
+  if (threadIdx.x == 0) InitRingBarriers<kMaxStages>(full, empty, kWgs);
   __syncthreads();
 
   float sums_reg[kSets][kN / 2];
@@ -124,7 +126,7 @@ __global__ void __launch_bounds__(kThreads, BlocksPerSm(kN, kSets))
 #pragma unroll
     for (int i = 0; i < kN / 2; ++i) sums_reg[set][i] = 0.0f;
   }
-  if (warp == 4 * kConsumers) {
+  if (warp == 4 * kWgs) {
     // The producer (lane 0): per stage the tiles' codes (values) and scales, one copy each
     // for a whole band (one per K tile for half of one), and one TMA box of the
     // activations of the stage's K tiles (zeros past k and m).
@@ -235,7 +237,7 @@ __global__ void __launch_bounds__(kThreads, BlocksPerSm(kN, kSets))
   // Every stage has been consumed: the ring becomes [kN tokens][kPitch rows] of sums.
   __syncthreads();
   float* const sums = reinterpret_cast<float*>(base_ptr);
-  if (warp < 4 * kConsumers) {
+  if (warp < 4 * kWgs) {
     const int wg = warp / 4, wl = warp % 4, g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int set = 0; set < kSets; ++set) {
@@ -295,17 +297,18 @@ struct Plan {
 // BlocksPerSm blocks an SM: each takes as many stages as its share of the SM's shared
 // memory holds (and at least what its sums need). K is split over clusters only as far as
 // all the blocks are resident at once, and only while every cluster fits.
-template <bool kInt8, int kN, int kSets, int kKt>
+template <bool kInt8, int kN, int kSets, int kKt, int kWgs>
 absl::StatusOr<Plan> PlanFor(int64_t n, int64_t k, int splits_override) {
-  using S = Shape<kInt8, kN, kSets, kKt>;
-  const auto kernel = SwapAbWgmmaKernel<kInt8, kN, kSets, kKt>;
+  using S = Shape<kInt8, kN, kSets, kKt, kWgs>;
+  constexpr int kThreads = Threads(kWgs);
+  const auto kernel = SwapAbWgmmaKernel<kInt8, kN, kSets, kKt, kWgs>;
   const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
   if (!facts.ok()) return facts.status();
   const int device = facts->device;
   constexpr int kFixed = 1024 + 2 * kMaxStages * 8;  // alignment slack, barriers
   Plan plan;
   // The SM keeps 1 KiB a block.
-  const int share = (facts->smem_optin + 1024) / BlocksPerSm(kN, kSets) - 1024;
+  const int share = (facts->smem_optin + 1024) / BlocksPerSm(kN, kSets, kWgs) - 1024;
   plan.stages = std::clamp((share - kFixed) / S::kStageBytes, 2, kMaxStages);
   while (plan.stages * S::kStageBytes < S::kReduceBytes) ++plan.stages;
   plan.smem = static_cast<size_t>(plan.stages * S::kStageBytes + kFixed);
@@ -348,10 +351,10 @@ absl::StatusOr<Plan> PlanFor(int64_t n, int64_t k, int splits_override) {
   return plan;
 }
 
-template <bool kInt8, int kN, int kSets, int kKt>
+template <bool kInt8, int kN, int kSets, int kKt, int kWgs>
 absl::Status Launch(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
                     int64_t k, float* c, int splits, cudaStream_t stream) {
-  const absl::StatusOr<Plan> plan = PlanFor<kInt8, kN, kSets, kKt>(n, k, splits);
+  const absl::StatusOr<Plan> plan = PlanFor<kInt8, kN, kSets, kKt, kWgs>(n, k, splits);
   if (!plan.ok()) return plan.status();
   // The activations: one K tile's box of [kN tokens][64 halves]; with several K tiles a
   // stage, A seen as [k / 64 K tiles][m][64] and a box of kKt K tiles.
@@ -364,21 +367,21 @@ absl::Status Launch(const void* a, int64_t m, const void* packed, float out_scal
                                  m, k, swapab::kSuperTileK, static_cast<int>(k_tiles),
                                  swapab::kSuperTileK, kN, kKt));
   cudaLaunchAttribute cluster;
-  const cudaLaunchConfig_t config =
-      SplitKClusterConfig(plan->row_blocks, plan->splits, kThreads, plan->smem, stream, &cluster);
-  RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(&config, SwapAbWgmmaKernel<kInt8, kN, kSets, kKt>, map_a,
-                                          static_cast<const uint8_t*>(packed), out_scale,
+  const cudaLaunchConfig_t config = SplitKClusterConfig(
+      plan->row_blocks, plan->splits, Threads(kWgs), plan->smem, stream, &cluster);
+  RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(&config, SwapAbWgmmaKernel<kInt8, kN, kSets, kKt, kWgs>,
+                                          map_a, static_cast<const uint8_t*>(packed), out_scale,
                                           static_cast<int>(m), static_cast<int>(n),
                                           static_cast<int>(k_tiles), plan->stages, c));
   return absl::OkStatus();
 }
 
-template <bool kInt8, int kSets, int kKt>
+template <bool kInt8, int kSets, int kKt, int kWgs = 2>
 absl::Status LaunchTokens(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
                           int64_t k, float* c, int splits, cudaStream_t stream) {
   const auto go = [&](auto tokens) {
-    return Launch<kInt8, decltype(tokens)::value, kSets, kKt>(a, m, packed, out_scale, n, k, c,
-                                                              splits, stream);
+    return Launch<kInt8, decltype(tokens)::value, kSets, kKt, kWgs>(a, m, packed, out_scale, n, k,
+                                                                    c, splits, stream);
   };
   if (m <= 8) return go(std::integral_constant<int, 8>{});
   if (m <= 16) return go(std::integral_constant<int, 16>{});
@@ -389,8 +392,13 @@ absl::Status LaunchTokens(const void* a, int64_t m, const void* packed, float ou
 template <bool kInt8>
 absl::Status LaunchFormat(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
                           int64_t k, float* c, int rows, int splits, int k_tiles_per_stage,
-                          cudaStream_t stream) {
+                          int warpgroups, cudaStream_t stream) {
   if (rows == 256) {
+    // Four warpgroups of one set: a warp decodes one tile a K tile, as with 128 rows, and
+    // the block still holds a whole band (one copy of codes and one of scales a stage).
+    if (warpgroups == 4) {
+      return LaunchTokens<kInt8, 1, 4, 4>(a, m, packed, out_scale, n, k, c, splits, stream);
+    }
     return k_tiles_per_stage == 4
                ? LaunchTokens<kInt8, 2, 4>(a, m, packed, out_scale, n, k, c, splits, stream)
                : LaunchTokens<kInt8, 2, 1>(a, m, packed, out_scale, n, k, c, splits, stream);
@@ -404,7 +412,8 @@ absl::Status LaunchFormat(const void* a, int64_t m, const void* packed, float ou
 
 absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
                                float out_scale, int64_t n, int64_t k, float* c, int rows,
-                               int splits, int k_tiles_per_stage, cudaStream_t stream) {
+                               int splits, int k_tiles_per_stage, int warpgroups,
+                               cudaStream_t stream) {
   if (rows != 0 && rows != 128 && rows != 256) {
     return absl::InvalidArgumentError(
         absl::StrCat("the swap-AB wgmma kernel takes 128 or 256 rows a block; got ", rows));
@@ -417,6 +426,14 @@ absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* 
     return absl::InvalidArgumentError(absl::StrCat(
         "the swap-AB wgmma kernel takes 1 or 4 K tiles a stage; got ", k_tiles_per_stage));
   }
+  if (warpgroups != 0 && warpgroups != 2 && warpgroups != 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the swap-AB wgmma kernel takes 2 or 4 consumer warpgroups; got ", warpgroups));
+  }
+  if (warpgroups == 4 && (rows == 128 || k_tiles_per_stage == 1)) {
+    return absl::InvalidArgumentError(
+        "the swap-AB wgmma kernel's 4 warpgroups take 256 rows a block and 4 K tiles a stage");
+  }
   if (m < 1 || m > 64) {
     return absl::InvalidArgumentError(
         absl::StrCat("the swap-AB wgmma kernel takes 1 to 64 rows of A; got ", m));
@@ -424,13 +441,13 @@ absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* 
   // 128 rows a block where 256 would leave fewer blocks than about 3/4 of an H100's SMs
   // (8192 rows: 1.86x against 1.36x at M = 1), else 256 (28672 rows: 1.90x against 1.73x
   // at M = 64); H100 measurements, docs/BENCHMARKS.md.
-  if (rows == 0) rows = n >= 256 * 96 ? 256 : 128;
+  if (rows == 0) rows = warpgroups == 4 || n >= 256 * 96 ? 256 : 128;
   // Four K tiles a stage: a quarter of the copies (each copy has a fixed cost).
   if (k_tiles_per_stage == 0) k_tiles_per_stage = 4;
   return int8 ? LaunchFormat<true>(a, m, packed, out_scale, n, k, c, rows, splits,
-                                   k_tiles_per_stage, stream)
+                                   k_tiles_per_stage, warpgroups, stream)
               : LaunchFormat<false>(a, m, packed, out_scale, n, k, c, rows, splits,
-                                    k_tiles_per_stage, stream);
+                                    k_tiles_per_stage, warpgroups, stream);
 }
 
 }  // namespace gemmd::gpu::internal

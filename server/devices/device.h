@@ -169,7 +169,8 @@ class Device {
 
   // The layout this device's kernels read a resident quantized weight [rows, k] of
   // `format` fastest in (kernels/quant_prepack.h); kCanonical where none is faster than
-  // the uploaded bytes (the default).
+  // the uploaded bytes (the default; every backend today: on a GPU the swap-AB kernels
+  // do not yet beat the skinny ones at every M, docs/KERNELS.md).
   virtual WeightLayout PreferredWeightLayout(QuantFormat /*format*/, int64_t /*rows*/,
                                              int64_t /*k*/) const {
     return WeightLayout::kCanonical;

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "kernels/quant_prepack.h"
-#include "server/store/tensor_spec.h"
 
 namespace gemmd {
 
@@ -18,12 +17,14 @@ absl::Status ReadCanonical(const StoredTensor& tensor, bool scales, int64_t offs
     return tensor.device->ReadResident(out, region + offset, static_cast<size_t>(bytes));
   }
   const int64_t n = tensor.spec.shape[0], k = tensor.spec.shape[1];
+  // Every band but the last is as long as the first: the read starts in band offset / that.
+  const SwapAbBand first = SwapAbBandOf(format, n, k, 0);
   std::vector<uint8_t> packed, canonical;
-  for (int64_t band = 0; band < SwapAbBands(n) && bytes > 0; ++band) {
+  for (int64_t band = offset / (scales ? first.scales_bytes : first.data_bytes);
+       band < SwapAbBands(n) && bytes > 0; ++band) {
     const SwapAbBand b = SwapAbBandOf(format, n, k, band);
     const int64_t begin = scales ? b.scales_begin : b.data_begin;
     const int64_t size = scales ? b.scales_bytes : b.data_bytes;
-    if (offset >= begin + size) continue;
     packed.resize(static_cast<size_t>(size));
     canonical.resize(static_cast<size_t>(size));
     if (absl::Status s =

@@ -605,11 +605,6 @@ absl::Status CudaDevice::WriteResidentRuns(void* resident,
   return absl::OkStatus();
 }
 
-WeightLayout CudaDevice::PreferredWeightLayout(QuantFormat /*format*/, int64_t /*rows*/,
-                                               int64_t /*k*/) const {
-  return WeightLayout::kCanonical;
-}
-
 absl::Status CudaDevice::RelayoutResident(QuantFormat format, int64_t rows, int64_t k, void* data,
                                           void* scales, WeightLayout layout) {
   if (layout == WeightLayout::kCanonical) return absl::OkStatus();

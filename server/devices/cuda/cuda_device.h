@@ -106,9 +106,6 @@ class CudaDevice : public Device {
                                  const std::vector<absl::string_view>& runs) override;
   absl::Status ReadResident(void* host, const void* resident, size_t bytes) override;
   bool resident_in_host_memory() const override { return false; }
-  // Canonical for now: the swap-AB kernels are not yet measured faster than the skinny
-  // ones on the canonical layout (docs/KERNELS.md); --quantized_layout=swap-ab asks for it.
-  WeightLayout PreferredWeightLayout(QuantFormat format, int64_t rows, int64_t k) const override;
   // In device memory, a band at a time through a band of scratch taken for the call.
   absl::Status RelayoutResident(QuantFormat format, int64_t rows, int64_t k, void* data,
                                 void* scales, WeightLayout layout) override;

@@ -1304,6 +1304,67 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
     Report(r, rows);
    }
   }
+
+  // FP16 A against NVFP4 and INT8 B, and NVFP4 A against NVFP4 B, B in the swap-AB layout
+  // (quant_prepack.h), prepacked on the host as an upload would: what a resident weight's
+  // calls run, against cuBLAS FP16.
+  if (!gemmd::gpu::ResolveSwapAbPath(gemmd::gpu::SwapAbPath::kWgmma).ok() ||
+      !gemmd::Nvfp4SwapAbFits(n, k)) {
+    return;
+  }
+  for (int variant : {0, 1, 2}) {
+    const bool int8 = variant == 1, nvfp4_a = variant == 2;
+    std::vector<uint8_t> packed;
+    std::vector<float> w_deq(xb.size());
+    float tensor_scale = 1.0f;
+    if (int8) {
+      const gemmd::Int8Matrix q = *gemmd::QuantizeInt8(xb.data(), n, k);
+      gemmd::DequantizeInt8(q, w_deq.data());
+      packed.resize(q.values.size() + 4 * q.scales.size());
+      check(gemmd::PrepackInt8SwapAb(q.values.data(),
+                                     reinterpret_cast<const uint8_t*>(q.scales.data()), n, k,
+                                     packed.data()),
+            "int8 swap-AB prepack");
+    } else {
+      w_deq = b_deq;
+      packed.resize(qb.packed.size() + qb.block_scales.size());
+      check(
+          gemmd::PrepackNvfp4SwapAb(qb.packed.data(), qb.block_scales.data(), n, k, packed.data()),
+          "nvfp4 swap-AB prepack");
+      tensor_scale = qb.tensor_scale;
+    }
+    const int sets = std::min(
+        {sets16, nvfp4_a ? sets4 : sets16, SetsFor(caps, static_cast<double>(packed.size()))});
+    auto dw = UploadSets(packed, sets);
+    auto launch = [&](int set) {
+      float* c = static_cast<float*>(dc16[set].p);
+      const gemmd::gpu::SwapAbOptions options{gemmd::gpu::SwapAbPath::kWgmma};
+      check(nvfp4_a
+                ? gemmd::gpu::LaunchSwapAbNvfp4xNvfp4(dpa[set].p, dsa[set].p, qa.tensor_scale, m,
+                                                      dw[set].p, tensor_scale, n, k, c, nullptr)
+            : int8
+                ? gemmd::gpu::LaunchSwapAbInt8(da16[set].p, m, dw[set].p, n, k, c, nullptr, options)
+                : gemmd::gpu::LaunchSwapAbNvfp4(da16[set].p, m, dw[set].p, tensor_scale, n, k, c,
+                                                nullptr, options),
+            "swap-AB square");
+    };
+    SquareRow r{
+        shape,
+        gemmd::gpu::SwapAbKernelName(int8, gemmd::gpu::SwapAbPath::kWgmma) + " (swap-AB layout)",
+        nvfp4_a ? "NVFP4 x NVFP4"
+        : int8  ? "FP16 x INT8"
+                : "FP16 x NVFP4",
+        "cuBLAS FP16"};
+    r.ms = MedianMs(o, sets, launch);
+    r.tops = tops(r.ms);
+    r.baseline_tops = cub.tops;
+    CHECK_CUDA(cudaMemset(dc16[0].p, 0xFF, m * n * 4));
+    launch(0);
+    const std::vector<double> ref =
+        DenseRefRows(sample, nvfp4_a ? a_deq.data() : a16f.data(), w_deq.data(), n, k);
+    r.rel_error = SampledError(sample, ref, n, static_cast<const float*>(dc16[0].p));
+    Report(r, rows);
+  }
 }
 
 void PrintSquareTable(const DeviceCaps& caps, const std::vector<SquareRow>& rows,

@@ -20,6 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gemm/v1/gemm.grpc.pb.h"
+#include "kernels/cuda/quantized/quant_swapab.h"
 #include "kernels/quant_formats.h"
 #include "kernels/reference_gemm.h"
 #include "proto/proto_types.h"
@@ -362,12 +363,14 @@ TEST_F(GpuResidentSwapAbTest, ReLaidOutWeightsReadBackAndServeEveryCaller) {
       DataType a_type;
       const char* kernel_prefix;
     };
+    // Past 64 rows: the wgmma swap-AB kernel where it runs; else the square FP16 x NVFP4
+    // kernel on the unpacked weight (and no kernel here takes FP16 against INT8).
+    const bool wgmma = gpu::ResolveSwapAbPath(gpu::SwapAbPath::kWgmma).ok();
     for (const Call& call :
          {Call{1, DataType::kFloat16, "swapab_"}, Call{16, DataType::kFloat16, "swapab_"},
           Call{64, DataType::kFloat16, "swapab_"}, Call{4, DataType::kBFloat16, "skinny_"},
-          Call{200, DataType::kFloat16, "qgemm_f16xnvfp4"}}) {
-      // (No kernel here takes 200 FP16 rows against INT8 on the device.)
-      if (call.m > 64 && format == QuantFormat::kInt8) continue;
+          Call{200, DataType::kFloat16, wgmma ? "swapab_" : "qgemm_f16xnvfp4"}}) {
+      if (call.m > 64 && !wgmma && format == QuantFormat::kInt8) continue;
       SCOPED_TRACE(absl::StrCat(call.m, " rows of ", DataTypeName(call.a_type)));
       gemm::v1::QuantizedMatmulRequest request;
       gemm::v1::Tensor* a = request.mutable_a_dense();

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -279,6 +280,7 @@ struct SwapAbCase {
   QuantFormat format;
   int64_t m, n, k;
   SwapAbOptions options;
+  bool nvfp4_a = false;  // A NVFP4 too (LaunchSwapAbNvfp4xNvfp4), else FP16
 };
 
 class SwapAbTest : public ::testing::TestWithParam<SwapAbCase> {};
@@ -315,8 +317,15 @@ TEST_P(SwapAbTest, MatchesDequantizedReference) {
   }
 
   std::vector<float> a32(static_cast<size_t>(c.m * c.k));
-  for (int64_t i = 0; i < c.m * c.k; ++i) {
-    a32[i] = static_cast<float>(LoadAsDouble(a_bytes.data(), DataType::kFloat16, i));
+  std::optional<Nvfp4Matrix> qa;
+  if (c.nvfp4_a) {
+    const std::string x = testing::RandomBytes(DataType::kFloat32, c.m * c.k, rng);
+    qa = *QuantizeNvfp4(reinterpret_cast<const float*>(x.data()), c.m, c.k);
+    ASSERT_TRUE(DequantizeNvfp4(*qa, a32.data()).ok());
+  } else {
+    for (int64_t i = 0; i < c.m * c.k; ++i) {
+      a32[i] = static_cast<float>(LoadAsDouble(a_bytes.data(), DataType::kFloat16, i));
+    }
   }
   GemmProblem p;
   p.m = c.m;
@@ -326,16 +335,23 @@ TEST_P(SwapAbTest, MatchesDequantizedReference) {
   p.a_type = DataType::kFloat32;
   const std::vector<double> ref = ReferenceGemm(p, {a32.data(), b_deq.data(), nullptr, nullptr});
 
-  DeviceBuffer d_a = Upload(a_bytes.data(), a_bytes.size());
+  DeviceBuffer d_a = c.nvfp4_a ? Upload(qa->packed.data(), qa->packed.size())
+                               : Upload(a_bytes.data(), a_bytes.size());
+  DeviceBuffer d_a_scales = c.nvfp4_a ? Upload(qa->block_scales.data(), qa->block_scales.size())
+                                      : *DeviceBuffer::Allocate(16);
   DeviceBuffer d_w = Upload(packed.data(), packed.size());
   DeviceBuffer d_c = *DeviceBuffer::Allocate(static_cast<size_t>(c.m * c.n * 4));
   ASSERT_EQ(cudaMemset(d_c.get(), 0xFF, c.m * c.n * 4), cudaSuccess);  // NaN: must be written
-  ASSERT_TRUE((c.format == QuantFormat::kInt8
-                   ? LaunchSwapAbInt8(d_a.get(), c.m, d_w.get(), c.n, c.k, d_c.as<float>(), nullptr,
-                                      c.options)
-                   : LaunchSwapAbNvfp4(d_a.get(), c.m, d_w.get(), tensor_scale, c.n, c.k,
-                                       d_c.as<float>(), nullptr, c.options))
-                  .ok());
+  const absl::Status launched =
+      c.nvfp4_a
+          ? LaunchSwapAbNvfp4xNvfp4(d_a.get(), d_a_scales.get(), qa->tensor_scale, c.m, d_w.get(),
+                                    tensor_scale, c.n, c.k, d_c.as<float>(), nullptr)
+      : c.format == QuantFormat::kInt8
+          ? LaunchSwapAbInt8(d_a.get(), c.m, d_w.get(), c.n, c.k, d_c.as<float>(), nullptr,
+                             c.options)
+          : LaunchSwapAbNvfp4(d_a.get(), c.m, d_w.get(), tensor_scale, c.n, c.k, d_c.as<float>(),
+                              nullptr, c.options);
+  ASSERT_TRUE(launched.ok()) << launched;
   std::vector<float> out(static_cast<size_t>(c.m * c.n));
   ASSERT_EQ(cudaMemcpy(out.data(), d_c.get(), out.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_LE(RelativeError(ref.data(), out.data(), DataType::kFloat32, c.m * c.n), 1e-5);
@@ -378,6 +394,20 @@ std::vector<SwapAbCase> SwapAbCases() {
         cases.push_back({format, m, n, k, {SwapAbPath::kWgmma, 0, rows, splits, 4, 4}});
       }
     }
+    // wgmma past 64 rows of A: blocks of 128 tokens, whole and partial, and of a band of 256
+    // weight rows, whole and short; K from one tile to 8192.
+    for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{65, 16, 64},
+                                                                             {100, 272, 192},
+                                                                             {128, 256, 1024},
+                                                                             {129, 528, 640},
+                                                                             {300, 784, 2048},
+                                                                             {520, 1024, 4096},
+                                                                             {256, 512, 8192}}) {
+      cases.push_back({format, m, n, k, {SwapAbPath::kWgmma}});
+      if (format == QuantFormat::kNvfp4) {
+        cases.push_back({format, m, n, k, {SwapAbPath::kWgmma}, /*nvfp4_a=*/true});
+      }
+    }
   }
   return cases;
 }
@@ -385,11 +415,12 @@ std::vector<SwapAbCase> SwapAbCases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, SwapAbTest, ::testing::ValuesIn(SwapAbCases()),
                          [](const ::testing::TestParamInfo<SwapAbCase>& info) {
                            const SwapAbOptions& o = info.param.options;
-                           return absl::StrCat(
-                               QuantFormatName(info.param.format), "_",
-                               o.path == SwapAbPath::kWgmma ? "wgmma" : "mma", "_", info.param.m,
-                               "x", info.param.n, "x", info.param.k, "_r", o.rows, "_s", o.splits,
-                               "_kt", o.k_tiles_per_stage, o.warpgroups == 4 ? "_wg4" : "");
+                           return absl::StrCat(QuantFormatName(info.param.format), "_",
+                                               o.path == SwapAbPath::kWgmma ? "wgmma" : "mma", "_",
+                                               info.param.m, "x", info.param.n, "x", info.param.k,
+                                               "_r", o.rows, "_s", o.splits, "_kt",
+                                               o.k_tiles_per_stage, o.warpgroups == 4 ? "_wg4" : "",
+                                               info.param.nvfp4_a ? "_nvfp4_a" : "");
                          });
 
 TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {
@@ -397,6 +428,10 @@ TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {
   EXPECT_TRUE(SwapAbRuns(buf, 64, buf, 16, 64).ok());
   EXPECT_EQ(SwapAbRuns(buf, 65, buf, 16, 64).message(),
             "the swap-AB kernel takes 1 to 64 rows of A; got 65");
+  EXPECT_TRUE(SwapAbRuns(buf, 65, buf, 16, 64, SwapAbPath::kWgmma).ok());
+  EXPECT_EQ(SwapAbRuns(buf, kSwapAbWgmmaMaxM + 1, buf, 16, 64, SwapAbPath::kWgmma).message(),
+            absl::StrCat("the swap-AB kernel takes 1 to ", kSwapAbWgmmaMaxM, " rows of A; got ",
+                         kSwapAbWgmmaMaxM + 1));
   EXPECT_EQ(SwapAbRuns(buf, 0, buf, 16, 64).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(SwapAbRuns(buf, 1, buf, 24, 64).message(),
             "the swap-AB kernel needs a weight of rows % 16 == 0 and K % 64 == 0, below 2^30; "

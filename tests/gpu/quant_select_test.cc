@@ -160,18 +160,23 @@ TEST(QuantSelectTest, EntriesSayWhyTheyCannotRunTheOperands) {
             absl::StatusCode::kNotFound);
 }
 
-// A weight kept in the swap-AB layout goes to the swap-AB kernels for FP16 A of up to 64
-// rows; past that, or for other activations, to the kernels it would have gone to
-// canonical (the launch unpacks it into their workspace).
-TEST(QuantSelectTest, SwapAbWeightsGoToTheSwapAbKernelsUpTo64Fp16Rows) {
+// A weight kept in the swap-AB layout goes to the swap-AB kernels for FP16 A (mma.sync: up
+// to 64 rows, wgmma: any); past that, or for other activations, to the kernels it would
+// have gone to canonical (the launch unpacks it into their workspace).
+TEST(QuantSelectTest, SwapAbWeightsGoToTheSwapAbKernelsForFp16Rows) {
   SKIP_WITHOUT_GPU();
   const auto swapab = [](QuantizedOperands q) {
     q.b.layout = WeightLayout::kSwapAb;
     return q;
   };
+  const bool wgmma = ResolveSwapAbPath(SwapAbPath::kWgmma).ok();
   EXPECT_EQ(Family(swapab(Operands(1, 8192, std::nullopt, QuantFormat::kNvfp4))), "swapab");
   EXPECT_EQ(Family(swapab(Operands(64, 8192, std::nullopt, QuantFormat::kInt8))), "swapab");
-  EXPECT_EQ(Family(swapab(Operands(65, 8192, std::nullopt, QuantFormat::kNvfp4))), "square_fp16_a");
+  EXPECT_EQ(Family(swapab(Operands(65, 8192, std::nullopt, QuantFormat::kNvfp4))),
+            wgmma ? "swapab" : "square_fp16_a");
+  if (wgmma) {
+    EXPECT_EQ(Family(swapab(Operands(4096, 8192, std::nullopt, QuantFormat::kInt8))), "swapab");
+  }
   EXPECT_EQ(
       Family(swapab(Operands(16, 8192, std::nullopt, QuantFormat::kNvfp4, DataType::kBFloat16))),
       "skinny");

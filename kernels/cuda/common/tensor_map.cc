@@ -28,8 +28,8 @@ EncodeTiledFn EncodeTiled() {
 
 absl::Status MakeTensorMap3d(CUtensorMap* map, CUtensorMapDataType type, int element_bytes,
                              const void* base, int64_t inner, int64_t outer, int64_t ld,
-                             int64_t stride, int items, int box_inner, int box_outer,
-                             int box_items) {
+                             int64_t stride, int items, int box_inner, int box_outer, int box_items,
+                             bool swizzle) {
   const EncodeTiledFn encode = EncodeTiled();
   if (encode == nullptr) {
     return absl::InternalError("the CUDA driver has no cuTensorMapEncodeTiled");
@@ -45,8 +45,8 @@ absl::Status MakeTensorMap3d(CUtensorMap* map, CUtensorMapDataType type, int ele
   const cuuint32_t element_strides[3] = {1, 1, 1};
   const CUresult r = encode(map, type, 3, const_cast<void*>(base), dims, strides, box,
                             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                            swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     return absl::InternalError(absl::StrCat("cuTensorMapEncodeTiled failed (CUresult ", r,
                                             ") for inner=", inner, " outer=", outer, " ld=", ld,

@@ -155,10 +155,12 @@ absl::Status LaunchFor(const void* a, int64_t m, const void* packed, float out_s
 
 }  // namespace
 
-absl::Status SwapAbRuns(const void* a, int64_t m, const void* packed, int64_t n, int64_t k) {
-  if (m < 1 || m > kSwapAbMaxM) {
+absl::Status SwapAbRuns(const void* a, int64_t m, const void* packed, int64_t n, int64_t k,
+                        SwapAbPath path) {
+  const int64_t max_m = path == SwapAbPath::kWgmma ? kSwapAbWgmmaMaxM : kSwapAbMaxM;
+  if (m < 1 || m > max_m) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the swap-AB kernel takes 1 to ", kSwapAbMaxM, " rows of A; got ", m));
+        absl::StrCat("the swap-AB kernel takes 1 to ", max_m, " rows of A; got ", m));
   }
   if (!Nvfp4SwapAbFits(n, k) || n >= (int64_t{1} << 30) || k >= (int64_t{1} << 30)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -203,11 +205,14 @@ namespace {
 absl::Status LaunchSwapAb(bool int8, const void* a, int64_t m, const void* packed, float out_scale,
                           int64_t n, int64_t k, float* c, cudaStream_t stream,
                           const SwapAbOptions& options) {
-  if (absl::Status runs = SwapAbRuns(a, m, packed, n, k); !runs.ok()) return runs;
-  if (c == nullptr) return absl::InvalidArgumentError("the swap-AB kernel needs C");
   const absl::StatusOr<SwapAbPath> path = ResolveSwapAbPath(options.path);
   if (!path.ok()) return path.status();
+  if (absl::Status runs = SwapAbRuns(a, m, packed, n, k, *path); !runs.ok()) return runs;
+  if (c == nullptr) return absl::InvalidArgumentError("the swap-AB kernel needs C");
 #if defined(GEMMD_HAVE_SM90A)
+  if (*path == SwapAbPath::kWgmma && m > kSwapAbMaxM) {
+    return internal::LaunchSquareSwapAbWgmma(int8, a, m, packed, out_scale, n, k, c, stream);
+  }
   if (*path == SwapAbPath::kWgmma) {
     return internal::LaunchSwapAbWgmma(int8, a, m, packed, out_scale, n, k, c, options.rows,
                                        options.splits, options.k_tiles_per_stage,
@@ -225,6 +230,26 @@ absl::Status LaunchSwapAbNvfp4(const void* a, int64_t m, const void* packed, flo
                                const SwapAbOptions& options) {
   // The decode leaves every product times 2^-7 (ScalePair).
   return LaunchSwapAb(false, a, m, packed, tensor_scale * 128.0f, n, k, c, stream, options);
+}
+
+absl::Status LaunchSwapAbNvfp4xNvfp4(const void* a_codes, const void* a_scales,
+                                     float a_tensor_scale, int64_t m, const void* packed,
+                                     float tensor_scale, int64_t n, int64_t k, float* c,
+                                     cudaStream_t stream) {
+  const absl::StatusOr<SwapAbPath> path = ResolveSwapAbPath(SwapAbPath::kWgmma);
+  if (!path.ok()) return path.status();
+  if (absl::Status runs = SwapAbRuns(a_codes, m, packed, n, k, *path); !runs.ok()) return runs;
+  if (!Aligned16(a_scales)) {
+    return absl::InvalidArgumentError("the swap-AB kernel needs A's scales 16-byte aligned");
+  }
+  if (c == nullptr) return absl::InvalidArgumentError("the swap-AB kernel needs C");
+#if defined(GEMMD_HAVE_SM90A)
+  // Both decodes leave their products times 2^-7 (ScalePair, nvfp4::ScaleHalf2).
+  return internal::LaunchSquareSwapAbNvfp4A(
+      a_codes, a_scales, m, packed, a_tensor_scale * tensor_scale * 16384.0f, n, k, c, stream);
+#else
+  return absl::InternalError("unreachable: wgmma resolved in a build without sm_90a");
+#endif
 }
 
 absl::Status LaunchSwapAbInt8(const void* a, int64_t m, const void* packed, int64_t n, int64_t k,

@@ -25,13 +25,8 @@
 
 namespace gemmd::gpu {
 
-inline constexpr int64_t kSwapAbMaxM = 64;
-
-// OK when the kernel takes these operands (either format): 1 <= m <= kSwapAbMaxM, an [n, k]
-// weight with the swap-AB layout (n % 16 == 0, k % 64 == 0), A and the packed weight
-// 16-byte aligned, n and k below 2^30; else INVALID_ARGUMENT saying which. Pointers are
-// not read.
-absl::Status SwapAbRuns(const void* a, int64_t m, const void* packed, int64_t n, int64_t k);
+inline constexpr int64_t kSwapAbMaxM = 64;  // mma.sync's rows of A; wgmma's up to 64 ...
+inline constexpr int64_t kSwapAbWgmmaMaxM = int64_t{65535} * 128;  // ... and past 64, these
 
 enum class SwapAbPath {
   kAuto,  // wgmma where it runs, else mma.sync (per shape once measured: docs/KERNELS.md)
@@ -39,7 +34,16 @@ enum class SwapAbPath {
   kWgmma,  // FAILED_PRECONDITION where it does not run
 };
 
-// Knobs gemm-bench and the tests sweep; the defaults are the measured choices.
+// OK when the kernel of `path` (kAuto as kMmaSync) takes these operands (either format):
+// 1 <= m <= kSwapAbMaxM (wgmma: kSwapAbWgmmaMaxM), an [n, k] weight with the swap-AB
+// layout (n % 16 == 0, k % 64 == 0), A and the packed weight 16-byte aligned, n and k
+// below 2^30; else INVALID_ARGUMENT saying which. Pointers are not read.
+absl::Status SwapAbRuns(const void* a, int64_t m, const void* packed, int64_t n, int64_t k,
+                        SwapAbPath path = SwapAbPath::kMmaSync);
+
+// Knobs gemm-bench and the tests sweep; the defaults are the measured choices. The wgmma
+// knobs are those of its kernel for up to 64 rows of A; past 64 (blocks of 128 tokens and
+// a band of 256 weight rows) it has none, and they are not read.
 struct SwapAbOptions {
   SwapAbPath path = SwapAbPath::kAuto;
   int l2_ahead = 0;  // mma.sync: each warp also asks L2 for its super-tile this many turns on
@@ -64,6 +68,15 @@ bool SwapAbWgmmaBuilt();
 absl::Status LaunchSwapAbNvfp4(const void* a, int64_t m, const void* packed, float tensor_scale,
                                int64_t n, int64_t k, float* c, cudaStream_t stream,
                                const SwapAbOptions& options = {});
+
+// The same with A NVFP4 too (codes [m, k/2] and E4M3 block scales [m, k/16], 16-byte
+// aligned, tensor scale a_tensor_scale), decoded on the way: wgmma only, any m up to
+// kSwapAbWgmmaMaxM (it runs the kernel for more than 64 rows whatever m is).
+// FAILED_PRECONDITION where wgmma does not run; SwapAbRuns's errors.
+absl::Status LaunchSwapAbNvfp4xNvfp4(const void* a_codes, const void* a_scales,
+                                     float a_tensor_scale, int64_t m, const void* packed,
+                                     float tensor_scale, int64_t n, int64_t k, float* c,
+                                     cudaStream_t stream);
 
 // The same for an INT8 weight in its swap-AB layout (values, then the FP32 row scales).
 absl::Status LaunchSwapAbInt8(const void* a, int64_t m, const void* packed, int64_t n, int64_t k,

@@ -130,8 +130,8 @@ class SquareKernel final : public QuantizedGemmKernel {
   const std::string name_;
 };
 
-// FP16 A of 1-64 rows against a resident weight the store re-laid out (quant_swapab.h), on
-// wgmma or mma.sync.
+// FP16 A against a resident weight the store re-laid out (quant_swapab.h): on wgmma any
+// rows, on mma.sync 1-64.
 class SwapAbKernel final : public QuantizedGemmKernel {
  public:
   SwapAbKernel(QuantFormat format, SwapAbPath path)
@@ -164,7 +164,7 @@ class SwapAbKernel final : public QuantizedGemmKernel {
     if (q.a.has_value() || q.a_dense_type != DataType::kFloat16) {
       return absl::FailedPreconditionError(absl::StrCat(name_, " takes a dense FLOAT16 A"));
     }
-    return NotHere(SwapAbRuns(kArenaAligned, q.m, kArenaAligned, q.n, q.k));
+    return NotHere(SwapAbRuns(kArenaAligned, q.m, kArenaAligned, q.n, q.k, path_));
   }
 
   size_t WorkspaceBytes(const QuantizedOperands&) const override { return 0; }

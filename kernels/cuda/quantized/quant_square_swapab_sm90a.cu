@@ -1,0 +1,298 @@
+// The swap-AB kernel for many tokens (quant_swapab_wgmma.h, LaunchSquareSwapAbWgmma): C^T =
+// W * A^T on Hopper's warpgroup MMA, the decoded weight as wgmma's A operand from
+// registers, 128 tokens of activations as its B from shared memory.
+//
+// Why: the square kernels (quant_square_nvfp4_sm90a.cu) decode both operands into FP16
+// tiles in shared memory, and those writes and the wgmmas' reads of them bound the kernel
+// at about half the dense FP16 rate. Here the weight never passes through shared memory
+// decoded: each lane decodes its 16 code bytes of a super-tile (kernels/quant_prepack.h)
+// straight into its A fragments, a few operations for a 64 x 128 x 64 piece of work, and
+// the activations arrive by TMA as the dense kernel's B does.
+// How: a block of one producer warpgroup (one thread working, its registers given back
+// with setmaxnreg) and two consumer warpgroups owns a band of 256 weight rows (two sets of
+// 64 rows a warpgroup) and 128 tokens. The producer fills a ring of stages, each one K tile
+// of 64: the band's codes (values) in one bulk copy, its scale bytes in another, and one
+// TMA box of the 128 tokens' activations (128-byte swizzle, zeros past k and m). A
+// consumer warpgroup, per K tile and set, waits until that set's wgmmas of the previous K
+// tile have retired (the other set's may still run), decodes its tile into the set's A
+// fragments and issues four m64n128k16 wgmmas: the decode of one set overlaps the other
+// set's wgmmas. A stage goes back to the producer once both sets' wgmmas that read it
+// have retired. The epilogue stores each accumulator straight to C: the 8 lanes of a row
+// group write 32 consecutive bytes of one token's row, whole sectors.
+// Built only for sm_90a.
+#include <cuda.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/common/cuda_status.h"
+#include "kernels/cuda/common/dynamic_smem.h"
+#include "kernels/cuda/common/tensor_map.h"
+#include "kernels/cuda/common/tma_sm90a.cuh"
+#include "kernels/cuda/common/wgmma_sm90a.cuh"
+#include "kernels/cuda/quantized/quant_swapab.h"
+#include "kernels/cuda/quantized/quant_swapab_device.cuh"
+#include "kernels/cuda/quantized/quant_swapab_wgmma.h"
+
+namespace gemmd::gpu::internal {
+namespace {
+
+constexpr int kTokens = 128;   // a block's tokens: wgmma's N
+constexpr int kSets = 2;       // sets of 64 weight rows a consumer warpgroup
+constexpr int kConsumers = 2;  // consumer warpgroups
+constexpr int kThreads = 128 * (kConsumers + 1);
+constexpr int kRows = 64 * kSets * kConsumers;  // a band
+constexpr int kTiles = kRows / 16;
+constexpr int kActBytes = kTokens * swapab::kSuperTileK * 2;  // one K tile's activations
+static_assert(kTiles == swapab::kBandTiles, "a block holds a whole band");
+
+constexpr int kCodeRowBytes = swapab::kSuperTileK / 2;  // NVFP4 A: a token's codes of a K tile
+
+// A stage: the activations of one K tile ([128 tokens][64 halves], 128-byte swizzle), the
+// band's codes (values) and scales, and for NVFP4 A the tokens' codes as they arrive.
+template <bool kInt8, bool kNvfp4A>
+struct Ring {
+  static constexpr int kTileBytes = swapab::kTileBytes<kInt8>;
+  static constexpr int kScaleBytes = kInt8 ? 0 : swapab::kScaleTileBytes;
+  static constexpr int kCodesAt = kActBytes;
+  static constexpr int kScalesAt = kCodesAt + kTiles * kTileBytes;
+  static constexpr int kRawAt = kScalesAt + kTiles * kScaleBytes;
+  static constexpr int kRawBytes = kNvfp4A ? kTokens * kCodeRowBytes : 0;
+  static constexpr int kStageBytes = (kRawAt + kRawBytes + 1023) / 1024 * 1024;
+  static constexpr int kStages = (227 * 1024 - 1024 - 3 * 16 * 8) / kStageBytes;
+  static constexpr int kBarriersAt = kStages * kStageBytes;
+  static constexpr int kSmemBytes = kBarriersAt + 3 * kStages * 8 + 1024;  // + alignment
+  static_assert(kStages >= 4 && kStages <= 16, "a ring of 4 to 16 stages");
+  static_assert(kSmemBytes <= 227 * 1024, "one block an SM");
+};
+
+// kNvfp4A: A is NVFP4 (codes [m, k/2] through map_a, E4M3 scales [m, k/16] at a_scales),
+// decoded by the producer warpgroup into the stage's FP16 activations; else FP16 through
+// map_a.
+template <bool kInt8, bool kNvfp4A>
+__global__ void __launch_bounds__(kThreads, 1)
+    SquareSwapAbKernel(const __grid_constant__ CUtensorMap map_a,
+                       const uint8_t* __restrict__ a_scales, const uint8_t* __restrict__ packed,
+                       float out_scale, int m, int n, int k_tiles, float* __restrict__ c) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using R = Ring<kInt8, kNvfp4A>;
+  constexpr int kStages = R::kStages;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw + 1023u) & ~1023u;  // swizzle atoms are 1024-aligned
+  unsigned char* const base_ptr = smem_raw + (base - raw);
+  // Per stage: "full" (the copies' bytes), "empty" (both consumer warpgroups done) and, for
+  // NVFP4 A, "ready" (the 128 decoding threads done).
+  const uint32_t full = base + R::kBarriersAt, empty = full + kStages * 8;
+  const uint32_t ready = empty + kStages * 8;
+  const int wg = static_cast<int>(threadIdx.x) / 128;
+  // The block's band (its tiles consecutive at each K tile, and its K tiles consecutive)
+  // and its tokens.
+  const int row_tiles = n / 16, band = static_cast<int>(blockIdx.x);
+  const int tiles = min(kTiles, row_tiles - band * kTiles);
+  const int64_t band_at = static_cast<int64_t>(band) * kTiles * k_tiles;
+  const int m0 = static_cast<int>(blockIdx.y) * kTokens;
+  if (threadIdx.x == 0) {
+    InitRingBarriers<kStages>(full, empty, kConsumers);
+    if constexpr (kNvfp4A) {
+#pragma unroll
+      for (int s = 0; s < kStages; ++s) MbarInit(ready + s * 8, 128);
+      MbarInitFence();
+    }
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // Thread 0 fills stage kt % kStages with K tile kt (once the consumers gave it back).
+    const uint8_t* const scales = packed + static_cast<int64_t>(n) * k_tiles * 32;  // NVFP4
+    const auto fill = [&](int kt) {
+      const int s = kt % kStages;
+      if (kt >= kStages) MbarWait(empty + s * 8, ((kt / kStages) + 1) & 1);
+      const uint32_t stage = base + s * R::kStageBytes;
+      MbarArriveExpectTx(full + s * 8, (kNvfp4A ? R::kRawBytes : kActBytes) +
+                                           tiles * (R::kTileBytes + R::kScaleBytes));
+      const int64_t first = band_at + static_cast<int64_t>(kt) * tiles;
+      BulkLoad(stage + R::kCodesAt, packed + first * R::kTileBytes, tiles * R::kTileBytes,
+               full + s * 8);
+      if constexpr (!kInt8) {
+        BulkLoad(stage + R::kScalesAt, scales + first * R::kScaleBytes, tiles * R::kScaleBytes,
+                 full + s * 8);
+      }
+      if constexpr (kNvfp4A) {
+        TmaLoad3d(stage + R::kRawAt, &map_a, kt * kCodeRowBytes, m0, 0, full + s * 8);
+      } else {
+        TmaLoad3d(stage, &map_a, kt * swapab::kSuperTileK, m0, 0, full + s * 8);
+      }
+    };
+    if constexpr (!kNvfp4A) {
+      SetMaxRegistersDown<40>();
+      for (int kt = 0; kt < k_tiles && threadIdx.x == 0; ++kt) fill(kt);
+      return;
+    } else {
+      // Thread 0 fills kStages - 2 K tiles ahead of the decode: waiting for a stage to come
+      // back then holds the decode at most two K tiles ahead of the consumers, never less
+      // than one. Thread t decodes token m0 + t: its 32 code bytes of the K tile into its
+      // swizzled row of 64 halves, with its 4 scale bytes (read from global memory one K
+      // tile ahead; zeros past m, as TMA gives the codes).
+      SetMaxRegistersDown<56>();
+      constexpr int kAhead = kStages - 2;
+      const int t = static_cast<int>(threadIdx.x), token = m0 + t;
+      for (int kt = 0; kt < min(kAhead, k_tiles) && t == 0; ++kt) fill(kt);
+      const uint32_t* const scale_row =
+          reinterpret_cast<const uint32_t*>(a_scales + static_cast<int64_t>(token) * k_tiles * 4);
+      uint32_t next = token < m ? scale_row[0] : 0u;
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        if (t == 0 && kt + kAhead < k_tiles) fill(kt + kAhead);
+        const uint32_t sc = next;
+        if (token < m && kt + 1 < k_tiles) next = scale_row[kt + 1];
+        const int s = kt % kStages;
+        MbarWait(full + s * 8, (kt / kStages) & 1);
+        unsigned char* const stage = base_ptr + s * R::kStageBytes;
+        const uint4* const codes =
+            reinterpret_cast<const uint4*>(stage + R::kRawAt + t * kCodeRowBytes);
+        const uint4 q[2] = {codes[0], codes[1]};
+#pragma unroll
+        for (int chunk = 0; chunk < 8; ++chunk) {
+          // Chunk c: values 8c .. 8c + 7, of the 16-value scale block c / 2.
+          const uint32_t scale2 = nvfp4::ScaleHalf2((sc >> (8 * (chunk / 2))) & 0xFFu);
+          const uint4 h = nvfp4::DecodeWord<false>(swapab::Word(q[chunk / 4], chunk % 4), scale2);
+          *reinterpret_cast<uint4*>(stage + SwizzledChunk(t, chunk)) = h;
+        }
+        FenceProxyAsync();  // the wgmmas read these rows through the async proxy
+        MbarArrive(ready + s * 8);
+      }
+      return;
+    }
+  }
+
+  // The registers the producer warpgroup gave back (2 x 128 x 216 + 128 x 56 <= 64 K).
+  if constexpr (kNvfp4A) {
+    SetMaxRegistersUp<216>();
+  } else {
+    SetMaxRegistersUp<232>();
+  }
+  const int consumer = wg - 1, warp = static_cast<int>(threadIdx.x) / 32 % 4;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  float acc[kSets][kTokens / 2];
+#pragma unroll
+  for (int set = 0; set < kSets; ++set) {
+#pragma unroll
+    for (int i = 0; i < kTokens / 2; ++i) acc[set][i] = 0.0f;
+  }
+  uint32_t a[kSets][4][4];
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    const int s = kt % kStages;
+    MbarWait(full + s * 8, (kt / kStages) & 1);
+    if constexpr (kNvfp4A) MbarWait(ready + s * 8, (kt / kStages) & 1);
+    const unsigned char* stage = base_ptr + s * R::kStageBytes;
+    const uint64_t desc_b = SmemDesc(base + s * R::kStageBytes);
+#pragma unroll
+    for (int set = 0; set < kSets; ++set) {
+      // Tiles past n decode from a mask (no branch near the registers a wgmma reads).
+      const int tile = (consumer * kSets + set) * 4 + warp;
+      const uint32_t keep = tile < tiles ? ~0u : 0u;
+      const swapab::LaneTile lt =
+          swapab::LoadLaneTile<kInt8>(stage + R::kCodesAt + tile * R::kTileBytes,
+                                      stage + R::kScalesAt + tile * R::kScaleBytes, lane);
+#pragma unroll
+      for (int step = 0; step < 4; ++step) {
+        swapab::DecodeStep<kInt8>(lt, step, a[set][step]);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) a[set][step][r] &= keep;
+      }
+      FenceAccumulators(acc[set]);
+      WgmmaFence();
+#pragma unroll
+      for (int step = 0; step < 4; ++step) {
+        // K-major B: +32 bytes (16 halves) a step inside the swizzled rows.
+        WgmmaRsF16<kTokens>(acc[set], a[set][step], desc_b + 2 * step);
+      }
+      WgmmaCommit();
+      WgmmaWait<0>();
+      FenceAccumulators(acc[set]);
+    }
+    // Both sets' wgmmas have retired: the stage goes back to the producer.
+    MbarArriveIf(empty + s * 8, threadIdx.x % 128 == 0);
+  }
+
+  // Accumulator i of a set: row 16 warp + g (+8 for i % 4 >= 2), token 8 (i / 4) + 2t + i % 2.
+  const float* row_scales = reinterpret_cast<const float*>(
+      packed + static_cast<int64_t>(n) * k_tiles * swapab::kSuperTileK);  // INT8's
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int set = 0; set < kSets; ++set) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = band * kRows + (consumer * kSets + set) * 64 + 16 * warp + g + 8 * h;
+      if (row >= n) continue;
+      const float scale = kInt8 ? out_scale * row_scales[row] : out_scale;
+#pragma unroll
+      for (int j = 0; j < kTokens / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int token = m0 + 8 * j + 2 * t + e;
+          if (token < m)
+            c[static_cast<int64_t>(token) * n + row] = acc[set][4 * j + 2 * h + e] * scale;
+        }
+      }
+    }
+  }
+#else
+  __trap();  // only the sm_90a image of this kernel is ever launched
+#endif
+}
+
+template <bool kInt8, bool kNvfp4A>
+absl::Status Launch(const void* a, const void* a_scales, int64_t m, const void* packed,
+                    float out_scale, int64_t n, int64_t k, float* c, cudaStream_t stream) {
+  using R = Ring<kInt8, kNvfp4A>;
+  const auto kernel = &SquareSwapAbKernel<kInt8, kNvfp4A>;
+  static std::atomic<uint64_t> configured{0};
+  GEMMD_GPU_RETURN_IF_ERROR(
+      EnsureDynamicSmem(reinterpret_cast<const void*>(kernel), R::kSmemBytes, &configured));
+  // A [m, k] in boxes of one K tile x 128 tokens: FP16 swizzled as wgmma reads it, or
+  // NVFP4 codes as stored.
+  CUtensorMap map_a{};
+  GEMMD_GPU_RETURN_IF_ERROR(kNvfp4A ? MakeTensorMap3d(&map_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a,
+                                                      k / 2, m, k / 2, 0, 1, kCodeRowBytes, kTokens,
+                                                      1, /*swizzle=*/false)
+                                    : MakeTensorMap3d(&map_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, a,
+                                                      k, m, k, 0, 1, swapab::kSuperTileK, kTokens));
+  const dim3 grid(static_cast<unsigned>((n + kRows - 1) / kRows),
+                  static_cast<unsigned>((m + kTokens - 1) / kTokens));
+  kernel<<<grid, kThreads, R::kSmemBytes, stream>>>(
+      map_a, static_cast<const uint8_t*>(a_scales), static_cast<const uint8_t*>(packed), out_scale,
+      static_cast<int>(m), static_cast<int>(n), static_cast<int>(k / swapab::kSuperTileK), c);
+  RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+absl::Status CheckRows(int64_t m) {
+  if (m < 1 || m > kSwapAbWgmmaMaxM) {
+    return absl::InvalidArgumentError(absl::StrCat("the square swap-AB kernel takes 1 to ",
+                                                   kSwapAbWgmmaMaxM, " rows of A; got ", m));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status LaunchSquareSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
+                                     float out_scale, int64_t n, int64_t k, float* c,
+                                     cudaStream_t stream) {
+  GEMMD_GPU_RETURN_IF_ERROR(CheckRows(m));
+  return int8 ? Launch<true, false>(a, nullptr, m, packed, out_scale, n, k, c, stream)
+              : Launch<false, false>(a, nullptr, m, packed, out_scale, n, k, c, stream);
+}
+
+absl::Status LaunchSquareSwapAbNvfp4A(const void* a_codes, const void* a_scales, int64_t m,
+                                      const void* packed, float out_scale, int64_t n, int64_t k,
+                                      float* c, cudaStream_t stream) {
+  GEMMD_GPU_RETURN_IF_ERROR(CheckRows(m));
+  return Launch<false, true>(a_codes, a_scales, m, packed, out_scale, n, k, c, stream);
+}
+
+}  // namespace gemmd::gpu::internal

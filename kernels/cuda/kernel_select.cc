@@ -111,10 +111,18 @@ absl::StatusOr<const GpuGemmKernel*> SelectKernel(const GemmProblem& problem,
 // (tensor-core) kernels when they take the operands: the same format on both sides, or
 // FP16 x NVFP4, with the K alignment they need; up to the skinny limit the skinny kernel
 // takes the rest; beyond it, none (the host dequantizes). Within the skinny family the
-// path is ChooseSkinnyPath's (quant_gemm.h). Measurements: docs/KERNELS.md.
+// path is ChooseSkinnyPath's (quant_gemm.h). Ahead of all of them, a weight kept in the
+// swap-AB layout goes to the swap-AB kernels where they take the call, and from
+// kSwapAbRepackMinM rows so does a canonical one where the wgmma swap-AB kernel runs (FP16
+// A, or NVFP4 A against NVFP4 B). Measurements: docs/KERNELS.md.
 namespace {
 
 constexpr int64_t kSkinnyPreferredMaxM = 16;
+
+// From this many rows of A a canonical weight goes to the swap-AB wgmma kernel on a copy
+// the launch packs into its workspace: the copy reads and writes the weight once, against
+// a GEMM of at least 2 x 256 x n x k flops.
+constexpr int64_t kSwapAbRepackMinM = 256;
 
 // The first kernel of `family` for B's format that runs `q` here (registry order:
 // preferred first).
@@ -135,8 +143,10 @@ absl::StatusOr<const QuantizedGemmKernel*> SelectQuantizedKernel(const Quantized
                                                                  const DeviceCaps& caps,
                                                                  const KernelRegistry& registry) {
   // A weight the store re-laid out for the swap-AB kernels goes to them where they take
-  // the call; any other kernel gets it unpacked into its workspace (the device's launch).
-  if (q.b.layout == WeightLayout::kSwapAb) {
+  // the call, and so does a canonical one from kSwapAbRepackMinM rows (packed into the
+  // workspace); any other kernel gets a re-laid-out weight unpacked into its workspace (the
+  // device's launch).
+  if (q.b.layout == WeightLayout::kSwapAb || q.m >= kSwapAbRepackMinM) {
     if (const QuantizedGemmKernel* k = FirstOf(QuantizedFamily::kSwapAb, q, caps, registry)) {
       return k;
     }

@@ -6,7 +6,6 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,17 +19,18 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "gemm/v1/gemm.grpc.pb.h"
 #include "client/gemm_client.h"
 #include "client/shared_memory.h"
+#include "gemm/v1/gemm.grpc.pb.h"
+#include "kernels/cuda/quantized/quant_swapab.h"
 #include "kernels/quant_formats.h"
 #include "kernels/reference_gemm.h"
-#include "proto/quantized_tensor.h"
 #include "proto/proto_types.h"
-#include "server/scheduling/batcher.h"
+#include "proto/quantized_tensor.h"
 #include "server/devices/cuda/cuda_device_pool.h"
 #include "server/gemm_server.h"
 #include "server/observability/log.h"
+#include "server/scheduling/batcher.h"
 #include "tests/test_util.h"
 
 namespace gemmd {
@@ -227,7 +227,16 @@ struct QuantCase {
 
 TEST_F(GpuServerTest, QuantizedMatmulRunsOnTheQuantizedKernels) {
   Start(ServerConfig{});
+  // From 256 rows, where it runs, the swap-AB wgmma kernel on a copy of the weight the
+  // launch packs into its workspace.
+  const bool wgmma = gpu::ResolveSwapAbPath(gpu::SwapAbPath::kWgmma).ok();
   const QuantCase cases[] = {
+      {"fp16 x nvfp4 M=300 (weight packed for swap-AB)", 300, 272, 512, false, QuantFormat::kNvfp4,
+       DataType::kFloat16, wgmma ? "swapab_nvfp4_wgmma" : "qgemm_f16xnvfp4"},
+      {"fp16 x int8 M=256 (weight packed for swap-AB)", 256, 144, 320, false, QuantFormat::kInt8,
+       DataType::kFloat16, wgmma ? "swapab_int8_wgmma" : "sgemm"},
+      {"nvfp4 both M=256 (weight packed for swap-AB)", 256, 512, 256, true, QuantFormat::kNvfp4,
+       DataType::kFloat32, wgmma ? "swapab_nvfp4xnvfp4_wgmma" : "qgemm_nvfp4"},
       {"nvfp4 weight-only M=1", 1, 1000, 1024, false, QuantFormat::kNvfp4, DataType::kFloat16,
        "skinny_nvfp4_ring_mma16816"},
       {"int8 weight-only FP32 M=16", 16, 777, 512, false, QuantFormat::kInt8, DataType::kFloat32,

@@ -75,11 +75,22 @@ TEST(QuantSelectTest, Fp16ActivationsAgainstNvfp4StaySkinnyUpTo64Rows) {
   EXPECT_EQ(Family(Operands(17, 4096, QuantFormat::kNvfp4, QuantFormat::kNvfp4)), "square");
 }
 
+// Larger problems: from 256 rows of FP16 A (or NVFP4 A against NVFP4 B) the swap-AB wgmma
+// kernel on a packed copy of the weight where it runs; else the square kernels where they
+// take the operands.
 TEST(QuantSelectTest, LargerProblemsGoToTheSquareKernelsWhereTheyTakeTheOperands) {
   SKIP_WITHOUT_GPU();
+  const bool wgmma = ResolveSwapAbPath(SwapAbPath::kWgmma).ok();
   EXPECT_EQ(Family(Operands(17, 4096, QuantFormat::kInt8, QuantFormat::kInt8)), "square");
-  EXPECT_EQ(Family(Operands(4096, 4096, QuantFormat::kNvfp4, QuantFormat::kNvfp4)), "square");
-  EXPECT_EQ(Family(Operands(4096, 4096, std::nullopt, QuantFormat::kNvfp4)), "square_fp16_a");
+  EXPECT_EQ(Family(Operands(255, 4096, QuantFormat::kNvfp4, QuantFormat::kNvfp4)), "square");
+  EXPECT_EQ(Family(Operands(255, 4096, std::nullopt, QuantFormat::kNvfp4)), "square_fp16_a");
+  EXPECT_EQ(Family(Operands(256, 4096, QuantFormat::kNvfp4, QuantFormat::kNvfp4)),
+            wgmma ? "swapab" : "square");
+  EXPECT_EQ(Family(Operands(4096, 4096, std::nullopt, QuantFormat::kNvfp4)),
+            wgmma ? "swapab" : "square_fp16_a");
+  EXPECT_EQ(Family(Operands(4096, 4096, std::nullopt, QuantFormat::kInt8)),
+            wgmma ? "swapab" : "host");
+  EXPECT_EQ(Family(Operands(4096, 4096, QuantFormat::kInt8, QuantFormat::kInt8)), "square");
   // NVFP4 K % 32 != 0, INT8 K % 16 != 0, mixed formats: skinny up to 64 rows ...
   EXPECT_EQ(Family(Operands(64, 48, QuantFormat::kNvfp4, QuantFormat::kNvfp4)), "skinny");
   EXPECT_EQ(Family(Operands(40, 100, std::nullopt, QuantFormat::kInt8)), "skinny");
@@ -91,7 +102,7 @@ TEST(QuantSelectTest, LargerProblemsGoToTheSquareKernelsWhereTheyTakeTheOperands
             "skinny");
   // ... and the host beyond that.
   EXPECT_EQ(Family(Operands(65, 48, QuantFormat::kNvfp4, QuantFormat::kNvfp4)), "host");
-  EXPECT_EQ(Family(Operands(4096, 4096, std::nullopt, QuantFormat::kInt8)), "host");
+  EXPECT_EQ(Family(Operands(255, 4096, std::nullopt, QuantFormat::kInt8)), "host");
   EXPECT_EQ(Family(Operands(65, 4096, std::nullopt, QuantFormat::kNvfp4, DataType::kBFloat16)),
             "host");
 }
@@ -201,6 +212,16 @@ TEST(QuantSelectTest, SwapAbEntriesSayWhyTheyCannotRunTheOperands) {
   q = Operands(16, 96, std::nullopt, QuantFormat::kNvfp4);
   q.b.layout = WeightLayout::kSwapAb;
   EXPECT_EQ(k->Check(q, Hopper()).code(), absl::StatusCode::kFailedPrecondition);
+  // The wgmma entry for NVFP4 A reads A packed, and takes nothing else.
+  if (const QuantizedGemmKernel* x =
+          KernelRegistry::Global().FindQuantized("swapab_nvfp4xnvfp4_wgmma");
+      x != nullptr) {
+    EXPECT_TRUE(x->reads_packed_a());
+    EXPECT_EQ(x->Check(Operands(256, 4096, std::nullopt, QuantFormat::kNvfp4), Hopper()).message(),
+              "swapab_nvfp4xnvfp4_wgmma takes an NVFP4 A");
+    EXPECT_TRUE(
+        x->Check(Operands(256, 4096, QuantFormat::kNvfp4, QuantFormat::kNvfp4), Hopper()).ok());
+  }
   DeviceCaps ampere_minus = Hopper();
   ampere_minus.compute_capability = 75;
   EXPECT_EQ(k->Check(q, ampere_minus).message(),

@@ -176,6 +176,18 @@ absl::Status RelayoutSwapAbInPlace(QuantFormat format, int64_t n, int64_t k, voi
   return absl::OkStatus();
 }
 
+absl::Status PrepackSwapAb(QuantFormat format, int64_t n, int64_t k, const void* data,
+                           const void* scales, void* out_data, void* out_scales,
+                           cudaStream_t stream) {
+  if (absl::Status fits = CheckShape(n, k); !fits.ok()) return fits;
+  const bool nvfp4 = format == QuantFormat::kNvfp4;
+  // Move<true> only reads the canonical side.
+  return Move<true>(format, n, k, const_cast<uint8_t*>(static_cast<const uint8_t*>(data)),
+                    nvfp4 ? const_cast<uint8_t*>(static_cast<const uint8_t*>(scales)) : nullptr,
+                    static_cast<uint8_t*>(out_data),
+                    nvfp4 ? static_cast<uint8_t*>(out_scales) : nullptr, stream);
+}
+
 absl::Status UnpackSwapAb(QuantFormat format, int64_t n, int64_t k, const void* data,
                           const void* scales, void* out_data, void* out_scales,
                           cudaStream_t stream) {

@@ -27,6 +27,13 @@ absl::Status RelayoutSwapAbInPlace(QuantFormat format, int64_t n, int64_t k, voi
                                    void* scales, void* scratch, size_t scratch_bytes,
                                    cudaStream_t stream);
 
+// A canonical [n, k] weight -> the swap-AB layout at out_data / out_scales (NVFP4; INT8's
+// row scales are not touched), not in place: a launch's copy of an inline weight for the
+// swap-AB kernels. Enqueued on `stream`.
+absl::Status PrepackSwapAb(QuantFormat format, int64_t n, int64_t k, const void* data,
+                           const void* scales, void* out_data, void* out_scales,
+                           cudaStream_t stream);
+
 // A swap-AB [n, k] weight -> the canonical layout at out_data / out_scales (NVFP4; INT8's
 // row scales are not touched), not in place. Enqueued on `stream`.
 absl::Status UnpackSwapAb(QuantFormat format, int64_t n, int64_t k, const void* data,

@@ -130,17 +130,23 @@ class SquareKernel final : public QuantizedGemmKernel {
   const std::string name_;
 };
 
-// FP16 A against a resident weight the store re-laid out (quant_swapab.h): on wgmma any
-// rows, on mma.sync 1-64.
+// FP16 A (or, nvfp4_a, NVFP4 A against NVFP4 B; wgmma only) against a weight in the
+// swap-AB layout (quant_swapab.h): on wgmma any rows, and a canonical weight too (the
+// launch packs a copy into the workspace); on mma.sync 1-64 rows of a resident weight the
+// store re-laid out.
 class SwapAbKernel final : public QuantizedGemmKernel {
  public:
-  SwapAbKernel(QuantFormat format, SwapAbPath path)
-      : format_(format), path_(path), name_(SwapAbKernelName(format == QuantFormat::kInt8, path)) {}
+  SwapAbKernel(QuantFormat format, SwapAbPath path, bool nvfp4_a = false)
+      : format_(format),
+        path_(path),
+        nvfp4_a_(nvfp4_a),
+        name_(nvfp4_a ? "swapab_nvfp4xnvfp4_wgmma"
+                      : SwapAbKernelName(format == QuantFormat::kInt8, path)) {}
   std::string_view name() const override { return name_; }
   QuantizedFamily family() const override { return QuantizedFamily::kSwapAb; }
   int min_compute_capability() const override { return path_ == SwapAbPath::kWgmma ? 90 : 80; }
   QuantFormat format() const override { return format_; }
-  bool reads_packed_a() const override { return false; }
+  bool reads_packed_a() const override { return nvfp4_a_; }
   WeightLayout b_layout() const override { return WeightLayout::kSwapAb; }
   bool RunsOn(int compute_capability) const override {
     return path_ == SwapAbPath::kWgmma ? SwapAbWgmmaBuilt() && compute_capability == 90
@@ -154,14 +160,19 @@ class SwapAbKernel final : public QuantizedGemmKernel {
                                   ? " needs a build with sm_90a and a compute capability 9.0 device"
                                   : " needs compute capability 8.0 or later"));
     }
-    if (q.b.layout != WeightLayout::kSwapAb) {
+    if (q.b.layout != WeightLayout::kSwapAb && path_ != SwapAbPath::kWgmma) {
       return absl::FailedPreconditionError(
           absl::StrCat(name_,
                        " reads a resident weight kept in the swap-AB layout "
                        "(--quantized_layout); this one is ",
                        WeightLayoutName(q.b.layout)));
     }
-    if (q.a.has_value() || q.a_dense_type != DataType::kFloat16) {
+    if (nvfp4_a_) {
+      if (!q.a.has_value() || q.a->format != QuantFormat::kNvfp4 ||
+          q.a->layout != WeightLayout::kCanonical) {
+        return absl::FailedPreconditionError(absl::StrCat(name_, " takes an NVFP4 A"));
+      }
+    } else if (q.a.has_value() || q.a_dense_type != DataType::kFloat16) {
       return absl::FailedPreconditionError(absl::StrCat(name_, " takes a dense FLOAT16 A"));
     }
     return NotHere(SwapAbRuns(kArenaAligned, q.m, kArenaAligned, q.n, q.k, path_));
@@ -179,6 +190,10 @@ class SwapAbKernel final : public QuantizedGemmKernel {
       return absl::InternalError(
           absl::StrCat(name_, " needs the weight's scales right after its data"));
     }
+    if (nvfp4_a_) {
+      return LaunchSwapAbNvfp4xNvfp4(d.a, d.a_scales, q.a->tensor_scale, q.m, d.b, q.b.tensor_scale,
+                                     q.n, q.k, d.c, stream);
+    }
     SwapAbOptions options;
     options.path = path_;
     return format_ == QuantFormat::kInt8
@@ -189,6 +204,7 @@ class SwapAbKernel final : public QuantizedGemmKernel {
  private:
   const QuantFormat format_;
   const SwapAbPath path_;
+  const bool nvfp4_a_;
   const std::string name_;
 };
 
@@ -222,6 +238,9 @@ std::vector<std::unique_ptr<QuantizedGemmKernel>> MakeQuantizedKernels() {
     if (path == SwapAbPath::kWgmma && !SwapAbWgmmaBuilt()) continue;
     for (QuantFormat format : {QuantFormat::kInt8, QuantFormat::kNvfp4}) {
       kernels.push_back(std::make_unique<SwapAbKernel>(format, path));
+    }
+    if (path == SwapAbPath::kWgmma) {
+      kernels.push_back(std::make_unique<SwapAbKernel>(QuantFormat::kNvfp4, path, true));
     }
   }
   for (SquareMmaPath mma : {SquareMmaPath::kWgmma, SquareMmaPath::kMmaSync}) {

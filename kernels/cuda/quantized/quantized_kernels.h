@@ -50,7 +50,7 @@ enum class QuantizedFamily {
   kSkinny,       // weight-only: dense A (or a dequantized one) of at most 64 rows
   kSquare,       // A and B quantized in one format
   kSquareFp16A,  // dense FP16 A against NVFP4 B
-  kSwapAb,       // weight-only, FP16 A of at most 64 rows, B resident in the swap-AB layout
+  kSwapAb,       // FP16 A (or NVFP4 A x NVFP4 B) against B in the swap-AB layout
 };
 
 class QuantizedGemmKernel : public Kernel {

@@ -277,33 +277,48 @@ absl::StatusOr<CudaDevice::LaunchPlan> CudaDevice::PlanDense(
 
 namespace {
 
-// The canonical copy of a swap-AB operand in a launch's workspace: its data and (NVFP4)
-// scales, each region 256-byte aligned; bytes 0 when it needs none.
-struct Unpacked {
+// A launch's copy of a quantized operand in the layout its kernel reads, in the
+// workspace: data, then scales (NVFP4's block scales; INT8's row scales only in the
+// swap-AB layout, whose kernels read them right after the values), the whole 256-byte
+// aligned; bytes 0 when the operand is already in that layout.
+struct Relaid {
   int64_t bytes = 0;
   int64_t scales_at = 0;
+  WeightLayout to = WeightLayout::kCanonical;
 };
-Unpacked UnpackedSize(const QuantizedOperand& x, int64_t rows, int64_t k, bool needed) {
-  if (!needed) return {};
+Relaid RelaidSize(const QuantizedOperand& x, int64_t rows, int64_t k, WeightLayout to) {
+  if (x.layout == to) return {};
   const bool int8 = x.format == QuantFormat::kInt8;
   const int64_t data = AlignUp(int8 ? rows * k : rows * k / 2);
-  return {AlignUp(data + (int8 ? 0 : rows * k / 16)), data};
+  const int64_t scales = int8 ? (to == WeightLayout::kSwapAb ? 4 * rows : 0) : rows * k / 16;
+  return {AlignUp(data + scales), data, to};
 }
 
-// Unpacks operand `x` (as `u` says) at *free_at and points *data / *scales there (INT8's
-// row scales stay where they are: the layout does not move them).
-absl::Status Unpack(const QuantizedOperand& x, int64_t rows, int64_t k, const Unpacked& u,
-                    const void** data, const void** scales, char** free_at, cudaStream_t stream) {
-  if (u.bytes == 0) return absl::OkStatus();
+// Re-lays out operand `x` (as `r` says) at *free_at and points *data / *scales there.
+absl::Status Relay(const QuantizedOperand& x, int64_t rows, int64_t k, const Relaid& r,
+                   const void** data, const void** scales, char** free_at, cudaStream_t stream) {
+  if (r.bytes == 0) return absl::OkStatus();
   char* const to = *free_at;
-  char* const to_scales = x.format == QuantFormat::kInt8 ? nullptr : to + u.scales_at;
-  if (absl::Status s = gpu::UnpackSwapAb(x.format, rows, k, *data, *scales, to, to_scales, stream);
-      !s.ok()) {
+  const bool int8 = x.format == QuantFormat::kInt8;
+  char* const to_scales = int8 && r.to == WeightLayout::kCanonical ? nullptr : to + r.scales_at;
+  if (r.to == WeightLayout::kSwapAb) {
+    if (absl::Status s = gpu::PrepackSwapAb(x.format, rows, k, *data, *scales, to,
+                                            int8 ? nullptr : to_scales, stream);
+        !s.ok()) {
+      return s;
+    }
+    if (int8) {
+      RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(to_scales, *scales, static_cast<size_t>(4 * rows),
+                                           cudaMemcpyDeviceToDevice, stream));
+    }
+  } else if (absl::Status s =
+                 gpu::UnpackSwapAb(x.format, rows, k, *data, *scales, to, to_scales, stream);
+             !s.ok()) {
     return s;
   }
   *data = to;
   if (to_scales != nullptr) *scales = to_scales;
-  *free_at += u.bytes;
+  *free_at += r.bytes;
   return absl::OkStatus();
 }
 
@@ -317,22 +332,18 @@ absl::StatusOr<CudaDevice::LaunchPlan> CudaDevice::PlanQuantized(
   LaunchPlan plan;
   plan.copies = std::move(arena->copies);
   const QuantizedOperands& q = *arena->operands;
-  // A resident operand kept in a layout the kernel does not read (swap-AB, for a call the
-  // swap-AB kernels do not take) is unpacked into the front of the workspace first.
-  if (q.b.layout != kernel.b_layout() && q.b.layout != WeightLayout::kSwapAb) {
-    return absl::InternalError(absl::StrCat(std::string(kernel.name()), " reads B ",
-                                            WeightLayoutName(kernel.b_layout()), "; it is ",
-                                            WeightLayoutName(q.b.layout)));
-  }
-  const Unpacked unpack_b = UnpackedSize(q.b, q.n, q.k, q.b.layout != kernel.b_layout());
-  const Unpacked unpack_a =
-      q.a.has_value() ? UnpackedSize(*q.a, q.m, q.k, q.a->layout != WeightLayout::kCanonical)
-                      : Unpacked{};
-  const int64_t unpacked = unpack_b.bytes + unpack_a.bytes;
+  // An operand in a layout the kernel does not read is re-laid out into the front of the
+  // workspace first: a resident swap-AB weight unpacked for a call the swap-AB kernels do
+  // not take, or a canonical weight packed for a swap-AB kernel (kernel_select.cc says
+  // when that pays). A is read canonical.
+  const Relaid relay_b = RelaidSize(q.b, q.n, q.k, kernel.b_layout());
+  const Relaid relay_a =
+      q.a.has_value() ? RelaidSize(*q.a, q.m, q.k, WeightLayout::kCanonical) : Relaid{};
+  const int64_t unpacked = relay_b.bytes + relay_a.bytes;
   plan.workspace_bytes = static_cast<size_t>(unpacked) + kernel.WorkspaceBytes(q);
   const QuantizedArena regions = *std::move(arena);  // (its copies moved out above)
-  plan.launch = [&kernel, regions, unpack_a, unpack_b](
-                    char* base, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  plan.launch = [&kernel, regions, relay_a, relay_b](char* base, void* workspace,
+                                                     size_t workspace_bytes, cudaStream_t stream) {
     auto at = [base](const void* resident, int64_t offset) -> const void* {
       return resident != nullptr ? resident : base + offset;
     };
@@ -346,12 +357,12 @@ absl::StatusOr<CudaDevice::LaunchPlan> CudaDevice::PlanQuantized(
     const QuantizedOperands& q = *regions.operands;
     char* free_at = static_cast<char*>(workspace);
     if (q.a.has_value()) {
-      if (absl::Status s = Unpack(*q.a, q.m, q.k, unpack_a, &d.a, &d.a_scales, &free_at, stream);
+      if (absl::Status s = Relay(*q.a, q.m, q.k, relay_a, &d.a, &d.a_scales, &free_at, stream);
           !s.ok()) {
         return s;
       }
     }
-    if (absl::Status s = Unpack(q.b, q.n, q.k, unpack_b, &d.b, &d.b_scales, &free_at, stream);
+    if (absl::Status s = Relay(q.b, q.n, q.k, relay_b, &d.b, &d.b_scales, &free_at, stream);
         !s.ok()) {
       return s;
     }

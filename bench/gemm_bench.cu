@@ -1336,34 +1336,38 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
     const int sets = std::min(
         {sets16, nvfp4_a ? sets4 : sets16, SetsFor(caps, static_cast<double>(packed.size()))});
     auto dw = UploadSets(packed, sets);
-    auto launch = [&](int set) {
-      float* c = static_cast<float*>(dc16[set].p);
-      const gemmd::gpu::SwapAbOptions options{gemmd::gpu::SwapAbPath::kWgmma};
-      check(nvfp4_a
-                ? gemmd::gpu::LaunchSwapAbNvfp4xNvfp4(dpa[set].p, dsa[set].p, qa.tensor_scale, m,
-                                                      dw[set].p, tensor_scale, n, k, c, nullptr)
-            : int8
-                ? gemmd::gpu::LaunchSwapAbInt8(da16[set].p, m, dw[set].p, n, k, c, nullptr, options)
-                : gemmd::gpu::LaunchSwapAbNvfp4(da16[set].p, m, dw[set].p, tensor_scale, n, k, c,
-                                                nullptr, options),
-            "swap-AB square");
-    };
-    SquareRow r{
-        shape,
-        gemmd::gpu::SwapAbKernelName(int8, gemmd::gpu::SwapAbPath::kWgmma) + " (swap-AB layout)",
-        nvfp4_a ? "NVFP4 x NVFP4"
-        : int8  ? "FP16 x INT8"
-                : "FP16 x NVFP4",
-        "cuBLAS FP16"};
-    r.ms = MedianMs(o, sets, launch);
-    r.tops = tops(r.ms);
-    r.baseline_tops = cub.tops;
-    CHECK_CUDA(cudaMemset(dc16[0].p, 0xFF, m * n * 4));
-    launch(0);
-    const std::vector<double> ref =
-        DenseRefRows(sample, nvfp4_a ? a_deq.data() : a16f.data(), w_deq.data(), n, k);
-    r.rel_error = SampledError(sample, ref, n, static_cast<const float*>(dc16[0].p));
-    Report(r, rows);
+    for (int waits : {2, 1}) {
+      auto launch = [&](int set) {
+        float* c = static_cast<float*>(dc16[set].p);
+        gemmd::gpu::SwapAbOptions options{gemmd::gpu::SwapAbPath::kWgmma};
+        options.square_waits = waits;
+        check(nvfp4_a ? gemmd::gpu::LaunchSwapAbNvfp4xNvfp4(dpa[set].p, dsa[set].p, qa.tensor_scale,
+                                                            m, dw[set].p, tensor_scale, n, k, c,
+                                                            nullptr, options)
+              : int8  ? gemmd::gpu::LaunchSwapAbInt8(da16[set].p, m, dw[set].p, n, k, c, nullptr,
+                                                     options)
+                      : gemmd::gpu::LaunchSwapAbNvfp4(da16[set].p, m, dw[set].p, tensor_scale, n, k,
+                                                      c, nullptr, options),
+              "swap-AB square");
+      };
+      SquareRow r{shape,
+                  (nvfp4_a ? std::string("swapab_nvfp4xnvfp4_wgmma")
+                           : gemmd::gpu::SwapAbKernelName(int8, gemmd::gpu::SwapAbPath::kWgmma)) +
+                      " (swap-AB layout, " + std::to_string(waits) + " waits a K tile)",
+                  nvfp4_a ? "NVFP4 x NVFP4"
+                  : int8  ? "FP16 x INT8"
+                          : "FP16 x NVFP4",
+                  "cuBLAS FP16"};
+      r.ms = MedianMs(o, sets, launch);
+      r.tops = tops(r.ms);
+      r.baseline_tops = cub.tops;
+      CHECK_CUDA(cudaMemset(dc16[0].p, 0xFF, m * n * 4));
+      launch(0);
+      const std::vector<double> ref =
+          DenseRefRows(sample, nvfp4_a ? a_deq.data() : a16f.data(), w_deq.data(), n, k);
+      r.rel_error = SampledError(sample, ref, n, static_cast<const float*>(dc16[0].p));
+      Report(r, rows);
+    }
   }
 }
 

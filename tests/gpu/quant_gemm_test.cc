@@ -403,9 +403,11 @@ std::vector<SwapAbCase> SwapAbCases() {
                                                                              {300, 784, 2048},
                                                                              {520, 1024, 4096},
                                                                              {256, 512, 8192}}) {
-      cases.push_back({format, m, n, k, {SwapAbPath::kWgmma}});
-      if (format == QuantFormat::kNvfp4) {
-        cases.push_back({format, m, n, k, {SwapAbPath::kWgmma}, /*nvfp4_a=*/true});
+      for (int waits : {1, 2}) {
+        SwapAbOptions options{SwapAbPath::kWgmma};
+        options.square_waits = waits;
+        cases.push_back({format, m, n, k, options});
+        if (format == QuantFormat::kNvfp4) cases.push_back({format, m, n, k, options, true});
       }
     }
   }
@@ -415,12 +417,13 @@ std::vector<SwapAbCase> SwapAbCases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, SwapAbTest, ::testing::ValuesIn(SwapAbCases()),
                          [](const ::testing::TestParamInfo<SwapAbCase>& info) {
                            const SwapAbOptions& o = info.param.options;
-                           return absl::StrCat(QuantFormatName(info.param.format), "_",
-                                               o.path == SwapAbPath::kWgmma ? "wgmma" : "mma", "_",
-                                               info.param.m, "x", info.param.n, "x", info.param.k,
-                                               "_r", o.rows, "_s", o.splits, "_kt",
-                                               o.k_tiles_per_stage, o.warpgroups == 4 ? "_wg4" : "",
-                                               info.param.nvfp4_a ? "_nvfp4_a" : "");
+                           return absl::StrCat(
+                               QuantFormatName(info.param.format), "_",
+                               o.path == SwapAbPath::kWgmma ? "wgmma" : "mma", "_", info.param.m,
+                               "x", info.param.n, "x", info.param.k, "_r", o.rows, "_s", o.splits,
+                               "_kt", o.k_tiles_per_stage, o.warpgroups == 4 ? "_wg4" : "",
+                               o.square_waits > 0 ? absl::StrCat("_w", o.square_waits) : "",
+                               info.param.nvfp4_a ? "_nvfp4_a" : "");
                          });
 
 TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {

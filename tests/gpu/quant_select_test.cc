@@ -247,8 +247,9 @@ TEST(QuantSelectTest, TheCatalogueNamesEachQuantizedKernelOnce) {
     EXPECT_NE(registry.FindQuantized(swapab), nullptr) << swapab;
   }
   EXPECT_EQ(registry.FindQuantized("swapab_nvfp4_wgmma") != nullptr, SwapAbWgmmaBuilt());
+  EXPECT_EQ(registry.FindQuantized("swapab_nvfp4xnvfp4_wgmma") != nullptr, SwapAbWgmmaBuilt());
   EXPECT_EQ(registry.quantized().size(),
-            (SquareWgmmaBuilt() ? 12u : 9u) + (SwapAbWgmmaBuilt() ? 4u : 2u));
+            (SquareWgmmaBuilt() ? 12u : 9u) + (SwapAbWgmmaBuilt() ? 5u : 2u));
 }
 
 }  // namespace

@@ -71,8 +71,9 @@ struct Ring {
 
 // kNvfp4A: A is NVFP4 (codes [m, k/2] through map_a, E4M3 scales [m, k/16] at a_scales),
 // decoded by the producer warpgroup into the stage's FP16 activations; else FP16 through
-// map_a.
-template <bool kInt8, bool kNvfp4A>
+// map_a. kOneWait: a consumer decodes both sets, then issues their wgmmas and waits once a
+// K tile; else it waits for each set's before decoding the next.
+template <bool kInt8, bool kNvfp4A, bool kOneWait>
 __global__ void __launch_bounds__(kThreads, 1)
     SquareSwapAbKernel(const __grid_constant__ CUtensorMap map_a,
                        const uint8_t* __restrict__ a_scales, const uint8_t* __restrict__ packed,
@@ -135,19 +136,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       // Thread 0 fills kStages - 2 K tiles ahead of the decode: waiting for a stage to come
       // back then holds the decode at most two K tiles ahead of the consumers, never less
       // than one. Thread t decodes token m0 + t: its 32 code bytes of the K tile into its
-      // swizzled row of 64 halves, with its 4 scale bytes (read from global memory one K
-      // tile ahead; zeros past m, as TMA gives the codes).
+      // swizzled row of 64 halves, with its 4 scale bytes (read from global memory four K
+      // tiles ahead into a ring of registers; zeros past m, as TMA gives the codes).
       SetMaxRegistersDown<56>();
-      constexpr int kAhead = kStages - 2;
+      constexpr int kAhead = kStages - 2, kScalesAhead = 4;
       const int t = static_cast<int>(threadIdx.x), token = m0 + t;
       for (int kt = 0; kt < min(kAhead, k_tiles) && t == 0; ++kt) fill(kt);
       const uint32_t* const scale_row =
           reinterpret_cast<const uint32_t*>(a_scales + static_cast<int64_t>(token) * k_tiles * 4);
-      uint32_t next = token < m ? scale_row[0] : 0u;
+      uint32_t ring[kScalesAhead];
+#pragma unroll
+      for (int j = 0; j < kScalesAhead; ++j) ring[j] = token < m && j < k_tiles ? scale_row[j] : 0u;
       for (int kt = 0; kt < k_tiles; ++kt) {
         if (t == 0 && kt + kAhead < k_tiles) fill(kt + kAhead);
-        const uint32_t sc = next;
-        if (token < m && kt + 1 < k_tiles) next = scale_row[kt + 1];
+        // The ring's slot kt % 4, rotated so the index stays a constant.
+        const uint32_t sc = ring[0];
+#pragma unroll
+        for (int j = 0; j + 1 < kScalesAhead; ++j) ring[j] = ring[j + 1];
+        ring[kScalesAhead - 1] =
+            token < m && kt + kScalesAhead < k_tiles ? scale_row[kt + kScalesAhead] : 0u;
         const int s = kt % kStages;
         MbarWait(full + s * 8, (kt / kStages) & 1);
         unsigned char* const stage = base_ptr + s * R::kStageBytes;
@@ -189,9 +196,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (kNvfp4A) MbarWait(ready + s * 8, (kt / kStages) & 1);
     const unsigned char* stage = base_ptr + s * R::kStageBytes;
     const uint64_t desc_b = SmemDesc(base + s * R::kStageBytes);
-#pragma unroll
-    for (int set = 0; set < kSets; ++set) {
-      // Tiles past n decode from a mask (no branch near the registers a wgmma reads).
+    // Tiles past n decode from a mask (no branch near the registers a wgmma reads).
+    const auto decode = [&](int set) {
       const int tile = (consumer * kSets + set) * 4 + warp;
       const uint32_t keep = tile < tiles ? ~0u : 0u;
       const swapab::LaneTile lt =
@@ -203,16 +209,37 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int r = 0; r < 4; ++r) a[set][step][r] &= keep;
       }
-      FenceAccumulators(acc[set]);
-      WgmmaFence();
+    };
+    const auto issue = [&](int set) {
 #pragma unroll
       for (int step = 0; step < 4; ++step) {
         // K-major B: +32 bytes (16 halves) a step inside the swizzled rows.
         WgmmaRsF16<kTokens>(acc[set], a[set][step], desc_b + 2 * step);
       }
+    };
+    if constexpr (kOneWait) {
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) decode(set);
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) FenceAccumulators(acc[set]);
+      WgmmaFence();
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) issue(set);
       WgmmaCommit();
       WgmmaWait<0>();
-      FenceAccumulators(acc[set]);
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) FenceAccumulators(acc[set]);
+    } else {
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) {
+        decode(set);
+        FenceAccumulators(acc[set]);
+        WgmmaFence();
+        issue(set);
+        WgmmaCommit();
+        WgmmaWait<0>();
+        FenceAccumulators(acc[set]);
+      }
     }
     // Both sets' wgmmas have retired: the stage goes back to the producer.
     MbarArriveIf(empty + s * 8, threadIdx.x % 128 == 0);
@@ -245,11 +272,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-template <bool kInt8, bool kNvfp4A>
+template <bool kInt8, bool kNvfp4A, bool kOneWait>
 absl::Status Launch(const void* a, const void* a_scales, int64_t m, const void* packed,
                     float out_scale, int64_t n, int64_t k, float* c, cudaStream_t stream) {
   using R = Ring<kInt8, kNvfp4A>;
-  const auto kernel = &SquareSwapAbKernel<kInt8, kNvfp4A>;
+  const auto kernel = &SquareSwapAbKernel<kInt8, kNvfp4A, kOneWait>;
   static std::atomic<uint64_t> configured{0};
   GEMMD_GPU_RETURN_IF_ERROR(
       EnsureDynamicSmem(reinterpret_cast<const void*>(kernel), R::kSmemBytes, &configured));
@@ -270,6 +297,19 @@ absl::Status Launch(const void* a, const void* a_scales, int64_t m, const void* 
   return absl::OkStatus();
 }
 
+template <bool kInt8, bool kNvfp4A>
+absl::Status LaunchWaits(const void* a, const void* a_scales, int64_t m, const void* packed,
+                         float out_scale, int64_t n, int64_t k, float* c, int waits,
+                         cudaStream_t stream) {
+  if (waits != 0 && waits != 1 && waits != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the square swap-AB kernel waits 1 or 2 times a K tile; got ", waits));
+  }
+  return waits == 1
+             ? Launch<kInt8, kNvfp4A, true>(a, a_scales, m, packed, out_scale, n, k, c, stream)
+             : Launch<kInt8, kNvfp4A, false>(a, a_scales, m, packed, out_scale, n, k, c, stream);
+}
+
 absl::Status CheckRows(int64_t m) {
   if (m < 1 || m > kSwapAbWgmmaMaxM) {
     return absl::InvalidArgumentError(absl::StrCat("the square swap-AB kernel takes 1 to ",
@@ -281,18 +321,18 @@ absl::Status CheckRows(int64_t m) {
 }  // namespace
 
 absl::Status LaunchSquareSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
-                                     float out_scale, int64_t n, int64_t k, float* c,
+                                     float out_scale, int64_t n, int64_t k, float* c, int waits,
                                      cudaStream_t stream) {
   GEMMD_GPU_RETURN_IF_ERROR(CheckRows(m));
-  return int8 ? Launch<true, false>(a, nullptr, m, packed, out_scale, n, k, c, stream)
-              : Launch<false, false>(a, nullptr, m, packed, out_scale, n, k, c, stream);
+  return int8 ? LaunchWaits<true, false>(a, nullptr, m, packed, out_scale, n, k, c, waits, stream)
+              : LaunchWaits<false, false>(a, nullptr, m, packed, out_scale, n, k, c, waits, stream);
 }
 
 absl::Status LaunchSquareSwapAbNvfp4A(const void* a_codes, const void* a_scales, int64_t m,
                                       const void* packed, float out_scale, int64_t n, int64_t k,
-                                      float* c, cudaStream_t stream) {
+                                      float* c, int waits, cudaStream_t stream) {
   GEMMD_GPU_RETURN_IF_ERROR(CheckRows(m));
-  return Launch<false, true>(a_codes, a_scales, m, packed, out_scale, n, k, c, stream);
+  return LaunchWaits<false, true>(a_codes, a_scales, m, packed, out_scale, n, k, c, waits, stream);
 }
 
 }  // namespace gemmd::gpu::internal

@@ -211,7 +211,8 @@ absl::Status LaunchSwapAb(bool int8, const void* a, int64_t m, const void* packe
   if (c == nullptr) return absl::InvalidArgumentError("the swap-AB kernel needs C");
 #if defined(GEMMD_HAVE_SM90A)
   if (*path == SwapAbPath::kWgmma && m > kSwapAbMaxM) {
-    return internal::LaunchSquareSwapAbWgmma(int8, a, m, packed, out_scale, n, k, c, stream);
+    return internal::LaunchSquareSwapAbWgmma(int8, a, m, packed, out_scale, n, k, c,
+                                             options.square_waits, stream);
   }
   if (*path == SwapAbPath::kWgmma) {
     return internal::LaunchSwapAbWgmma(int8, a, m, packed, out_scale, n, k, c, options.rows,
@@ -235,7 +236,7 @@ absl::Status LaunchSwapAbNvfp4(const void* a, int64_t m, const void* packed, flo
 absl::Status LaunchSwapAbNvfp4xNvfp4(const void* a_codes, const void* a_scales,
                                      float a_tensor_scale, int64_t m, const void* packed,
                                      float tensor_scale, int64_t n, int64_t k, float* c,
-                                     cudaStream_t stream) {
+                                     cudaStream_t stream, const SwapAbOptions& options) {
   const absl::StatusOr<SwapAbPath> path = ResolveSwapAbPath(SwapAbPath::kWgmma);
   if (!path.ok()) return path.status();
   if (absl::Status runs = SwapAbRuns(a_codes, m, packed, n, k, *path); !runs.ok()) return runs;
@@ -245,8 +246,9 @@ absl::Status LaunchSwapAbNvfp4xNvfp4(const void* a_codes, const void* a_scales,
   if (c == nullptr) return absl::InvalidArgumentError("the swap-AB kernel needs C");
 #if defined(GEMMD_HAVE_SM90A)
   // Both decodes leave their products times 2^-7 (ScalePair, nvfp4::ScaleHalf2).
-  return internal::LaunchSquareSwapAbNvfp4A(
-      a_codes, a_scales, m, packed, a_tensor_scale * tensor_scale * 16384.0f, n, k, c, stream);
+  return internal::LaunchSquareSwapAbNvfp4A(a_codes, a_scales, m, packed,
+                                            a_tensor_scale * tensor_scale * 16384.0f, n, k, c,
+                                            options.square_waits, stream);
 #else
   return absl::InternalError("unreachable: wgmma resolved in a build without sm_90a");
 #endif

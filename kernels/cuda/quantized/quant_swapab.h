@@ -51,6 +51,7 @@ struct SwapAbOptions {
   int splits = 0;    // wgmma: K split over a cluster of 1, 2, 4 or 8 blocks (0: chosen)
   int k_tiles_per_stage = 0;  // wgmma: K tiles of 64 a pipeline stage, 1 or 4 (0: chosen)
   int warpgroups = 0;         // wgmma: consumer warpgroups a block, 2 or 4 (4: 256 rows; 0: 2)
+  int square_waits = 0;       // wgmma past 64 rows: waits a K tile, 1 or 2 (0: chosen)
 };
 
 // The path `options.path` resolves to on the current device; FAILED_PRECONDITION for
@@ -76,7 +77,7 @@ absl::Status LaunchSwapAbNvfp4(const void* a, int64_t m, const void* packed, flo
 absl::Status LaunchSwapAbNvfp4xNvfp4(const void* a_codes, const void* a_scales,
                                      float a_tensor_scale, int64_t m, const void* packed,
                                      float tensor_scale, int64_t n, int64_t k, float* c,
-                                     cudaStream_t stream);
+                                     cudaStream_t stream, const SwapAbOptions& options = {});
 
 // The same for an INT8 weight in its swap-AB layout (values, then the FP32 row scales).
 absl::Status LaunchSwapAbInt8(const void* a, int64_t m, const void* packed, int64_t n, int64_t k,

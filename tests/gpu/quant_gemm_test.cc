@@ -395,14 +395,16 @@ std::vector<SwapAbCase> SwapAbCases() {
       }
     }
     // wgmma past 64 rows of A: blocks of 128 tokens, whole and partial, and of a band of 256
-    // weight rows, whole and short; K from one tile to 8192.
+    // weight rows, whole and short; K from one tile to 8192, and 16384 (FP16 A: 64 tokens a
+    // block, the sums promoted).
     for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{65, 16, 64},
                                                                              {100, 272, 192},
                                                                              {128, 256, 1024},
                                                                              {129, 528, 640},
                                                                              {300, 784, 2048},
                                                                              {520, 1024, 4096},
-                                                                             {256, 512, 8192}}) {
+                                                                             {256, 512, 8192},
+                                                                             {200, 256, 16384}}) {
       for (int waits : {1, 2}) {
         SwapAbOptions options{SwapAbPath::kWgmma};
         options.square_waits = waits;

@@ -8,17 +8,19 @@
 // decoded: each lane decodes its 16 code bytes of a super-tile (kernels/quant_prepack.h)
 // straight into its A fragments, a few operations for a 64 x 128 x 64 piece of work, and
 // the activations arrive by TMA as the dense kernel's B does.
-// How: a block of one producer warpgroup (one thread working, its registers given back
-// with setmaxnreg) and two consumer warpgroups owns a band of 256 weight rows (two sets of
-// 64 rows a warpgroup) and 128 tokens. The producer fills a ring of stages, each one K tile
-// of 64: the band's codes (values) in one bulk copy, its scale bytes in another, and one
-// TMA box of the 128 tokens' activations (128-byte swizzle, zeros past k and m). A
-// consumer warpgroup, per K tile and set, waits until that set's wgmmas of the previous K
-// tile have retired (the other set's may still run), decodes its tile into the set's A
-// fragments and issues four m64n128k16 wgmmas: the decode of one set overlaps the other
-// set's wgmmas. A stage goes back to the producer once both sets' wgmmas that read it
-// have retired. The epilogue stores each accumulator straight to C: the 8 lanes of a row
-// group write 32 consecutive bytes of one token's row, whole sectors.
+// How: a block of one producer warpgroup and two consumer warpgroups owns a band of 256
+// weight rows (two sets of 64 rows a warpgroup) and 128 tokens (FP16 A past 8192 of K: 64,
+// the accumulators added into FP32 sums every 1024 of K). One producer thread fills a ring
+// of stages, each one K tile of 64: the band's codes (values) in one bulk copy, its scale
+// bytes in another, and one TMA box of the tokens' activations (128-byte swizzle, zeros
+// past k and m); NVFP4 A arrives as codes, and the producer warpgroup's 128 threads decode
+// a token each into the stage's FP16 rows. A consumer warp decodes its 16-row tile of a
+// set into A fragments and issues four m64nNk16 wgmmas, and waits for them before the
+// other set (or decodes both sets and waits once a K tile): the two consumer warpgroups
+// overlap each other's decode. (Waiting with one set's wgmmas still in flight made ptxas
+// serialize them all.) A stage goes back to the producer once both sets' wgmmas that
+// read it have retired. The epilogue stores each accumulator straight to C: the 8 lanes
+// of a row group write 32 consecutive bytes of one token's row, whole sectors.
 // Built only for sm_90a.
 #include <cuda.h>
 #include <cuda_fp16.h>
@@ -40,21 +42,21 @@
 namespace gemmd::gpu::internal {
 namespace {
 
-constexpr int kTokens = 128;   // a block's tokens: wgmma's N
 constexpr int kSets = 2;       // sets of 64 weight rows a consumer warpgroup
 constexpr int kConsumers = 2;  // consumer warpgroups
 constexpr int kThreads = 128 * (kConsumers + 1);
 constexpr int kRows = 64 * kSets * kConsumers;  // a band
 constexpr int kTiles = kRows / 16;
-constexpr int kActBytes = kTokens * swapab::kSuperTileK * 2;  // one K tile's activations
 static_assert(kTiles == swapab::kBandTiles, "a block holds a whole band");
 
+constexpr int kLongK = 8192;  // past this, FP16 A's sums are promoted (kTokens = 64)
 constexpr int kCodeRowBytes = swapab::kSuperTileK / 2;  // NVFP4 A: a token's codes of a K tile
 
 // A stage: the activations of one K tile ([128 tokens][64 halves], 128-byte swizzle), the
 // band's codes (values) and scales, and for NVFP4 A the tokens' codes as they arrive.
-template <bool kInt8, bool kNvfp4A>
+template <bool kInt8, bool kNvfp4A, int kTokens>
 struct Ring {
+  static constexpr int kActBytes = kTokens * swapab::kSuperTileK * 2;  // a K tile's activations
   static constexpr int kTileBytes = swapab::kTileBytes<kInt8>;
   static constexpr int kScaleBytes = kInt8 ? 0 : swapab::kScaleTileBytes;
   static constexpr int kCodesAt = kActBytes;
@@ -72,15 +74,20 @@ struct Ring {
 // kNvfp4A: A is NVFP4 (codes [m, k/2] through map_a, E4M3 scales [m, k/16] at a_scales),
 // decoded by the producer warpgroup into the stage's FP16 activations; else FP16 through
 // map_a. kOneWait: a consumer decodes both sets, then issues their wgmmas and waits once a
-// K tile; else it waits for each set's before decoding the next.
-template <bool kInt8, bool kNvfp4A, bool kOneWait>
+// K tile; else it waits for each set's before decoding the next. kTokens: 128, or 64 with
+// the accumulators added into FP32 sums every kPromoteTiles K tiles (for long K: one FP32
+// chain over 8192 of K already errs by 7e-6 against FP64, and the error grows with it).
+template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens>
 __global__ void __launch_bounds__(kThreads, 1)
     SquareSwapAbKernel(const __grid_constant__ CUtensorMap map_a,
                        const uint8_t* __restrict__ a_scales, const uint8_t* __restrict__ packed,
                        float out_scale, int m, int n, int k_tiles, float* __restrict__ c) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using R = Ring<kInt8, kNvfp4A>;
-  constexpr int kStages = R::kStages;
+  using R = Ring<kInt8, kNvfp4A, kTokens>;
+  constexpr int kStages = R::kStages, kActBytes = R::kActBytes;
+  constexpr bool kPromote = kTokens == 64;
+  constexpr int kPromoteTiles = 16;
+  static_assert(kTokens == 128 || (kTokens == 64 && !kNvfp4A), "128 tokens, or 64 of FP16 A");
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t base = (raw + 1023u) & ~1023u;  // swizzle atoms are 1024-aligned
@@ -183,11 +190,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   const int consumer = wg - 1, warp = static_cast<int>(threadIdx.x) / 32 % 4;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  float acc[kSets][kTokens / 2];
+  float acc[kSets][kTokens / 2], sums[kSets][kPromote ? kTokens / 2 : 1];
 #pragma unroll
   for (int set = 0; set < kSets; ++set) {
 #pragma unroll
-    for (int i = 0; i < kTokens / 2; ++i) acc[set][i] = 0.0f;
+    for (int i = 0; i < kTokens / 2; ++i) {
+      acc[set][i] = 0.0f;
+      if constexpr (kPromote) sums[set][i] = 0.0f;
+    }
   }
   uint32_t a[kSets][4][4];
   for (int kt = 0; kt < k_tiles; ++kt) {
@@ -243,6 +253,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     // Both sets' wgmmas have retired: the stage goes back to the producer.
     MbarArriveIf(empty + s * 8, threadIdx.x % 128 == 0);
+    if (kPromote && ((kt + 1) % kPromoteTiles == 0 || kt + 1 == k_tiles)) {
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) {
+#pragma unroll
+        for (int i = 0; i < kTokens / 2; ++i) {
+          if constexpr (kPromote) sums[set][i] += acc[set][i];
+          acc[set][i] = 0.0f;
+        }
+      }
+    }
   }
 
   // Accumulator i of a set: row 16 warp + g (+8 for i % 4 >= 2), token 8 (i / 4) + 2t + i % 2.
@@ -261,8 +281,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int token = m0 + 8 * j + 2 * t + e;
-          if (token < m)
-            c[static_cast<int64_t>(token) * n + row] = acc[set][4 * j + 2 * h + e] * scale;
+          float v;
+          if constexpr (kPromote) {
+            v = sums[set][4 * j + 2 * h + e];
+          } else {
+            v = acc[set][4 * j + 2 * h + e];
+          }
+          if (token < m) c[static_cast<int64_t>(token) * n + row] = v * scale;
         }
       }
     }
@@ -272,11 +297,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-template <bool kInt8, bool kNvfp4A, bool kOneWait>
+template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens>
 absl::Status Launch(const void* a, const void* a_scales, int64_t m, const void* packed,
                     float out_scale, int64_t n, int64_t k, float* c, cudaStream_t stream) {
-  using R = Ring<kInt8, kNvfp4A>;
-  const auto kernel = &SquareSwapAbKernel<kInt8, kNvfp4A, kOneWait>;
+  using R = Ring<kInt8, kNvfp4A, kTokens>;
+  const auto kernel = &SquareSwapAbKernel<kInt8, kNvfp4A, kOneWait, kTokens>;
   static std::atomic<uint64_t> configured{0};
   GEMMD_GPU_RETURN_IF_ERROR(
       EnsureDynamicSmem(reinterpret_cast<const void*>(kernel), R::kSmemBytes, &configured));
@@ -305,9 +330,20 @@ absl::Status LaunchWaits(const void* a, const void* a_scales, int64_t m, const v
     return absl::InvalidArgumentError(
         absl::StrCat("the square swap-AB kernel waits 1 or 2 times a K tile; got ", waits));
   }
+  // FP16 A past kLongK: 64 tokens a block, their sums promoted (NVFP4 A's products have
+  // few significant bits, and one chain keeps them to 5e-8 at 8192 of K).
+  if constexpr (!kNvfp4A) {
+    if (k > kLongK) {
+      return waits == 1 ? Launch<kInt8, false, true, 64>(a, a_scales, m, packed, out_scale, n, k, c,
+                                                         stream)
+                        : Launch<kInt8, false, false, 64>(a, a_scales, m, packed, out_scale, n, k,
+                                                          c, stream);
+    }
+  }
   return waits == 1
-             ? Launch<kInt8, kNvfp4A, true>(a, a_scales, m, packed, out_scale, n, k, c, stream)
-             : Launch<kInt8, kNvfp4A, false>(a, a_scales, m, packed, out_scale, n, k, c, stream);
+             ? Launch<kInt8, kNvfp4A, true, 128>(a, a_scales, m, packed, out_scale, n, k, c, stream)
+             : Launch<kInt8, kNvfp4A, false, 128>(a, a_scales, m, packed, out_scale, n, k, c,
+                                                  stream);
 }
 
 absl::Status CheckRows(int64_t m) {

@@ -26,7 +26,7 @@
 namespace gemmd::gpu {
 
 inline constexpr int64_t kSwapAbMaxM = 64;  // mma.sync's rows of A; wgmma's up to 64 ...
-inline constexpr int64_t kSwapAbWgmmaMaxM = int64_t{65535} * 128;  // ... and past 64, these
+inline constexpr int64_t kSwapAbWgmmaMaxM = int64_t{65535} * 64;  // ... and past 64, these
 
 enum class SwapAbPath {
   kAuto,  // wgmma where it runs, else mma.sync (per shape once measured: docs/KERNELS.md)

@@ -26,10 +26,10 @@ absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* 
                                cudaStream_t stream);
 
 // The same for more than 64 rows of A (quant_square_swapab_sm90a.cu): blocks of a band of
-// 256 weight rows x 128 tokens, m <= kSwapAbWgmmaMaxM (quant_swapab.h; grid y counts the
-// token blocks), K whole in each block. `waits`: wgmma waits a K tile, 1 (both sets'
-// wgmmas at once) or 2 (one set's while the other decodes; 0: chosen). INVALID_ARGUMENT for
-// m or waits out of range, INTERNAL for CUDA errors.
+// 256 weight rows x 128 tokens (64 for FP16 A past 8192 of K), m <= kSwapAbWgmmaMaxM
+// (quant_swapab.h; grid y counts the token blocks), K whole in each block. `waits`: wgmma waits a K
+// tile, 1 (both sets' wgmmas at once) or 2 (one set's while the other decodes; 0: chosen).
+// INVALID_ARGUMENT for m or waits out of range, INTERNAL for CUDA errors.
 absl::Status LaunchSquareSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
                                      float out_scale, int64_t n, int64_t k, float* c, int waits,
                                      cudaStream_t stream);

@@ -212,6 +212,9 @@ struct Options {
   int swapab_splits = 0;  // --swapab-splits=1|2|4|8: its K split (0: chosen)
   // --swapab-warpgroups=4: also its 256-row blocks of four warpgroups (4 K tiles a stage)
   int swapab_warpgroups = 0;
+  // --swapab-band=128: also the wgmma kernel on bands of 128 rows (each 128-row slab
+  // prepacked alone), 128 rows a block: one copy of codes and one of scales a stage.
+  int swapab_band = 0;
   DataType skinny_a = DataType::kFloat16;       // --skinny-a=float16|bfloat16
   gemmd::gpu::SkinnyQuantizedTuning skinny;  // --skinny-k-splits, --skinny-stages, --skinny-path
 };
@@ -288,6 +291,8 @@ Options ParseOptions(int argc, char** argv) {
       o.swapab_splits = std::atoi(v.c_str());
     } else if (Flag(arg, "--swapab-warpgroups", &v)) {
       o.swapab_warpgroups = std::atoi(v.c_str());
+    } else if (Flag(arg, "--swapab-band", &v)) {
+      o.swapab_band = std::atoi(v.c_str());
     } else if (Flag(arg, "--skinny-formats", &v) && !v.empty()) {
       o.skinny_formats.clear();
       std::stringstream list(v);
@@ -314,7 +319,7 @@ Options ParseOptions(int argc, char** argv) {
                    "[--device=D] [--no-check] [--paired] [--with-copies]\n"
                    "       [--quantized [--skinny-m=M,...] [--skinny-shapes=NxK,...] "
                    "[--skinny-formats=nvfp4,int8] [--swapab-l2-ahead=N] [--swapab-rows=128|256] "
-                   "[--swapab-splits=1|2|4|8] [--swapab-warpgroups=4] "
+                   "[--swapab-splits=1|2|4|8] [--swapab-warpgroups=4] [--swapab-band=128] "
                    "[--skinny-a=float16|bfloat16] "
                    "[--skinny-k-splits=N] [--skinny-stages=S]\n"
                    "                    [--skinny-path=auto|stream|ring|regs|classic]]\n"
@@ -948,6 +953,33 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
       CHECK_CUDA(
           cudaMemcpy(d_packed.back().p, packed.data(), packed.size(), cudaMemcpyHostToDevice));
     }
+    // Bands of 128 rows: each 128-row slab is a weight of one band, prepacked alone into its
+    // slab of the code (value) region and of the scale region; INT8's row scales follow.
+    std::vector<DevMem> d_packed128;
+    if (o.swapab_band == 128 && n % 128 == 0) {
+      std::vector<uint8_t> packed128(packed.size());
+      const int64_t row_data = int8 ? k : k / 2;
+      for (int64_t r0 = 0; r0 < n; r0 += 128) {
+        const uint8_t* slab = reinterpret_cast<const uint8_t*>(data.data()) + r0 * row_data;
+        const absl::Status st =
+            int8 ? gemmd::PrepackInt8SwapAbValues(reinterpret_cast<const int8_t*>(slab), 128, k,
+                                                  packed128.data() + r0 * row_data)
+                 : gemmd::PrepackNvfp4SwapAbRegions(
+                       slab, reinterpret_cast<const uint8_t*>(scales.data()) + r0 * k / 16, 128, k,
+                       packed128.data() + r0 * row_data,
+                       packed128.data() + n * row_data + r0 * k / 16);
+        if (!st.ok()) {
+          std::cerr << "swap-AB prepack (bands of 128): " << st << "\n";
+          std::exit(1);
+        }
+      }
+      if (int8) std::memcpy(packed128.data() + n * k, scales.data(), scales.size());
+      for (int i = 0; i < sets; ++i) {
+        d_packed128.emplace_back(packed128.size());
+        CHECK_CUDA(cudaMemcpy(d_packed128.back().p, packed128.data(), packed128.size(),
+                              cudaMemcpyHostToDevice));
+      }
+    }
     // mma.sync without and with the L2 requests ahead (--swapab-l2-ahead=N; 0: without
     // only), then wgmma where it runs.
     std::vector<gemmd::gpu::SwapAbOptions> variants;
@@ -964,15 +996,21 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
       if (o.swapab_warpgroups == 4) {
         variants.push_back({gemmd::gpu::SwapAbPath::kWgmma, 0, 256, o.swapab_splits, 4, 4});
       }
+      if (!d_packed128.empty()) {
+        gemmd::gpu::SwapAbOptions band128{gemmd::gpu::SwapAbPath::kWgmma, 0, 128, o.swapab_splits,
+                                          4};
+        band128.band_rows = 128;
+        variants.push_back(band128);
+      }
     }
     for (const gemmd::gpu::SwapAbOptions& options : variants) {
+      const std::vector<DevMem>& weights = options.band_rows == 128 ? d_packed128 : d_packed;
       auto launch_swapab = [&](int set) {
         float* c = static_cast<float*>(d_c.p);
         const absl::Status st =
-            int8
-                ? gemmd::gpu::LaunchSwapAbInt8(d_a.p, m, d_packed[set].p, n, k, c, nullptr, options)
-                : gemmd::gpu::LaunchSwapAbNvfp4(d_a.p, m, d_packed[set].p, tensor_scale, n, k, c,
-                                                nullptr, options);
+            int8 ? gemmd::gpu::LaunchSwapAbInt8(d_a.p, m, weights[set].p, n, k, c, nullptr, options)
+                 : gemmd::gpu::LaunchSwapAbNvfp4(d_a.p, m, weights[set].p, tensor_scale, n, k, c,
+                                                 nullptr, options);
         if (!st.ok()) {
           std::cerr << "swap-AB: " << st << "\n";
           std::exit(1);
@@ -984,7 +1022,8 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
           (options.l2_ahead > 0 ? " (L2 ahead " + std::to_string(options.l2_ahead) + ")" : "") +
           (options.k_tiles_per_stage > 0
                ? " (" + std::to_string(options.k_tiles_per_stage) + " K tiles a stage" +
-                     (options.warpgroups == 4 ? ", 4 warpgroups)" : ")")
+                     (options.warpgroups == 4 ? ", 4 warpgroups" : "") +
+                     (options.band_rows == 128 ? ", bands of 128 rows)" : ")")
                : "");
       sw.ms = MedianMs(o, sets, launch_swapab);
       sw.rel_error = c_error(launch_swapab);

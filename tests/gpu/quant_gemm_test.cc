@@ -299,20 +299,30 @@ TEST_P(SwapAbTest, MatchesDequantizedReference) {
   std::vector<float> b_deq(static_cast<size_t>(c.n * c.k));
   std::vector<uint8_t> packed;
   float tensor_scale = 1.0f;
+  // Bands of `band` rows: each slab of that many rows prepacked alone (a slab of 256 rows
+  // or fewer is one band of the layout).
+  const int64_t band = c.options.band_rows == 128 ? 128 : c.n;
   if (c.format == QuantFormat::kInt8) {
     const Int8Matrix q = *QuantizeInt8(w, c.n, c.k);
     DequantizeInt8(q, b_deq.data());
     packed.resize(q.values.size() + 4 * q.scales.size());
-    ASSERT_TRUE(PrepackInt8SwapAb(q.values.data(),
-                                  reinterpret_cast<const uint8_t*>(q.scales.data()), c.n, c.k,
-                                  packed.data())
-                    .ok());
+    for (int64_t r0 = 0; r0 < c.n; r0 += band) {
+      ASSERT_TRUE(
+          PrepackInt8SwapAbValues(q.values.data() + r0 * c.k, band, c.k, packed.data() + r0 * c.k)
+              .ok());
+    }
+    std::memcpy(packed.data() + c.n * c.k, q.scales.data(), 4 * q.scales.size());
   } else {
     const Nvfp4Matrix q = *QuantizeNvfp4(w, c.n, c.k);
     ASSERT_TRUE(DequantizeNvfp4(q, b_deq.data()).ok());
     packed.resize(q.packed.size() + q.block_scales.size());
-    ASSERT_TRUE(
-        PrepackNvfp4SwapAb(q.packed.data(), q.block_scales.data(), c.n, c.k, packed.data()).ok());
+    for (int64_t r0 = 0; r0 < c.n; r0 += band) {
+      ASSERT_TRUE(PrepackNvfp4SwapAbRegions(q.packed.data() + r0 * c.k / 2,
+                                            q.block_scales.data() + r0 * c.k / 16, band, c.k,
+                                            packed.data() + r0 * c.k / 2,
+                                            packed.data() + c.n * c.k / 2 + r0 * c.k / 16)
+                      .ok());
+    }
     tensor_scale = q.tensor_scale;
   }
 
@@ -394,6 +404,13 @@ std::vector<SwapAbCase> SwapAbCases() {
         cases.push_back({format, m, n, k, {SwapAbPath::kWgmma, 0, rows, splits, 4, 4}});
       }
     }
+    // Bands of 128 rows, 128 rows a block (gemm-bench --swapab-band=128).
+    for (auto [m, n, k, splits] : std::vector<std::tuple<int64_t, int64_t, int64_t, int>>{
+             {1, 128, 64, 1}, {5, 384, 704, 0}, {16, 1024, 2048, 2}, {64, 8192, 1024, 0}}) {
+      SwapAbOptions options{SwapAbPath::kWgmma, 0, 128, splits, 4};
+      options.band_rows = 128;
+      cases.push_back({format, m, n, k, options});
+    }
     // wgmma past 64 rows of A: blocks of 128 tokens, whole and partial, and of a band of 256
     // weight rows, whole and short; K from one tile to 8192, and 16384 (FP16 A: 64 tokens a
     // block, the sums promoted).
@@ -425,6 +442,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SwapAbTest, ::testing::ValuesIn(SwapAbCases()),
                                "x", info.param.n, "x", info.param.k, "_r", o.rows, "_s", o.splits,
                                "_kt", o.k_tiles_per_stage, o.warpgroups == 4 ? "_wg4" : "",
                                o.square_waits > 0 ? absl::StrCat("_w", o.square_waits) : "",
+                               o.band_rows > 0 ? absl::StrCat("_band", o.band_rows) : "",
                                info.param.nvfp4_a ? "_nvfp4_a" : "");
                          });
 

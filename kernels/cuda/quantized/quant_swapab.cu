@@ -215,9 +215,7 @@ absl::Status LaunchSwapAb(bool int8, const void* a, int64_t m, const void* packe
                                              options.square_waits, stream);
   }
   if (*path == SwapAbPath::kWgmma) {
-    return internal::LaunchSwapAbWgmma(int8, a, m, packed, out_scale, n, k, c, options.rows,
-                                       options.splits, options.k_tiles_per_stage,
-                                       options.warpgroups, stream);
+    return internal::LaunchSwapAbWgmma(int8, a, m, packed, out_scale, n, k, c, options, stream);
   }
 #endif
   return int8 ? LaunchFor<true>(a, m, packed, out_scale, n, k, c, options.l2_ahead, stream)

@@ -52,6 +52,10 @@ struct SwapAbOptions {
   int k_tiles_per_stage = 0;  // wgmma: K tiles of 64 a pipeline stage, 1 or 4 (0: chosen)
   int warpgroups = 0;         // wgmma: consumer warpgroups a block, 2 or 4 (4: 256 rows; 0: 2)
   int square_waits = 0;       // wgmma past 64 rows: waits a K tile, 1 or 2 (0: chosen)
+  // wgmma up to 64 rows: the rows of the layout's bands, 256 (0: as kernels/quant_prepack.h
+  // lays them out) or 128 (each 128-row slab prepacked alone, with 128 rows a block; the
+  // store keeps 256): a sweep of the copies a stage takes (gemm-bench --swapab-band=128).
+  int band_rows = 0;
 };
 
 // The path `options.path` resolves to on the current device; FAILED_PRECONDITION for

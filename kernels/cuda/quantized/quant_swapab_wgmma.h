@@ -9,21 +9,20 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "kernels/cuda/quantized/quant_swapab.h"
 
 namespace gemmd::gpu::internal {
 
 // C[m, n] = A[m, k] (FP16) * dequant(W)^T * out_scale for W [n, k] in its swap-AB layout
 // (NVFP4, or INT8 with `int8`, whose row scales are applied too); the operands already
-// checked (SwapAbRuns). `rows`: weight rows a block, 128 or 256 (0: chosen); `splits`: K
-// split over a cluster of 1, 2, 4 or 8 blocks (0: chosen to fill the GPU);
-// `k_tiles_per_stage`: K tiles of 64 a pipeline stage carries, 1 or 4 (0: chosen);
-// `warpgroups`: consumer warpgroups a block, 2 or 4 (4: 256 rows, one set of 64 a
-// warpgroup, 4 K tiles a stage; 0: 2). INVALID_ARGUMENT for other values, INTERNAL for
-// CUDA errors.
+// checked (SwapAbRuns), 1 <= m <= 64. The options' wgmma knobs (quant_swapab.h): `rows`
+// weight rows a block, 128 or 256; `splits` the K split over a cluster of 1, 2, 4 or 8
+// blocks; `k_tiles_per_stage` 1 or 4; `warpgroups` 2 or 4 (4: 256 rows, one set of 64 a
+// warpgroup, 4 K tiles a stage); `band_rows` 256 or 128 (with 128 rows a block); 0 for
+// the chosen value. INVALID_ARGUMENT for other values, INTERNAL for CUDA errors.
 absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
-                               float out_scale, int64_t n, int64_t k, float* c, int rows,
-                               int splits, int k_tiles_per_stage, int warpgroups,
-                               cudaStream_t stream);
+                               float out_scale, int64_t n, int64_t k, float* c,
+                               const SwapAbOptions& options, cudaStream_t stream);
 
 // The same for more than 64 rows of A (quant_square_swapab_sm90a.cu): blocks of a band of
 // 256 weight rows x 128 tokens (64 for FP16 A past 8192 of K), m <= kSwapAbWgmmaMaxM

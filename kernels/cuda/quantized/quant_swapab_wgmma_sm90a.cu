@@ -37,6 +37,7 @@
 #include "kernels/cuda/common/tensor_map.h"
 #include "kernels/cuda/common/tma_sm90a.cuh"
 #include "kernels/cuda/common/wgmma_sm90a.cuh"
+#include "kernels/cuda/quantized/quant_swapab.h"
 #include "kernels/cuda/quantized/quant_swapab_device.cuh"
 #include "kernels/cuda/quantized/quant_swapab_wgmma.h"
 
@@ -88,7 +89,7 @@ __device__ __forceinline__ int RealKTiles(int i, int k_count) {
 template <bool kInt8, int kN, int kSets, int kKt, int kWgs>
 __global__ void __launch_bounds__(Threads(kWgs), BlocksPerSm(kN, kSets, kWgs))
     SwapAbWgmmaKernel(const __grid_constant__ CUtensorMap map_a, const uint8_t* __restrict__ packed,
-                      float out_scale, int m, int n, int k_tiles, int stages,
+                      float out_scale, int m, int n, int k_tiles, int stages, int bands_of,
                       float* __restrict__ c) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = Shape<kInt8, kN, kSets, kKt, kWgs>;
@@ -112,11 +113,12 @@ __global__ void __launch_bounds__(Threads(kWgs), BlocksPerSm(kN, kSets, kWgs))
   // at one K tile they are consecutive super-tiles from band_at + kt * band_tiles, so for
   // a whole band the stage's K tiles are consecutive too.
   const int row_tiles = n / 16, tile0 = static_cast<int>(blockIdx.x) * S::kTiles;
-  const int band = tile0 / swapab::kBandTiles;
-  const int band_tiles = min(swapab::kBandTiles, row_tiles - band * swapab::kBandTiles);
+  // (`bands_of` row tiles a band: the layout's kBandTiles, or fewer where the weight was
+  // laid out in narrower bands, each band alone; a block is never wider than a band.)
+  const int band = tile0 / bands_of;
+  const int band_tiles = min(bands_of, row_tiles - band * bands_of);
   const int tiles = min(S::kTiles, row_tiles - tile0);
-  const int64_t band_at =
-      static_cast<int64_t>(band) * swapab::kBandTiles * k_tiles + tile0 % swapab::kBandTiles;
+  const int64_t band_at = static_cast<int64_t>(band) * bands_of * k_tiles + tile0 % bands_of;
   if (threadIdx.x == 0) InitRingBarriers<kMaxStages>(full, empty, kWgs);
   __syncthreads();
 
@@ -351,10 +353,17 @@ absl::StatusOr<Plan> PlanFor(int64_t n, int64_t k, int splits_override) {
   return plan;
 }
 
+// The run-time knobs below the templates: the K split (0: chosen) and the layout's band
+// width in row tiles.
+struct Knobs {
+  int splits = 0;
+  int bands_of = swapab::kBandTiles;
+};
+
 template <bool kInt8, int kN, int kSets, int kKt, int kWgs>
 absl::Status Launch(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
-                    int64_t k, float* c, int splits, cudaStream_t stream) {
-  const absl::StatusOr<Plan> plan = PlanFor<kInt8, kN, kSets, kKt, kWgs>(n, k, splits);
+                    int64_t k, float* c, const Knobs& knobs, cudaStream_t stream) {
+  const absl::StatusOr<Plan> plan = PlanFor<kInt8, kN, kSets, kKt, kWgs>(n, k, knobs.splits);
   if (!plan.ok()) return plan.status();
   // The activations: one K tile's box of [kN tokens][64 halves]; with several K tiles a
   // stage, A seen as [k / 64 K tiles][m][64] and a box of kKt K tiles.
@@ -369,19 +378,19 @@ absl::Status Launch(const void* a, int64_t m, const void* packed, float out_scal
   cudaLaunchAttribute cluster;
   const cudaLaunchConfig_t config = SplitKClusterConfig(
       plan->row_blocks, plan->splits, Threads(kWgs), plan->smem, stream, &cluster);
-  RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(&config, SwapAbWgmmaKernel<kInt8, kN, kSets, kKt, kWgs>,
-                                          map_a, static_cast<const uint8_t*>(packed), out_scale,
-                                          static_cast<int>(m), static_cast<int>(n),
-                                          static_cast<int>(k_tiles), plan->stages, c));
+  RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(
+      &config, SwapAbWgmmaKernel<kInt8, kN, kSets, kKt, kWgs>, map_a,
+      static_cast<const uint8_t*>(packed), out_scale, static_cast<int>(m), static_cast<int>(n),
+      static_cast<int>(k_tiles), plan->stages, knobs.bands_of, c));
   return absl::OkStatus();
 }
 
 template <bool kInt8, int kSets, int kKt, int kWgs = 2>
 absl::Status LaunchTokens(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
-                          int64_t k, float* c, int splits, cudaStream_t stream) {
+                          int64_t k, float* c, const Knobs& knobs, cudaStream_t stream) {
   const auto go = [&](auto tokens) {
     return Launch<kInt8, decltype(tokens)::value, kSets, kKt, kWgs>(a, m, packed, out_scale, n, k,
-                                                                    c, splits, stream);
+                                                                    c, knobs, stream);
   };
   if (m <= 8) return go(std::integral_constant<int, 8>{});
   if (m <= 16) return go(std::integral_constant<int, 16>{});
@@ -391,29 +400,30 @@ absl::Status LaunchTokens(const void* a, int64_t m, const void* packed, float ou
 
 template <bool kInt8>
 absl::Status LaunchFormat(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
-                          int64_t k, float* c, int rows, int splits, int k_tiles_per_stage,
-                          int warpgroups, cudaStream_t stream) {
+                          int64_t k, float* c, int rows, int k_tiles_per_stage, int warpgroups,
+                          const Knobs& knobs, cudaStream_t stream) {
   if (rows == 256) {
     // Four warpgroups of one set: a warp decodes one tile a K tile, as with 128 rows, and
     // the block still holds a whole band (one copy of codes and one of scales a stage).
     if (warpgroups == 4) {
-      return LaunchTokens<kInt8, 1, 4, 4>(a, m, packed, out_scale, n, k, c, splits, stream);
+      return LaunchTokens<kInt8, 1, 4, 4>(a, m, packed, out_scale, n, k, c, knobs, stream);
     }
     return k_tiles_per_stage == 4
-               ? LaunchTokens<kInt8, 2, 4>(a, m, packed, out_scale, n, k, c, splits, stream)
-               : LaunchTokens<kInt8, 2, 1>(a, m, packed, out_scale, n, k, c, splits, stream);
+               ? LaunchTokens<kInt8, 2, 4>(a, m, packed, out_scale, n, k, c, knobs, stream)
+               : LaunchTokens<kInt8, 2, 1>(a, m, packed, out_scale, n, k, c, knobs, stream);
   }
   return k_tiles_per_stage == 4
-             ? LaunchTokens<kInt8, 1, 4>(a, m, packed, out_scale, n, k, c, splits, stream)
-             : LaunchTokens<kInt8, 1, 1>(a, m, packed, out_scale, n, k, c, splits, stream);
+             ? LaunchTokens<kInt8, 1, 4>(a, m, packed, out_scale, n, k, c, knobs, stream)
+             : LaunchTokens<kInt8, 1, 1>(a, m, packed, out_scale, n, k, c, knobs, stream);
 }
 
 }  // namespace
 
 absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
-                               float out_scale, int64_t n, int64_t k, float* c, int rows,
-                               int splits, int k_tiles_per_stage, int warpgroups,
-                               cudaStream_t stream) {
+                               float out_scale, int64_t n, int64_t k, float* c,
+                               const SwapAbOptions& options, cudaStream_t stream) {
+  int rows = options.rows, k_tiles_per_stage = options.k_tiles_per_stage;
+  const int splits = options.splits, warpgroups = options.warpgroups;
   if (rows != 0 && rows != 128 && rows != 256) {
     return absl::InvalidArgumentError(
         absl::StrCat("the swap-AB wgmma kernel takes 128 or 256 rows a block; got ", rows));
@@ -438,16 +448,26 @@ absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* 
     return absl::InvalidArgumentError(
         absl::StrCat("the swap-AB wgmma kernel takes 1 to 64 rows of A; got ", m));
   }
+  if (options.band_rows != 0 && options.band_rows != 256 &&
+      !(options.band_rows == 128 && rows == 128 && n % 128 == 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the swap-AB wgmma kernel reads bands of 256 rows, or of 128 with 128 rows "
+                     "a block and rows % 128 == 0; got bands of ",
+                     options.band_rows));
+  }
   // 128 rows a block where 256 would leave fewer blocks than about 3/4 of an H100's SMs
   // (8192 rows: 1.86x against 1.36x at M = 1), else 256 (28672 rows: 1.90x against 1.73x
   // at M = 64); H100 measurements, docs/BENCHMARKS.md.
   if (rows == 0) rows = warpgroups == 4 || n >= 256 * 96 ? 256 : 128;
   // Four K tiles a stage: a quarter of the copies (each copy has a fixed cost).
   if (k_tiles_per_stage == 0) k_tiles_per_stage = 4;
-  return int8 ? LaunchFormat<true>(a, m, packed, out_scale, n, k, c, rows, splits,
-                                   k_tiles_per_stage, warpgroups, stream)
-              : LaunchFormat<false>(a, m, packed, out_scale, n, k, c, rows, splits,
-                                    k_tiles_per_stage, warpgroups, stream);
+  Knobs knobs;
+  knobs.splits = splits;
+  if (options.band_rows != 0) knobs.bands_of = options.band_rows / 16;
+  return int8 ? LaunchFormat<true>(a, m, packed, out_scale, n, k, c, rows, k_tiles_per_stage,
+                                   warpgroups, knobs, stream)
+              : LaunchFormat<false>(a, m, packed, out_scale, n, k, c, rows, k_tiles_per_stage,
+                                    warpgroups, knobs, stream);
 }
 
 }  // namespace gemmd::gpu::internal

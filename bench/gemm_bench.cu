@@ -1190,6 +1190,18 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
       std::exit(1);
     }
   };
+  // Times `launch` over `sets`, then checks the sampled rows of one run's C (at c0, NaN
+  // first) against `ref`, and reports the row.
+  auto time_and_check = [&](SquareRow r, int sets, const auto& launch, double baseline_tops,
+                            void* c0, const std::vector<double>& ref) {
+    r.ms = MedianMs(o, sets, launch);
+    r.tops = tops(r.ms);
+    r.baseline_tops = baseline_tops;
+    CHECK_CUDA(cudaMemset(c0, 0xFF, m * n * 4));
+    launch(0);
+    r.rel_error = SampledError(sample, ref, n, static_cast<const float*>(c0));
+    Report(r, rows);
+  };
 
   // INT8 x INT8.
   {
@@ -1330,17 +1342,10 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
         check(gemmd::gpu::LaunchSquareQuantizedGemm(a, b, c, nullptr, path), "nvfp4 square");
       }
     };
-    SquareRow r{shape, gemmd::gpu::SquareKernelName(QuantFormat::kNvfp4, fp16_a, path),
-                fp16_a ? "FP16 x NVFP4" : "NVFP4 x NVFP4", "hgemm TN"};
-    r.ms = MedianMs(o, sets, launch);
-    r.tops = tops(r.ms);
-    r.baseline_tops = hgemm_tops;
-    CHECK_CUDA(cudaMemset(dc4[0].p, 0xFF, m * n * 4));
-    launch(0);
-    const std::vector<double> ref =
-        DenseRefRows(sample, fp16_a ? a16f.data() : a_deq.data(), b_deq.data(), n, k);
-    r.rel_error = SampledError(sample, ref, n, static_cast<const float*>(dc4[0].p));
-    Report(r, rows);
+    time_and_check({shape, gemmd::gpu::SquareKernelName(QuantFormat::kNvfp4, fp16_a, path),
+                    fp16_a ? "FP16 x NVFP4" : "NVFP4 x NVFP4", "hgemm TN"},
+                   sets, launch, hgemm_tops, dc4[0].p,
+                   DenseRefRows(sample, fp16_a ? a16f.data() : a_deq.data(), b_deq.data(), n, k));
    }
   }
 
@@ -1375,6 +1380,8 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
     const int sets = std::min(
         {sets16, nvfp4_a ? sets4 : sets16, SetsFor(caps, static_cast<double>(packed.size()))});
     auto dw = UploadSets(packed, sets);
+    const std::vector<double> ref =
+        DenseRefRows(sample, nvfp4_a ? a_deq.data() : a16f.data(), w_deq.data(), n, k);
     for (int waits : {2, 1}) {
       auto launch = [&](int set) {
         float* c = static_cast<float*>(dc16[set].p);
@@ -1389,23 +1396,16 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
                                                       c, nullptr, options),
               "swap-AB square");
       };
-      SquareRow r{shape,
-                  (nvfp4_a ? std::string("swapab_nvfp4xnvfp4_wgmma")
-                           : gemmd::gpu::SwapAbKernelName(int8, gemmd::gpu::SwapAbPath::kWgmma)) +
-                      " (swap-AB layout, " + std::to_string(waits) + " waits a K tile)",
-                  nvfp4_a ? "NVFP4 x NVFP4"
-                  : int8  ? "FP16 x INT8"
-                          : "FP16 x NVFP4",
-                  "cuBLAS FP16"};
-      r.ms = MedianMs(o, sets, launch);
-      r.tops = tops(r.ms);
-      r.baseline_tops = cub.tops;
-      CHECK_CUDA(cudaMemset(dc16[0].p, 0xFF, m * n * 4));
-      launch(0);
-      const std::vector<double> ref =
-          DenseRefRows(sample, nvfp4_a ? a_deq.data() : a16f.data(), w_deq.data(), n, k);
-      r.rel_error = SampledError(sample, ref, n, static_cast<const float*>(dc16[0].p));
-      Report(r, rows);
+      time_and_check(
+          {shape,
+           (nvfp4_a ? std::string("swapab_nvfp4xnvfp4_wgmma")
+                    : gemmd::gpu::SwapAbKernelName(int8, gemmd::gpu::SwapAbPath::kWgmma)) +
+               " (swap-AB layout, " + std::to_string(waits) + " waits a K tile)",
+           nvfp4_a ? "NVFP4 x NVFP4"
+           : int8  ? "FP16 x INT8"
+                   : "FP16 x NVFP4",
+           "cuBLAS FP16"},
+          sets, launch, cub.tops, dc16[0].p, ref);
     }
   }
 }

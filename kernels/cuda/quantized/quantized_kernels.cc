@@ -168,8 +168,8 @@ class SwapAbKernel final : public QuantizedGemmKernel {
                        WeightLayoutName(q.b.layout)));
     }
     if (nvfp4_a_) {
-      if (!q.a.has_value() || q.a->format != QuantFormat::kNvfp4 ||
-          q.a->layout != WeightLayout::kCanonical) {
+      // (A resident A in the swap-AB layout reaches the kernel unpacked: the launch's.)
+      if (!q.a.has_value() || q.a->format != QuantFormat::kNvfp4) {
         return absl::FailedPreconditionError(absl::StrCat(name_, " takes an NVFP4 A"));
       }
     } else if (q.a.has_value() || q.a_dense_type != DataType::kFloat16) {

@@ -394,9 +394,12 @@ TEST_F(GpuResidentSwapAbTest, ReLaidOutWeightsReadBackAndServeEveryCaller) {
   }
 }
 
-// Both operands by handle, both re-laid out: unpacked for the square kernel.
-TEST_F(GpuResidentSwapAbTest, BothReLaidOutOperandsAreUnpackedForTheSquareKernel) {
-  ExpectBothQuantizedByReference(320, 256, 512, 8, "qgemm_nvfp4");
+// Both operands by handle, both re-laid out: A unpacked for the swap-AB kernel for NVFP4
+// A where wgmma runs, both unpacked for the square kernel elsewhere.
+TEST_F(GpuResidentSwapAbTest, BothReLaidOutOperandsAreUnpackedWhereTheKernelReadsCanonical) {
+  const bool wgmma = gpu::ResolveSwapAbPath(gpu::SwapAbPath::kWgmma).ok();
+  ExpectBothQuantizedByReference(320, 256, 512, 8,
+                                 wgmma ? "swapab_nvfp4xnvfp4_wgmma" : "qgemm_nvfp4");
 }
 
 }  // namespace

@@ -1382,11 +1382,14 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
     auto dw = UploadSets(packed, sets);
     const std::vector<double> ref =
         DenseRefRows(sample, nvfp4_a ? a_deq.data() : a16f.data(), w_deq.data(), n, k);
-    for (int waits : {2, 1}) {
+    // Two consumer warpgroups waiting once a set or once a K tile, four waiting once.
+    for (const std::pair<int, int>& knobs : {std::pair{2, 2}, std::pair{1, 2}, std::pair{1, 4}}) {
+      const int waits = knobs.first, warpgroups = knobs.second;
       auto launch = [&](int set) {
         float* c = static_cast<float*>(dc16[set].p);
         gemmd::gpu::SwapAbOptions options{gemmd::gpu::SwapAbPath::kWgmma};
         options.square_waits = waits;
+        options.warpgroups = warpgroups;
         check(nvfp4_a ? gemmd::gpu::LaunchSwapAbNvfp4xNvfp4(dpa[set].p, dsa[set].p, qa.tensor_scale,
                                                             m, dw[set].p, tensor_scale, n, k, c,
                                                             nullptr, options)
@@ -1400,7 +1403,8 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
           {shape,
            (nvfp4_a ? std::string("swapab_nvfp4xnvfp4_wgmma")
                     : gemmd::gpu::SwapAbKernelName(int8, gemmd::gpu::SwapAbPath::kWgmma)) +
-               " (swap-AB layout, " + std::to_string(waits) + " waits a K tile)",
+               " (swap-AB layout, " + std::to_string(waits) + " waits a K tile" +
+               (warpgroups == 4 ? ", 4 warpgroups)" : ")"),
            nvfp4_a ? "NVFP4 x NVFP4"
            : int8  ? "FP16 x INT8"
                    : "FP16 x NVFP4",

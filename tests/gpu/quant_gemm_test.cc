@@ -14,6 +14,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -422,9 +423,11 @@ std::vector<SwapAbCase> SwapAbCases() {
                                                                              {520, 1024, 4096},
                                                                              {256, 512, 8192},
                                                                              {200, 256, 16384}}) {
-      for (int waits : {1, 2}) {
+      // Two consumer warpgroups waiting once a set or once a K tile; four of one set.
+      for (auto [waits, warpgroups] : {std::pair{1, 2}, std::pair{2, 2}, std::pair{0, 4}}) {
         SwapAbOptions options{SwapAbPath::kWgmma};
         options.square_waits = waits;
+        options.warpgroups = warpgroups;
         cases.push_back({format, m, n, k, options});
         if (format == QuantFormat::kNvfp4) cases.push_back({format, m, n, k, options, true});
       }

@@ -42,11 +42,9 @@
 namespace gemmd::gpu::internal {
 namespace {
 
-constexpr int kSets = 2;       // sets of 64 weight rows a consumer warpgroup
-constexpr int kConsumers = 2;  // consumer warpgroups
-constexpr int kThreads = 128 * (kConsumers + 1);
-constexpr int kRows = 64 * kSets * kConsumers;  // a band
+constexpr int kRows = 256;  // a block's weight rows: a band, as kConsumers x kSets x 64
 constexpr int kTiles = kRows / 16;
+constexpr int Threads(int consumers) { return 128 * (consumers + 1); }
 static_assert(kTiles == swapab::kBandTiles, "a block holds a whole band");
 
 constexpr int kLongK = 8192;  // past this, FP16 A's sums are promoted (kTokens = 64)
@@ -77,8 +75,9 @@ struct Ring {
 // K tile; else it waits for each set's before decoding the next. kTokens: 128, or 64 with
 // the accumulators added into FP32 sums every kPromoteTiles K tiles (for long K: one FP32
 // chain over 8192 of K already errs by 7e-6 against FP64, and the error grows with it).
-template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens>
-__global__ void __launch_bounds__(kThreads, 1)
+// kConsumers: two consumer warpgroups of two sets of 64 rows, or four of one.
+template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens, int kConsumers>
+__global__ void __launch_bounds__(Threads(kConsumers), 1)
     SquareSwapAbKernel(const __grid_constant__ CUtensorMap map_a,
                        const uint8_t* __restrict__ a_scales, const uint8_t* __restrict__ packed,
                        float out_scale, int m, int n, int k_tiles, float* __restrict__ c) {
@@ -88,6 +87,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr bool kPromote = kTokens == 64;
   constexpr int kPromoteTiles = 16;
   static_assert(kTokens == 128 || (kTokens == 64 && !kNvfp4A), "128 tokens, or 64 of FP16 A");
+  static_assert(kConsumers == 2 || kConsumers == 4, "two or four consumer warpgroups");
+  constexpr int kSets = kRows / 64 / kConsumers;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t base = (raw + 1023u) & ~1023u;  // swizzle atoms are 1024-aligned
@@ -182,8 +183,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
 
-  // The registers the producer warpgroup gave back (2 x 128 x 216 + 128 x 56 <= 64 K).
-  if constexpr (kNvfp4A) {
+  // The registers the producer warpgroup gave back (2 x 128 x 216 + 128 x 56 <= 64 K; four
+  // consumers: 4 x 128 x 112 + 128 x 56).
+  if constexpr (kConsumers == 4) {
+    SetMaxRegistersUp<112>();
+  } else if constexpr (kNvfp4A) {
     SetMaxRegistersUp<216>();
   } else {
     SetMaxRegistersUp<232>();
@@ -297,11 +301,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens>
+template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens, int kConsumers>
 absl::Status Launch(const void* a, const void* a_scales, int64_t m, const void* packed,
                     float out_scale, int64_t n, int64_t k, float* c, cudaStream_t stream) {
   using R = Ring<kInt8, kNvfp4A, kTokens>;
-  const auto kernel = &SquareSwapAbKernel<kInt8, kNvfp4A, kOneWait, kTokens>;
+  const auto kernel = &SquareSwapAbKernel<kInt8, kNvfp4A, kOneWait, kTokens, kConsumers>;
   static std::atomic<uint64_t> configured{0};
   GEMMD_GPU_RETURN_IF_ERROR(
       EnsureDynamicSmem(reinterpret_cast<const void*>(kernel), R::kSmemBytes, &configured));
@@ -315,35 +319,50 @@ absl::Status Launch(const void* a, const void* a_scales, int64_t m, const void* 
                                                       k, m, k, 0, 1, swapab::kSuperTileK, kTokens));
   const dim3 grid(static_cast<unsigned>((n + kRows - 1) / kRows),
                   static_cast<unsigned>((m + kTokens - 1) / kTokens));
-  kernel<<<grid, kThreads, R::kSmemBytes, stream>>>(
+  kernel<<<grid, Threads(kConsumers), R::kSmemBytes, stream>>>(
       map_a, static_cast<const uint8_t*>(a_scales), static_cast<const uint8_t*>(packed), out_scale,
       static_cast<int>(m), static_cast<int>(n), static_cast<int>(k / swapab::kSuperTileK), c);
   RETURN_IF_CUDA_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 
+// The tokens a block (64 for FP16 A past kLongK, with its sums promoted; NVFP4 A's
+// products have few significant bits, and one chain keeps them to 5e-8 at 8192 of K).
+template <bool kInt8, bool kNvfp4A, bool kOneWait, int kConsumers>
+absl::Status LaunchTokens(const void* a, const void* a_scales, int64_t m, const void* packed,
+                          float out_scale, int64_t n, int64_t k, float* c, cudaStream_t stream) {
+  if constexpr (!kNvfp4A) {
+    if (k > kLongK) {
+      return Launch<kInt8, false, kOneWait, 64, kConsumers>(a, a_scales, m, packed, out_scale, n, k,
+                                                            c, stream);
+    }
+  }
+  return Launch<kInt8, kNvfp4A, kOneWait, 128, kConsumers>(a, a_scales, m, packed, out_scale, n, k,
+                                                           c, stream);
+}
+
+// The options' square knobs: waits a K tile (two consumers: 1 or 2) and consumers.
 template <bool kInt8, bool kNvfp4A>
-absl::Status LaunchWaits(const void* a, const void* a_scales, int64_t m, const void* packed,
-                         float out_scale, int64_t n, int64_t k, float* c, int waits,
-                         cudaStream_t stream) {
+absl::Status LaunchKnobs(const void* a, const void* a_scales, int64_t m, const void* packed,
+                         float out_scale, int64_t n, int64_t k, float* c,
+                         const SwapAbOptions& options, cudaStream_t stream) {
+  const int waits = options.square_waits, consumers = options.warpgroups;
   if (waits != 0 && waits != 1 && waits != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("the square swap-AB kernel waits 1 or 2 times a K tile; got ", waits));
   }
-  // FP16 A past kLongK: 64 tokens a block, their sums promoted (NVFP4 A's products have
-  // few significant bits, and one chain keeps them to 5e-8 at 8192 of K).
-  if constexpr (!kNvfp4A) {
-    if (k > kLongK) {
-      return waits == 1 ? Launch<kInt8, false, true, 64>(a, a_scales, m, packed, out_scale, n, k, c,
-                                                         stream)
-                        : Launch<kInt8, false, false, 64>(a, a_scales, m, packed, out_scale, n, k,
-                                                          c, stream);
-    }
+  if (consumers != 0 && consumers != 2 && consumers != 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the square swap-AB kernel takes 2 or 4 consumer warpgroups; got ", consumers));
   }
-  return waits == 1
-             ? Launch<kInt8, kNvfp4A, true, 128>(a, a_scales, m, packed, out_scale, n, k, c, stream)
-             : Launch<kInt8, kNvfp4A, false, 128>(a, a_scales, m, packed, out_scale, n, k, c,
-                                                  stream);
+  if (consumers == 4) {  // one set a warpgroup: one wait a K tile
+    return LaunchTokens<kInt8, kNvfp4A, true, 4>(a, a_scales, m, packed, out_scale, n, k, c,
+                                                 stream);
+  }
+  return waits == 1 ? LaunchTokens<kInt8, kNvfp4A, true, 2>(a, a_scales, m, packed, out_scale, n, k,
+                                                            c, stream)
+                    : LaunchTokens<kInt8, kNvfp4A, false, 2>(a, a_scales, m, packed, out_scale, n,
+                                                             k, c, stream);
 }
 
 absl::Status CheckRows(int64_t m) {
@@ -357,18 +376,20 @@ absl::Status CheckRows(int64_t m) {
 }  // namespace
 
 absl::Status LaunchSquareSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
-                                     float out_scale, int64_t n, int64_t k, float* c, int waits,
-                                     cudaStream_t stream) {
+                                     float out_scale, int64_t n, int64_t k, float* c,
+                                     const SwapAbOptions& options, cudaStream_t stream) {
   GEMMD_GPU_RETURN_IF_ERROR(CheckRows(m));
-  return int8 ? LaunchWaits<true, false>(a, nullptr, m, packed, out_scale, n, k, c, waits, stream)
-              : LaunchWaits<false, false>(a, nullptr, m, packed, out_scale, n, k, c, waits, stream);
+  return int8 ? LaunchKnobs<true, false>(a, nullptr, m, packed, out_scale, n, k, c, options, stream)
+              : LaunchKnobs<false, false>(a, nullptr, m, packed, out_scale, n, k, c, options,
+                                          stream);
 }
 
 absl::Status LaunchSquareSwapAbNvfp4A(const void* a_codes, const void* a_scales, int64_t m,
                                       const void* packed, float out_scale, int64_t n, int64_t k,
-                                      float* c, int waits, cudaStream_t stream) {
+                                      float* c, const SwapAbOptions& options, cudaStream_t stream) {
   GEMMD_GPU_RETURN_IF_ERROR(CheckRows(m));
-  return LaunchWaits<false, true>(a_codes, a_scales, m, packed, out_scale, n, k, c, waits, stream);
+  return LaunchKnobs<false, true>(a_codes, a_scales, m, packed, out_scale, n, k, c, options,
+                                  stream);
 }
 
 }  // namespace gemmd::gpu::internal

@@ -211,8 +211,8 @@ absl::Status LaunchSwapAb(bool int8, const void* a, int64_t m, const void* packe
   if (c == nullptr) return absl::InvalidArgumentError("the swap-AB kernel needs C");
 #if defined(GEMMD_HAVE_SM90A)
   if (*path == SwapAbPath::kWgmma && m > kSwapAbMaxM) {
-    return internal::LaunchSquareSwapAbWgmma(int8, a, m, packed, out_scale, n, k, c,
-                                             options.square_waits, stream);
+    return internal::LaunchSquareSwapAbWgmma(int8, a, m, packed, out_scale, n, k, c, options,
+                                             stream);
   }
   if (*path == SwapAbPath::kWgmma) {
     return internal::LaunchSwapAbWgmma(int8, a, m, packed, out_scale, n, k, c, options, stream);
@@ -246,7 +246,7 @@ absl::Status LaunchSwapAbNvfp4xNvfp4(const void* a_codes, const void* a_scales,
   // Both decodes leave their products times 2^-7 (ScalePair, nvfp4::ScaleHalf2).
   return internal::LaunchSquareSwapAbNvfp4A(a_codes, a_scales, m, packed,
                                             a_tensor_scale * tensor_scale * 16384.0f, n, k, c,
-                                            options.square_waits, stream);
+                                            options, stream);
 #else
   return absl::InternalError("unreachable: wgmma resolved in a build without sm_90a");
 #endif

@@ -41,9 +41,9 @@ enum class SwapAbPath {
 absl::Status SwapAbRuns(const void* a, int64_t m, const void* packed, int64_t n, int64_t k,
                         SwapAbPath path = SwapAbPath::kMmaSync);
 
-// Knobs gemm-bench and the tests sweep; the defaults are the measured choices. The wgmma
-// knobs are those of its kernel for up to 64 rows of A; past 64 (blocks of 128 tokens and
-// a band of 256 weight rows) it has none, and they are not read.
+// Knobs gemm-bench and the tests sweep; the defaults are the measured choices. Past 64
+// rows of A (blocks of 128 tokens and a band of 256 weight rows) the wgmma kernel reads
+// only square_waits and warpgroups.
 struct SwapAbOptions {
   SwapAbPath path = SwapAbPath::kAuto;
   int l2_ahead = 0;  // mma.sync: each warp also asks L2 for its super-tile this many turns on
@@ -51,6 +51,7 @@ struct SwapAbOptions {
   int splits = 0;    // wgmma: K split over a cluster of 1, 2, 4 or 8 blocks (0: chosen)
   int k_tiles_per_stage = 0;  // wgmma: K tiles of 64 a pipeline stage, 1 or 4 (0: chosen)
   int warpgroups = 0;         // wgmma: consumer warpgroups a block, 2 or 4 (4: 256 rows; 0: 2)
+                              // (past 64 rows too: 4 of one set of 64 rows each)
   int square_waits = 0;       // wgmma past 64 rows: waits a K tile, 1 or 2 (0: chosen)
   // wgmma up to 64 rows: the rows of the layout's bands, 256 (0: as kernels/quant_prepack.h
   // lays them out) or 128 (each 128-row slab prepacked alone, with 128 rows a block; the

@@ -26,18 +26,20 @@ absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* 
 
 // The same for more than 64 rows of A (quant_square_swapab_sm90a.cu): blocks of a band of
 // 256 weight rows x 128 tokens (64 for FP16 A past 8192 of K), m <= kSwapAbWgmmaMaxM
-// (quant_swapab.h; grid y counts the token blocks), K whole in each block. `waits`: wgmma waits a K
-// tile, 1 (both sets' wgmmas at once) or 2 (one set's while the other decodes; 0: chosen).
-// INVALID_ARGUMENT for m or waits out of range, INTERNAL for CUDA errors.
+// (quant_swapab.h; grid y counts the token blocks), K whole in each block. The options'
+// knobs: `square_waits`, wgmma waits a K tile, 1 (both sets' wgmmas at once) or 2 (one
+// set's, then the other's); `warpgroups`, consumer warpgroups, 2 (two sets of 64 rows
+// each) or 4 (one set each, one wait); 0 for the chosen value. INVALID_ARGUMENT for m or
+// knobs out of range, INTERNAL for CUDA errors.
 absl::Status LaunchSquareSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
-                                     float out_scale, int64_t n, int64_t k, float* c, int waits,
-                                     cudaStream_t stream);
+                                     float out_scale, int64_t n, int64_t k, float* c,
+                                     const SwapAbOptions& options, cudaStream_t stream);
 // The same with A NVFP4 (codes [m, k/2], E4M3 scales [m, k/16]; both 16-byte aligned) and
 // an NVFP4 weight: A decoded to FP16 in shared memory on the way (value * scale * 2^-7,
 // as the weight's; out_scale puts both 2^7 and the tensor scales back).
 absl::Status LaunchSquareSwapAbNvfp4A(const void* a_codes, const void* a_scales, int64_t m,
                                       const void* packed, float out_scale, int64_t n, int64_t k,
-                                      float* c, int waits, cudaStream_t stream);
+                                      float* c, const SwapAbOptions& options, cudaStream_t stream);
 
 }  // namespace gemmd::gpu::internal
 

@@ -205,10 +205,14 @@ namespace {
 absl::Status LaunchSwapAb(bool int8, const void* a, int64_t m, const void* packed, float out_scale,
                           int64_t n, int64_t k, float* c, cudaStream_t stream,
                           const SwapAbOptions& options) {
+  // What needs no device first (the widest row limit the path may have), then the path's.
+  const SwapAbPath widest =
+      options.path == SwapAbPath::kMmaSync ? SwapAbPath::kMmaSync : SwapAbPath::kWgmma;
+  if (absl::Status runs = SwapAbRuns(a, m, packed, n, k, widest); !runs.ok()) return runs;
+  if (c == nullptr) return absl::InvalidArgumentError("the swap-AB kernel needs C");
   const absl::StatusOr<SwapAbPath> path = ResolveSwapAbPath(options.path);
   if (!path.ok()) return path.status();
   if (absl::Status runs = SwapAbRuns(a, m, packed, n, k, *path); !runs.ok()) return runs;
-  if (c == nullptr) return absl::InvalidArgumentError("the swap-AB kernel needs C");
 #if defined(GEMMD_HAVE_SM90A)
   if (*path == SwapAbPath::kWgmma && m > kSwapAbMaxM) {
     return internal::LaunchSquareSwapAbWgmma(int8, a, m, packed, out_scale, n, k, c, options,
@@ -235,13 +239,15 @@ absl::Status LaunchSwapAbNvfp4xNvfp4(const void* a_codes, const void* a_scales,
                                      float a_tensor_scale, int64_t m, const void* packed,
                                      float tensor_scale, int64_t n, int64_t k, float* c,
                                      cudaStream_t stream, const SwapAbOptions& options) {
-  const absl::StatusOr<SwapAbPath> path = ResolveSwapAbPath(SwapAbPath::kWgmma);
-  if (!path.ok()) return path.status();
-  if (absl::Status runs = SwapAbRuns(a_codes, m, packed, n, k, *path); !runs.ok()) return runs;
+  if (absl::Status runs = SwapAbRuns(a_codes, m, packed, n, k, SwapAbPath::kWgmma); !runs.ok()) {
+    return runs;
+  }
   if (!Aligned16(a_scales)) {
     return absl::InvalidArgumentError("the swap-AB kernel needs A's scales 16-byte aligned");
   }
   if (c == nullptr) return absl::InvalidArgumentError("the swap-AB kernel needs C");
+  const absl::StatusOr<SwapAbPath> path = ResolveSwapAbPath(SwapAbPath::kWgmma);
+  if (!path.ok()) return path.status();
 #if defined(GEMMD_HAVE_SM90A)
   // Both decodes leave their products times 2^-7 (ScalePair, nvfp4::ScaleHalf2).
   return internal::LaunchSquareSwapAbNvfp4A(a_codes, a_scales, m, packed,

@@ -448,6 +448,11 @@ absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* 
     return absl::InvalidArgumentError(
         absl::StrCat("the swap-AB wgmma kernel takes 1 to 64 rows of A; got ", m));
   }
+  // 128 rows a block where 256 would leave fewer blocks than about 3/4 of an H100's SMs
+  // (8192 rows: 1.86x against 1.36x at M = 1), else 256 (28672 rows: 1.90x against 1.73x
+  // at M = 64); H100 measurements, docs/BENCHMARKS.md.
+  // Bands of 128 rows: blocks of 128.
+  if (rows == 0) rows = warpgroups == 4 || (n >= 256 * 96 && options.band_rows != 128) ? 256 : 128;
   if (options.band_rows != 0 && options.band_rows != 256 &&
       !(options.band_rows == 128 && rows == 128 && n % 128 == 0)) {
     return absl::InvalidArgumentError(
@@ -455,10 +460,6 @@ absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* 
                      "a block and rows % 128 == 0; got bands of ",
                      options.band_rows));
   }
-  // 128 rows a block where 256 would leave fewer blocks than about 3/4 of an H100's SMs
-  // (8192 rows: 1.86x against 1.36x at M = 1), else 256 (28672 rows: 1.90x against 1.73x
-  // at M = 64); H100 measurements, docs/BENCHMARKS.md.
-  if (rows == 0) rows = warpgroups == 4 || n >= 256 * 96 ? 256 : 128;
   // Four K tiles a stage: a quarter of the copies (each copy has a fixed cost).
   if (k_tiles_per_stage == 0) k_tiles_per_stage = 4;
   Knobs knobs;

@@ -483,6 +483,15 @@ TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {
     EXPECT_EQ(LaunchSwapAbInt8(buf, 1, buf, 16, 64, c, nullptr, {SwapAbPath::kWgmma, 0, 0, 0, 0, 3})
                   .message(),
               "the swap-AB wgmma kernel takes 2 or 4 consumer warpgroups; got 3");
+    SwapAbOptions bands{SwapAbPath::kWgmma};
+    bands.band_rows = 128;  // 16 rows: not a multiple of 128
+    EXPECT_EQ(LaunchSwapAbInt8(buf, 1, buf, 16, 64, c, nullptr, bands).message(),
+              "the swap-AB wgmma kernel reads bands of 256 rows, or of 128 with 128 rows a block "
+              "and rows % 128 == 0; got bands of 128");
+    SwapAbOptions waits{SwapAbPath::kWgmma};
+    waits.square_waits = 3;
+    EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, waits).message(),
+              "the square swap-AB kernel waits 1 or 2 times a K tile; got 3");
   }
 }
 

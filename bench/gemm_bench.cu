@@ -953,27 +953,17 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
       CHECK_CUDA(
           cudaMemcpy(d_packed.back().p, packed.data(), packed.size(), cudaMemcpyHostToDevice));
     }
-    // Bands of 128 rows: each 128-row slab is a weight of one band, prepacked alone into its
-    // slab of the code (value) region and of the scale region; INT8's row scales follow.
+    // Bands of 128 rows (each 128-row slab prepacked alone).
     std::vector<DevMem> d_packed128;
     if (o.swapab_band == 128 && n % 128 == 0) {
       std::vector<uint8_t> packed128(packed.size());
-      const int64_t row_data = int8 ? k : k / 2;
-      for (int64_t r0 = 0; r0 < n; r0 += 128) {
-        const uint8_t* slab = reinterpret_cast<const uint8_t*>(data.data()) + r0 * row_data;
-        const absl::Status st =
-            int8 ? gemmd::PrepackInt8SwapAbValues(reinterpret_cast<const int8_t*>(slab), 128, k,
-                                                  packed128.data() + r0 * row_data)
-                 : gemmd::PrepackNvfp4SwapAbRegions(
-                       slab, reinterpret_cast<const uint8_t*>(scales.data()) + r0 * k / 16, 128, k,
-                       packed128.data() + r0 * row_data,
-                       packed128.data() + n * row_data + r0 * k / 16);
-        if (!st.ok()) {
-          std::cerr << "swap-AB prepack (bands of 128): " << st << "\n";
-          std::exit(1);
-        }
+      const absl::Status st = gemmd::PrepackSwapAbInBands(
+          format, reinterpret_cast<const uint8_t*>(data.data()),
+          reinterpret_cast<const uint8_t*>(scales.data()), n, k, 128, packed128.data());
+      if (!st.ok()) {
+        std::cerr << "swap-AB prepack (bands of 128): " << st << "\n";
+        std::exit(1);
       }
-      if (int8) std::memcpy(packed128.data() + n * k, scales.data(), scales.size());
       for (int i = 0; i < sets; ++i) {
         d_packed128.emplace_back(packed128.size());
         CHECK_CUDA(cudaMemcpy(d_packed128.back().p, packed128.data(), packed128.size(),

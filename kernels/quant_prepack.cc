@@ -174,6 +174,28 @@ absl::Status UnpackInt8SwapAbValues(const uint8_t* packed_values, int64_t n, int
   return absl::OkStatus();
 }
 
+absl::Status PrepackSwapAbInBands(QuantFormat format, const uint8_t* data, const uint8_t* scales,
+                                  int64_t n, int64_t k, int64_t band_rows, uint8_t* out) {
+  if (absl::Status fits = CheckFits(n, k); !fits.ok()) return fits;
+  if (band_rows <= 0 || band_rows % kSwapAbRows != 0 || band_rows > kSwapAbBandRows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "swap-AB bands hold a multiple of 16 rows up to ", kSwapAbBandRows, "; got ", band_rows));
+  }
+  const bool int8 = format == QuantFormat::kInt8;
+  const int64_t row_bytes = int8 ? k : k / 2;
+  for (int64_t r0 = 0; r0 < n; r0 += band_rows) {
+    const int64_t rows = std::min(band_rows, n - r0);
+    const absl::Status slab =
+        int8 ? PrepackInt8SwapAbValues(reinterpret_cast<const int8_t*>(data) + r0 * k, rows, k,
+                                       out + r0 * k)
+             : PrepackNvfp4SwapAbRegions(data + r0 * row_bytes, scales + r0 * (k / 16), rows, k,
+                                         out + r0 * row_bytes, out + n * row_bytes + r0 * (k / 16));
+    if (!slab.ok()) return slab;
+  }
+  if (int8) std::memcpy(out + n * k, scales, static_cast<size_t>(4 * n));
+  return absl::OkStatus();
+}
+
 const char* WeightLayoutName(WeightLayout layout) {
   return layout == WeightLayout::kSwapAb ? "swap-ab" : "canonical";
 }

@@ -92,6 +92,16 @@ absl::Status UnpackInt8SwapAb(const uint8_t* packed, int64_t n, int64_t k, int8_
 absl::Status UnpackInt8SwapAbValues(const uint8_t* packed_values, int64_t n, int64_t k,
                                     int8_t* values);
 
+// A canonical weight of `format` (data; scales: NVFP4's [n, k/16] block scales, INT8's n
+// FP32 row scales) -> `out` (data bytes, then scale bytes) in the swap-AB layout with bands
+// of `band_rows` rows: each slab of that many rows (the last may be shorter) prepacked
+// alone as a weight of one band. kSwapAbBandRows gives the layout itself; fewer rows a
+// band are for kernels that read narrower bands (gemm-bench's sweeps). INVALID_ARGUMENT
+// when !Nvfp4SwapAbFits(n, k) or band_rows is not a positive multiple of 16 up to
+// kSwapAbBandRows.
+absl::Status PrepackSwapAbInBands(QuantFormat format, const uint8_t* data, const uint8_t* scales,
+                                  int64_t n, int64_t k, int64_t band_rows, uint8_t* out);
+
 // How a stored quantized weight's bytes are laid out: as uploaded (quant_formats.h), or
 // re-laid out for the swap-AB kernels (above; NVFP4 codes and scales, INT8 values; INT8
 // row scales stay as they are).

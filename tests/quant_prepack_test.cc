@@ -145,6 +145,54 @@ TEST(QuantPrepackTest, BandsUnpackAloneFromEachRegion) {
   EXPECT_TRUE(std::equal(band1.begin(), band1.end(), values.begin() + 256 * k));
 }
 
+// Bands of the layout's width are the layout; narrower ones are slabs prepacked alone,
+// each unpacking back to its own rows (codes, scales, INT8 values; INT8 row scales after
+// the values).
+TEST(QuantPrepackTest, PrepackInBandsOfAnyWidth) {
+  const int64_t n = 16 * 25, k = 128;  // bands of 256 rows and a short one; of 128 and of 16
+  const Canonical in = RandomCanonical(n, k, 35);
+  std::vector<uint8_t> whole(in.codes.size() + in.scales.size());
+  ASSERT_TRUE(PrepackNvfp4SwapAb(in.codes.data(), in.scales.data(), n, k, whole.data()).ok());
+  std::vector<uint8_t> banded(whole.size(), 0xAB);
+  ASSERT_TRUE(PrepackSwapAbInBands(QuantFormat::kNvfp4, in.codes.data(), in.scales.data(), n, k,
+                                   kSwapAbBandRows, banded.data())
+                  .ok());
+  EXPECT_EQ(banded, whole);
+  std::mt19937 rng(36);
+  std::vector<int8_t> values(n * k);
+  for (int8_t& v : values) v = static_cast<int8_t>(rng());
+  std::vector<uint8_t> row_scales(4 * n);
+  for (uint8_t& b : row_scales) b = static_cast<uint8_t>(rng());
+  for (int64_t band_rows : {int64_t{128}, int64_t{16}}) {
+    SCOPED_TRACE(testing::Message() << "bands of " << band_rows);
+    ASSERT_TRUE(PrepackSwapAbInBands(QuantFormat::kNvfp4, in.codes.data(), in.scales.data(), n, k,
+                                     band_rows, banded.data())
+                    .ok());
+    std::vector<uint8_t> packed8(n * k + 4 * n);
+    ASSERT_TRUE(PrepackSwapAbInBands(QuantFormat::kInt8, reinterpret_cast<uint8_t*>(values.data()),
+                                     row_scales.data(), n, k, band_rows, packed8.data())
+                    .ok());
+    EXPECT_TRUE(std::equal(row_scales.begin(), row_scales.end(), packed8.begin() + n * k));
+    for (int64_t r0 = 0; r0 < n; r0 += band_rows) {
+      const int64_t rows = std::min(band_rows, n - r0);
+      std::vector<uint8_t> codes(rows * k / 2), scales(rows * k / 16);
+      ASSERT_TRUE(UnpackNvfp4SwapAbRegions(banded.data() + r0 * k / 2,
+                                           banded.data() + n * k / 2 + r0 * k / 16, rows, k,
+                                           codes.data(), scales.data())
+                      .ok());
+      EXPECT_TRUE(std::equal(codes.begin(), codes.end(), in.codes.begin() + r0 * k / 2)) << r0;
+      EXPECT_TRUE(std::equal(scales.begin(), scales.end(), in.scales.begin() + r0 * k / 16)) << r0;
+      std::vector<int8_t> slab(rows * k);
+      ASSERT_TRUE(UnpackInt8SwapAbValues(packed8.data() + r0 * k, rows, k, slab.data()).ok());
+      EXPECT_TRUE(std::equal(slab.begin(), slab.end(), values.begin() + r0 * k)) << r0;
+    }
+  }
+  EXPECT_EQ(PrepackSwapAbInBands(QuantFormat::kNvfp4, in.codes.data(), in.scales.data(), n, k, 24,
+                                 banded.data())
+                .message(),
+            "swap-AB bands hold a multiple of 16 rows up to 256; got 24");
+}
+
 TEST(QuantPrepackTest, Int8RoundTripIsExactAndNothingIsAdded) {
   for (auto [n, k] : {std::pair<int64_t, int64_t>{16, 64}, {48, 192}, {32, 1024}}) {
     SCOPED_TRACE(testing::Message() << n << " x " << k);

@@ -300,30 +300,23 @@ TEST_P(SwapAbTest, MatchesDequantizedReference) {
   std::vector<float> b_deq(static_cast<size_t>(c.n * c.k));
   std::vector<uint8_t> packed;
   float tensor_scale = 1.0f;
-  // Bands of `band` rows: each slab of that many rows prepacked alone (a slab of 256 rows
-  // or fewer is one band of the layout).
-  const int64_t band = c.options.band_rows == 128 ? 128 : c.n;
+  // The layout's bands, or the options' narrower ones.
+  const int64_t band = c.options.band_rows > 0 ? c.options.band_rows : kSwapAbBandRows;
   if (c.format == QuantFormat::kInt8) {
     const Int8Matrix q = *QuantizeInt8(w, c.n, c.k);
     DequantizeInt8(q, b_deq.data());
     packed.resize(q.values.size() + 4 * q.scales.size());
-    for (int64_t r0 = 0; r0 < c.n; r0 += band) {
-      ASSERT_TRUE(
-          PrepackInt8SwapAbValues(q.values.data() + r0 * c.k, band, c.k, packed.data() + r0 * c.k)
-              .ok());
-    }
-    std::memcpy(packed.data() + c.n * c.k, q.scales.data(), 4 * q.scales.size());
+    ASSERT_TRUE(PrepackSwapAbInBands(c.format, reinterpret_cast<const uint8_t*>(q.values.data()),
+                                     reinterpret_cast<const uint8_t*>(q.scales.data()), c.n, c.k,
+                                     band, packed.data())
+                    .ok());
   } else {
     const Nvfp4Matrix q = *QuantizeNvfp4(w, c.n, c.k);
     ASSERT_TRUE(DequantizeNvfp4(q, b_deq.data()).ok());
     packed.resize(q.packed.size() + q.block_scales.size());
-    for (int64_t r0 = 0; r0 < c.n; r0 += band) {
-      ASSERT_TRUE(PrepackNvfp4SwapAbRegions(q.packed.data() + r0 * c.k / 2,
-                                            q.block_scales.data() + r0 * c.k / 16, band, c.k,
-                                            packed.data() + r0 * c.k / 2,
-                                            packed.data() + c.n * c.k / 2 + r0 * c.k / 16)
-                      .ok());
-    }
+    ASSERT_TRUE(PrepackSwapAbInBands(c.format, q.packed.data(), q.block_scales.data(), c.n, c.k,
+                                     band, packed.data())
+                    .ok());
     tensor_scale = q.tensor_scale;
   }
 

@@ -1372,14 +1372,20 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
     auto dw = UploadSets(packed, sets);
     const std::vector<double> ref =
         DenseRefRows(sample, nvfp4_a ? a_deq.data() : a16f.data(), w_deq.data(), n, k);
-    // Two consumer warpgroups waiting once a set or once a K tile, four waiting once.
-    for (const std::pair<int, int>& knobs : {std::pair{2, 2}, std::pair{1, 2}, std::pair{1, 4}}) {
-      const int waits = knobs.first, warpgroups = knobs.second;
+    // Two consumer warpgroups waiting once a set or once a K tile, four waiting once (128
+    // tokens a block); two of one set on half a band, 256 tokens a block.
+    struct Knobs {
+      int waits, warpgroups, tokens;
+    };
+    for (const Knobs& knobs :
+         {Knobs{2, 2, 128}, Knobs{1, 2, 128}, Knobs{1, 4, 128}, Knobs{1, 2, 256}}) {
+      const int waits = knobs.waits, warpgroups = knobs.warpgroups;
       auto launch = [&](int set) {
         float* c = static_cast<float*>(dc16[set].p);
         gemmd::gpu::SwapAbOptions options{gemmd::gpu::SwapAbPath::kWgmma};
         options.square_waits = waits;
         options.warpgroups = warpgroups;
+        options.square_tokens = knobs.tokens;
         check(nvfp4_a ? gemmd::gpu::LaunchSwapAbNvfp4xNvfp4(dpa[set].p, dsa[set].p, qa.tensor_scale,
                                                             m, dw[set].p, tensor_scale, n, k, c,
                                                             nullptr, options)
@@ -1394,7 +1400,8 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
            (nvfp4_a ? std::string("swapab_nvfp4xnvfp4_wgmma")
                     : gemmd::gpu::SwapAbKernelName(int8, gemmd::gpu::SwapAbPath::kWgmma)) +
                " (swap-AB layout, " + std::to_string(waits) + " waits a K tile" +
-               (warpgroups == 4 ? ", 4 warpgroups)" : ")"),
+               (warpgroups == 4 ? ", 4 warpgroups" : "") +
+               (knobs.tokens == 256 ? ", 256 tokens)" : ")"),
            nvfp4_a ? "NVFP4 x NVFP4"
            : int8  ? "FP16 x INT8"
                    : "FP16 x NVFP4",

@@ -412,15 +412,19 @@ std::vector<SwapAbCase> SwapAbCases() {
                                                                              {100, 272, 192},
                                                                              {128, 256, 1024},
                                                                              {129, 528, 640},
+                                                                             {130, 400, 320},
                                                                              {300, 784, 2048},
                                                                              {520, 1024, 4096},
                                                                              {256, 512, 8192},
                                                                              {200, 256, 16384}}) {
-      // Two consumer warpgroups waiting once a set or once a K tile; four of one set.
-      for (auto [waits, warpgroups] : {std::pair{1, 2}, std::pair{2, 2}, std::pair{0, 4}}) {
+      // Two consumer warpgroups waiting once a set or once a K tile; four of one set; two of
+      // one set on half a band, 256 tokens a block.
+      for (auto [waits, warpgroups, tokens] : {std::tuple{1, 2, 128}, std::tuple{2, 2, 128},
+                                               std::tuple{0, 4, 128}, std::tuple{0, 2, 256}}) {
         SwapAbOptions options{SwapAbPath::kWgmma};
         options.square_waits = waits;
         options.warpgroups = warpgroups;
+        options.square_tokens = tokens;
         cases.push_back({format, m, n, k, options});
         if (format == QuantFormat::kNvfp4) cases.push_back({format, m, n, k, options, true});
       }
@@ -438,6 +442,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SwapAbTest, ::testing::ValuesIn(SwapAbCases()),
                                "x", info.param.n, "x", info.param.k, "_r", o.rows, "_s", o.splits,
                                "_kt", o.k_tiles_per_stage, o.warpgroups == 4 ? "_wg4" : "",
                                o.square_waits > 0 ? absl::StrCat("_w", o.square_waits) : "",
+                               o.square_tokens > 0 ? absl::StrCat("_t", o.square_tokens) : "",
                                o.band_rows > 0 ? absl::StrCat("_band", o.band_rows) : "",
                                info.param.nvfp4_a ? "_nvfp4_a" : "");
                          });
@@ -485,6 +490,14 @@ TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {
     waits.square_waits = 3;
     EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, waits).message(),
               "the square swap-AB kernel waits 1 or 2 times a K tile; got 3");
+    SwapAbOptions tokens{SwapAbPath::kWgmma};
+    tokens.square_tokens = 192;
+    EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, tokens).message(),
+              "the square swap-AB kernel takes blocks of 128 or 256 tokens; got 192");
+    tokens.square_tokens = 256;
+    tokens.warpgroups = 4;
+    EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, tokens).message(),
+              "the square swap-AB kernel's blocks of 256 tokens take 2 consumer warpgroups");
   }
 }
 

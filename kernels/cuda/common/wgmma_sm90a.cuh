@@ -221,6 +221,17 @@ __device__ __forceinline__ void WgmmaRsF16<128>(float (&d)[64], const uint32_t (
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
 
+template <>
+__device__ __forceinline__ void WgmmaRsF16<256>(float (&d)[128], const uint32_t (&a)[4],
+                                                uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " GEMMD_WGMMA_D128
+      "{%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"
+      : GEMMD_WGMMA_F32_OUT(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+}
+
 // Make generic-proxy writes to shared memory (st.shared, cp.async) visible to wgmma.
 __device__ __forceinline__ void FenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");

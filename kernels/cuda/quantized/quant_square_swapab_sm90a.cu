@@ -42,18 +42,23 @@
 namespace gemmd::gpu::internal {
 namespace {
 
-constexpr int kRows = 256;  // a block's weight rows: a band, as kConsumers x kSets x 64
-constexpr int kTiles = kRows / 16;
+constexpr int kBandRows = swapab::kBandTiles * 16;  // 256: the layout's band
 constexpr int Threads(int consumers) { return 128 * (consumers + 1); }
-static_assert(kTiles == swapab::kBandTiles, "a block holds a whole band");
+// A block's weight rows: a whole band, or half of one with 256 tokens (one set of 64 rows
+// a consumer warpgroup, m64n256k16).
+constexpr int BlockRows(int tokens) { return tokens == 256 ? kBandRows / 2 : kBandRows; }
+static_assert(kBandRows == 256, "the layout's bands are 256 rows");
 
-constexpr int kLongK = 8192;  // past this, FP16 A's sums are promoted (kTokens = 64)
+constexpr int kLongK = 8192;
+constexpr int kSquareTokens = 128;  // a block's tokens unless the options say  // past this, FP16
+                                    // A's sums are promoted (kTokens = 64)
 constexpr int kCodeRowBytes = swapab::kSuperTileK / 2;  // NVFP4 A: a token's codes of a K tile
 
 // A stage: the activations of one K tile ([128 tokens][64 halves], 128-byte swizzle), the
 // band's codes (values) and scales, and for NVFP4 A the tokens' codes as they arrive.
 template <bool kInt8, bool kNvfp4A, int kTokens>
 struct Ring {
+  static constexpr int kTiles = BlockRows(kTokens) / 16;               // the block's 16-row tiles
   static constexpr int kActBytes = kTokens * swapab::kSuperTileK * 2;  // a K tile's activations
   static constexpr int kTileBytes = swapab::kTileBytes<kInt8>;
   static constexpr int kScaleBytes = kInt8 ? 0 : swapab::kScaleTileBytes;
@@ -72,10 +77,12 @@ struct Ring {
 // kNvfp4A: A is NVFP4 (codes [m, k/2] through map_a, E4M3 scales [m, k/16] at a_scales),
 // decoded by the producer warpgroup into the stage's FP16 activations; else FP16 through
 // map_a. kOneWait: a consumer decodes both sets, then issues their wgmmas and waits once a
-// K tile; else it waits for each set's before decoding the next. kTokens: 128, or 64 with
-// the accumulators added into FP32 sums every kPromoteTiles K tiles (for long K: one FP32
-// chain over 8192 of K already errs by 7e-6 against FP64, and the error grows with it).
-// kConsumers: two consumer warpgroups of two sets of 64 rows, or four of one.
+// K tile; else it waits for each set's before decoding the next. kTokens: 128; 256, on half
+// a band (m64n256k16: each weight fragment decoded once for twice the products); or 64
+// with the accumulators added into FP32 sums every kPromoteTiles K tiles (for long K: one
+// FP32 chain over 8192 of K already errs by 7e-6 against FP64, and the error grows with
+// it). kConsumers: two consumer warpgroups of two sets of 64 rows (256 tokens: of one), or
+// four of one.
 template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens, int kConsumers>
 __global__ void __launch_bounds__(Threads(kConsumers), 1)
     SquareSwapAbKernel(const __grid_constant__ CUtensorMap map_a,
@@ -83,12 +90,14 @@ __global__ void __launch_bounds__(Threads(kConsumers), 1)
                        float out_scale, int m, int n, int k_tiles, float* __restrict__ c) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using R = Ring<kInt8, kNvfp4A, kTokens>;
-  constexpr int kStages = R::kStages, kActBytes = R::kActBytes;
+  constexpr int kStages = R::kStages, kActBytes = R::kActBytes, kTiles = R::kTiles;
   constexpr bool kPromote = kTokens == 64;
   constexpr int kPromoteTiles = 16;
-  static_assert(kTokens == 128 || (kTokens == 64 && !kNvfp4A), "128 tokens, or 64 of FP16 A");
-  static_assert(kConsumers == 2 || kConsumers == 4, "two or four consumer warpgroups");
-  constexpr int kSets = kRows / 64 / kConsumers;
+  static_assert(kTokens == 128 || kTokens == 256 || (kTokens == 64 && !kNvfp4A),
+                "128 or 256 tokens, or 64 of FP16 A");
+  static_assert(kConsumers == 2 || (kConsumers == 4 && kTokens != 256),
+                "two or four consumer warpgroups (256 tokens: two)");
+  constexpr int kSets = kTiles * 16 / 64 / kConsumers;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t base = (raw + 1023u) & ~1023u;  // swizzle atoms are 1024-aligned
@@ -98,11 +107,14 @@ __global__ void __launch_bounds__(Threads(kConsumers), 1)
   const uint32_t full = base + R::kBarriersAt, empty = full + kStages * 8;
   const uint32_t ready = empty + kStages * 8;
   const int wg = static_cast<int>(threadIdx.x) / 128;
-  // The block's band (its tiles consecutive at each K tile, and its K tiles consecutive)
-  // and its tokens.
-  const int row_tiles = n / 16, band = static_cast<int>(blockIdx.x);
-  const int tiles = min(kTiles, row_tiles - band * kTiles);
-  const int64_t band_at = static_cast<int64_t>(band) * kTiles * k_tiles;
+  // The block's tiles of its band (a band's tiles are consecutive at each K tile, and its K
+  // tiles consecutive: the block reads `tiles` of them from `tile0` on) and its tokens.
+  constexpr int kParts = swapab::kBandTiles / kTiles;  // blocks a band
+  const int row_tiles = n / 16, band = static_cast<int>(blockIdx.x) / kParts;
+  const int band_tiles = min(swapab::kBandTiles, row_tiles - band * swapab::kBandTiles);
+  const int tile0 = static_cast<int>(blockIdx.x) % kParts * kTiles;
+  const int tiles = min(kTiles, band_tiles - tile0);  // >= 1: the grid covers n in blocks
+  const int64_t band_at = static_cast<int64_t>(band) * swapab::kBandTiles * k_tiles + tile0;
   const int m0 = static_cast<int>(blockIdx.y) * kTokens;
   if (threadIdx.x == 0) {
     InitRingBarriers<kStages>(full, empty, kConsumers);
@@ -123,7 +135,7 @@ __global__ void __launch_bounds__(Threads(kConsumers), 1)
       const uint32_t stage = base + s * R::kStageBytes;
       MbarArriveExpectTx(full + s * 8, (kNvfp4A ? R::kRawBytes : kActBytes) +
                                            tiles * (R::kTileBytes + R::kScaleBytes));
-      const int64_t first = band_at + static_cast<int64_t>(kt) * tiles;
+      const int64_t first = band_at + static_cast<int64_t>(kt) * band_tiles;
       BulkLoad(stage + R::kCodesAt, packed + first * R::kTileBytes, tiles * R::kTileBytes,
                full + s * 8);
       if constexpr (!kInt8) {
@@ -143,38 +155,56 @@ __global__ void __launch_bounds__(Threads(kConsumers), 1)
     } else {
       // Thread 0 fills kStages - 2 K tiles ahead of the decode: waiting for a stage to come
       // back then holds the decode at most two K tiles ahead of the consumers, never less
-      // than one. Thread t decodes token m0 + t: its 32 code bytes of the K tile into its
-      // swizzled row of 64 halves, with its 4 scale bytes (read from global memory four K
-      // tiles ahead into a ring of registers; zeros past m, as TMA gives the codes).
-      SetMaxRegistersDown<56>();
-      constexpr int kAhead = kStages - 2, kScalesAhead = 4;
-      const int t = static_cast<int>(threadIdx.x), token = m0 + t;
+      // than one. Thread t decodes tokens m0 + t (and m0 + t + 128 with 256 tokens): its 32
+      // code bytes of the K tile into its swizzled row of 64 halves, with its 4 scale bytes
+      // (read from global memory four K tiles ahead into a ring of registers; zeros past m,
+      // as TMA gives the codes).
+      constexpr int kAhead = kStages - 2, kScalesAhead = 4, kMine = kTokens / 128;
+      SetMaxRegistersDown<kMine == 2 ? 72 : 56>();  // two tokens' scale rings
+      const int t = static_cast<int>(threadIdx.x);
       for (int kt = 0; kt < min(kAhead, k_tiles) && t == 0; ++kt) fill(kt);
-      const uint32_t* const scale_row =
-          reinterpret_cast<const uint32_t*>(a_scales + static_cast<int64_t>(token) * k_tiles * 4);
-      uint32_t ring[kScalesAhead];
+      const uint32_t* scale_row[kMine];
+      bool live[kMine];
+      uint32_t ring[kMine][kScalesAhead];
 #pragma unroll
-      for (int j = 0; j < kScalesAhead; ++j) ring[j] = token < m && j < k_tiles ? scale_row[j] : 0u;
+      for (int p = 0; p < kMine; ++p) {
+        const int token = m0 + t + 128 * p;
+        live[p] = token < m;
+        scale_row[p] = reinterpret_cast<const uint32_t*>(
+            a_scales + static_cast<int64_t>(live[p] ? token : 0) * k_tiles * 4);
+#pragma unroll
+        for (int j = 0; j < kScalesAhead; ++j) {
+          ring[p][j] = live[p] && j < k_tiles ? scale_row[p][j] : 0u;
+        }
+      }
       for (int kt = 0; kt < k_tiles; ++kt) {
         if (t == 0 && kt + kAhead < k_tiles) fill(kt + kAhead);
         // The ring's slot kt % 4, rotated so the index stays a constant.
-        const uint32_t sc = ring[0];
+        uint32_t sc[kMine];
 #pragma unroll
-        for (int j = 0; j + 1 < kScalesAhead; ++j) ring[j] = ring[j + 1];
-        ring[kScalesAhead - 1] =
-            token < m && kt + kScalesAhead < k_tiles ? scale_row[kt + kScalesAhead] : 0u;
+        for (int p = 0; p < kMine; ++p) {
+          sc[p] = ring[p][0];
+#pragma unroll
+          for (int j = 0; j + 1 < kScalesAhead; ++j) ring[p][j] = ring[p][j + 1];
+          ring[p][kScalesAhead - 1] =
+              live[p] && kt + kScalesAhead < k_tiles ? scale_row[p][kt + kScalesAhead] : 0u;
+        }
         const int s = kt % kStages;
         MbarWait(full + s * 8, (kt / kStages) & 1);
         unsigned char* const stage = base_ptr + s * R::kStageBytes;
-        const uint4* const codes =
-            reinterpret_cast<const uint4*>(stage + R::kRawAt + t * kCodeRowBytes);
-        const uint4 q[2] = {codes[0], codes[1]};
 #pragma unroll
-        for (int chunk = 0; chunk < 8; ++chunk) {
-          // Chunk c: values 8c .. 8c + 7, of the 16-value scale block c / 2.
-          const uint32_t scale2 = nvfp4::ScaleHalf2((sc >> (8 * (chunk / 2))) & 0xFFu);
-          const uint4 h = nvfp4::DecodeWord<false>(swapab::Word(q[chunk / 4], chunk % 4), scale2);
-          *reinterpret_cast<uint4*>(stage + SwizzledChunk(t, chunk)) = h;
+        for (int p = 0; p < kMine; ++p) {
+          const int row = t + 128 * p;
+          const uint4* const codes =
+              reinterpret_cast<const uint4*>(stage + R::kRawAt + row * kCodeRowBytes);
+          const uint4 q[2] = {codes[0], codes[1]};
+#pragma unroll
+          for (int chunk = 0; chunk < 8; ++chunk) {
+            // Chunk c: values 8c .. 8c + 7, of the 16-value scale block c / 2.
+            const uint32_t scale2 = nvfp4::ScaleHalf2((sc[p] >> (8 * (chunk / 2))) & 0xFFu);
+            const uint4 h = nvfp4::DecodeWord<false>(swapab::Word(q[chunk / 4], chunk % 4), scale2);
+            *reinterpret_cast<uint4*>(stage + SwizzledChunk(row, chunk)) = h;
+          }
         }
         FenceProxyAsync();  // the wgmmas read these rows through the async proxy
         MbarArrive(ready + s * 8);
@@ -183,7 +213,7 @@ __global__ void __launch_bounds__(Threads(kConsumers), 1)
     }
   }
 
-  // The registers the producer warpgroup gave back (2 x 128 x 216 + 128 x 56 <= 64 K; four
+  // The registers the producer warpgroup gave back (2 x 128 x 216 + 128 x 72 <= 64 K; four
   // consumers: 4 x 128 x 112 + 128 x 56).
   if constexpr (kConsumers == 4) {
     SetMaxRegistersUp<112>();
@@ -277,7 +307,8 @@ __global__ void __launch_bounds__(Threads(kConsumers), 1)
   for (int set = 0; set < kSets; ++set) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = band * kRows + (consumer * kSets + set) * 64 + 16 * warp + g + 8 * h;
+      const int row =
+          band * kBandRows + tile0 * 16 + (consumer * kSets + set) * 64 + 16 * warp + g + 8 * h;
       if (row >= n) continue;
       const float scale = kInt8 ? out_scale * row_scales[row] : out_scale;
 #pragma unroll
@@ -317,7 +348,8 @@ absl::Status Launch(const void* a, const void* a_scales, int64_t m, const void* 
                                                       1, /*swizzle=*/false)
                                     : MakeTensorMap3d(&map_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, a,
                                                       k, m, k, 0, 1, swapab::kSuperTileK, kTokens));
-  const dim3 grid(static_cast<unsigned>((n + kRows - 1) / kRows),
+  constexpr int kBlockRows = BlockRows(kTokens);
+  const dim3 grid(static_cast<unsigned>((n + kBlockRows - 1) / kBlockRows),
                   static_cast<unsigned>((m + kTokens - 1) / kTokens));
   kernel<<<grid, Threads(kConsumers), R::kSmemBytes, stream>>>(
       map_a, static_cast<const uint8_t*>(a_scales), static_cast<const uint8_t*>(packed), out_scale,
@@ -326,27 +358,36 @@ absl::Status Launch(const void* a, const void* a_scales, int64_t m, const void* 
   return absl::OkStatus();
 }
 
-// The tokens a block (64 for FP16 A past kLongK, with its sums promoted; NVFP4 A's
-// products have few significant bits, and one chain keeps them to 5e-8 at 8192 of K).
+// The tokens a block: 128, or 256 (two consumers; `tokens`), except 64 for FP16 A past
+// kLongK, with its sums promoted (NVFP4 A's products have few significant bits, and one
+// chain keeps them to 5e-8 at 8192 of K).
 template <bool kInt8, bool kNvfp4A, bool kOneWait, int kConsumers>
 absl::Status LaunchTokens(const void* a, const void* a_scales, int64_t m, const void* packed,
-                          float out_scale, int64_t n, int64_t k, float* c, cudaStream_t stream) {
+                          float out_scale, int64_t n, int64_t k, float* c, int tokens,
+                          cudaStream_t stream) {
   if constexpr (!kNvfp4A) {
     if (k > kLongK) {
       return Launch<kInt8, false, kOneWait, 64, kConsumers>(a, a_scales, m, packed, out_scale, n, k,
                                                             c, stream);
     }
   }
+  if constexpr (kConsumers == 2) {
+    if (tokens == 256) {
+      return Launch<kInt8, kNvfp4A, true, 256, 2>(a, a_scales, m, packed, out_scale, n, k, c,
+                                                  stream);
+    }
+  }
   return Launch<kInt8, kNvfp4A, kOneWait, 128, kConsumers>(a, a_scales, m, packed, out_scale, n, k,
                                                            c, stream);
 }
 
-// The options' square knobs: waits a K tile (two consumers: 1 or 2) and consumers.
+// The options' square knobs: waits a K tile (two consumers: 1 or 2), consumers, tokens.
 template <bool kInt8, bool kNvfp4A>
 absl::Status LaunchKnobs(const void* a, const void* a_scales, int64_t m, const void* packed,
                          float out_scale, int64_t n, int64_t k, float* c,
                          const SwapAbOptions& options, cudaStream_t stream) {
   const int waits = options.square_waits, consumers = options.warpgroups;
+  const int tokens = options.square_tokens == 0 ? kSquareTokens : options.square_tokens;
   if (waits != 0 && waits != 1 && waits != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("the square swap-AB kernel waits 1 or 2 times a K tile; got ", waits));
@@ -355,14 +396,22 @@ absl::Status LaunchKnobs(const void* a, const void* a_scales, int64_t m, const v
     return absl::InvalidArgumentError(absl::StrCat(
         "the square swap-AB kernel takes 2 or 4 consumer warpgroups; got ", consumers));
   }
+  if (tokens != 128 && tokens != 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the square swap-AB kernel takes blocks of 128 or 256 tokens; got ", tokens));
+  }
+  if (tokens == 256 && consumers == 4) {
+    return absl::InvalidArgumentError(
+        "the square swap-AB kernel's blocks of 256 tokens take 2 consumer warpgroups");
+  }
   if (consumers == 4) {  // one set a warpgroup: one wait a K tile
-    return LaunchTokens<kInt8, kNvfp4A, true, 4>(a, a_scales, m, packed, out_scale, n, k, c,
+    return LaunchTokens<kInt8, kNvfp4A, true, 4>(a, a_scales, m, packed, out_scale, n, k, c, tokens,
                                                  stream);
   }
   return waits == 1 ? LaunchTokens<kInt8, kNvfp4A, true, 2>(a, a_scales, m, packed, out_scale, n, k,
-                                                            c, stream)
+                                                            c, tokens, stream)
                     : LaunchTokens<kInt8, kNvfp4A, false, 2>(a, a_scales, m, packed, out_scale, n,
-                                                             k, c, stream);
+                                                             k, c, tokens, stream);
 }
 
 absl::Status CheckRows(int64_t m) {

@@ -42,8 +42,7 @@ absl::Status SwapAbRuns(const void* a, int64_t m, const void* packed, int64_t n,
                         SwapAbPath path = SwapAbPath::kMmaSync);
 
 // Knobs gemm-bench and the tests sweep; the defaults are the measured choices. Past 64
-// rows of A (blocks of 128 tokens and a band of 256 weight rows) the wgmma kernel reads
-// only square_waits and warpgroups.
+// rows of A the wgmma kernel reads only square_waits, square_tokens and warpgroups.
 struct SwapAbOptions {
   SwapAbPath path = SwapAbPath::kAuto;
   int l2_ahead = 0;  // mma.sync: each warp also asks L2 for its super-tile this many turns on
@@ -53,6 +52,9 @@ struct SwapAbOptions {
   int warpgroups = 0;         // wgmma: consumer warpgroups a block, 2 or 4 (4: 256 rows; 0: 2)
                               // (past 64 rows too: 4 of one set of 64 rows each)
   int square_waits = 0;       // wgmma past 64 rows: waits a K tile, 1 or 2 (0: chosen)
+  // wgmma past 64 rows: tokens a block, 128 (a band of 256 weight rows) or 256 (half a
+  // band, two consumer warpgroups; 0: chosen). FP16 A past 8192 of K takes 64 whatever.
+  int square_tokens = 0;
   // wgmma up to 64 rows: the rows of the layout's bands, 256 (0: as kernels/quant_prepack.h
   // lays them out) or 128 (each 128-row slab prepacked alone, with 128 rows a block; the
   // store keeps 256): a sweep of the copies a stage takes (gemm-bench --swapab-band=128).

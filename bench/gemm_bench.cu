@@ -79,6 +79,7 @@
 
 #include "kernels/cuda/common/device_util.cuh"
 #include "kernels/cuda/gpu_gemm.h"
+#include "kernels/cuda/quantized/nvfp4_expand.h"
 #include "kernels/cuda/quantized/quant_gemm.h"
 #include "kernels/cuda/quantized/quant_square.h"
 #include "kernels/cuda/quantized/quant_swapab.h"
@@ -1373,12 +1374,16 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
     const std::vector<double> ref =
         DenseRefRows(sample, nvfp4_a ? a_deq.data() : a16f.data(), w_deq.data(), n, k);
     // Two consumer warpgroups waiting once a set or once a K tile, four waiting once (128
-    // tokens a block); two of one set on half a band, 256 tokens a block.
+    // tokens a block); two of one set on half a band, 256 tokens a block. NVFP4 A also
+    // expanded to FP16 first (into one buffer, each call), for the FP16 A kernel.
     struct Knobs {
       int waits, warpgroups, tokens;
+      bool expand = false;
     };
-    for (const Knobs& knobs :
-         {Knobs{2, 2, 128}, Knobs{1, 2, 128}, Knobs{1, 4, 128}, Knobs{1, 2, 256}}) {
+    DevMem a_half(nvfp4_a ? gemmd::gpu::Nvfp4HalfBytes(m, k) : 0);
+    for (const Knobs& knobs : {Knobs{2, 2, 128}, Knobs{1, 2, 128}, Knobs{1, 4, 128},
+                               Knobs{1, 2, 256}, Knobs{2, 2, 128, true}, Knobs{1, 2, 256, true}}) {
+      if (knobs.expand && !nvfp4_a) continue;
       const int waits = knobs.waits, warpgroups = knobs.warpgroups;
       auto launch = [&](int set) {
         float* c = static_cast<float*>(dc16[set].p);
@@ -1386,13 +1391,13 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
         options.square_waits = waits;
         options.warpgroups = warpgroups;
         options.square_tokens = knobs.tokens;
-        check(nvfp4_a ? gemmd::gpu::LaunchSwapAbNvfp4xNvfp4(dpa[set].p, dsa[set].p, qa.tensor_scale,
-                                                            m, dw[set].p, tensor_scale, n, k, c,
-                                                            nullptr, options)
-              : int8  ? gemmd::gpu::LaunchSwapAbInt8(da16[set].p, m, dw[set].p, n, k, c, nullptr,
-                                                     options)
-                      : gemmd::gpu::LaunchSwapAbNvfp4(da16[set].p, m, dw[set].p, tensor_scale, n, k,
-                                                      c, nullptr, options),
+        check(nvfp4_a ? gemmd::gpu::LaunchSwapAbNvfp4xNvfp4(
+                            dpa[set].p, dsa[set].p, qa.tensor_scale, m, dw[set].p, tensor_scale, n,
+                            k, c, knobs.expand ? a_half.p : nullptr, nullptr, options)
+              : int8 ? gemmd::gpu::LaunchSwapAbInt8(da16[set].p, m, dw[set].p, n, k, c, nullptr,
+                                                    options)
+                     : gemmd::gpu::LaunchSwapAbNvfp4(da16[set].p, m, dw[set].p, tensor_scale, n, k,
+                                                     c, nullptr, options),
               "swap-AB square");
       };
       time_and_check(
@@ -1401,7 +1406,8 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
                     : gemmd::gpu::SwapAbKernelName(int8, gemmd::gpu::SwapAbPath::kWgmma)) +
                " (swap-AB layout, " + std::to_string(waits) + " waits a K tile" +
                (warpgroups == 4 ? ", 4 warpgroups" : "") +
-               (knobs.tokens == 256 ? ", 256 tokens)" : ")"),
+               (knobs.tokens == 256 ? ", 256 tokens" : "") +
+               (knobs.expand ? ", A expanded to FP16 first)" : ")"),
            nvfp4_a ? "NVFP4 x NVFP4"
            : int8  ? "FP16 x INT8"
                    : "FP16 x NVFP4",

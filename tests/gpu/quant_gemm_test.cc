@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/common/cuda_raii.h"
+#include "kernels/cuda/quantized/nvfp4_expand.h"
 #include "kernels/cuda/quantized/quant_relayout.h"
 #include "kernels/cuda/quantized/quant_swapab.h"
 #include "kernels/half.h"
@@ -282,6 +283,7 @@ struct SwapAbCase {
   int64_t m, n, k;
   SwapAbOptions options;
   bool nvfp4_a = false;  // A NVFP4 too (LaunchSwapAbNvfp4xNvfp4), else FP16
+  bool expand_a = false;  // NVFP4 A expanded to FP16 first (its a_half)
 };
 
 class SwapAbTest : public ::testing::TestWithParam<SwapAbCase> {};
@@ -345,11 +347,12 @@ TEST_P(SwapAbTest, MatchesDequantizedReference) {
                                       : *DeviceBuffer::Allocate(16);
   DeviceBuffer d_w = Upload(packed.data(), packed.size());
   DeviceBuffer d_c = *DeviceBuffer::Allocate(static_cast<size_t>(c.m * c.n * 4));
+  DeviceBuffer d_a_half = *DeviceBuffer::Allocate(c.expand_a ? Nvfp4HalfBytes(c.m, c.k) : 16);
   ASSERT_EQ(cudaMemset(d_c.get(), 0xFF, c.m * c.n * 4), cudaSuccess);  // NaN: must be written
   const absl::Status launched =
-      c.nvfp4_a
-          ? LaunchSwapAbNvfp4xNvfp4(d_a.get(), d_a_scales.get(), qa->tensor_scale, c.m, d_w.get(),
-                                    tensor_scale, c.n, c.k, d_c.as<float>(), nullptr)
+      c.nvfp4_a ? LaunchSwapAbNvfp4xNvfp4(d_a.get(), d_a_scales.get(), qa->tensor_scale, c.m,
+                                          d_w.get(), tensor_scale, c.n, c.k, d_c.as<float>(),
+                                          c.expand_a ? d_a_half.get() : nullptr, nullptr, c.options)
       : c.format == QuantFormat::kInt8
           ? LaunchSwapAbInt8(d_a.get(), c.m, d_w.get(), c.n, c.k, d_c.as<float>(), nullptr,
                              c.options)
@@ -428,6 +431,18 @@ std::vector<SwapAbCase> SwapAbCases() {
         cases.push_back({format, m, n, k, options});
         if (format == QuantFormat::kNvfp4) cases.push_back({format, m, n, k, options, true});
       }
+      // NVFP4 A expanded to FP16 first, for the FP16 A kernel (past 8192 of K: its blocks
+      // of 64 tokens).
+      if (format == QuantFormat::kNvfp4) {
+        cases.push_back({format, m, n, k, {SwapAbPath::kWgmma}, true, true});
+      }
+    }
+    // The same up to 64 rows: the expanded A goes to the skinny wgmma kernel.
+    if (format == QuantFormat::kNvfp4) {
+      for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+               {1, 16, 64}, {16, 272, 1024}, {64, 512, 2048}}) {
+        cases.push_back({format, m, n, k, {SwapAbPath::kWgmma}, true, true});
+      }
     }
   }
   return cases;
@@ -444,7 +459,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SwapAbTest, ::testing::ValuesIn(SwapAbCases()),
                                o.square_waits > 0 ? absl::StrCat("_w", o.square_waits) : "",
                                o.square_tokens > 0 ? absl::StrCat("_t", o.square_tokens) : "",
                                o.band_rows > 0 ? absl::StrCat("_band", o.band_rows) : "",
-                               info.param.nvfp4_a ? "_nvfp4_a" : "");
+                               info.param.nvfp4_a ? "_nvfp4_a" : "",
+                               info.param.expand_a ? "_expanded" : "");
                          });
 
 TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/common/cuda_status.h"
 #include "kernels/cuda/common/device_facts.h"
+#include "kernels/cuda/quantized/nvfp4_expand.h"
 #include "kernels/cuda/quantized/quant_swapab.h"
 #include "kernels/cuda/quantized/quant_swapab_device.cuh"
 #include "kernels/cuda/quantized/quant_swapab_wgmma.h"
@@ -238,7 +239,8 @@ absl::Status LaunchSwapAbNvfp4(const void* a, int64_t m, const void* packed, flo
 absl::Status LaunchSwapAbNvfp4xNvfp4(const void* a_codes, const void* a_scales,
                                      float a_tensor_scale, int64_t m, const void* packed,
                                      float tensor_scale, int64_t n, int64_t k, float* c,
-                                     cudaStream_t stream, const SwapAbOptions& options) {
+                                     void* a_half, cudaStream_t stream,
+                                     const SwapAbOptions& options) {
   if (absl::Status runs = SwapAbRuns(a_codes, m, packed, n, k, SwapAbPath::kWgmma); !runs.ok()) {
     return runs;
   }
@@ -250,8 +252,17 @@ absl::Status LaunchSwapAbNvfp4xNvfp4(const void* a_codes, const void* a_scales,
   if (!path.ok()) return path.status();
 #if defined(GEMMD_HAVE_SM90A)
   // Both decodes leave their products times 2^-7 (ScalePair, nvfp4::ScaleHalf2).
-  return internal::LaunchSquareSwapAbNvfp4A(a_codes, a_scales, m, packed,
-                                            a_tensor_scale * tensor_scale * 16384.0f, n, k, c,
+  const float out_scale = a_tensor_scale * tensor_scale * 16384.0f;
+  if (a_half != nullptr) {
+    if (absl::Status expanded = ExpandNvfp4ToHalf(a_codes, a_scales, m, k, a_half, stream);
+        !expanded.ok()) {
+      return expanded;
+    }
+    SwapAbOptions wgmma = options;
+    wgmma.path = SwapAbPath::kWgmma;
+    return LaunchSwapAb(false, a_half, m, packed, out_scale, n, k, c, stream, wgmma);
+  }
+  return internal::LaunchSquareSwapAbNvfp4A(a_codes, a_scales, m, packed, out_scale, n, k, c,
                                             options, stream);
 #else
   return absl::InternalError("unreachable: wgmma resolved in a build without sm_90a");

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/quantized/nvfp4_expand.h"
 #include "kernels/cuda/quantized/quant_gemm.h"
 #include "kernels/cuda/quantized/quant_skinny_stream.h"
 #include "kernels/cuda/quantized/quant_square.h"
@@ -133,7 +134,12 @@ class SquareKernel final : public QuantizedGemmKernel {
 // FP16 A (or, nvfp4_a, NVFP4 A against NVFP4 B; wgmma only) against a weight in the
 // swap-AB layout (quant_swapab.h): on wgmma any rows, and a canonical weight too (the
 // launch packs a copy into the workspace); on mma.sync 1-64 rows of a resident weight the
-// store re-laid out.
+// store re-laid out. NVFP4 A is expanded to FP16 in the workspace first (kExpandNvfp4A):
+// a memory-bound pass of a few percent of the product's time, where the kernel's own
+// decode of A in its producer warpgroup held it near half the FP16 A kernel's rate
+// (docs/KERNELS.md).
+constexpr bool kExpandNvfp4A = true;
+
 class SwapAbKernel final : public QuantizedGemmKernel {
  public:
   SwapAbKernel(QuantFormat format, SwapAbPath path, bool nvfp4_a = false)
@@ -178,11 +184,12 @@ class SwapAbKernel final : public QuantizedGemmKernel {
     return NotHere(SwapAbRuns(kArenaAligned, q.m, kArenaAligned, q.n, q.k, path_));
   }
 
-  size_t WorkspaceBytes(const QuantizedOperands&) const override { return 0; }
+  size_t WorkspaceBytes(const QuantizedOperands& q) const override {
+    return nvfp4_a_ && kExpandNvfp4A ? Nvfp4HalfBytes(q.m, q.k) : 0;
+  }
 
-  absl::Status Launch(const QuantizedOperands& q, const QuantizedDeviceOperands& d,
-                      void* /*workspace*/, size_t /*workspace_bytes*/,
-                      cudaStream_t stream) const override {
+  absl::Status Launch(const QuantizedOperands& q, const QuantizedDeviceOperands& d, void* workspace,
+                      size_t workspace_bytes, cudaStream_t stream) const override {
     // The store keeps the scales right after the data (both regions' sizes are multiples
     // of 256 bytes for shapes with the layout), where the kernels read them.
     const int64_t data_bytes = format_ == QuantFormat::kInt8 ? q.n * q.k : q.n * q.k / 2;
@@ -191,8 +198,11 @@ class SwapAbKernel final : public QuantizedGemmKernel {
           absl::StrCat(name_, " needs the weight's scales right after its data"));
     }
     if (nvfp4_a_) {
+      if (workspace_bytes < WorkspaceBytes(q)) {
+        return absl::InternalError(absl::StrCat(name_, ": workspace too small"));
+      }
       return LaunchSwapAbNvfp4xNvfp4(d.a, d.a_scales, q.a->tensor_scale, q.m, d.b, q.b.tensor_scale,
-                                     q.n, q.k, d.c, stream);
+                                     q.n, q.k, d.c, kExpandNvfp4A ? workspace : nullptr, stream);
     }
     SwapAbOptions options;
     options.path = path_;

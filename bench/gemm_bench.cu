@@ -1373,23 +1373,22 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
     auto dw = UploadSets(packed, sets);
     const std::vector<double> ref =
         DenseRefRows(sample, nvfp4_a ? a_deq.data() : a16f.data(), w_deq.data(), n, k);
-    // Two consumer warpgroups waiting once a set or once a K tile, four waiting once (128
-    // tokens a block); two of one set on half a band, 256 tokens a block. NVFP4 A also
-    // expanded to FP16 first (into one buffer, each call), for the FP16 A kernel.
+    // Waiting once a set or once a K tile (128 tokens a block); one set a consumer on half a
+    // band, 256 tokens a block. NVFP4 A also expanded to FP16 first (into one buffer, each
+    // call), for the FP16 A kernel.
     struct Knobs {
-      int waits, warpgroups, tokens;
+      int waits, tokens;
       bool expand = false;
     };
     DevMem a_half(nvfp4_a ? gemmd::gpu::Nvfp4HalfBytes(m, k) : 0);
-    for (const Knobs& knobs : {Knobs{2, 2, 128}, Knobs{1, 2, 128}, Knobs{1, 4, 128},
-                               Knobs{1, 2, 256}, Knobs{2, 2, 128, true}, Knobs{1, 2, 256, true}}) {
+    for (const Knobs& knobs : {Knobs{2, 128}, Knobs{1, 128}, Knobs{1, 256}, Knobs{2, 128, true},
+                               Knobs{1, 128, true}, Knobs{1, 256, true}}) {
       if (knobs.expand && !nvfp4_a) continue;
-      const int waits = knobs.waits, warpgroups = knobs.warpgroups;
+      const int waits = knobs.waits;
       auto launch = [&](int set) {
         float* c = static_cast<float*>(dc16[set].p);
         gemmd::gpu::SwapAbOptions options{gemmd::gpu::SwapAbPath::kWgmma};
         options.square_waits = waits;
-        options.warpgroups = warpgroups;
         options.square_tokens = knobs.tokens;
         check(nvfp4_a ? gemmd::gpu::LaunchSwapAbNvfp4xNvfp4(
                             dpa[set].p, dsa[set].p, qa.tensor_scale, m, dw[set].p, tensor_scale, n,
@@ -1405,7 +1404,6 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
            (nvfp4_a ? std::string("swapab_nvfp4xnvfp4_wgmma")
                     : gemmd::gpu::SwapAbKernelName(int8, gemmd::gpu::SwapAbPath::kWgmma)) +
                " (swap-AB layout, " + std::to_string(waits) + " waits a K tile" +
-               (warpgroups == 4 ? ", 4 warpgroups" : "") +
                (knobs.tokens == 256 ? ", 256 tokens" : "") +
                (knobs.expand ? ", A expanded to FP16 first)" : ")"),
            nvfp4_a ? "NVFP4 x NVFP4"

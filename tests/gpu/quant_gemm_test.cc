@@ -420,13 +420,11 @@ std::vector<SwapAbCase> SwapAbCases() {
                                                                              {520, 1024, 4096},
                                                                              {256, 512, 8192},
                                                                              {200, 256, 16384}}) {
-      // Two consumer warpgroups waiting once a set or once a K tile; four of one set; two of
-      // one set on half a band, 256 tokens a block.
-      for (auto [waits, warpgroups, tokens] : {std::tuple{1, 2, 128}, std::tuple{2, 2, 128},
-                                               std::tuple{0, 4, 128}, std::tuple{0, 2, 256}}) {
+      // Waiting once a set or once a K tile; one set a consumer on half a band, 256 tokens a
+      // block.
+      for (auto [waits, tokens] : {std::pair{1, 128}, std::pair{2, 128}, std::pair{0, 256}}) {
         SwapAbOptions options{SwapAbPath::kWgmma};
         options.square_waits = waits;
-        options.warpgroups = warpgroups;
         options.square_tokens = tokens;
         cases.push_back({format, m, n, k, options});
         if (format == QuantFormat::kNvfp4) cases.push_back({format, m, n, k, options, true});
@@ -510,10 +508,10 @@ TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {
     tokens.square_tokens = 192;
     EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, tokens).message(),
               "the square swap-AB kernel takes blocks of 128 or 256 tokens; got 192");
-    tokens.square_tokens = 256;
-    tokens.warpgroups = 4;
-    EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, tokens).message(),
-              "the square swap-AB kernel's blocks of 256 tokens take 2 consumer warpgroups");
+    SwapAbOptions four{SwapAbPath::kWgmma};
+    four.warpgroups = 4;
+    EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, four).message(),
+              "the square swap-AB kernel takes 2 consumer warpgroups; got 4");
   }
 }
 

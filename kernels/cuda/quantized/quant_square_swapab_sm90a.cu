@@ -43,7 +43,10 @@ namespace gemmd::gpu::internal {
 namespace {
 
 constexpr int kBandRows = swapab::kBandTiles * 16;  // 256: the layout's band
-constexpr int Threads(int consumers) { return 128 * (consumers + 1); }
+// Two consumer warpgroups. (Four would leave each thread 96 registers, 104 after
+// setmaxnreg: ptxas then spills and serializes the wgmmas.)
+constexpr int kConsumers = 2;
+constexpr int kThreads = 128 * (kConsumers + 1);
 // A block's weight rows: a whole band, or half of one with 256 tokens (one set of 64 rows
 // a consumer warpgroup, m64n256k16).
 constexpr int BlockRows(int tokens) { return tokens == 256 ? kBandRows / 2 : kBandRows; }
@@ -81,10 +84,9 @@ struct Ring {
 // a band (m64n256k16: each weight fragment decoded once for twice the products); or 64
 // with the accumulators added into FP32 sums every kPromoteTiles K tiles (for long K: one
 // FP32 chain over 8192 of K already errs by 7e-6 against FP64, and the error grows with
-// it). kConsumers: two consumer warpgroups of two sets of 64 rows (256 tokens: of one), or
-// four of one.
-template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens, int kConsumers>
-__global__ void __launch_bounds__(Threads(kConsumers), 1)
+// it). Each consumer warpgroup owns two sets of 64 rows (256 tokens: one).
+template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens>
+__global__ void __launch_bounds__(kThreads, 1)
     SquareSwapAbKernel(const __grid_constant__ CUtensorMap map_a,
                        const uint8_t* __restrict__ a_scales, const uint8_t* __restrict__ packed,
                        float out_scale, int m, int n, int k_tiles, float* __restrict__ c) {
@@ -95,8 +97,6 @@ __global__ void __launch_bounds__(Threads(kConsumers), 1)
   constexpr int kPromoteTiles = 16;
   static_assert(kTokens == 128 || kTokens == 256 || (kTokens == 64 && !kNvfp4A),
                 "128 or 256 tokens, or 64 of FP16 A");
-  static_assert(kConsumers == 2 || (kConsumers == 4 && kTokens != 256),
-                "two or four consumer warpgroups (256 tokens: two)");
   constexpr int kSets = kTiles * 16 / 64 / kConsumers;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
@@ -213,11 +213,11 @@ __global__ void __launch_bounds__(Threads(kConsumers), 1)
     }
   }
 
-  // The registers the producer warpgroup gave back (2 x 128 x 216 + 128 x 72 <= 64 K; four
-  // consumers: 4 x 128 x 112 + 128 x 56).
-  if constexpr (kConsumers == 4) {
-    SetMaxRegistersUp<112>();
-  } else if constexpr (kNvfp4A) {
+  // The registers the producer warpgroup gave back. setmaxnreg.inc waits until the block's
+  // pool has them, and the pool is what the launch gave (384 threads x 168), so the
+  // consumers take only what the producer released: 128 x (168 - 40) = 256 x (232 - 168),
+  // or with NVFP4 A 128 x (168 - 56 or 72) >= 256 x (216 - 168).
+  if constexpr (kNvfp4A) {
     SetMaxRegistersUp<216>();
   } else {
     SetMaxRegistersUp<232>();
@@ -332,11 +332,11 @@ __global__ void __launch_bounds__(Threads(kConsumers), 1)
 #endif
 }
 
-template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens, int kConsumers>
+template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens>
 absl::Status Launch(const void* a, const void* a_scales, int64_t m, const void* packed,
                     float out_scale, int64_t n, int64_t k, float* c, cudaStream_t stream) {
   using R = Ring<kInt8, kNvfp4A, kTokens>;
-  const auto kernel = &SquareSwapAbKernel<kInt8, kNvfp4A, kOneWait, kTokens, kConsumers>;
+  const auto kernel = &SquareSwapAbKernel<kInt8, kNvfp4A, kOneWait, kTokens>;
   static std::atomic<uint64_t> configured{0};
   GEMMD_GPU_RETURN_IF_ERROR(
       EnsureDynamicSmem(reinterpret_cast<const void*>(kernel), R::kSmemBytes, &configured));
@@ -351,37 +351,32 @@ absl::Status Launch(const void* a, const void* a_scales, int64_t m, const void* 
   constexpr int kBlockRows = BlockRows(kTokens);
   const dim3 grid(static_cast<unsigned>((n + kBlockRows - 1) / kBlockRows),
                   static_cast<unsigned>((m + kTokens - 1) / kTokens));
-  kernel<<<grid, Threads(kConsumers), R::kSmemBytes, stream>>>(
+  kernel<<<grid, kThreads, R::kSmemBytes, stream>>>(
       map_a, static_cast<const uint8_t*>(a_scales), static_cast<const uint8_t*>(packed), out_scale,
       static_cast<int>(m), static_cast<int>(n), static_cast<int>(k / swapab::kSuperTileK), c);
   RETURN_IF_CUDA_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 
-// The tokens a block: 128, or 256 (two consumers; `tokens`), except 64 for FP16 A past
-// kLongK, with its sums promoted (NVFP4 A's products have few significant bits, and one
-// chain keeps them to 5e-8 at 8192 of K).
-template <bool kInt8, bool kNvfp4A, bool kOneWait, int kConsumers>
+// The tokens a block: 128, or 256 (`tokens`), except 64 for FP16 A past kLongK, with its
+// sums promoted (NVFP4 A's products have few significant bits, and one chain keeps them to
+// 5e-8 at 8192 of K).
+template <bool kInt8, bool kNvfp4A, bool kOneWait>
 absl::Status LaunchTokens(const void* a, const void* a_scales, int64_t m, const void* packed,
                           float out_scale, int64_t n, int64_t k, float* c, int tokens,
                           cudaStream_t stream) {
   if constexpr (!kNvfp4A) {
     if (k > kLongK) {
-      return Launch<kInt8, false, kOneWait, 64, kConsumers>(a, a_scales, m, packed, out_scale, n, k,
-                                                            c, stream);
+      return Launch<kInt8, false, kOneWait, 64>(a, a_scales, m, packed, out_scale, n, k, c, stream);
     }
   }
-  if constexpr (kConsumers == 2) {
-    if (tokens == 256) {
-      return Launch<kInt8, kNvfp4A, true, 256, 2>(a, a_scales, m, packed, out_scale, n, k, c,
-                                                  stream);
-    }
+  if (tokens == 256) {  // one set a consumer: one wait
+    return Launch<kInt8, kNvfp4A, true, 256>(a, a_scales, m, packed, out_scale, n, k, c, stream);
   }
-  return Launch<kInt8, kNvfp4A, kOneWait, 128, kConsumers>(a, a_scales, m, packed, out_scale, n, k,
-                                                           c, stream);
+  return Launch<kInt8, kNvfp4A, kOneWait, 128>(a, a_scales, m, packed, out_scale, n, k, c, stream);
 }
 
-// The options' square knobs: waits a K tile (two consumers: 1 or 2), consumers, tokens.
+// The options' square knobs: waits a K tile (1 or 2), consumers (2), tokens.
 template <bool kInt8, bool kNvfp4A>
 absl::Status LaunchKnobs(const void* a, const void* a_scales, int64_t m, const void* packed,
                          float out_scale, int64_t n, int64_t k, float* c,
@@ -392,26 +387,18 @@ absl::Status LaunchKnobs(const void* a, const void* a_scales, int64_t m, const v
     return absl::InvalidArgumentError(
         absl::StrCat("the square swap-AB kernel waits 1 or 2 times a K tile; got ", waits));
   }
-  if (consumers != 0 && consumers != 2 && consumers != 4) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the square swap-AB kernel takes 2 or 4 consumer warpgroups; got ", consumers));
+  if (consumers != 0 && consumers != kConsumers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the square swap-AB kernel takes 2 consumer warpgroups; got ", consumers));
   }
   if (tokens != 128 && tokens != 256) {
     return absl::InvalidArgumentError(
         absl::StrCat("the square swap-AB kernel takes blocks of 128 or 256 tokens; got ", tokens));
   }
-  if (tokens == 256 && consumers == 4) {
-    return absl::InvalidArgumentError(
-        "the square swap-AB kernel's blocks of 256 tokens take 2 consumer warpgroups");
-  }
-  if (consumers == 4) {  // one set a warpgroup: one wait a K tile
-    return LaunchTokens<kInt8, kNvfp4A, true, 4>(a, a_scales, m, packed, out_scale, n, k, c, tokens,
-                                                 stream);
-  }
-  return waits == 1 ? LaunchTokens<kInt8, kNvfp4A, true, 2>(a, a_scales, m, packed, out_scale, n, k,
-                                                            c, tokens, stream)
-                    : LaunchTokens<kInt8, kNvfp4A, false, 2>(a, a_scales, m, packed, out_scale, n,
-                                                             k, c, tokens, stream);
+  return waits == 1 ? LaunchTokens<kInt8, kNvfp4A, true>(a, a_scales, m, packed, out_scale, n, k, c,
+                                                         tokens, stream)
+                    : LaunchTokens<kInt8, kNvfp4A, false>(a, a_scales, m, packed, out_scale, n, k,
+                                                          c, tokens, stream);
 }
 
 absl::Status CheckRows(int64_t m) {

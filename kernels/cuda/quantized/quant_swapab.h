@@ -50,7 +50,7 @@ struct SwapAbOptions {
   int splits = 0;    // wgmma: K split over a cluster of 1, 2, 4 or 8 blocks (0: chosen)
   int k_tiles_per_stage = 0;  // wgmma: K tiles of 64 a pipeline stage, 1 or 4 (0: chosen)
   int warpgroups = 0;         // wgmma: consumer warpgroups a block, 2 or 4 (4: 256 rows; 0: 2)
-                              // (past 64 rows too: 4 of one set of 64 rows each)
+                              // (past 64 rows: 2)
   int square_waits = 0;       // wgmma past 64 rows: waits a K tile, 1 or 2 (0: chosen)
   // wgmma past 64 rows: tokens a block, 128 (a band of 256 weight rows) or 256 (half a
   // band, two consumer warpgroups; 0: chosen). FP16 A past 8192 of K takes 64 whatever.

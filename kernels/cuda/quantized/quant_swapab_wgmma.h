@@ -29,9 +29,8 @@ absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* 
 // 8192 of K), m <= kSwapAbWgmmaMaxM (quant_swapab.h; grid y counts the token blocks), K
 // whole in each block. The options' knobs: `square_waits`, wgmma waits a K tile, 1 (both
 // sets' wgmmas at once) or 2 (one set's, then the other's); `warpgroups`, consumer
-// warpgroups, 2 (two sets of 64 rows each) or 4 (one set each, one wait);
-// `square_tokens`, 128 or 256 (two consumers of one set); 0 for the chosen value.
-// INVALID_ARGUMENT for m or knobs out of range, INTERNAL for CUDA errors.
+// warpgroups, 2 (two sets of 64 rows each); `square_tokens`, 128 or 256 (two consumers of one set);
+// 0 for the chosen value. INVALID_ARGUMENT for m or knobs out of range, INTERNAL for CUDA errors.
 absl::Status LaunchSquareSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
                                      float out_scale, int64_t n, int64_t k, float* c,
                                      const SwapAbOptions& options, cudaStream_t stream);

@@ -9,14 +9,15 @@
 // straight into its A fragments, a few operations for a 64 x 128 x 64 piece of work, and
 // the activations arrive by TMA as the dense kernel's B does.
 // How: a block of one producer warpgroup and two consumer warpgroups owns a band of 256
-// weight rows (two sets of 64 rows a warpgroup) and 128 tokens (FP16 A past 8192 of K: 64,
-// the accumulators added into FP32 sums every 1024 of K). One producer thread fills a ring
-// of stages, each one K tile of 64: the band's codes (values) in one bulk copy, its scale
-// bytes in another, and one TMA box of the tokens' activations (128-byte swizzle, zeros
-// past k and m); NVFP4 A arrives as codes, and the producer warpgroup's 128 threads decode
-// a token each into the stage's FP16 rows. A consumer warp decodes its 16-row tile of a
-// set into A fragments and issues four m64nNk16 wgmmas, and waits for them before the
-// other set (or decodes both sets and waits once a K tile): the two consumer warpgroups
+// weight rows (two sets of 64 rows a warpgroup) and 128 tokens, or half a band (one set a
+// warpgroup) and 256 tokens (FP16 A past 8192 of K: 64 tokens, the accumulators added
+// into FP32 sums every 1024 of K). One producer thread fills a ring of stages, each one K
+// tile of 64: the block's codes (values) in one bulk copy, its scale bytes in another, and
+// one TMA box of the tokens' activations (128-byte swizzle, zeros past k and m); NVFP4 A
+// arrives as codes, and the producer warpgroup's 128 threads decode one or two tokens each
+// into the stage's FP16 rows. A consumer warp decodes its 16-row tile of a set into A
+// fragments and issues four m64nNk16 wgmmas; it decodes both sets and waits once a K tile
+// (or waits for each set's before decoding the other): the two consumer warpgroups
 // overlap each other's decode. (Waiting with one set's wgmmas still in flight made ptxas
 // serialize them all.) A stage goes back to the producer once both sets' wgmmas that
 // read it have retired. The epilogue stores each accumulator straight to C: the 8 lanes
@@ -52,13 +53,13 @@ constexpr int kThreads = 128 * (kConsumers + 1);
 constexpr int BlockRows(int tokens) { return tokens == 256 ? kBandRows / 2 : kBandRows; }
 static_assert(kBandRows == 256, "the layout's bands are 256 rows");
 
-constexpr int kLongK = 8192;
-constexpr int kSquareTokens = 128;  // a block's tokens unless the options say  // past this, FP16
-                                    // A's sums are promoted (kTokens = 64)
+constexpr int kLongK = 8192;        // past this, FP16 A's sums are promoted (kTokens = 64)
+constexpr int kSquareTokens = 128;  // a block's tokens unless the options say
+constexpr int kSquareWaits = 1;     // waits a K tile unless they say (the faster: KERNELS.md)
 constexpr int kCodeRowBytes = swapab::kSuperTileK / 2;  // NVFP4 A: a token's codes of a K tile
 
-// A stage: the activations of one K tile ([128 tokens][64 halves], 128-byte swizzle), the
-// band's codes (values) and scales, and for NVFP4 A the tokens' codes as they arrive.
+// A stage: the activations of one K tile ([kTokens][64 halves], 128-byte swizzle), the
+// block's codes (values) and scales, and for NVFP4 A the tokens' codes as they arrive.
 template <bool kInt8, bool kNvfp4A, int kTokens>
 struct Ring {
   static constexpr int kTiles = BlockRows(kTokens) / 16;               // the block's 16-row tiles
@@ -381,9 +382,10 @@ template <bool kInt8, bool kNvfp4A>
 absl::Status LaunchKnobs(const void* a, const void* a_scales, int64_t m, const void* packed,
                          float out_scale, int64_t n, int64_t k, float* c,
                          const SwapAbOptions& options, cudaStream_t stream) {
-  const int waits = options.square_waits, consumers = options.warpgroups;
+  const int waits = options.square_waits == 0 ? kSquareWaits : options.square_waits;
+  const int consumers = options.warpgroups;
   const int tokens = options.square_tokens == 0 ? kSquareTokens : options.square_tokens;
-  if (waits != 0 && waits != 1 && waits != 2) {
+  if (waits != 1 && waits != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("the square swap-AB kernel waits 1 or 2 times a K tile; got ", waits));
   }

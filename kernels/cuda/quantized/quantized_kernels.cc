@@ -136,7 +136,7 @@ class SquareKernel final : public QuantizedGemmKernel {
 // launch packs a copy into the workspace); on mma.sync 1-64 rows of a resident weight the
 // store re-laid out. NVFP4 A is expanded to FP16 in the workspace first (kExpandNvfp4A):
 // a memory-bound pass of a few percent of the product's time, where the kernel's own
-// decode of A in its producer warpgroup held it near half the FP16 A kernel's rate
+// decode of A in its producer warpgroup held it at 0.6 of the FP16 A kernel's rate
 // (docs/KERNELS.md).
 constexpr bool kExpandNvfp4A = true;
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/common/alignment.h"
 #include "kernels/cuda/common/cp_async.cuh"
 #include "kernels/cuda/common/cuda_status.h"
 #include "kernels/cuda/common/dynamic_smem.h"
@@ -478,8 +479,6 @@ absl::Status LaunchChunked(const DgemmArgs& p, int batch, bool trans_a, bool tra
   if (trans_a && !trans_b) return LaunchLayout<D, true, false, kChunk>(p, batch, stream);
   return LaunchLayout<D, true, true, kChunk>(p, batch, stream);
 }
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <class D>
 absl::Status LaunchShape(const DgemmArgs& p, int batch, bool trans_a, bool trans_b,

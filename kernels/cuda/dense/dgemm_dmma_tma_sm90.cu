@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/common/alignment.h"
 #include "kernels/cuda/common/cuda_status.h"
 #include "kernels/cuda/common/dynamic_smem.h"
 #include "kernels/cuda/common/tensor_map.h"
@@ -254,8 +255,6 @@ absl::Status LaunchLayout(const DgemmArgs& p, int batch, cudaStream_t stream) {
   }
   return absl::OkStatus();
 }
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The tensor maps' rule: 16-byte aligned bases, row and item strides.
 template <bool kUnroll>

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/common/alignment.h"
 #include "kernels/cuda/common/cuda_status.h"
 
 namespace gemmd::gpu::internal {
@@ -24,8 +25,9 @@ constexpr size_t kWorkspaceAlign = 256;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
-size_t AlignBytes(size_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+size_t AlignBytes(size_t bytes) {
+  return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+}
 
 const void* ByteOffset(const void* base, int64_t elements, size_t elem_bytes) {
   return static_cast<const char*>(base) + elements * static_cast<int64_t>(elem_bytes);

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/common/alignment.h"
 #include "kernels/cuda/common/cuda_status.h"
 #include "kernels/cuda/quantized/nvfp4_decode.cuh"
 #include "kernels/cuda/quantized/nvfp4_expand.h"
@@ -32,8 +33,6 @@ __global__ void __launch_bounds__(kThreads)
     o[3] = internal::nvfp4::DecodeWord<false>(q.w, s1);
   }
 }
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 

@@ -40,6 +40,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/common/alignment.h"
 #include "kernels/cuda/common/cuda_status.h"
 #include "kernels/cuda/common/device_facts.h"
 #include "kernels/cuda/quantized/quant_gemm.h"
@@ -721,8 +722,6 @@ absl::Status LaunchForFormat(const ActivationPlanes& a, bool split, bool aligned
   return aligned ? LaunchForM<kFormat, false, true>(a, m, r, b, c, tuning, stream)
                  : LaunchForM<kFormat, false, false>(a, m, r, b, c, tuning, stream);
 }
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The operand conditions of the ring (SkinnyRingRuns).
 bool RingOperands(const void* a, const DeviceQuantizedWeight& b) {

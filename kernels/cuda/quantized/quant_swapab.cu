@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/common/alignment.h"
 #include "kernels/cuda/common/cuda_status.h"
 #include "kernels/cuda/common/device_facts.h"
 #include "kernels/cuda/quantized/nvfp4_expand.h"
@@ -133,8 +134,6 @@ absl::Status Launch(const void* a, int m, const void* packed, float out_scale, i
   RETURN_IF_CUDA_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The configuration for m rows: token tiles, row tiles a warp, warps a block.
 template <bool kInt8>

@@ -1373,23 +1373,30 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
     auto dw = UploadSets(packed, sets);
     const std::vector<double> ref =
         DenseRefRows(sample, nvfp4_a ? a_deq.data() : a16f.data(), w_deq.data(), n, k);
-    // Waiting once a set or once a K tile (128 tokens a block); one set a consumer on half a
-    // band, 256 tokens a block. NVFP4 A also expanded to FP16 first (into one buffer, each
-    // call), for the FP16 A kernel.
+    // 128 tokens a block (a band of weight rows), or 256 (half a band, one set a consumer);
+    // a block an item or persistent blocks; C from the registers or by TMA. NVFP4 A also
+    // expanded to FP16 first (into one buffer, each call), for the FP16 A kernel.
+    // C by TMA in rounds of 16, 32 or 64 tokens.
     struct Knobs {
-      int waits, tokens;
+      int tokens, grid, store, round;
       bool expand = false;
     };
     DevMem a_half(nvfp4_a ? gemmd::gpu::Nvfp4HalfBytes(m, k) : 0);
-    for (const Knobs& knobs : {Knobs{2, 128}, Knobs{1, 128}, Knobs{1, 256}, Knobs{2, 128, true},
-                               Knobs{1, 128, true}, Knobs{1, 256, true}}) {
+    for (const Knobs& knobs :
+         {Knobs{128, 1, 1, 0}, Knobs{128, 2, 2, 64}, Knobs{128, 2, 2, 16}, Knobs{256, 1, 1, 0},
+          Knobs{256, 2, 2, 64}, Knobs{256, 2, 2, 32}, Knobs{256, 2, 2, 16},
+          Knobs{256, 2, 2, 64, true}, Knobs{256, 2, 2, 32, true}, Knobs{256, 2, 2, 16, true}}) {
+      // NVFP4 A: its own decode once (the producer's decode bounds it), then expanded.
+      if (nvfp4_a && !knobs.expand && (knobs.tokens != 128 || knobs.grid != 1)) continue;
       if (knobs.expand && !nvfp4_a) continue;
-      const int waits = knobs.waits;
       auto launch = [&](int set) {
         float* c = static_cast<float*>(dc16[set].p);
         gemmd::gpu::SwapAbOptions options{gemmd::gpu::SwapAbPath::kWgmma};
-        options.square_waits = waits;
+        options.square_waits = 1;
         options.square_tokens = knobs.tokens;
+        options.square_grid = knobs.grid;
+        options.square_store = knobs.store;
+        options.square_round = knobs.round;
         check(nvfp4_a ? gemmd::gpu::LaunchSwapAbNvfp4xNvfp4(
                             dpa[set].p, dsa[set].p, qa.tensor_scale, m, dw[set].p, tensor_scale, n,
                             k, c, knobs.expand ? a_half.p : nullptr, nullptr, options)
@@ -1403,8 +1410,9 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
           {shape,
            (nvfp4_a ? std::string("swapab_nvfp4xnvfp4_wgmma")
                     : gemmd::gpu::SwapAbKernelName(int8, gemmd::gpu::SwapAbPath::kWgmma)) +
-               " (swap-AB layout, " + std::to_string(waits) + " waits a K tile" +
-               (knobs.tokens == 256 ? ", 256 tokens" : "") +
+               " (swap-AB layout, " + std::to_string(knobs.tokens) + " tokens" +
+               (knobs.grid == 2 ? ", persistent" : "") +
+               (knobs.store == 2 ? ", TMA store of " + std::to_string(knobs.round) : "") +
                (knobs.expand ? ", A expanded to FP16 first)" : ")"),
            nvfp4_a ? "NVFP4 x NVFP4"
            : int8  ? "FP16 x INT8"

@@ -421,19 +421,44 @@ std::vector<SwapAbCase> SwapAbCases() {
                                                                              {256, 512, 8192},
                                                                              {200, 256, 16384}}) {
       // Waiting once a set or once a K tile; one set a consumer on half a band, 256 tokens a
-      // block.
-      for (auto [waits, tokens] : {std::pair{1, 128}, std::pair{2, 128}, std::pair{0, 256}}) {
+      // block; persistent blocks (3 of them, each taking several items) and the TMA-stored
+      // epilogue, alone and together.
+      // C stored by TMA in rounds of 64 tokens, or of 32 or 16.
+      struct Square {
+        int waits, tokens, grid, store, blocks, round = 0;
+      };
+      for (const Square& q :
+           {Square{1, 128, 1, 1, 0}, Square{2, 128, 1, 1, 0}, Square{0, 256, 1, 1, 0},
+            Square{1, 128, 2, 1, 3}, Square{1, 128, 1, 2, 0}, Square{1, 128, 2, 2, 3},
+            Square{0, 256, 2, 2, 3}, Square{1, 128, 2, 2, 3, 32}, Square{0, 256, 2, 2, 3, 16}}) {
+        const bool known = q.grid == 1 && q.store == 1;
+        if (!known && k == 8192) continue;  // the K = 16384 case covers long K
         SwapAbOptions options{SwapAbPath::kWgmma};
-        options.square_waits = waits;
-        options.square_tokens = tokens;
+        options.square_waits = q.waits;
+        options.square_tokens = q.tokens;
+        options.square_grid = q.grid;
+        options.square_store = q.store;
+        options.square_blocks = q.blocks;
+        options.square_round = q.round;
         cases.push_back({format, m, n, k, options});
-        if (format == QuantFormat::kNvfp4) cases.push_back({format, m, n, k, options, true});
+        if (format == QuantFormat::kNvfp4 && (known || (q.grid == q.store && q.round == 0))) {
+          cases.push_back({format, m, n, k, options, true});
+        }
       }
       // NVFP4 A expanded to FP16 first, for the FP16 A kernel (past 8192 of K: its blocks
       // of 64 tokens).
       if (format == QuantFormat::kNvfp4) {
         cases.push_back({format, m, n, k, {SwapAbPath::kWgmma}, true, true});
       }
+    }
+    // Persistent blocks at their default count (one an SM), with more items than SMs: 9
+    // token blocks x 17 bands (a short one) of 128 tokens, or x 33 half-bands of 256.
+    for (int tokens : {128, 256}) {
+      SwapAbOptions options{SwapAbPath::kWgmma};
+      options.square_tokens = tokens;
+      options.square_grid = 2;
+      options.square_store = 2;
+      cases.push_back({format, 1100, 4112, 128, options});
     }
     // The same up to 64 rows: the expanded A goes to the skinny wgmma kernel.
     if (format == QuantFormat::kNvfp4) {
@@ -456,6 +481,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SwapAbTest, ::testing::ValuesIn(SwapAbCases()),
                                "_kt", o.k_tiles_per_stage, o.warpgroups == 4 ? "_wg4" : "",
                                o.square_waits > 0 ? absl::StrCat("_w", o.square_waits) : "",
                                o.square_tokens > 0 ? absl::StrCat("_t", o.square_tokens) : "",
+                               o.square_grid == 2 ? "_persistent" : "",
+                               o.square_blocks > 0 ? absl::StrCat(o.square_blocks) : "",
+                               o.square_store == 2 ? "_tma_store" : "",
+                               o.square_round > 0 ? absl::StrCat("_round", o.square_round) : "",
                                o.band_rows > 0 ? absl::StrCat("_band", o.band_rows) : "",
                                info.param.nvfp4_a ? "_nvfp4_a" : "",
                                info.param.expand_a ? "_expanded" : "");
@@ -508,6 +537,27 @@ TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {
     tokens.square_tokens = 192;
     EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, tokens).message(),
               "the square swap-AB kernel takes blocks of 128 or 256 tokens; got 192");
+    SwapAbOptions grid{SwapAbPath::kWgmma};
+    grid.square_grid = 3;
+    EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, grid).message(),
+              "the square swap-AB grid is 1 (a block an item) or 2 (persistent); got 3");
+    SwapAbOptions blocks{SwapAbPath::kWgmma};
+    blocks.square_blocks = -1;
+    EXPECT_EQ(
+        LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, blocks).message(),
+        "the square swap-AB kernel's persistent blocks are at least 1 (0: one an SM); got -1");
+    SwapAbOptions store{SwapAbPath::kWgmma};
+    store.square_store = 3;
+    EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, store).message(),
+              "the square swap-AB epilogue stores from registers (1) or by TMA (2); got 3");
+    store.square_store = 2;
+    store.square_round = 8;
+    EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, store).message(),
+              "the square swap-AB kernel's TMA-stored rounds are 16, 32 or 64 tokens; got 8");
+    store.square_round = 0;
+    store.square_waits = 2;
+    EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, store).message(),
+              "the square swap-AB kernel's TMA-stored epilogue takes one wait a K tile");
     SwapAbOptions four{SwapAbPath::kWgmma};
     four.warpgroups = 4;
     EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, four).message(),

@@ -103,6 +103,45 @@ __device__ __forceinline__ void BulkLoad(uint32_t dst, const void* src, uint32_t
 #endif
 }
 
+// Stores the box at (c0, c1, c2) of a 3-D tensor map from shared memory at `src` (laid
+// out as TmaLoad3d would have written it; parts of the box past the tensor's edges are not
+// written), as one bulk group of this thread's (BulkCommit). The writes to `src` must be
+// made visible to the async proxy first (fence.proxy.async, then a barrier).
+__device__ __forceinline__ void TmaStore3d(const CUtensorMap* map, uint32_t src, int c0, int c1,
+                                           int c2) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::
+          "l"(reinterpret_cast<uint64_t>(map)),
+      "r"(src), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void BulkCommit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+// Waits until at most kPending of this thread's bulk groups still read shared memory (their
+// sources may then be overwritten; the global writes may still be under way).
+template <int kPending>
+__device__ __forceinline__ void BulkWaitRead() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+// Waits until this thread's bulk groups have all completed, global writes included.
+__device__ __forceinline__ void BulkWaitAll() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+#endif
+}
+// A barrier of `threads` threads (whole warps) on hardware barrier `id` (1..15; 0 is
+// __syncthreads's).
+__device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Register budgets of warp-specialised kernels (the kernel needs a register cap at entry:
 // __launch_bounds__(threads, 1)).
 template <int kRegisters>

@@ -27,11 +27,14 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/common/alignment.h"
 #include "kernels/cuda/common/cuda_status.h"
+#include "kernels/cuda/common/device_facts.h"
 #include "kernels/cuda/common/dynamic_smem.h"
 #include "kernels/cuda/common/tensor_map.h"
 #include "kernels/cuda/common/tma_sm90a.cuh"
@@ -56,11 +59,24 @@ static_assert(kBandRows == 256, "the layout's bands are 256 rows");
 constexpr int kLongK = 8192;        // past this, FP16 A's sums are promoted (kTokens = 64)
 constexpr int kSquareTokens = 128;  // a block's tokens unless the options say
 constexpr int kSquareWaits = 1;     // waits a K tile unless they say (the faster: KERNELS.md)
+constexpr int kSquareGrid = 1;      // 1: a block an item; 2: persistent blocks
+constexpr int kSquareStore = 1;     // 1: C from the registers; 2: by TMA
 constexpr int kCodeRowBytes = swapab::kSuperTileK / 2;  // NVFP4 A: a token's codes of a K tile
+
+// The TMA-stored epilogue stages C in rounds of one set's 64 rows x kRound tokens (16,
+// 32 or 64): two boxes of 32 rows (128 bytes of FP32: the 128-byte swizzle's row) x kRound
+// tokens. Smaller rounds leave the ring more stages, and take more barriers.
+constexpr int kBoxRows = 32;
+constexpr int BoxBytes(int round) { return kBoxRows * round * 4; }
+constexpr int RoundBytes(int round) { return 2 * BoxBytes(round); }
+constexpr int kSquareRound = 64;  // tokens a round unless the options say
 
 // A stage: the activations of one K tile ([kTokens][64 halves], 128-byte swizzle), the
 // block's codes (values) and scales, and for NVFP4 A the tokens' codes as they arrive.
-template <bool kInt8, bool kNvfp4A, int kTokens>
+// With kRound > 0 (TMA-stored C), each consumer warpgroup's C rounds after the ring: two
+// buffers, so one drains while the next is written, or one where two would leave fewer
+// than 4 stages.
+template <bool kInt8, bool kNvfp4A, int kTokens, int kRound>
 struct Ring {
   static constexpr int kTiles = BlockRows(kTokens) / 16;               // the block's 16-row tiles
   static constexpr int kActBytes = kTokens * swapab::kSuperTileK * 2;  // a K tile's activations
@@ -71,12 +87,47 @@ struct Ring {
   static constexpr int kRawAt = kScalesAt + kTiles * kScaleBytes;
   static constexpr int kRawBytes = kNvfp4A ? kTokens * kCodeRowBytes : 0;
   static constexpr int kStageBytes = (kRawAt + kRawBytes + 1023) / 1024 * 1024;
-  static constexpr int kStages = (227 * 1024 - 1024 - 3 * 16 * 8) / kStageBytes;
-  static constexpr int kBarriersAt = kStages * kStageBytes;
+  static constexpr int StagesWith(int buffers) {
+    return (227 * 1024 - 1024 - 3 * 16 * 8 - kConsumers * buffers * RoundBytes(kRound)) /
+           kStageBytes;
+  }
+  static constexpr int kBuffers = StagesWith(2) >= 4 ? 2 : 1;  // C rounds a consumer warpgroup
+  static constexpr int kStages = StagesWith(kBuffers);
+  static constexpr int kStagingAt = kStages * kStageBytes;  // 1024-aligned, as the swizzle needs
+  static constexpr int kStagingBytes = kConsumers * kBuffers * RoundBytes(kRound);
+  static constexpr int kBarriersAt = kStagingAt + kStagingBytes;
   static constexpr int kSmemBytes = kBarriersAt + 3 * kStages * 8 + 1024;  // + alignment
   static_assert(kStages >= 4 && kStages <= 16, "a ring of 4 to 16 stages");
   static_assert(kSmemBytes <= 227 * 1024, "one block an SM");
 };
+
+__device__ __forceinline__ void StoreShared(uint32_t addr, float v) {
+  asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
+}
+
+// A block's work item: the row tiles `tile0 ..` of one band (`tiles` of them; a band's
+// tiles are consecutive at each K tile, and its K tiles consecutive, so the item reads
+// `tiles` of them from `band_at` on, `band_tiles` apart) and the tokens from m0. Items run
+// band-block fastest, so the blocks at work at once share their tokens.
+struct SquareItem {
+  int band, band_tiles, tile0, tiles, m0;
+  int64_t band_at;
+};
+template <int kTokens>
+__device__ __forceinline__ SquareItem ItemAt(int item, int n, int k_tiles) {
+  constexpr int kTiles = BlockRows(kTokens) / 16;
+  constexpr int kParts = swapab::kBandTiles / kTiles;  // blocks a band
+  const int row_blocks = (n + BlockRows(kTokens) - 1) / BlockRows(kTokens);
+  const int x = item % row_blocks;
+  SquareItem it;
+  it.band = x / kParts;
+  it.band_tiles = min(swapab::kBandTiles, n / 16 - it.band * swapab::kBandTiles);
+  it.tile0 = x % kParts * kTiles;
+  it.tiles = min(kTiles, it.band_tiles - it.tile0);  // >= 1: the items cover n in blocks
+  it.band_at = static_cast<int64_t>(it.band) * swapab::kBandTiles * k_tiles + it.tile0;
+  it.m0 = item / row_blocks * kTokens;
+  return it;
+}
 
 // kNvfp4A: A is NVFP4 (codes [m, k/2] through map_a, E4M3 scales [m, k/16] at a_scales),
 // decoded by the producer warpgroup into the stage's FP16 activations; else FP16 through
@@ -85,20 +136,27 @@ struct Ring {
 // a band (m64n256k16: each weight fragment decoded once for twice the products); or 64
 // with the accumulators added into FP32 sums every kPromoteTiles K tiles (for long K: one
 // FP32 chain over 8192 of K already errs by 7e-6 against FP64, and the error grows with
-// it). Each consumer warpgroup owns two sets of 64 rows (256 tokens: one).
-template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens>
+// it). Each consumer warpgroup owns two sets of 64 rows (256 tokens: one). kRound > 0: C
+// goes out through shared memory by TMA (map_c) in rounds of kRound tokens, so the
+// consumers go on to their next item while it drains; 0: straight from the registers. A block takes
+// items blockIdx.x,
+// + gridDim.x, ... of `items`: one each, or as many as the grid is short of them
+// (persistent blocks: the producer fills the next item's stages during the epilogue).
+template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens, int kRound>
 __global__ void __launch_bounds__(kThreads, 1)
     SquareSwapAbKernel(const __grid_constant__ CUtensorMap map_a,
+                       const __grid_constant__ CUtensorMap map_c,
                        const uint8_t* __restrict__ a_scales, const uint8_t* __restrict__ packed,
-                       float out_scale, int m, int n, int k_tiles, float* __restrict__ c) {
+                       float out_scale, int m, int n, int k_tiles, int items,
+                       float* __restrict__ c) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using R = Ring<kInt8, kNvfp4A, kTokens>;
-  constexpr int kStages = R::kStages, kActBytes = R::kActBytes, kTiles = R::kTiles;
+  using R = Ring<kInt8, kNvfp4A, kTokens, kRound>;
+  constexpr int kStages = R::kStages, kActBytes = R::kActBytes;
   constexpr bool kPromote = kTokens == 64;
   constexpr int kPromoteTiles = 16;
   static_assert(kTokens == 128 || kTokens == 256 || (kTokens == 64 && !kNvfp4A),
                 "128 or 256 tokens, or 64 of FP16 A");
-  constexpr int kSets = kTiles * 16 / 64 / kConsumers;
+  constexpr int kSets = R::kTiles * 16 / 64 / kConsumers;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t base = (raw + 1023u) & ~1023u;  // swizzle atoms are 1024-aligned
@@ -108,15 +166,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t full = base + R::kBarriersAt, empty = full + kStages * 8;
   const uint32_t ready = empty + kStages * 8;
   const int wg = static_cast<int>(threadIdx.x) / 128;
-  // The block's tiles of its band (a band's tiles are consecutive at each K tile, and its K
-  // tiles consecutive: the block reads `tiles` of them from `tile0` on) and its tokens.
-  constexpr int kParts = swapab::kBandTiles / kTiles;  // blocks a band
-  const int row_tiles = n / 16, band = static_cast<int>(blockIdx.x) / kParts;
-  const int band_tiles = min(swapab::kBandTiles, row_tiles - band * swapab::kBandTiles);
-  const int tile0 = static_cast<int>(blockIdx.x) % kParts * kTiles;
-  const int tiles = min(kTiles, band_tiles - tile0);  // >= 1: the grid covers n in blocks
-  const int64_t band_at = static_cast<int64_t>(band) * swapab::kBandTiles * k_tiles + tile0;
-  const int m0 = static_cast<int>(blockIdx.y) * kTokens;
+  const int first = static_cast<int>(blockIdx.x), stride = static_cast<int>(gridDim.x);
   if (threadIdx.x == 0) {
     InitRingBarriers<kStages>(full, empty, kConsumers);
     if constexpr (kNvfp4A) {
@@ -128,30 +178,35 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   if (wg == 0) {
-    // Thread 0 fills stage kt % kStages with K tile kt (once the consumers gave it back).
+    // Thread 0 fills stage j % kStages with the block's j-th K tile (its (j / k_tiles)-th
+    // item's K tile j % k_tiles), once the consumers gave the stage back.
     const uint8_t* const scales = packed + static_cast<int64_t>(n) * k_tiles * 32;  // NVFP4
-    const auto fill = [&](int kt) {
-      const int s = kt % kStages;
-      if (kt >= kStages) MbarWait(empty + s * 8, ((kt / kStages) + 1) & 1);
+    const auto fill = [&](int j) {
+      const int item = first + j / k_tiles * stride, kt = j % k_tiles;
+      if (item >= items) return;
+      const SquareItem it = ItemAt<kTokens>(item, n, k_tiles);
+      const int s = j % kStages;
+      if (j >= kStages) MbarWait(empty + s * 8, ((j / kStages) + 1) & 1);
       const uint32_t stage = base + s * R::kStageBytes;
       MbarArriveExpectTx(full + s * 8, (kNvfp4A ? R::kRawBytes : kActBytes) +
-                                           tiles * (R::kTileBytes + R::kScaleBytes));
-      const int64_t first = band_at + static_cast<int64_t>(kt) * band_tiles;
-      BulkLoad(stage + R::kCodesAt, packed + first * R::kTileBytes, tiles * R::kTileBytes,
+                                           it.tiles * (R::kTileBytes + R::kScaleBytes));
+      const int64_t at = it.band_at + static_cast<int64_t>(kt) * it.band_tiles;
+      BulkLoad(stage + R::kCodesAt, packed + at * R::kTileBytes, it.tiles * R::kTileBytes,
                full + s * 8);
       if constexpr (!kInt8) {
-        BulkLoad(stage + R::kScalesAt, scales + first * R::kScaleBytes, tiles * R::kScaleBytes,
+        BulkLoad(stage + R::kScalesAt, scales + at * R::kScaleBytes, it.tiles * R::kScaleBytes,
                  full + s * 8);
       }
       if constexpr (kNvfp4A) {
-        TmaLoad3d(stage + R::kRawAt, &map_a, kt * kCodeRowBytes, m0, 0, full + s * 8);
+        TmaLoad3d(stage + R::kRawAt, &map_a, kt * kCodeRowBytes, it.m0, 0, full + s * 8);
       } else {
-        TmaLoad3d(stage, &map_a, kt * swapab::kSuperTileK, m0, 0, full + s * 8);
+        TmaLoad3d(stage, &map_a, kt * swapab::kSuperTileK, it.m0, 0, full + s * 8);
       }
     };
+    const int mine = (items - first + stride - 1) / stride * k_tiles;  // the block's K tiles
     if constexpr (!kNvfp4A) {
       SetMaxRegistersDown<40>();
-      for (int kt = 0; kt < k_tiles && threadIdx.x == 0; ++kt) fill(kt);
+      for (int j = 0; j < mine && threadIdx.x == 0; ++j) fill(j);
       return;
     } else {
       // Thread 0 fills kStages - 2 K tiles ahead of the decode: waiting for a stage to come
@@ -163,52 +218,57 @@ __global__ void __launch_bounds__(kThreads, 1)
       constexpr int kAhead = kStages - 2, kScalesAhead = 4, kMine = kTokens / 128;
       SetMaxRegistersDown<kMine == 2 ? 72 : 56>();  // two tokens' scale rings
       const int t = static_cast<int>(threadIdx.x);
-      for (int kt = 0; kt < min(kAhead, k_tiles) && t == 0; ++kt) fill(kt);
-      const uint32_t* scale_row[kMine];
-      bool live[kMine];
-      uint32_t ring[kMine][kScalesAhead];
-#pragma unroll
-      for (int p = 0; p < kMine; ++p) {
-        const int token = m0 + t + 128 * p;
-        live[p] = token < m;
-        scale_row[p] = reinterpret_cast<const uint32_t*>(
-            a_scales + static_cast<int64_t>(live[p] ? token : 0) * k_tiles * 4);
-#pragma unroll
-        for (int j = 0; j < kScalesAhead; ++j) {
-          ring[p][j] = live[p] && j < k_tiles ? scale_row[p][j] : 0u;
-        }
-      }
-      for (int kt = 0; kt < k_tiles; ++kt) {
-        if (t == 0 && kt + kAhead < k_tiles) fill(kt + kAhead);
-        // The ring's slot kt % 4, rotated so the index stays a constant.
-        uint32_t sc[kMine];
+      for (int j = 0; j < min(kAhead, mine) && t == 0; ++j) fill(j);
+      for (int j0 = 0; j0 < mine; j0 += k_tiles) {
+        const int m0 = ItemAt<kTokens>(first + j0 / k_tiles * stride, n, k_tiles).m0;
+        const uint32_t* scale_row[kMine];
+        bool live[kMine];
+        uint32_t ring[kMine][kScalesAhead];
 #pragma unroll
         for (int p = 0; p < kMine; ++p) {
-          sc[p] = ring[p][0];
+          const int token = m0 + t + 128 * p;
+          live[p] = token < m;
+          scale_row[p] = reinterpret_cast<const uint32_t*>(
+              a_scales + static_cast<int64_t>(live[p] ? token : 0) * k_tiles * 4);
 #pragma unroll
-          for (int j = 0; j + 1 < kScalesAhead; ++j) ring[p][j] = ring[p][j + 1];
-          ring[p][kScalesAhead - 1] =
-              live[p] && kt + kScalesAhead < k_tiles ? scale_row[p][kt + kScalesAhead] : 0u;
-        }
-        const int s = kt % kStages;
-        MbarWait(full + s * 8, (kt / kStages) & 1);
-        unsigned char* const stage = base_ptr + s * R::kStageBytes;
-#pragma unroll
-        for (int p = 0; p < kMine; ++p) {
-          const int row = t + 128 * p;
-          const uint4* const codes =
-              reinterpret_cast<const uint4*>(stage + R::kRawAt + row * kCodeRowBytes);
-          const uint4 q[2] = {codes[0], codes[1]};
-#pragma unroll
-          for (int chunk = 0; chunk < 8; ++chunk) {
-            // Chunk c: values 8c .. 8c + 7, of the 16-value scale block c / 2.
-            const uint32_t scale2 = nvfp4::ScaleHalf2((sc[p] >> (8 * (chunk / 2))) & 0xFFu);
-            const uint4 h = nvfp4::DecodeWord<false>(swapab::Word(q[chunk / 4], chunk % 4), scale2);
-            *reinterpret_cast<uint4*>(stage + SwizzledChunk(row, chunk)) = h;
+          for (int i = 0; i < kScalesAhead; ++i) {
+            ring[p][i] = live[p] && i < k_tiles ? scale_row[p][i] : 0u;
           }
         }
-        FenceProxyAsync();  // the wgmmas read these rows through the async proxy
-        MbarArrive(ready + s * 8);
+        for (int kt = 0; kt < k_tiles; ++kt) {
+          const int j = j0 + kt;
+          if (t == 0 && j + kAhead < mine) fill(j + kAhead);
+          // The ring's slot kt % 4, rotated so the index stays a constant.
+          uint32_t sc[kMine];
+#pragma unroll
+          for (int p = 0; p < kMine; ++p) {
+            sc[p] = ring[p][0];
+#pragma unroll
+            for (int i = 0; i + 1 < kScalesAhead; ++i) ring[p][i] = ring[p][i + 1];
+            ring[p][kScalesAhead - 1] =
+                live[p] && kt + kScalesAhead < k_tiles ? scale_row[p][kt + kScalesAhead] : 0u;
+          }
+          const int s = j % kStages;
+          MbarWait(full + s * 8, (j / kStages) & 1);
+          unsigned char* const stage = base_ptr + s * R::kStageBytes;
+#pragma unroll
+          for (int p = 0; p < kMine; ++p) {
+            const int row = t + 128 * p;
+            const uint4* const codes =
+                reinterpret_cast<const uint4*>(stage + R::kRawAt + row * kCodeRowBytes);
+            const uint4 q[2] = {codes[0], codes[1]};
+#pragma unroll
+            for (int chunk = 0; chunk < 8; ++chunk) {
+              // Chunk c: values 8c .. 8c + 7, of the 16-value scale block c / 2.
+              const uint32_t scale2 = nvfp4::ScaleHalf2((sc[p] >> (8 * (chunk / 2))) & 0xFFu);
+              const uint4 h =
+                  nvfp4::DecodeWord<false>(swapab::Word(q[chunk / 4], chunk % 4), scale2);
+              *reinterpret_cast<uint4*>(stage + SwizzledChunk(row, chunk)) = h;
+            }
+          }
+          FenceProxyAsync();  // the wgmmas read these rows through the async proxy
+          MbarArrive(ready + s * 8);
+        }
       }
       return;
     }
@@ -225,119 +285,186 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   const int consumer = wg - 1, warp = static_cast<int>(threadIdx.x) / 32 % 4;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  float acc[kSets][kTokens / 2], sums[kSets][kPromote ? kTokens / 2 : 1];
-#pragma unroll
-  for (int set = 0; set < kSets; ++set) {
-#pragma unroll
-    for (int i = 0; i < kTokens / 2; ++i) {
-      acc[set][i] = 0.0f;
-      if constexpr (kPromote) sums[set][i] = 0.0f;
-    }
-  }
-  uint32_t a[kSets][4][4];
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    const int s = kt % kStages;
-    MbarWait(full + s * 8, (kt / kStages) & 1);
-    if constexpr (kNvfp4A) MbarWait(ready + s * 8, (kt / kStages) & 1);
-    const unsigned char* stage = base_ptr + s * R::kStageBytes;
-    const uint64_t desc_b = SmemDesc(base + s * R::kStageBytes);
-    // Tiles past n decode from a mask (no branch near the registers a wgmma reads).
-    const auto decode = [&](int set) {
-      const int tile = (consumer * kSets + set) * 4 + warp;
-      const uint32_t keep = tile < tiles ? ~0u : 0u;
-      const swapab::LaneTile lt =
-          swapab::LoadLaneTile<kInt8>(stage + R::kCodesAt + tile * R::kTileBytes,
-                                      stage + R::kScalesAt + tile * R::kScaleBytes, lane);
-#pragma unroll
-      for (int step = 0; step < 4; ++step) {
-        swapab::DecodeStep<kInt8>(lt, step, a[set][step]);
-#pragma unroll
-        for (int r = 0; r < 4; ++r) a[set][step][r] &= keep;
-      }
-    };
-    const auto issue = [&](int set) {
-#pragma unroll
-      for (int step = 0; step < 4; ++step) {
-        // K-major B: +32 bytes (16 halves) a step inside the swizzled rows.
-        WgmmaRsF16<kTokens>(acc[set], a[set][step], desc_b + 2 * step);
-      }
-    };
-    if constexpr (kOneWait) {
-#pragma unroll
-      for (int set = 0; set < kSets; ++set) decode(set);
-#pragma unroll
-      for (int set = 0; set < kSets; ++set) FenceAccumulators(acc[set]);
-      WgmmaFence();
-#pragma unroll
-      for (int set = 0; set < kSets; ++set) issue(set);
-      WgmmaCommit();
-      WgmmaWait<0>();
-#pragma unroll
-      for (int set = 0; set < kSets; ++set) FenceAccumulators(acc[set]);
-    } else {
-#pragma unroll
-      for (int set = 0; set < kSets; ++set) {
-        decode(set);
-        FenceAccumulators(acc[set]);
-        WgmmaFence();
-        issue(set);
-        WgmmaCommit();
-        WgmmaWait<0>();
-        FenceAccumulators(acc[set]);
-      }
-    }
-    // Both sets' wgmmas have retired: the stage goes back to the producer.
-    MbarArriveIf(empty + s * 8, threadIdx.x % 128 == 0);
-    if (kPromote && ((kt + 1) % kPromoteTiles == 0 || kt + 1 == k_tiles)) {
-#pragma unroll
-      for (int set = 0; set < kSets; ++set) {
-#pragma unroll
-        for (int i = 0; i < kTokens / 2; ++i) {
-          if constexpr (kPromote) sums[set][i] += acc[set][i];
-          acc[set][i] = 0.0f;
-        }
-      }
-    }
-  }
-
-  // Accumulator i of a set: row 16 warp + g (+8 for i % 4 >= 2), token 8 (i / 4) + 2t + i % 2.
   const float* row_scales = reinterpret_cast<const float*>(
       packed + static_cast<int64_t>(n) * k_tiles * swapab::kSuperTileK);  // INT8's
   const int g = lane / 4, t = lane % 4;
+  float acc[kSets][kTokens / 2], sums[kSets][kPromote ? kTokens / 2 : 1];
+  uint32_t a[kSets][4][4];
+  int j = 0;      // the block's K tiles so far
+  int round = 0;  // the warpgroup's C rounds so far (kRound > 0)
+  for (int item = first; item < items; item += stride) {
+    const SquareItem it = ItemAt<kTokens>(item, n, k_tiles);
 #pragma unroll
-  for (int set = 0; set < kSets; ++set) {
+    for (int set = 0; set < kSets; ++set) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row =
-          band * kBandRows + tile0 * 16 + (consumer * kSets + set) * 64 + 16 * warp + g + 8 * h;
-      if (row >= n) continue;
-      const float scale = kInt8 ? out_scale * row_scales[row] : out_scale;
+      for (int i = 0; i < kTokens / 2; ++i) {
+        acc[set][i] = 0.0f;
+        if constexpr (kPromote) sums[set][i] = 0.0f;
+      }
+    }
+    for (int kt = 0; kt < k_tiles; ++kt, ++j) {
+      const int s = j % kStages;
+      MbarWait(full + s * 8, (j / kStages) & 1);
+      if constexpr (kNvfp4A) MbarWait(ready + s * 8, (j / kStages) & 1);
+      const unsigned char* stage = base_ptr + s * R::kStageBytes;
+      const uint64_t desc_b = SmemDesc(base + s * R::kStageBytes);
+      // Tiles past n decode from a mask (no branch near the registers a wgmma reads).
+      const auto decode = [&](int set) {
+        const int tile = (consumer * kSets + set) * 4 + warp;
+        const uint32_t keep = tile < it.tiles ? ~0u : 0u;
+        const swapab::LaneTile lt =
+            swapab::LoadLaneTile<kInt8>(stage + R::kCodesAt + tile * R::kTileBytes,
+                                        stage + R::kScalesAt + tile * R::kScaleBytes, lane);
 #pragma unroll
-      for (int j = 0; j < kTokens / 8; ++j) {
+        for (int step = 0; step < 4; ++step) {
+          swapab::DecodeStep<kInt8>(lt, step, a[set][step]);
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int token = m0 + 8 * j + 2 * t + e;
-          float v;
-          if constexpr (kPromote) {
-            v = sums[set][4 * j + 2 * h + e];
-          } else {
-            v = acc[set][4 * j + 2 * h + e];
+          for (int r = 0; r < 4; ++r) a[set][step][r] &= keep;
+        }
+      };
+      const auto issue = [&](int set) {
+#pragma unroll
+        for (int step = 0; step < 4; ++step) {
+          // K-major B: +32 bytes (16 halves) a step inside the swizzled rows.
+          WgmmaRsF16<kTokens>(acc[set], a[set][step], desc_b + 2 * step);
+        }
+      };
+      if constexpr (kOneWait) {
+#pragma unroll
+        for (int set = 0; set < kSets; ++set) decode(set);
+#pragma unroll
+        for (int set = 0; set < kSets; ++set) FenceAccumulators(acc[set]);
+        WgmmaFence();
+#pragma unroll
+        for (int set = 0; set < kSets; ++set) issue(set);
+        WgmmaCommit();
+        WgmmaWait<0>();
+#pragma unroll
+        for (int set = 0; set < kSets; ++set) FenceAccumulators(acc[set]);
+      } else {
+#pragma unroll
+        for (int set = 0; set < kSets; ++set) {
+          decode(set);
+          FenceAccumulators(acc[set]);
+          WgmmaFence();
+          issue(set);
+          WgmmaCommit();
+          WgmmaWait<0>();
+          FenceAccumulators(acc[set]);
+        }
+      }
+      // Both sets' wgmmas have retired: the stage goes back to the producer.
+      MbarArriveIf(empty + s * 8, threadIdx.x % 128 == 0);
+      if (kPromote && ((kt + 1) % kPromoteTiles == 0 || kt + 1 == k_tiles)) {
+#pragma unroll
+        for (int set = 0; set < kSets; ++set) {
+#pragma unroll
+          for (int i = 0; i < kTokens / 2; ++i) {
+            if constexpr (kPromote) sums[set][i] += acc[set][i];
+            acc[set][i] = 0.0f;
           }
-          if (token < m) c[static_cast<int64_t>(token) * n + row] = v * scale;
+        }
+      }
+    }
+
+    // Accumulator i of a set: row 16 warp + g (+8 for i % 4 >= 2), token 8 (i / 4) + 2t +
+    // i % 2.
+    const auto value = [&](int set, int i) {
+      if constexpr (kPromote) {
+        return sums[set][i];
+      } else {
+        return acc[set][i];
+      }
+    };
+    const int rows0 = it.band * kBandRows + it.tile0 * 16 + consumer * kSets * 64;
+    if constexpr (kRound > 0) {
+      // Rounds of one set's 64 rows x kRound tokens: warp w's rows in box w / 2 at 16 (w % 2),
+      // token-major, 128-byte swizzled (the 8 lanes of a token pair's row group then fall in
+      // 8 different 16-byte chunks: no bank conflicts); the warpgroup's first thread stores
+      // the two boxes once all 128 threads have written and fenced them.
+      const bool lead = threadIdx.x % 128 == 0;
+      const uint32_t staging = base + R::kStagingAt + consumer * R::kBuffers * RoundBytes(kRound);
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) {
+        float scale[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = rows0 + set * 64 + 16 * warp + g + 8 * h;
+          scale[h] = kInt8 ? (row < n ? out_scale * row_scales[row] : 0.0f) : out_scale;
+        }
+#pragma unroll
+        for (int q = 0; q < kTokens / kRound; ++q, ++round) {
+          const uint32_t buffer = staging + (round % R::kBuffers) * RoundBytes(kRound);
+          if (lead) BulkWaitRead<R::kBuffers - 1>();  // the buffer's last store has read it
+          NamedBarrierSync(1 + consumer, 128);
+          const uint32_t box = buffer + (warp / 2) * BoxBytes(kRound);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = 16 * (warp % 2) + g + 8 * h;  // the row in its box
+#pragma unroll
+            for (int jj = 0; jj < kRound / 8; ++jj) {
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const int token = 8 * jj + 2 * t + e;
+                const float v = value(set, 4 * (kRound / 8 * q + jj) + 2 * h + e) * scale[h];
+                StoreShared(box + SwizzledChunk(token, r / 4) + (r % 4) * 4, v);
+              }
+            }
+          }
+          FenceProxyAsync();  // the TMA store reads the round through the async proxy
+          NamedBarrierSync(1 + consumer, 128);
+          if (lead) {
+#pragma unroll
+            for (int b = 0; b < 2; ++b) {
+              TmaStore3d(&map_c, buffer + b * BoxBytes(kRound), rows0 + set * 64 + b * kBoxRows,
+                         it.m0 + q * kRound, 0);
+            }
+            BulkCommit();
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = rows0 + set * 64 + 16 * warp + g + 8 * h;
+          if (row >= n) continue;
+          const float scale = kInt8 ? out_scale * row_scales[row] : out_scale;
+#pragma unroll
+          for (int jj = 0; jj < kTokens / 8; ++jj) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int token = it.m0 + 8 * jj + 2 * t + e;
+              if (token < m)
+                c[static_cast<int64_t>(token) * n + row] = value(set, 4 * jj + 2 * h + e) * scale;
+            }
+          }
         }
       }
     }
   }
+  // The stores' reads of shared memory end before the block does.
+  if (kRound > 0 && threadIdx.x % 128 == 0) BulkWaitAll();
 #else
   __trap();  // only the sm_90a image of this kernel is ever launched
 #endif
 }
 
-template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens>
+// How the epilogue and the grid run: kSquareGrid / kSquareStore unless the options say.
+struct Schedule {
+  bool persistent;  // a block an SM taking items in turn, else a block an item
+  int blocks;       // persistent: at most this many (0: no limit but the SMs)
+  int round;        // C through shared memory by TMA in rounds of this many tokens; 0: from
+                    // the registers
+};
+
+template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens, int kRound>
 absl::Status Launch(const void* a, const void* a_scales, int64_t m, const void* packed,
-                    float out_scale, int64_t n, int64_t k, float* c, cudaStream_t stream) {
-  using R = Ring<kInt8, kNvfp4A, kTokens>;
-  const auto kernel = &SquareSwapAbKernel<kInt8, kNvfp4A, kOneWait, kTokens>;
+                    float out_scale, int64_t n, int64_t k, float* c, Schedule schedule,
+                    cudaStream_t stream) {
+  using R = Ring<kInt8, kNvfp4A, kTokens, kRound>;
+  const auto kernel = &SquareSwapAbKernel<kInt8, kNvfp4A, kOneWait, kTokens, kRound>;
   static std::atomic<uint64_t> configured{0};
   GEMMD_GPU_RETURN_IF_ERROR(
       EnsureDynamicSmem(reinterpret_cast<const void*>(kernel), R::kSmemBytes, &configured));
@@ -349,14 +476,50 @@ absl::Status Launch(const void* a, const void* a_scales, int64_t m, const void* 
                                                       1, /*swizzle=*/false)
                                     : MakeTensorMap3d(&map_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, a,
                                                       k, m, k, 0, 1, swapab::kSuperTileK, kTokens));
+  // C [m, n] FP32 in boxes of 32 rows x kRound tokens (the TMA-stored epilogue's).
+  CUtensorMap map_c{};
+  if constexpr (kRound > 0) {
+    GEMMD_GPU_RETURN_IF_ERROR(MakeTensorMap3d(&map_c, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, c, n, m,
+                                              n, 0, 1, kBoxRows, kRound));
+  }
   constexpr int kBlockRows = BlockRows(kTokens);
-  const dim3 grid(static_cast<unsigned>((n + kBlockRows - 1) / kBlockRows),
-                  static_cast<unsigned>((m + kTokens - 1) / kTokens));
-  kernel<<<grid, kThreads, R::kSmemBytes, stream>>>(
-      map_a, static_cast<const uint8_t*>(a_scales), static_cast<const uint8_t*>(packed), out_scale,
-      static_cast<int>(m), static_cast<int>(n), static_cast<int>(k / swapab::kSuperTileK), c);
+  const int64_t items = (n + kBlockRows - 1) / kBlockRows * ((m + kTokens - 1) / kTokens);
+  int64_t blocks = items;
+  if (schedule.persistent) {
+    const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
+    if (!facts.ok()) return facts.status();
+    blocks = std::min<int64_t>(items, facts->sms);  // one block an SM (the ring's shared memory)
+    if (schedule.blocks > 0) blocks = std::min<int64_t>(blocks, schedule.blocks);
+  }
+  kernel<<<static_cast<unsigned>(blocks), kThreads, R::kSmemBytes, stream>>>(
+      map_a, map_c, static_cast<const uint8_t*>(a_scales), static_cast<const uint8_t*>(packed),
+      out_scale, static_cast<int>(m), static_cast<int>(n),
+      static_cast<int>(k / swapab::kSuperTileK), static_cast<int>(items), c);
   RETURN_IF_CUDA_ERROR(cudaGetLastError());
   return absl::OkStatus();
+}
+
+template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens>
+absl::Status LaunchStore(const void* a, const void* a_scales, int64_t m, const void* packed,
+                         float out_scale, int64_t n, int64_t k, float* c, Schedule schedule,
+                         cudaStream_t stream) {
+  if constexpr (kOneWait) {
+    switch (schedule.round) {
+      case 16:
+        return Launch<kInt8, kNvfp4A, true, kTokens, 16>(a, a_scales, m, packed, out_scale, n, k, c,
+                                                         schedule, stream);
+      case 32:
+        return Launch<kInt8, kNvfp4A, true, kTokens, 32>(a, a_scales, m, packed, out_scale, n, k, c,
+                                                         schedule, stream);
+      case 64:
+        return Launch<kInt8, kNvfp4A, true, kTokens, 64>(a, a_scales, m, packed, out_scale, n, k, c,
+                                                         schedule, stream);
+      default:
+        break;
+    }
+  }
+  return Launch<kInt8, kNvfp4A, kOneWait, kTokens, 0>(a, a_scales, m, packed, out_scale, n, k, c,
+                                                      schedule, stream);
 }
 
 // The tokens a block: 128, or 256 (`tokens`), except 64 for FP16 A past kLongK, with its
@@ -365,19 +528,22 @@ absl::Status Launch(const void* a, const void* a_scales, int64_t m, const void* 
 template <bool kInt8, bool kNvfp4A, bool kOneWait>
 absl::Status LaunchTokens(const void* a, const void* a_scales, int64_t m, const void* packed,
                           float out_scale, int64_t n, int64_t k, float* c, int tokens,
-                          cudaStream_t stream) {
+                          Schedule schedule, cudaStream_t stream) {
   if constexpr (!kNvfp4A) {
     if (k > kLongK) {
-      return Launch<kInt8, false, kOneWait, 64>(a, a_scales, m, packed, out_scale, n, k, c, stream);
+      return LaunchStore<kInt8, false, kOneWait, 64>(a, a_scales, m, packed, out_scale, n, k, c,
+                                                     schedule, stream);
     }
   }
   if (tokens == 256) {  // one set a consumer: one wait
-    return Launch<kInt8, kNvfp4A, true, 256>(a, a_scales, m, packed, out_scale, n, k, c, stream);
+    return LaunchStore<kInt8, kNvfp4A, true, 256>(a, a_scales, m, packed, out_scale, n, k, c,
+                                                  schedule, stream);
   }
-  return Launch<kInt8, kNvfp4A, kOneWait, 128>(a, a_scales, m, packed, out_scale, n, k, c, stream);
+  return LaunchStore<kInt8, kNvfp4A, kOneWait, 128>(a, a_scales, m, packed, out_scale, n, k, c,
+                                                    schedule, stream);
 }
 
-// The options' square knobs: waits a K tile (1 or 2), consumers (2), tokens.
+// The options' square knobs: waits a K tile (1 or 2), consumers (2), tokens, grid, store.
 template <bool kInt8, bool kNvfp4A>
 absl::Status LaunchKnobs(const void* a, const void* a_scales, int64_t m, const void* packed,
                          float out_scale, int64_t n, int64_t k, float* c,
@@ -385,6 +551,8 @@ absl::Status LaunchKnobs(const void* a, const void* a_scales, int64_t m, const v
   const int waits = options.square_waits == 0 ? kSquareWaits : options.square_waits;
   const int consumers = options.warpgroups;
   const int tokens = options.square_tokens == 0 ? kSquareTokens : options.square_tokens;
+  const int grid = options.square_grid == 0 ? kSquareGrid : options.square_grid;
+  const int store = options.square_store == 0 ? kSquareStore : options.square_store;
   if (waits != 1 && waits != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("the square swap-AB kernel waits 1 or 2 times a K tile; got ", waits));
@@ -397,10 +565,36 @@ absl::Status LaunchKnobs(const void* a, const void* a_scales, int64_t m, const v
     return absl::InvalidArgumentError(
         absl::StrCat("the square swap-AB kernel takes blocks of 128 or 256 tokens; got ", tokens));
   }
+  if (grid != 1 && grid != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the square swap-AB grid is 1 (a block an item) or 2 (persistent); got ", grid));
+  }
+  if (options.square_blocks < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the square swap-AB kernel's persistent blocks are at least 1 (0: one an "
+                     "SM); got ",
+                     options.square_blocks));
+  }
+  if (store != 1 && store != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the square swap-AB epilogue stores from registers (1) or by TMA (2); got ", store));
+  }
+  if (store == 2 && options.square_store == 2 && waits != 1) {
+    return absl::InvalidArgumentError(
+        "the square swap-AB kernel's TMA-stored epilogue takes one wait a K tile");
+  }
+  // TMA needs C 16-byte aligned (its rows are: n % 16 == 0); elsewhere C goes from registers.
+  const int round = options.square_round == 0 ? kSquareRound : options.square_round;
+  if (round != 16 && round != 32 && round != 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the square swap-AB kernel's TMA-stored rounds are 16, 32 or 64 tokens; got ", round));
+  }
+  const Schedule schedule{grid == 2, options.square_blocks,
+                          store == 2 && waits == 1 && Aligned16(c) ? round : 0};
   return waits == 1 ? LaunchTokens<kInt8, kNvfp4A, true>(a, a_scales, m, packed, out_scale, n, k, c,
-                                                         tokens, stream)
+                                                         tokens, schedule, stream)
                     : LaunchTokens<kInt8, kNvfp4A, false>(a, a_scales, m, packed, out_scale, n, k,
-                                                          c, tokens, stream);
+                                                          c, tokens, schedule, stream);
 }
 
 absl::Status CheckRows(int64_t m) {

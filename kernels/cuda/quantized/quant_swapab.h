@@ -42,7 +42,7 @@ absl::Status SwapAbRuns(const void* a, int64_t m, const void* packed, int64_t n,
                         SwapAbPath path = SwapAbPath::kMmaSync);
 
 // Knobs gemm-bench and the tests sweep; the defaults are the measured choices. Past 64
-// rows of A the wgmma kernel reads only square_waits, square_tokens and warpgroups.
+// rows of A the wgmma kernel reads only the square_* knobs and warpgroups.
 struct SwapAbOptions {
   SwapAbPath path = SwapAbPath::kAuto;
   int l2_ahead = 0;  // mma.sync: each warp also asks L2 for its super-tile this many turns on
@@ -55,6 +55,16 @@ struct SwapAbOptions {
   // wgmma past 64 rows: tokens a block, 128 (a band of 256 weight rows) or 256 (half a
   // band, two consumer warpgroups; 0: chosen). FP16 A past 8192 of K takes 64 whatever.
   int square_tokens = 0;
+  // wgmma past 64 rows: 1, a block for each band block x token block; 2, persistent blocks
+  // (one an SM) taking those in turn, the next one's stages loading during the epilogue
+  // (0: chosen).
+  int square_grid = 0;
+  int square_blocks = 0;  // persistent: at most this many blocks (0: one an SM; tests use few)
+  // wgmma past 64 rows: 1, C stored from the registers; 2, staged in shared memory and
+  // stored by TMA, the consumers going on while it drains (one wait a K tile only; 0:
+  // chosen).
+  int square_store = 0;
+  int square_round = 0;  // square_store 2: tokens a store round, 16, 32 or 64 (0: chosen)
   // wgmma up to 64 rows: the rows of the layout's bands, 256 (0: as kernels/quant_prepack.h
   // lays them out) or 128 (each 128-row slab prepacked alone, with 128 rows a block; the
   // store keeps 256): a sweep of the copies a stage takes (gemm-bench --swapab-band=128).

@@ -1374,21 +1374,17 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
     const std::vector<double> ref =
         DenseRefRows(sample, nvfp4_a ? a_deq.data() : a16f.data(), w_deq.data(), n, k);
     // 128 tokens a block (a band of weight rows), or 256 (half a band, one set a consumer);
-    // a block an item or persistent blocks; C from the registers or by TMA. NVFP4 A also
-    // expanded to FP16 first (into one buffer, each call), for the FP16 A kernel.
-    // C by TMA in rounds of 16, 32 or 64 tokens.
+    // a block an item, C from the registers, or persistent blocks, C by TMA in rounds of 16,
+    // 32 or 64 tokens. NVFP4 A is expanded to FP16 first (into one buffer, each call), for
+    // the FP16 A kernel.
     struct Knobs {
       int tokens, grid, store, round;
-      bool expand = false;
     };
     DevMem a_half(nvfp4_a ? gemmd::gpu::Nvfp4HalfBytes(m, k) : 0);
     for (const Knobs& knobs :
          {Knobs{128, 1, 1, 0}, Knobs{128, 2, 2, 64}, Knobs{128, 2, 2, 16}, Knobs{256, 1, 1, 0},
-          Knobs{256, 2, 2, 64}, Knobs{256, 2, 2, 32}, Knobs{256, 2, 2, 16},
-          Knobs{256, 2, 2, 64, true}, Knobs{256, 2, 2, 32, true}, Knobs{256, 2, 2, 16, true}}) {
-      // NVFP4 A: its own decode once (the producer's decode bounds it), then expanded.
-      if (nvfp4_a && !knobs.expand && (knobs.tokens != 128 || knobs.grid != 1)) continue;
-      if (knobs.expand && !nvfp4_a) continue;
+          Knobs{256, 2, 2, 64}, Knobs{256, 2, 2, 32}, Knobs{256, 2, 2, 16}}) {
+      if (nvfp4_a && knobs.tokens == 128 && knobs.grid == 2) continue;
       auto launch = [&](int set) {
         float* c = static_cast<float*>(dc16[set].p);
         gemmd::gpu::SwapAbOptions options{gemmd::gpu::SwapAbPath::kWgmma};
@@ -1397,13 +1393,13 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
         options.square_grid = knobs.grid;
         options.square_store = knobs.store;
         options.square_round = knobs.round;
-        check(nvfp4_a ? gemmd::gpu::LaunchSwapAbNvfp4xNvfp4(
-                            dpa[set].p, dsa[set].p, qa.tensor_scale, m, dw[set].p, tensor_scale, n,
-                            k, c, knobs.expand ? a_half.p : nullptr, nullptr, options)
-              : int8 ? gemmd::gpu::LaunchSwapAbInt8(da16[set].p, m, dw[set].p, n, k, c, nullptr,
-                                                    options)
-                     : gemmd::gpu::LaunchSwapAbNvfp4(da16[set].p, m, dw[set].p, tensor_scale, n, k,
-                                                     c, nullptr, options),
+        check(nvfp4_a ? gemmd::gpu::LaunchSwapAbNvfp4xNvfp4(dpa[set].p, dsa[set].p, qa.tensor_scale,
+                                                            m, dw[set].p, tensor_scale, n, k, c,
+                                                            a_half.p, nullptr, options)
+              : int8  ? gemmd::gpu::LaunchSwapAbInt8(da16[set].p, m, dw[set].p, n, k, c, nullptr,
+                                                     options)
+                      : gemmd::gpu::LaunchSwapAbNvfp4(da16[set].p, m, dw[set].p, tensor_scale, n, k,
+                                                      c, nullptr, options),
               "swap-AB square");
       };
       time_and_check(
@@ -1413,7 +1409,7 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
                " (swap-AB layout, " + std::to_string(knobs.tokens) + " tokens" +
                (knobs.grid == 2 ? ", persistent" : "") +
                (knobs.store == 2 ? ", TMA store of " + std::to_string(knobs.round) : "") +
-               (knobs.expand ? ", A expanded to FP16 first)" : ")"),
+               (nvfp4_a ? ", A expanded to FP16 first)" : ")"),
            nvfp4_a ? "NVFP4 x NVFP4"
            : int8  ? "FP16 x INT8"
                    : "FP16 x NVFP4",

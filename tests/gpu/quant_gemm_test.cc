@@ -282,8 +282,7 @@ struct SwapAbCase {
   QuantFormat format;
   int64_t m, n, k;
   SwapAbOptions options;
-  bool nvfp4_a = false;  // A NVFP4 too (LaunchSwapAbNvfp4xNvfp4), else FP16
-  bool expand_a = false;  // NVFP4 A expanded to FP16 first (its a_half)
+  bool nvfp4_a = false;  // A NVFP4 too (LaunchSwapAbNvfp4xNvfp4, expanded to FP16), else FP16
 };
 
 class SwapAbTest : public ::testing::TestWithParam<SwapAbCase> {};
@@ -347,12 +346,12 @@ TEST_P(SwapAbTest, MatchesDequantizedReference) {
                                       : *DeviceBuffer::Allocate(16);
   DeviceBuffer d_w = Upload(packed.data(), packed.size());
   DeviceBuffer d_c = *DeviceBuffer::Allocate(static_cast<size_t>(c.m * c.n * 4));
-  DeviceBuffer d_a_half = *DeviceBuffer::Allocate(c.expand_a ? Nvfp4HalfBytes(c.m, c.k) : 16);
+  DeviceBuffer d_a_half = *DeviceBuffer::Allocate(c.nvfp4_a ? Nvfp4HalfBytes(c.m, c.k) : 16);
   ASSERT_EQ(cudaMemset(d_c.get(), 0xFF, c.m * c.n * 4), cudaSuccess);  // NaN: must be written
   const absl::Status launched =
       c.nvfp4_a ? LaunchSwapAbNvfp4xNvfp4(d_a.get(), d_a_scales.get(), qa->tensor_scale, c.m,
                                           d_w.get(), tensor_scale, c.n, c.k, d_c.as<float>(),
-                                          c.expand_a ? d_a_half.get() : nullptr, nullptr, c.options)
+                                          d_a_half.get(), nullptr, c.options)
       : c.format == QuantFormat::kInt8
           ? LaunchSwapAbInt8(d_a.get(), c.m, d_w.get(), c.n, c.k, d_c.as<float>(), nullptr,
                              c.options)
@@ -441,14 +440,16 @@ std::vector<SwapAbCase> SwapAbCases() {
         options.square_blocks = q.blocks;
         options.square_round = q.round;
         cases.push_back({format, m, n, k, options});
-        if (format == QuantFormat::kNvfp4 && (known || (q.grid == q.store && q.round == 0))) {
-          cases.push_back({format, m, n, k, options, true});
-        }
       }
-      // NVFP4 A expanded to FP16 first, for the FP16 A kernel (past 8192 of K: its blocks
-      // of 64 tokens).
+      // NVFP4 A (expanded to FP16 first, for the FP16 A kernel), the defaults and one block
+      // an item.
       if (format == QuantFormat::kNvfp4) {
-        cases.push_back({format, m, n, k, {SwapAbPath::kWgmma}, true, true});
+        cases.push_back({format, m, n, k, {SwapAbPath::kWgmma}, true});
+        SwapAbOptions plain{SwapAbPath::kWgmma};
+        plain.square_tokens = 128;
+        plain.square_grid = 1;
+        plain.square_store = 1;
+        cases.push_back({format, m, n, k, plain, true});
       }
     }
     // Persistent blocks at their default count (one an SM), with more items than SMs: 9
@@ -464,7 +465,7 @@ std::vector<SwapAbCase> SwapAbCases() {
     if (format == QuantFormat::kNvfp4) {
       for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
                {1, 16, 64}, {16, 272, 1024}, {64, 512, 2048}}) {
-        cases.push_back({format, m, n, k, {SwapAbPath::kWgmma}, true, true});
+        cases.push_back({format, m, n, k, {SwapAbPath::kWgmma}, true});
       }
     }
   }
@@ -486,8 +487,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SwapAbTest, ::testing::ValuesIn(SwapAbCases()),
                                o.square_store == 2 ? "_tma_store" : "",
                                o.square_round > 0 ? absl::StrCat("_round", o.square_round) : "",
                                o.band_rows > 0 ? absl::StrCat("_band", o.band_rows) : "",
-                               info.param.nvfp4_a ? "_nvfp4_a" : "",
-                               info.param.expand_a ? "_expanded" : "");
+                               info.param.nvfp4_a ? "_nvfp4_a" : "");
                          });
 
 TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {
@@ -537,6 +537,10 @@ TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {
     tokens.square_tokens = 192;
     EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, tokens).message(),
               "the square swap-AB kernel takes blocks of 128 or 256 tokens; got 192");
+    EXPECT_EQ(LaunchSwapAbNvfp4xNvfp4(buf, buf, 1.0f, 65, buf, 1.0f, 16, 64, c, nullptr, nullptr)
+                  .message(),
+              "the NVFP4 x NVFP4 swap-AB kernel needs a_half: Nvfp4HalfBytes(m, k) bytes of device "
+              "memory, 16-byte aligned");
     SwapAbOptions grid{SwapAbPath::kWgmma};
     grid.square_grid = 3;
     EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, grid).message(),

@@ -13,15 +13,16 @@
 // warpgroup) and 256 tokens (FP16 A past 8192 of K: 64 tokens, the accumulators added
 // into FP32 sums every 1024 of K). One producer thread fills a ring of stages, each one K
 // tile of 64: the block's codes (values) in one bulk copy, its scale bytes in another, and
-// one TMA box of the tokens' activations (128-byte swizzle, zeros past k and m); NVFP4 A
-// arrives as codes, and the producer warpgroup's 128 threads decode one or two tokens each
-// into the stage's FP16 rows. A consumer warp decodes its 16-row tile of a set into A
-// fragments and issues four m64nNk16 wgmmas; it decodes both sets and waits once a K tile
+// one TMA box of the tokens' activations (128-byte swizzle, zeros past k and m). (NVFP4 A
+// is expanded to FP16 before: nvfp4_expand.h.) A consumer warp decodes its 16-row tile of a set
+// into A fragments and issues four m64nNk16 wgmmas; it decodes both sets and waits once a K tile
 // (or waits for each set's before decoding the other): the two consumer warpgroups
 // overlap each other's decode. (Waiting with one set's wgmmas still in flight made ptxas
 // serialize them all.) A stage goes back to the producer once both sets' wgmmas that
-// read it have retired. The epilogue stores each accumulator straight to C: the 8 lanes
-// of a row group write 32 consecutive bytes of one token's row, whole sectors.
+// read it have retired. The epilogue stores C by TMA from shared memory, or each
+// accumulator straight from the registers. Blocks take the work a block at a time, or
+// stay (one an SM) and take it in turn, the producer loading the next item's stages while
+// the consumers store C.
 // Built only for sm_90a.
 #include <cuda.h>
 #include <cuda_fp16.h>
@@ -57,11 +58,11 @@ constexpr int BlockRows(int tokens) { return tokens == 256 ? kBandRows / 2 : kBa
 static_assert(kBandRows == 256, "the layout's bands are 256 rows");
 
 constexpr int kLongK = 8192;        // past this, FP16 A's sums are promoted (kTokens = 64)
-constexpr int kSquareTokens = 128;  // a block's tokens unless the options say
-constexpr int kSquareWaits = 1;     // waits a K tile unless they say (the faster: KERNELS.md)
-constexpr int kSquareGrid = 1;      // 1: a block an item; 2: persistent blocks
-constexpr int kSquareStore = 1;     // 1: C from the registers; 2: by TMA
-constexpr int kCodeRowBytes = swapab::kSuperTileK / 2;  // NVFP4 A: a token's codes of a K tile
+// The options' defaults, the fastest measured (docs/KERNELS.md).
+constexpr int kSquareTokens = 256;  // a block's tokens
+constexpr int kSquareWaits = 1;     // waits a K tile
+constexpr int kSquareGrid = 2;      // 1: a block an item; 2: persistent blocks
+constexpr int kSquareStore = 2;     // 1: C from the registers; 2: by TMA
 
 // The TMA-stored epilogue stages C in rounds of one set's 64 rows x kRound tokens (16,
 // 32 or 64): two boxes of 32 rows (128 bytes of FP32: the 128-byte swizzle's row) x kRound
@@ -71,12 +72,12 @@ constexpr int BoxBytes(int round) { return kBoxRows * round * 4; }
 constexpr int RoundBytes(int round) { return 2 * BoxBytes(round); }
 constexpr int kSquareRound = 64;  // tokens a round unless the options say
 
-// A stage: the activations of one K tile ([kTokens][64 halves], 128-byte swizzle), the
-// block's codes (values) and scales, and for NVFP4 A the tokens' codes as they arrive.
+// A stage: the activations of one K tile ([kTokens][64 halves], 128-byte swizzle) and the
+// block's codes (values) and scales.
 // With kRound > 0 (TMA-stored C), each consumer warpgroup's C rounds after the ring: two
 // buffers, so one drains while the next is written, or one where two would leave fewer
 // than 4 stages.
-template <bool kInt8, bool kNvfp4A, int kTokens, int kRound>
+template <bool kInt8, int kTokens, int kRound>
 struct Ring {
   static constexpr int kTiles = BlockRows(kTokens) / 16;               // the block's 16-row tiles
   static constexpr int kActBytes = kTokens * swapab::kSuperTileK * 2;  // a K tile's activations
@@ -84,11 +85,9 @@ struct Ring {
   static constexpr int kScaleBytes = kInt8 ? 0 : swapab::kScaleTileBytes;
   static constexpr int kCodesAt = kActBytes;
   static constexpr int kScalesAt = kCodesAt + kTiles * kTileBytes;
-  static constexpr int kRawAt = kScalesAt + kTiles * kScaleBytes;
-  static constexpr int kRawBytes = kNvfp4A ? kTokens * kCodeRowBytes : 0;
-  static constexpr int kStageBytes = (kRawAt + kRawBytes + 1023) / 1024 * 1024;
+  static constexpr int kStageBytes = (kScalesAt + kTiles * kScaleBytes + 1023) / 1024 * 1024;
   static constexpr int StagesWith(int buffers) {
-    return (227 * 1024 - 1024 - 3 * 16 * 8 - kConsumers * buffers * RoundBytes(kRound)) /
+    return (227 * 1024 - 1024 - 2 * 16 * 8 - kConsumers * buffers * RoundBytes(kRound)) /
            kStageBytes;
   }
   static constexpr int kBuffers = StagesWith(2) >= 4 ? 2 : 1;  // C rounds a consumer warpgroup
@@ -96,7 +95,7 @@ struct Ring {
   static constexpr int kStagingAt = kStages * kStageBytes;  // 1024-aligned, as the swizzle needs
   static constexpr int kStagingBytes = kConsumers * kBuffers * RoundBytes(kRound);
   static constexpr int kBarriersAt = kStagingAt + kStagingBytes;
-  static constexpr int kSmemBytes = kBarriersAt + 3 * kStages * 8 + 1024;  // + alignment
+  static constexpr int kSmemBytes = kBarriersAt + 2 * kStages * 8 + 1024;  // + alignment
   static_assert(kStages >= 4 && kStages <= 16, "a ring of 4 to 16 stages");
   static_assert(kSmemBytes <= 227 * 1024, "one block an SM");
 };
@@ -129,58 +128,45 @@ __device__ __forceinline__ SquareItem ItemAt(int item, int n, int k_tiles) {
   return it;
 }
 
-// kNvfp4A: A is NVFP4 (codes [m, k/2] through map_a, E4M3 scales [m, k/16] at a_scales),
-// decoded by the producer warpgroup into the stage's FP16 activations; else FP16 through
-// map_a. kOneWait: a consumer decodes both sets, then issues their wgmmas and waits once a
-// K tile; else it waits for each set's before decoding the next. kTokens: 128; 256, on half
-// a band (m64n256k16: each weight fragment decoded once for twice the products); or 64
-// with the accumulators added into FP32 sums every kPromoteTiles K tiles (for long K: one
-// FP32 chain over 8192 of K already errs by 7e-6 against FP64, and the error grows with
-// it). Each consumer warpgroup owns two sets of 64 rows (256 tokens: one). kRound > 0: C
-// goes out through shared memory by TMA (map_c) in rounds of kRound tokens, so the
-// consumers go on to their next item while it drains; 0: straight from the registers. A block takes
-// items blockIdx.x,
-// + gridDim.x, ... of `items`: one each, or as many as the grid is short of them
-// (persistent blocks: the producer fills the next item's stages during the epilogue).
-template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens, int kRound>
+// A is FP16 through map_a. kOneWait: a consumer decodes both sets, then issues their
+// wgmmas and waits once a K tile; else it waits for each set's before decoding the next.
+// kTokens: 128; 256, on half a band (m64n256k16: each weight fragment decoded once for
+// twice the products); or 64 with the accumulators added into FP32 sums every
+// kPromoteTiles K tiles (for long K: one FP32 chain over 8192 of K already errs by 7e-6
+// against FP64, and the error grows with it). Each consumer warpgroup owns two sets of 64
+// rows (256 tokens: one). kRound > 0: C goes out through shared memory by TMA (map_c) in
+// rounds of kRound tokens, so the consumers go on to their next item while it drains; 0:
+// straight from the registers. A block takes items blockIdx.x, + gridDim.x, ... of
+// `items`: one each, or as many as the grid is short of them (persistent blocks: the
+// producer fills the next item's stages during the epilogue).
+template <bool kInt8, bool kOneWait, int kTokens, int kRound>
 __global__ void __launch_bounds__(kThreads, 1)
     SquareSwapAbKernel(const __grid_constant__ CUtensorMap map_a,
                        const __grid_constant__ CUtensorMap map_c,
-                       const uint8_t* __restrict__ a_scales, const uint8_t* __restrict__ packed,
-                       float out_scale, int m, int n, int k_tiles, int items,
-                       float* __restrict__ c) {
+                       const uint8_t* __restrict__ packed, float out_scale, int m, int n,
+                       int k_tiles, int items, float* __restrict__ c) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using R = Ring<kInt8, kNvfp4A, kTokens, kRound>;
+  using R = Ring<kInt8, kTokens, kRound>;
   constexpr int kStages = R::kStages, kActBytes = R::kActBytes;
   constexpr bool kPromote = kTokens == 64;
   constexpr int kPromoteTiles = 16;
-  static_assert(kTokens == 128 || kTokens == 256 || (kTokens == 64 && !kNvfp4A),
-                "128 or 256 tokens, or 64 of FP16 A");
+  static_assert(kTokens == 64 || kTokens == 128 || kTokens == 256, "64, 128 or 256 tokens");
   constexpr int kSets = R::kTiles * 16 / 64 / kConsumers;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t base = (raw + 1023u) & ~1023u;  // swizzle atoms are 1024-aligned
   unsigned char* const base_ptr = smem_raw + (base - raw);
-  // Per stage: "full" (the copies' bytes), "empty" (both consumer warpgroups done) and, for
-  // NVFP4 A, "ready" (the 128 decoding threads done).
+  // Per stage: "full" (the copies' bytes) and "empty" (both consumer warpgroups done).
   const uint32_t full = base + R::kBarriersAt, empty = full + kStages * 8;
-  const uint32_t ready = empty + kStages * 8;
   const int wg = static_cast<int>(threadIdx.x) / 128;
   const int first = static_cast<int>(blockIdx.x), stride = static_cast<int>(gridDim.x);
-  if (threadIdx.x == 0) {
-    InitRingBarriers<kStages>(full, empty, kConsumers);
-    if constexpr (kNvfp4A) {
-#pragma unroll
-      for (int s = 0; s < kStages; ++s) MbarInit(ready + s * 8, 128);
-      MbarInitFence();
-    }
-  }
+  if (threadIdx.x == 0) InitRingBarriers<kStages>(full, empty, kConsumers);
   __syncthreads();
 
   if (wg == 0) {
     // Thread 0 fills stage j % kStages with the block's j-th K tile (its (j / k_tiles)-th
     // item's K tile j % k_tiles), once the consumers gave the stage back.
-    const uint8_t* const scales = packed + static_cast<int64_t>(n) * k_tiles * 32;  // NVFP4
+    const uint8_t* const scales = packed + static_cast<int64_t>(n) * k_tiles * 32;  // NVFP4's
     const auto fill = [&](int j) {
       const int item = first + j / k_tiles * stride, kt = j % k_tiles;
       if (item >= items) return;
@@ -188,8 +174,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int s = j % kStages;
       if (j >= kStages) MbarWait(empty + s * 8, ((j / kStages) + 1) & 1);
       const uint32_t stage = base + s * R::kStageBytes;
-      MbarArriveExpectTx(full + s * 8, (kNvfp4A ? R::kRawBytes : kActBytes) +
-                                           it.tiles * (R::kTileBytes + R::kScaleBytes));
+      MbarArriveExpectTx(full + s * 8, kActBytes + it.tiles * (R::kTileBytes + R::kScaleBytes));
       const int64_t at = it.band_at + static_cast<int64_t>(kt) * it.band_tiles;
       BulkLoad(stage + R::kCodesAt, packed + at * R::kTileBytes, it.tiles * R::kTileBytes,
                full + s * 8);
@@ -197,92 +182,18 @@ __global__ void __launch_bounds__(kThreads, 1)
         BulkLoad(stage + R::kScalesAt, scales + at * R::kScaleBytes, it.tiles * R::kScaleBytes,
                  full + s * 8);
       }
-      if constexpr (kNvfp4A) {
-        TmaLoad3d(stage + R::kRawAt, &map_a, kt * kCodeRowBytes, it.m0, 0, full + s * 8);
-      } else {
-        TmaLoad3d(stage, &map_a, kt * swapab::kSuperTileK, it.m0, 0, full + s * 8);
-      }
+      TmaLoad3d(stage, &map_a, kt * swapab::kSuperTileK, it.m0, 0, full + s * 8);
     };
     const int mine = (items - first + stride - 1) / stride * k_tiles;  // the block's K tiles
-    if constexpr (!kNvfp4A) {
-      SetMaxRegistersDown<40>();
-      for (int j = 0; j < mine && threadIdx.x == 0; ++j) fill(j);
-      return;
-    } else {
-      // Thread 0 fills kStages - 2 K tiles ahead of the decode: waiting for a stage to come
-      // back then holds the decode at most two K tiles ahead of the consumers, never less
-      // than one. Thread t decodes tokens m0 + t (and m0 + t + 128 with 256 tokens): its 32
-      // code bytes of the K tile into its swizzled row of 64 halves, with its 4 scale bytes
-      // (read from global memory four K tiles ahead into a ring of registers; zeros past m,
-      // as TMA gives the codes).
-      constexpr int kAhead = kStages - 2, kScalesAhead = 4, kMine = kTokens / 128;
-      SetMaxRegistersDown<kMine == 2 ? 72 : 56>();  // two tokens' scale rings
-      const int t = static_cast<int>(threadIdx.x);
-      for (int j = 0; j < min(kAhead, mine) && t == 0; ++j) fill(j);
-      for (int j0 = 0; j0 < mine; j0 += k_tiles) {
-        const int m0 = ItemAt<kTokens>(first + j0 / k_tiles * stride, n, k_tiles).m0;
-        const uint32_t* scale_row[kMine];
-        bool live[kMine];
-        uint32_t ring[kMine][kScalesAhead];
-#pragma unroll
-        for (int p = 0; p < kMine; ++p) {
-          const int token = m0 + t + 128 * p;
-          live[p] = token < m;
-          scale_row[p] = reinterpret_cast<const uint32_t*>(
-              a_scales + static_cast<int64_t>(live[p] ? token : 0) * k_tiles * 4);
-#pragma unroll
-          for (int i = 0; i < kScalesAhead; ++i) {
-            ring[p][i] = live[p] && i < k_tiles ? scale_row[p][i] : 0u;
-          }
-        }
-        for (int kt = 0; kt < k_tiles; ++kt) {
-          const int j = j0 + kt;
-          if (t == 0 && j + kAhead < mine) fill(j + kAhead);
-          // The ring's slot kt % 4, rotated so the index stays a constant.
-          uint32_t sc[kMine];
-#pragma unroll
-          for (int p = 0; p < kMine; ++p) {
-            sc[p] = ring[p][0];
-#pragma unroll
-            for (int i = 0; i + 1 < kScalesAhead; ++i) ring[p][i] = ring[p][i + 1];
-            ring[p][kScalesAhead - 1] =
-                live[p] && kt + kScalesAhead < k_tiles ? scale_row[p][kt + kScalesAhead] : 0u;
-          }
-          const int s = j % kStages;
-          MbarWait(full + s * 8, (j / kStages) & 1);
-          unsigned char* const stage = base_ptr + s * R::kStageBytes;
-#pragma unroll
-          for (int p = 0; p < kMine; ++p) {
-            const int row = t + 128 * p;
-            const uint4* const codes =
-                reinterpret_cast<const uint4*>(stage + R::kRawAt + row * kCodeRowBytes);
-            const uint4 q[2] = {codes[0], codes[1]};
-#pragma unroll
-            for (int chunk = 0; chunk < 8; ++chunk) {
-              // Chunk c: values 8c .. 8c + 7, of the 16-value scale block c / 2.
-              const uint32_t scale2 = nvfp4::ScaleHalf2((sc[p] >> (8 * (chunk / 2))) & 0xFFu);
-              const uint4 h =
-                  nvfp4::DecodeWord<false>(swapab::Word(q[chunk / 4], chunk % 4), scale2);
-              *reinterpret_cast<uint4*>(stage + SwizzledChunk(row, chunk)) = h;
-            }
-          }
-          FenceProxyAsync();  // the wgmmas read these rows through the async proxy
-          MbarArrive(ready + s * 8);
-        }
-      }
-      return;
-    }
+    SetMaxRegistersDown<40>();
+    for (int j = 0; j < mine && threadIdx.x == 0; ++j) fill(j);
+    return;
   }
 
   // The registers the producer warpgroup gave back. setmaxnreg.inc waits until the block's
   // pool has them, and the pool is what the launch gave (384 threads x 168), so the
-  // consumers take only what the producer released: 128 x (168 - 40) = 256 x (232 - 168),
-  // or with NVFP4 A 128 x (168 - 56 or 72) >= 256 x (216 - 168).
-  if constexpr (kNvfp4A) {
-    SetMaxRegistersUp<216>();
-  } else {
-    SetMaxRegistersUp<232>();
-  }
+  // consumers take only what the producer released: 128 x (168 - 40) = 256 x (232 - 168).
+  SetMaxRegistersUp<232>();
   const int consumer = wg - 1, warp = static_cast<int>(threadIdx.x) / 32 % 4;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const float* row_scales = reinterpret_cast<const float*>(
@@ -305,7 +216,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kt = 0; kt < k_tiles; ++kt, ++j) {
       const int s = j % kStages;
       MbarWait(full + s * 8, (j / kStages) & 1);
-      if constexpr (kNvfp4A) MbarWait(ready + s * 8, (j / kStages) & 1);
       const unsigned char* stage = base_ptr + s * R::kStageBytes;
       const uint64_t desc_b = SmemDesc(base + s * R::kStageBytes);
       // Tiles past n decode from a mask (no branch near the registers a wgmma reads).
@@ -459,23 +369,18 @@ struct Schedule {
                     // the registers
 };
 
-template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens, int kRound>
-absl::Status Launch(const void* a, const void* a_scales, int64_t m, const void* packed,
-                    float out_scale, int64_t n, int64_t k, float* c, Schedule schedule,
-                    cudaStream_t stream) {
-  using R = Ring<kInt8, kNvfp4A, kTokens, kRound>;
-  const auto kernel = &SquareSwapAbKernel<kInt8, kNvfp4A, kOneWait, kTokens, kRound>;
+template <bool kInt8, bool kOneWait, int kTokens, int kRound>
+absl::Status Launch(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
+                    int64_t k, float* c, Schedule schedule, cudaStream_t stream) {
+  using R = Ring<kInt8, kTokens, kRound>;
+  const auto kernel = &SquareSwapAbKernel<kInt8, kOneWait, kTokens, kRound>;
   static std::atomic<uint64_t> configured{0};
   GEMMD_GPU_RETURN_IF_ERROR(
       EnsureDynamicSmem(reinterpret_cast<const void*>(kernel), R::kSmemBytes, &configured));
-  // A [m, k] in boxes of one K tile x 128 tokens: FP16 swizzled as wgmma reads it, or
-  // NVFP4 codes as stored.
+  // A [m, k] FP16 in boxes of one K tile x kTokens, swizzled as wgmma reads it.
   CUtensorMap map_a{};
-  GEMMD_GPU_RETURN_IF_ERROR(kNvfp4A ? MakeTensorMap3d(&map_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a,
-                                                      k / 2, m, k / 2, 0, 1, kCodeRowBytes, kTokens,
-                                                      1, /*swizzle=*/false)
-                                    : MakeTensorMap3d(&map_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, a,
-                                                      k, m, k, 0, 1, swapab::kSuperTileK, kTokens));
+  GEMMD_GPU_RETURN_IF_ERROR(MakeTensorMap3d(&map_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, a, k, m, k,
+                                            0, 1, swapab::kSuperTileK, kTokens));
   // C [m, n] FP32 in boxes of 32 rows x kRound tokens (the TMA-stored epilogue's).
   CUtensorMap map_c{};
   if constexpr (kRound > 0) {
@@ -492,62 +397,48 @@ absl::Status Launch(const void* a, const void* a_scales, int64_t m, const void* 
     if (schedule.blocks > 0) blocks = std::min<int64_t>(blocks, schedule.blocks);
   }
   kernel<<<static_cast<unsigned>(blocks), kThreads, R::kSmemBytes, stream>>>(
-      map_a, map_c, static_cast<const uint8_t*>(a_scales), static_cast<const uint8_t*>(packed),
-      out_scale, static_cast<int>(m), static_cast<int>(n),
-      static_cast<int>(k / swapab::kSuperTileK), static_cast<int>(items), c);
+      map_a, map_c, static_cast<const uint8_t*>(packed), out_scale, static_cast<int>(m),
+      static_cast<int>(n), static_cast<int>(k / swapab::kSuperTileK), static_cast<int>(items), c);
   RETURN_IF_CUDA_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 
-template <bool kInt8, bool kNvfp4A, bool kOneWait, int kTokens>
-absl::Status LaunchStore(const void* a, const void* a_scales, int64_t m, const void* packed,
-                         float out_scale, int64_t n, int64_t k, float* c, Schedule schedule,
-                         cudaStream_t stream) {
+template <bool kInt8, bool kOneWait, int kTokens>
+absl::Status LaunchStore(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
+                         int64_t k, float* c, Schedule schedule, cudaStream_t stream) {
   if constexpr (kOneWait) {
     switch (schedule.round) {
       case 16:
-        return Launch<kInt8, kNvfp4A, true, kTokens, 16>(a, a_scales, m, packed, out_scale, n, k, c,
-                                                         schedule, stream);
+        return Launch<kInt8, true, kTokens, 16>(a, m, packed, out_scale, n, k, c, schedule, stream);
       case 32:
-        return Launch<kInt8, kNvfp4A, true, kTokens, 32>(a, a_scales, m, packed, out_scale, n, k, c,
-                                                         schedule, stream);
+        return Launch<kInt8, true, kTokens, 32>(a, m, packed, out_scale, n, k, c, schedule, stream);
       case 64:
-        return Launch<kInt8, kNvfp4A, true, kTokens, 64>(a, a_scales, m, packed, out_scale, n, k, c,
-                                                         schedule, stream);
+        return Launch<kInt8, true, kTokens, 64>(a, m, packed, out_scale, n, k, c, schedule, stream);
       default:
         break;
     }
   }
-  return Launch<kInt8, kNvfp4A, kOneWait, kTokens, 0>(a, a_scales, m, packed, out_scale, n, k, c,
-                                                      schedule, stream);
+  return Launch<kInt8, kOneWait, kTokens, 0>(a, m, packed, out_scale, n, k, c, schedule, stream);
 }
 
-// The tokens a block: 128, or 256 (`tokens`), except 64 for FP16 A past kLongK, with its
-// sums promoted (NVFP4 A's products have few significant bits, and one chain keeps them to
-// 5e-8 at 8192 of K).
-template <bool kInt8, bool kNvfp4A, bool kOneWait>
-absl::Status LaunchTokens(const void* a, const void* a_scales, int64_t m, const void* packed,
-                          float out_scale, int64_t n, int64_t k, float* c, int tokens,
-                          Schedule schedule, cudaStream_t stream) {
-  if constexpr (!kNvfp4A) {
-    if (k > kLongK) {
-      return LaunchStore<kInt8, false, kOneWait, 64>(a, a_scales, m, packed, out_scale, n, k, c,
-                                                     schedule, stream);
-    }
+// The tokens a block: 128, or 256 (`tokens`), except 64 past kLongK, with its sums
+// promoted.
+template <bool kInt8, bool kOneWait>
+absl::Status LaunchTokens(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
+                          int64_t k, float* c, int tokens, Schedule schedule, cudaStream_t stream) {
+  if (k > kLongK) {
+    return LaunchStore<kInt8, kOneWait, 64>(a, m, packed, out_scale, n, k, c, schedule, stream);
   }
   if (tokens == 256) {  // one set a consumer: one wait
-    return LaunchStore<kInt8, kNvfp4A, true, 256>(a, a_scales, m, packed, out_scale, n, k, c,
-                                                  schedule, stream);
+    return LaunchStore<kInt8, true, 256>(a, m, packed, out_scale, n, k, c, schedule, stream);
   }
-  return LaunchStore<kInt8, kNvfp4A, kOneWait, 128>(a, a_scales, m, packed, out_scale, n, k, c,
-                                                    schedule, stream);
+  return LaunchStore<kInt8, kOneWait, 128>(a, m, packed, out_scale, n, k, c, schedule, stream);
 }
 
 // The options' square knobs: waits a K tile (1 or 2), consumers (2), tokens, grid, store.
-template <bool kInt8, bool kNvfp4A>
-absl::Status LaunchKnobs(const void* a, const void* a_scales, int64_t m, const void* packed,
-                         float out_scale, int64_t n, int64_t k, float* c,
-                         const SwapAbOptions& options, cudaStream_t stream) {
+template <bool kInt8>
+absl::Status LaunchKnobs(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
+                         int64_t k, float* c, const SwapAbOptions& options, cudaStream_t stream) {
   const int waits = options.square_waits == 0 ? kSquareWaits : options.square_waits;
   const int consumers = options.warpgroups;
   const int tokens = options.square_tokens == 0 ? kSquareTokens : options.square_tokens;
@@ -591,10 +482,10 @@ absl::Status LaunchKnobs(const void* a, const void* a_scales, int64_t m, const v
   }
   const Schedule schedule{grid == 2, options.square_blocks,
                           store == 2 && waits == 1 && Aligned16(c) ? round : 0};
-  return waits == 1 ? LaunchTokens<kInt8, kNvfp4A, true>(a, a_scales, m, packed, out_scale, n, k, c,
-                                                         tokens, schedule, stream)
-                    : LaunchTokens<kInt8, kNvfp4A, false>(a, a_scales, m, packed, out_scale, n, k,
-                                                          c, tokens, schedule, stream);
+  return waits == 1
+             ? LaunchTokens<kInt8, true>(a, m, packed, out_scale, n, k, c, tokens, schedule, stream)
+             : LaunchTokens<kInt8, false>(a, m, packed, out_scale, n, k, c, tokens, schedule,
+                                          stream);
 }
 
 absl::Status CheckRows(int64_t m) {
@@ -611,17 +502,8 @@ absl::Status LaunchSquareSwapAbWgmma(bool int8, const void* a, int64_t m, const 
                                      float out_scale, int64_t n, int64_t k, float* c,
                                      const SwapAbOptions& options, cudaStream_t stream) {
   GEMMD_GPU_RETURN_IF_ERROR(CheckRows(m));
-  return int8 ? LaunchKnobs<true, false>(a, nullptr, m, packed, out_scale, n, k, c, options, stream)
-              : LaunchKnobs<false, false>(a, nullptr, m, packed, out_scale, n, k, c, options,
-                                          stream);
-}
-
-absl::Status LaunchSquareSwapAbNvfp4A(const void* a_codes, const void* a_scales, int64_t m,
-                                      const void* packed, float out_scale, int64_t n, int64_t k,
-                                      float* c, const SwapAbOptions& options, cudaStream_t stream) {
-  GEMMD_GPU_RETURN_IF_ERROR(CheckRows(m));
-  return LaunchKnobs<false, true>(a_codes, a_scales, m, packed, out_scale, n, k, c, options,
-                                  stream);
+  return int8 ? LaunchKnobs<true>(a, m, packed, out_scale, n, k, c, options, stream)
+              : LaunchKnobs<false>(a, m, packed, out_scale, n, k, c, options, stream);
 }
 
 }  // namespace gemmd::gpu::internal

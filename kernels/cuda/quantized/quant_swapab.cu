@@ -247,22 +247,23 @@ absl::Status LaunchSwapAbNvfp4xNvfp4(const void* a_codes, const void* a_scales,
     return absl::InvalidArgumentError("the swap-AB kernel needs A's scales 16-byte aligned");
   }
   if (c == nullptr) return absl::InvalidArgumentError("the swap-AB kernel needs C");
+  if (a_half == nullptr || !Aligned16(a_half)) {
+    return absl::InvalidArgumentError(
+        "the NVFP4 x NVFP4 swap-AB kernel needs a_half: Nvfp4HalfBytes(m, k) bytes of device "
+        "memory, 16-byte aligned");
+  }
   const absl::StatusOr<SwapAbPath> path = ResolveSwapAbPath(SwapAbPath::kWgmma);
   if (!path.ok()) return path.status();
 #if defined(GEMMD_HAVE_SM90A)
   // Both decodes leave their products times 2^-7 (ScalePair, nvfp4::ScaleHalf2).
   const float out_scale = a_tensor_scale * tensor_scale * 16384.0f;
-  if (a_half != nullptr) {
-    if (absl::Status expanded = ExpandNvfp4ToHalf(a_codes, a_scales, m, k, a_half, stream);
-        !expanded.ok()) {
-      return expanded;
-    }
-    SwapAbOptions wgmma = options;
-    wgmma.path = SwapAbPath::kWgmma;
-    return LaunchSwapAb(false, a_half, m, packed, out_scale, n, k, c, stream, wgmma);
+  if (absl::Status expanded = ExpandNvfp4ToHalf(a_codes, a_scales, m, k, a_half, stream);
+      !expanded.ok()) {
+    return expanded;
   }
-  return internal::LaunchSquareSwapAbNvfp4A(a_codes, a_scales, m, packed, out_scale, n, k, c,
-                                            options, stream);
+  SwapAbOptions wgmma = options;
+  wgmma.path = SwapAbPath::kWgmma;
+  return LaunchSwapAb(false, a_half, m, packed, out_scale, n, k, c, stream, wgmma);
 #else
   return absl::InternalError("unreachable: wgmma resolved in a build without sm_90a");
 #endif

@@ -88,11 +88,11 @@ absl::Status LaunchSwapAbNvfp4(const void* a, int64_t m, const void* packed, flo
                                const SwapAbOptions& options = {});
 
 // The same with A NVFP4 too (codes [m, k/2] and E4M3 block scales [m, k/16], 16-byte
-// aligned, tensor scale a_tensor_scale): wgmma only, any m up to kSwapAbWgmmaMaxM. With
-// `a_half` (Nvfp4HalfBytes(m, k) of device memory, 16-byte aligned) A is first expanded
-// to FP16 there (nvfp4_expand.h) and the FP16 A kernels read it; with nullptr the kernel
-// for more than 64 rows (whatever m is) decodes A on the way, in its producer warpgroup.
-// FAILED_PRECONDITION where wgmma does not run; SwapAbRuns's errors.
+// aligned, tensor scale a_tensor_scale): wgmma only, any m up to kSwapAbWgmmaMaxM. A is
+// first expanded to FP16 in `a_half` (Nvfp4HalfBytes(m, k) of device memory, 16-byte
+// aligned; nvfp4_expand.h) and the FP16 A kernels read it (a kernel that decoded A in its
+// producer warpgroup ran at 0.6 of their rate: docs/KERNELS.md). FAILED_PRECONDITION where
+// wgmma does not run; SwapAbRuns's errors; INVALID_ARGUMENT without a_half.
 absl::Status LaunchSwapAbNvfp4xNvfp4(const void* a_codes, const void* a_scales,
                                      float a_tensor_scale, int64_t m, const void* packed,
                                      float tensor_scale, int64_t n, int64_t k, float* c,

@@ -34,12 +34,6 @@ absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* 
 absl::Status LaunchSquareSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
                                      float out_scale, int64_t n, int64_t k, float* c,
                                      const SwapAbOptions& options, cudaStream_t stream);
-// The same with A NVFP4 (codes [m, k/2], E4M3 scales [m, k/16]; both 16-byte aligned) and
-// an NVFP4 weight: A decoded to FP16 in shared memory on the way (value * scale * 2^-7,
-// as the weight's; out_scale puts both 2^7 and the tensor scales back).
-absl::Status LaunchSquareSwapAbNvfp4A(const void* a_codes, const void* a_scales, int64_t m,
-                                      const void* packed, float out_scale, int64_t n, int64_t k,
-                                      float* c, const SwapAbOptions& options, cudaStream_t stream);
 
 }  // namespace gemmd::gpu::internal
 

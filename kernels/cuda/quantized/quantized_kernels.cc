@@ -134,11 +134,7 @@ class SquareKernel final : public QuantizedGemmKernel {
 // FP16 A (or, nvfp4_a, NVFP4 A against NVFP4 B; wgmma only) against a weight in the
 // swap-AB layout (quant_swapab.h): on wgmma any rows, and a canonical weight too (the
 // launch packs a copy into the workspace); on mma.sync 1-64 rows of a resident weight the
-// store re-laid out. NVFP4 A is expanded to FP16 in the workspace first (kExpandNvfp4A):
-// a memory-bound pass of a few percent of the product's time, where the kernel's own
-// decode of A in its producer warpgroup held it at 0.6 of the FP16 A kernel's rate
-// (docs/KERNELS.md).
-constexpr bool kExpandNvfp4A = true;
+// store re-laid out. NVFP4 A is expanded to FP16 in the workspace first.
 
 class SwapAbKernel final : public QuantizedGemmKernel {
  public:
@@ -185,7 +181,7 @@ class SwapAbKernel final : public QuantizedGemmKernel {
   }
 
   size_t WorkspaceBytes(const QuantizedOperands& q) const override {
-    return nvfp4_a_ && kExpandNvfp4A ? Nvfp4HalfBytes(q.m, q.k) : 0;
+    return nvfp4_a_ ? Nvfp4HalfBytes(q.m, q.k) : 0;
   }
 
   absl::Status Launch(const QuantizedOperands& q, const QuantizedDeviceOperands& d, void* workspace,
@@ -202,7 +198,7 @@ class SwapAbKernel final : public QuantizedGemmKernel {
         return absl::InternalError(absl::StrCat(name_, ": workspace too small"));
       }
       return LaunchSwapAbNvfp4xNvfp4(d.a, d.a_scales, q.a->tensor_scale, q.m, d.b, q.b.tensor_scale,
-                                     q.n, q.k, d.c, kExpandNvfp4A ? workspace : nullptr, stream);
+                                     q.n, q.k, d.c, workspace, stream);
     }
     SwapAbOptions options;
     options.path = path_;

@@ -1373,26 +1373,22 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
     auto dw = UploadSets(packed, sets);
     const std::vector<double> ref =
         DenseRefRows(sample, nvfp4_a ? a_deq.data() : a16f.data(), w_deq.data(), n, k);
-    // 128 tokens a block (a band of weight rows), or 256 (half a band, one set a consumer);
-    // a block an item, C from the registers, or persistent blocks, C by TMA in rounds of 16,
-    // 32 or 64 tokens. NVFP4 A is expanded to FP16 first (into one buffer, each call), for
-    // the FP16 A kernel.
+    // The defaults (all knobs 0); 128 tokens a block (a band of weight rows), or 256 (half a
+    // band, one set a consumer); a block an item or persistent blocks; C from the registers
+    // or by TMA. NVFP4 A is expanded to FP16 first (into one buffer, each call), for the
+    // FP16 A kernel.
     struct Knobs {
-      int tokens, grid, store, round;
+      int tokens, grid, store;
     };
     DevMem a_half(nvfp4_a ? gemmd::gpu::Nvfp4HalfBytes(m, k) : 0);
-    for (const Knobs& knobs :
-         {Knobs{128, 1, 1, 0}, Knobs{128, 2, 2, 64}, Knobs{128, 2, 2, 16}, Knobs{256, 1, 1, 0},
-          Knobs{256, 2, 2, 64}, Knobs{256, 2, 2, 32}, Knobs{256, 2, 2, 16}}) {
-      if (nvfp4_a && knobs.tokens == 128 && knobs.grid == 2) continue;
+    for (const Knobs& knobs : {Knobs{0, 0, 0}, Knobs{128, 1, 1}, Knobs{256, 1, 1}, Knobs{256, 2, 1},
+                               Knobs{256, 1, 2}, Knobs{256, 2, 2}}) {
       auto launch = [&](int set) {
         float* c = static_cast<float*>(dc16[set].p);
         gemmd::gpu::SwapAbOptions options{gemmd::gpu::SwapAbPath::kWgmma};
-        options.square_waits = 1;
         options.square_tokens = knobs.tokens;
         options.square_grid = knobs.grid;
         options.square_store = knobs.store;
-        options.square_round = knobs.round;
         check(nvfp4_a ? gemmd::gpu::LaunchSwapAbNvfp4xNvfp4(dpa[set].p, dsa[set].p, qa.tensor_scale,
                                                             m, dw[set].p, tensor_scale, n, k, c,
                                                             a_half.p, nullptr, options)
@@ -1406,9 +1402,11 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
           {shape,
            (nvfp4_a ? std::string("swapab_nvfp4xnvfp4_wgmma")
                     : gemmd::gpu::SwapAbKernelName(int8, gemmd::gpu::SwapAbPath::kWgmma)) +
-               " (swap-AB layout, " + std::to_string(knobs.tokens) + " tokens" +
-               (knobs.grid == 2 ? ", persistent" : "") +
-               (knobs.store == 2 ? ", TMA store of " + std::to_string(knobs.round) : "") +
+               " (swap-AB layout, " +
+               (knobs.tokens == 0 ? std::string("the defaults")
+                                  : std::to_string(knobs.tokens) + " tokens" +
+                                        (knobs.grid == 2 ? ", persistent" : "") +
+                                        (knobs.store == 2 ? ", TMA store" : "")) +
                (nvfp4_a ? ", A expanded to FP16 first)" : ")"),
            nvfp4_a ? "NVFP4 x NVFP4"
            : int8  ? "FP16 x INT8"

@@ -422,14 +422,13 @@ std::vector<SwapAbCase> SwapAbCases() {
       // Waiting once a set or once a K tile; one set a consumer on half a band, 256 tokens a
       // block; persistent blocks (3 of them, each taking several items) and the TMA-stored
       // epilogue, alone and together.
-      // C stored by TMA in rounds of 64 tokens, or of 32 or 16.
       struct Square {
-        int waits, tokens, grid, store, blocks, round = 0;
+        int waits, tokens, grid, store, blocks;
       };
       for (const Square& q :
            {Square{1, 128, 1, 1, 0}, Square{2, 128, 1, 1, 0}, Square{0, 256, 1, 1, 0},
             Square{1, 128, 2, 1, 3}, Square{1, 128, 1, 2, 0}, Square{1, 128, 2, 2, 3},
-            Square{0, 256, 2, 2, 3}, Square{1, 128, 2, 2, 3, 32}, Square{0, 256, 2, 2, 3, 16}}) {
+            Square{0, 256, 2, 2, 3}}) {
         const bool known = q.grid == 1 && q.store == 1;
         if (!known && k == 8192) continue;  // the K = 16384 case covers long K
         SwapAbOptions options{SwapAbPath::kWgmma};
@@ -438,7 +437,6 @@ std::vector<SwapAbCase> SwapAbCases() {
         options.square_grid = q.grid;
         options.square_store = q.store;
         options.square_blocks = q.blocks;
-        options.square_round = q.round;
         cases.push_back({format, m, n, k, options});
       }
       // NVFP4 A (expanded to FP16 first, for the FP16 A kernel), the defaults and one block
@@ -485,7 +483,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SwapAbTest, ::testing::ValuesIn(SwapAbCases()),
                                o.square_grid == 2 ? "_persistent" : "",
                                o.square_blocks > 0 ? absl::StrCat(o.square_blocks) : "",
                                o.square_store == 2 ? "_tma_store" : "",
-                               o.square_round > 0 ? absl::StrCat("_round", o.square_round) : "",
                                o.band_rows > 0 ? absl::StrCat("_band", o.band_rows) : "",
                                info.param.nvfp4_a ? "_nvfp4_a" : "");
                          });
@@ -555,10 +552,6 @@ TEST(SwapAbArgsTest, RejectsWhatItCannotRun) {
     EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, store).message(),
               "the square swap-AB epilogue stores from registers (1) or by TMA (2); got 3");
     store.square_store = 2;
-    store.square_round = 8;
-    EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, store).message(),
-              "the square swap-AB kernel's TMA-stored rounds are 16, 32 or 64 tokens; got 8");
-    store.square_round = 0;
     store.square_waits = 2;
     EXPECT_EQ(LaunchSwapAbInt8(buf, 65, buf, 16, 64, c, nullptr, store).message(),
               "the square swap-AB kernel's TMA-stored epilogue takes one wait a K tile");

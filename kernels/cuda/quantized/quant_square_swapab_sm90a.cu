@@ -61,16 +61,18 @@ constexpr int kLongK = 8192;        // past this, FP16 A's sums are promoted (kT
 // The options' defaults, the fastest measured (docs/KERNELS.md).
 constexpr int kSquareTokens = 256;  // a block's tokens
 constexpr int kSquareWaits = 1;     // waits a K tile
-constexpr int kSquareGrid = 2;      // 1: a block an item; 2: persistent blocks
-constexpr int kSquareStore = 2;     // 1: C from the registers; 2: by TMA
+// Persistent blocks with C stored by TMA where an SM takes at most this many items (a
+// block an item, C from the registers, past it): at 4096^3 (4 items an SM) they ran 2-5%
+// faster, at 8192^3 (16) INT8 and NVFP4 x NVFP4 ran 2-6% slower.
+constexpr int kPersistentItems = 8;
 
-// The TMA-stored epilogue stages C in rounds of one set's 64 rows x kRound tokens (16,
-// 32 or 64): two boxes of 32 rows (128 bytes of FP32: the 128-byte swizzle's row) x kRound
-// tokens. Smaller rounds leave the ring more stages, and take more barriers.
+// The TMA-stored epilogue stages C in rounds of one set's 64 rows x kRound tokens: two
+// boxes of 32 rows (128 bytes of FP32: the 128-byte swizzle's row) x kRound tokens.
+// (Rounds of 16 or 32 tokens left the ring a stage more and ran 1-5% slower than 64.)
 constexpr int kBoxRows = 32;
 constexpr int BoxBytes(int round) { return kBoxRows * round * 4; }
 constexpr int RoundBytes(int round) { return 2 * BoxBytes(round); }
-constexpr int kSquareRound = 64;  // tokens a round unless the options say
+constexpr int kSquareRound = 64;
 
 // A stage: the activations of one K tile ([kTokens][64 halves], 128-byte swizzle) and the
 // block's codes (values) and scales.
@@ -361,12 +363,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// How the epilogue and the grid run: kSquareGrid / kSquareStore unless the options say.
+// How the grid and the epilogue run.
 struct Schedule {
   bool persistent;  // a block an SM taking items in turn, else a block an item
   int blocks;       // persistent: at most this many (0: no limit but the SMs)
-  int round;        // C through shared memory by TMA in rounds of this many tokens; 0: from
-                    // the registers
+  bool store_tma;   // C through shared memory by TMA, else from the registers
 };
 
 template <bool kInt8, bool kOneWait, int kTokens, int kRound>
@@ -407,15 +408,9 @@ template <bool kInt8, bool kOneWait, int kTokens>
 absl::Status LaunchStore(const void* a, int64_t m, const void* packed, float out_scale, int64_t n,
                          int64_t k, float* c, Schedule schedule, cudaStream_t stream) {
   if constexpr (kOneWait) {
-    switch (schedule.round) {
-      case 16:
-        return Launch<kInt8, true, kTokens, 16>(a, m, packed, out_scale, n, k, c, schedule, stream);
-      case 32:
-        return Launch<kInt8, true, kTokens, 32>(a, m, packed, out_scale, n, k, c, schedule, stream);
-      case 64:
-        return Launch<kInt8, true, kTokens, 64>(a, m, packed, out_scale, n, k, c, schedule, stream);
-      default:
-        break;
+    if (schedule.store_tma) {
+      return Launch<kInt8, true, kTokens, kSquareRound>(a, m, packed, out_scale, n, k, c, schedule,
+                                                        stream);
     }
   }
   return Launch<kInt8, kOneWait, kTokens, 0>(a, m, packed, out_scale, n, k, c, schedule, stream);
@@ -442,8 +437,6 @@ absl::Status LaunchKnobs(const void* a, int64_t m, const void* packed, float out
   const int waits = options.square_waits == 0 ? kSquareWaits : options.square_waits;
   const int consumers = options.warpgroups;
   const int tokens = options.square_tokens == 0 ? kSquareTokens : options.square_tokens;
-  const int grid = options.square_grid == 0 ? kSquareGrid : options.square_grid;
-  const int store = options.square_store == 0 ? kSquareStore : options.square_store;
   if (waits != 1 && waits != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("the square swap-AB kernel waits 1 or 2 times a K tile; got ", waits));
@@ -456,15 +449,28 @@ absl::Status LaunchKnobs(const void* a, int64_t m, const void* packed, float out
     return absl::InvalidArgumentError(
         absl::StrCat("the square swap-AB kernel takes blocks of 128 or 256 tokens; got ", tokens));
   }
-  if (grid != 1 && grid != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the square swap-AB grid is 1 (a block an item) or 2 (persistent); got ", grid));
-  }
   if (options.square_blocks < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("the square swap-AB kernel's persistent blocks are at least 1 (0: one an "
                      "SM); got ",
                      options.square_blocks));
+  }
+  // Unless the options say: persistent blocks and TMA-stored C up to kPersistentItems
+  // items an SM.
+  int grid = options.square_grid, store = options.square_store;
+  if (grid == 0 || store == 0) {
+    const int block_tokens = k > kLongK ? 64 : tokens;
+    const int64_t items = (n + BlockRows(block_tokens) - 1) / BlockRows(block_tokens) *
+                          ((m + block_tokens - 1) / block_tokens);
+    const absl::StatusOr<DeviceFacts> facts = CurrentDeviceFacts();
+    if (!facts.ok()) return facts.status();
+    const bool few = items <= int64_t{kPersistentItems} * facts->sms;
+    if (grid == 0) grid = few ? 2 : 1;
+    if (store == 0) store = few ? 2 : 1;
+  }
+  if (grid != 1 && grid != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the square swap-AB grid is 1 (a block an item) or 2 (persistent); got ", grid));
   }
   if (store != 1 && store != 2) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -475,13 +481,8 @@ absl::Status LaunchKnobs(const void* a, int64_t m, const void* packed, float out
         "the square swap-AB kernel's TMA-stored epilogue takes one wait a K tile");
   }
   // TMA needs C 16-byte aligned (its rows are: n % 16 == 0); elsewhere C goes from registers.
-  const int round = options.square_round == 0 ? kSquareRound : options.square_round;
-  if (round != 16 && round != 32 && round != 64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the square swap-AB kernel's TMA-stored rounds are 16, 32 or 64 tokens; got ", round));
-  }
   const Schedule schedule{grid == 2, options.square_blocks,
-                          store == 2 && waits == 1 && Aligned16(c) ? round : 0};
+                          store == 2 && waits == 1 && Aligned16(c)};
   return waits == 1
              ? LaunchTokens<kInt8, true>(a, m, packed, out_scale, n, k, c, tokens, schedule, stream)
              : LaunchTokens<kInt8, false>(a, m, packed, out_scale, n, k, c, tokens, schedule,

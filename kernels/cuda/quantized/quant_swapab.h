@@ -57,14 +57,13 @@ struct SwapAbOptions {
   int square_tokens = 0;
   // wgmma past 64 rows: 1, a block for each band block x token block; 2, persistent blocks
   // (one an SM) taking those in turn, the next one's stages loading during the epilogue
-  // (0: chosen).
+  // (0: chosen, 2 where an SM takes few of them).
   int square_grid = 0;
   int square_blocks = 0;  // persistent: at most this many blocks (0: one an SM; tests use few)
   // wgmma past 64 rows: 1, C stored from the registers; 2, staged in shared memory and
   // stored by TMA, the consumers going on while it drains (one wait a K tile only; 0:
-  // chosen).
+  // chosen, as square_grid).
   int square_store = 0;
-  int square_round = 0;  // square_store 2: tokens a store round, 16, 32 or 64 (0: chosen)
   // wgmma up to 64 rows: the rows of the layout's bands, 256 (0: as kernels/quant_prepack.h
   // lays them out) or 128 (each 128-row slab prepacked alone, with 128 rows a block; the
   // store keeps 256): a sweep of the copies a stage takes (gemm-bench --swapab-band=128).

@@ -24,13 +24,15 @@ absl::Status LaunchSwapAbWgmma(bool int8, const void* a, int64_t m, const void* 
                                float out_scale, int64_t n, int64_t k, float* c,
                                const SwapAbOptions& options, cudaStream_t stream);
 
-// The same for more than 64 rows of A (quant_square_swapab_sm90a.cu): blocks of a band of
-// 256 weight rows x 128 tokens, or half a band x 256 tokens (64 tokens for FP16 A past
-// 8192 of K), m <= kSwapAbWgmmaMaxM (quant_swapab.h; grid y counts the token blocks), K
-// whole in each block, two consumer warpgroups. The options' knobs: `square_waits`, wgmma
-// waits a K tile, 1 (both sets' wgmmas at once) or 2 (one set's, then the other's);
-// `square_tokens`, 128 or 256 (one set a consumer); `warpgroups`, 2; 0 for the chosen
-// value. INVALID_ARGUMENT for m or knobs out of range, INTERNAL for CUDA errors.
+// The same for more than 64 rows of A (quant_square_swapab_sm90a.cu): items of a band of
+// 256 weight rows x 128 tokens, or half a band x 256 tokens (64 tokens past 8192 of K),
+// m <= kSwapAbWgmmaMaxM (quant_swapab.h), K whole in each item, two consumer warpgroups.
+// The options' knobs: `square_waits`, wgmma waits a K tile, 1 (both sets' wgmmas at once)
+// or 2 (one set's, then the other's); `square_tokens`, 128 or 256 (one set a consumer);
+// `square_grid`, a block an item or persistent blocks (`square_blocks` of them at most);
+// `square_store`, C from the registers or by TMA;
+// `warpgroups`, 2; 0 for the chosen value. INVALID_ARGUMENT for m or knobs out of range,
+// INTERNAL for CUDA errors.
 absl::Status LaunchSquareSwapAbWgmma(bool int8, const void* a, int64_t m, const void* packed,
                                      float out_scale, int64_t n, int64_t k, float* c,
                                      const SwapAbOptions& options, cudaStream_t stream);

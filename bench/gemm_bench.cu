@@ -798,44 +798,122 @@ struct QuantRow {
   double ms = 0, cublas_ms = 0, bytes = 0, cublas_bytes = 0, rel_error = -1;
 };
 
-// One weight-only problem: A [m, k] FP16, B [n, k] in `format`, against cuBLAS FP16.
-void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t handle,
-                        gemmd::QuantFormat format, int64_t m, int64_t n, int64_t k,
-                        uint64_t seed, std::vector<QuantRow>* rows) {
+// FP64 reference rows of dequantized A (or FP16 A) times dequantized B^T, on up to 16
+// threads, each a share of every row's columns (a 28672 x 8192 weight's two rows take
+// 470 M multiply-adds: the reference, not the GPU, set the skinny sweep's pace).
+std::vector<double> DenseRefRows(const std::vector<int64_t>& rows, const float* a, const float* b,
+                                 int64_t n, int64_t k) {
+  std::vector<double> ref(rows.size() * n);
+  const int64_t threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (size_t r = 0; r < rows.size(); ++r) {
+        for (int64_t j = t * n / threads; j < (t + 1) * n / threads; ++j) {
+          double s = 0;
+          for (int64_t kk = 0; kk < k; ++kk) s += double{a[rows[r] * k + kk]} * b[j * k + kk];
+          ref[r * n + j] = s;
+        }
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  return ref;
+}
+
+// A weight-only problem's weight, made once for every M of a sweep: quantized on the host
+// from uniform(-1, 1) data, its dequantized values (the reference's), and its copies on the
+// device (canonical, swap-AB, swap-AB in bands of 128 rows), rotated over enough of them to
+// stay out of L2.
+struct SkinnyWeight {
+  gemmd::QuantFormat format = gemmd::QuantFormat::kNvfp4;
+  int64_t n = 0, k = 0;
+  std::vector<float> deq;
+  float tensor_scale = 1.0f;
+  size_t weight_bytes = 0;
+  int sets = 1;
+  std::vector<DevMem> data, scales, packed, packed128;  // packed*: empty where it does not fit
+};
+
+SkinnyWeight MakeSkinnyWeight(const Options& o, const DeviceCaps& caps, gemmd::QuantFormat format,
+                              int64_t n, int64_t k, uint64_t seed) {
   using gemmd::QuantFormat;
-  // Host weight, quantized once; its dequantized values feed the reference and cuBLAS.
-  std::vector<float> w(static_cast<size_t>(n * k));
+  SkinnyWeight w;
+  w.format = format;
+  w.n = n;
+  w.k = k;
+  std::vector<float> x(static_cast<size_t>(n * k));
   uint64_t state = seed;
-  for (float& v : w) {
+  for (float& v : x) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     v = static_cast<float>(state >> 40) * (2.0f / 16777216.0f) - 1.0f;
   }
-  std::vector<float> deq(w.size());
+  w.deq.resize(x.size());
   std::string data, scales;
-  float tensor_scale = 1.0f;
   if (format == QuantFormat::kInt8) {
-    const gemmd::Int8Matrix q = *gemmd::QuantizeInt8(w.data(), n, k);
-    gemmd::DequantizeInt8(q, deq.data());
+    const gemmd::Int8Matrix q = *gemmd::QuantizeInt8(x.data(), n, k);
+    gemmd::DequantizeInt8(q, w.deq.data());
     data.assign(reinterpret_cast<const char*>(q.values.data()), q.values.size());
     scales.assign(reinterpret_cast<const char*>(q.scales.data()), q.scales.size() * 4);
   } else {
-    const gemmd::Nvfp4Matrix q = *gemmd::QuantizeNvfp4(w.data(), n, k);
-    (void)gemmd::DequantizeNvfp4(q, deq.data());
+    const gemmd::Nvfp4Matrix q = *gemmd::QuantizeNvfp4(x.data(), n, k);
+    (void)gemmd::DequantizeNvfp4(q, w.deq.data());
     data.assign(reinterpret_cast<const char*>(q.packed.data()), q.packed.size());
     scales.assign(reinterpret_cast<const char*>(q.block_scales.data()), q.block_scales.size());
-    tensor_scale = q.tensor_scale;
+    w.tensor_scale = q.tensor_scale;
   }
-  const size_t weight_bytes = data.size() + scales.size();
-  const int sets = static_cast<int>(std::clamp<int64_t>(
-      (3 * caps.l2_cache_bytes + weight_bytes - 1) / weight_bytes, 1, 16));
-  std::vector<DevMem> d_data, d_scales;
-  for (int i = 0; i < sets; ++i) {
-    d_data.emplace_back(data.size());
-    d_scales.emplace_back(scales.size());
-    CHECK_CUDA(cudaMemcpy(d_data.back().p, data.data(), data.size(), cudaMemcpyHostToDevice));
-    CHECK_CUDA(
-        cudaMemcpy(d_scales.back().p, scales.data(), scales.size(), cudaMemcpyHostToDevice));
+  w.weight_bytes = data.size() + scales.size();
+  w.sets = static_cast<int>(
+      std::clamp<int64_t>((3 * caps.l2_cache_bytes + w.weight_bytes - 1) / w.weight_bytes, 1, 16));
+  const auto upload = [&](const void* bytes, size_t size, std::vector<DevMem>* to) {
+    for (int i = 0; i < w.sets; ++i) {
+      to->emplace_back(size);
+      CHECK_CUDA(cudaMemcpy(to->back().p, bytes, size, cudaMemcpyHostToDevice));
+    }
+  };
+  upload(data.data(), data.size(), &w.data);
+  upload(scales.data(), scales.size(), &w.scales);
+  // The swap-AB layout (quant_prepack.h), prepacked on the host as an upload would, and in
+  // bands of 128 rows (each 128-row slab prepacked alone) for --swapab-band=128.
+  if (gemmd::Nvfp4SwapAbFits(n, k)) {
+    const auto* codes = reinterpret_cast<const uint8_t*>(data.data());
+    const auto* scale_bytes = reinterpret_cast<const uint8_t*>(scales.data());
+    std::vector<uint8_t> packed(w.weight_bytes);
+    const absl::Status prepacked =
+        format == QuantFormat::kInt8
+            ? gemmd::PrepackInt8SwapAb(reinterpret_cast<const int8_t*>(codes), scale_bytes, n, k,
+                                       packed.data())
+            : gemmd::PrepackNvfp4SwapAb(codes, scale_bytes, n, k, packed.data());
+    if (!prepacked.ok()) {
+      std::cerr << "swap-AB prepack: " << prepacked << "\n";
+      std::exit(1);
+    }
+    upload(packed.data(), packed.size(), &w.packed);
+    if (o.swapab_band == 128 && n % 128 == 0) {
+      const absl::Status st =
+          gemmd::PrepackSwapAbInBands(format, codes, scale_bytes, n, k, 128, packed.data());
+      if (!st.ok()) {
+        std::cerr << "swap-AB prepack (bands of 128): " << st << "\n";
+        std::exit(1);
+      }
+      upload(packed.data(), packed.size(), &w.packed128);
+    }
   }
+  return w;
+}
+
+// One weight-only problem: A [m, k] FP16, B [n, k] (`w`), against cuBLAS FP16.
+void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t handle,
+                        const SkinnyWeight& w, int64_t m, uint64_t seed,
+                        std::vector<QuantRow>* rows) {
+  using gemmd::QuantFormat;
+  const QuantFormat format = w.format;
+  const int64_t n = w.n, k = w.k;
+  const int sets = w.sets;
+  const float tensor_scale = w.tensor_scale;
+  const size_t weight_bytes = w.weight_bytes;
+  const std::vector<DevMem>& d_data = w.data;
+  const std::vector<DevMem>& d_scales = w.scales;
   // Our A in --skinny-a's type; cuBLAS's baseline stays FP16 (d_a16).
   const DataType a_type = o.skinny_a;
   DevMem d_a(m * k * 2), d_a16(m * k * 2), d_c(m * n * 4);
@@ -887,18 +965,19 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
     std::vector<float> c(static_cast<size_t>(m * n));
     CHECK_CUDA(cudaMemcpy(a_bits.data(), d_a.p, a_bits.size() * 2, cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(c.data(), d_c.p, c.size() * 4, cudaMemcpyDeviceToHost));
+    std::vector<float> a(a_bits.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      a[i] = a_type == DataType::kBFloat16 ? gemmd::Bf16BitsToFloat(a_bits[i])
+                                           : gemmd::HalfBitsToFloat(a_bits[i]);
+    }
+    const std::vector<int64_t> sample = {0, m - 1};
+    const std::vector<double> ref = DenseRefRows(sample, a.data(), w.deq.data(), n, k);
     double num = 0, den = 0;
-    for (int64_t row : {int64_t{0}, m - 1}) {
+    for (size_t r = 0; r < sample.size(); ++r) {
       for (int64_t j = 0; j < n; ++j) {
-        double ref = 0;
-        for (int64_t kk = 0; kk < k; ++kk) {
-          const uint16_t bits = a_bits[row * k + kk];
-          ref += static_cast<double>(a_type == DataType::kBFloat16 ? gemmd::Bf16BitsToFloat(bits)
-                                                                   : gemmd::HalfBitsToFloat(bits)) *
-                 deq[j * k + kk];
-        }
-        num += (c[row * n + j] - ref) * (c[row * n + j] - ref);
-        den += ref * ref;
+        const double want = ref[r * n + j], got = c[sample[r] * n + j];
+        num += (got - want) * (got - want);
+        den += want * want;
       }
     }
     return std::sqrt(num / den);
@@ -932,45 +1011,11 @@ void RunQuantizedSkinny(const Options& o, const DeviceCaps& caps, cublasHandle_t
                r.cublas_bytes / r.cublas_ms / 1e6, r.cublas_ms / r.ms, r.rel_error);
   rows->push_back(r);
 
-  // The swap-AB kernel (quant_swapab.h) on the same weight in its layout (quant_prepack.h),
-  // prepacked on the host as an upload would.
-  if (a_type == DataType::kFloat16 && gemmd::Nvfp4SwapAbFits(n, k)) {
+  // The swap-AB kernel (quant_swapab.h) on the same weight in its layout (quant_prepack.h).
+  if (a_type == DataType::kFloat16 && !w.packed.empty()) {
     const bool int8 = format == QuantFormat::kInt8;
-    std::vector<uint8_t> packed(data.size() + scales.size());
-    const absl::Status prepacked =
-        int8 ? gemmd::PrepackInt8SwapAb(reinterpret_cast<const int8_t*>(data.data()),
-                                        reinterpret_cast<const uint8_t*>(scales.data()), n, k,
-                                        packed.data())
-             : gemmd::PrepackNvfp4SwapAb(reinterpret_cast<const uint8_t*>(data.data()),
-                                         reinterpret_cast<const uint8_t*>(scales.data()), n, k,
-                                         packed.data());
-    if (!prepacked.ok()) {
-      std::cerr << "swap-AB prepack: " << prepacked << "\n";
-      std::exit(1);
-    }
-    std::vector<DevMem> d_packed;
-    for (int i = 0; i < sets; ++i) {
-      d_packed.emplace_back(packed.size());
-      CHECK_CUDA(
-          cudaMemcpy(d_packed.back().p, packed.data(), packed.size(), cudaMemcpyHostToDevice));
-    }
-    // Bands of 128 rows (each 128-row slab prepacked alone).
-    std::vector<DevMem> d_packed128;
-    if (o.swapab_band == 128 && n % 128 == 0) {
-      std::vector<uint8_t> packed128(packed.size());
-      const absl::Status st = gemmd::PrepackSwapAbInBands(
-          format, reinterpret_cast<const uint8_t*>(data.data()),
-          reinterpret_cast<const uint8_t*>(scales.data()), n, k, 128, packed128.data());
-      if (!st.ok()) {
-        std::cerr << "swap-AB prepack (bands of 128): " << st << "\n";
-        std::exit(1);
-      }
-      for (int i = 0; i < sets; ++i) {
-        d_packed128.emplace_back(packed128.size());
-        CHECK_CUDA(cudaMemcpy(d_packed128.back().p, packed128.data(), packed128.size(),
-                              cudaMemcpyHostToDevice));
-      }
-    }
+    const std::vector<DevMem>& d_packed = w.packed;
+    const std::vector<DevMem>& d_packed128 = w.packed128;
     // mma.sync without and with the L2 requests ahead (--swapab-l2-ahead=N; 0: without
     // only), then wgmma where it runs.
     std::vector<gemmd::gpu::SwapAbOptions> variants;
@@ -1135,24 +1180,6 @@ double SampledError(const std::vector<int64_t>& rows, const std::vector<double>&
   }
   return gemmd::RelativeError(ref.data(), got.data(), DataType::kFloat32,
                               static_cast<int64_t>(got.size()));
-}
-
-// FP64 reference rows of dequantized A (or FP16 A) times dequantized B^T.
-std::vector<double> DenseRefRows(const std::vector<int64_t>& rows, const float* a, const float* b,
-                                 int64_t n, int64_t k) {
-  std::vector<double> ref(rows.size() * n);
-  std::vector<std::thread> pool;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    pool.emplace_back([&, r] {
-      for (int64_t j = 0; j < n; ++j) {
-        double s = 0;
-        for (int64_t kk = 0; kk < k; ++kk) s += double{a[rows[r] * k + kk]} * b[j * k + kk];
-        ref[r * n + j] = s;
-      }
-    });
-  }
-  for (auto& t : pool) t.join();
-  return ref;
 }
 
 void Report(const SquareRow& r, std::vector<SquareRow>* rows) {
@@ -1509,8 +1536,9 @@ int main(int argc, char** argv) {
       const gemmd::QuantFormat f =
           name == "int8" ? gemmd::QuantFormat::kInt8 : gemmd::QuantFormat::kNvfp4;
       for (const auto& [n, k] : o.skinny_shapes) {
+        const SkinnyWeight w = MakeSkinnyWeight(o, *caps, f, n, k, ++seed);
         for (int64_t m : o.skinny_m) {
-          RunQuantizedSkinny(o, *caps, handle, f, m, n, k, ++seed, &quant_rows);
+          RunQuantizedSkinny(o, *caps, handle, w, m, ++seed, &quant_rows);
         }
       }
     }

@@ -1,8 +1,11 @@
 #include "kernels/reference_gemm.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 #include "kernels/half.h"
 
@@ -136,10 +139,35 @@ void ReferenceGemmRows(const GemmProblem& p, const GemmOperands& operands, int64
 }
 
 std::vector<double> ReferenceGemm(const GemmProblem& problem, const GemmOperands& operands) {
-  std::vector<double> out(static_cast<size_t>(problem.batch * problem.m * problem.n));
-  for (int64_t b = 0; b < problem.batch; ++b) {
-    ReferenceGemmRows(problem, operands, b, 0, problem.m, out.data() + b * problem.m * problem.n);
+  const int64_t m = problem.m, n = problem.n;
+  std::vector<double> out(static_cast<size_t>(problem.batch * m * n));
+  if (problem.batch <= 0 || m <= 0 || n <= 0) return out;
+  // Rows are independent, so large problems take blocks of rows on several threads (the
+  // same sums as one thread's): a GPU test's reference of a few 1e9 multiply-adds took
+  // seconds a case on one core. Small problems stay on the caller's thread.
+  constexpr int64_t kWorkAThread = int64_t{1} << 24;  // multiply-adds
+  const int64_t work = problem.batch * m * n * std::max<int64_t>(problem.k, 1);
+  const int64_t threads = std::clamp<int64_t>(
+      std::min<int64_t>(work / kWorkAThread, std::thread::hardware_concurrency()), 1, 16);
+  const int64_t blocks_an_item = std::min<int64_t>(m, threads * 4);
+  const int64_t tasks = problem.batch * blocks_an_item;
+  const auto run = [&](int64_t task) {
+    const int64_t b = task / blocks_an_item, block = task % blocks_an_item;
+    const int64_t begin = block * m / blocks_an_item, end = (block + 1) * m / blocks_an_item;
+    ReferenceGemmRows(problem, operands, b, begin, end, out.data() + (b * m + begin) * n);
+  };
+  if (threads == 1) {
+    for (int64_t task = 0; task < tasks; ++task) run(task);
+    return out;
   }
+  std::atomic<int64_t> next{0};
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (int64_t task = next++; task < tasks; task = next++) run(task);
+    });
+  }
+  for (std::thread& th : pool) th.join();
   return out;
 }
 

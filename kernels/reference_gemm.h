@@ -2,7 +2,8 @@
 // against (docs/ARCHITECTURE.md, "Numerics"). It reads the operands exactly as stored (so the FP16
 // tensor path's rounding of FP32 inputs counts as error) and accumulates in double (FLOAT64
 // operands: in long double, rounded to double once).
-// Thread-safe; single-threaded and simple on purpose; fine up to ~1e9 multiply-adds.
+// Thread-safe and simple on purpose: one row's sums in order, whatever thread runs it.
+// ReferenceGemm gives large problems' rows to up to 16 threads (the same results).
 #ifndef GEMMD_KERNELS_REFERENCE_GEMM_H_
 #define GEMMD_KERNELS_REFERENCE_GEMM_H_
 

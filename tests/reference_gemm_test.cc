@@ -67,6 +67,29 @@ TEST(ReferenceGemmTest, SampledRowsMatchWholeProblem) {
   EXPECT_EQ(rows, std::vector<double>(all.begin() + 6, all.begin() + 12));
 }
 
+// Large enough to take several threads (and the batch's two items, one broadcast B): the
+// same sums as each row computed on its own.
+TEST(ReferenceGemmTest, ThreadedRowsMatchRowByRow) {
+  GemmProblem p = Small(67, 256, 1024);
+  p.batch = 2;
+  p.batch_stride_b = 0;
+  std::vector<float> a(p.batch * p.m * p.k), b(p.k * p.n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 97) * 0.37f - 17;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 89) * 0.11f - 4.5f;
+  const GemmOperands ops{a.data(), b.data(), nullptr, nullptr};
+  const auto all = ReferenceGemm(p, ops);
+  ASSERT_EQ(all.size(), static_cast<size_t>(p.batch * p.m * p.n));
+  std::vector<double> row(p.n);
+  for (int64_t item = 0; item < p.batch; ++item) {
+    for (int64_t i = 0; i < p.m; ++i) {
+      ReferenceGemmRows(p, ops, item, i, i + 1, row.data());
+      ASSERT_EQ(row, std::vector<double>(all.begin() + (item * p.m + i) * p.n,
+                                         all.begin() + (item * p.m + i + 1) * p.n))
+          << "item " << item << " row " << i;
+    }
+  }
+}
+
 TEST(RelativeErrorTest, FrobeniusNorm) {
   const std::vector<double> ref = {3, 4};
   const std::vector<float> same = {3, 4}, off = {3, 4.5f}, nan = {std::nanf(""), 4};

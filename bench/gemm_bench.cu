@@ -51,10 +51,11 @@
 // --quantized-square[=S,...] (default 4096) times the square quantized kernels
 // (quant_square.h) at S^3, TN layout (A [M,K], B [N,K]): INT8 x INT8 (the wgmma kernel
 // where available, and the mma.sync one) against cuBLAS cublasGemmEx 8I -> 32I
-// (COMPUTE_32I), NVFP4 x NVFP4 and FP16 x NVFP4 against our
-// hgemm_wmma_128x128x32_s4 (TN, and NN for reference) and cuBLAS FP16, all on operands
-// quantized on the host from the same uniform(-1,1) data; error on 4 rows of C against
-// FP64 on the dequantized operands.
+// (COMPUTE_32I); NVFP4 x NVFP4, FP16 x NVFP4 and FP16 x INT8 (the canonical kernels,
+// and the swap-AB kernel on the swap-AB layouts with its knobs) against cuBLAS FP16 and
+// our FP16 path (the kernel SelectKernel picks for FP16 TN), all on operands quantized on
+// the host from the same uniform(-1,1) data; error on 4 rows of C against FP64 on the
+// dequantized operands.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -1133,6 +1134,7 @@ void PrintCopyTable(const std::vector<CopyRow>& rows, std::ostream& out) {
 struct SquareRow {
   std::string shape, kernel, operands, baseline;
   double ms = 0, tops = 0, baseline_tops = 0, rel_error = -1;
+  double ours16_tops = 0;  // our FP16 path on the same shape (FP16 and NVFP4 rows), else 0
 };
 
 // uniform(-1,1) on the host, 24-bit values (exact in FP32); the same stream per seed.
@@ -1208,6 +1210,7 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
       std::exit(1);
     }
   };
+  double ours16_tops = 0;  // set once our FP16 path is timed, below
   // Times `launch` over `sets`, then checks the sampled rows of one run's C (at c0, NaN
   // first) against `ref`, and reports the row.
   auto time_and_check = [&](SquareRow r, int sets, const auto& launch, double baseline_tops,
@@ -1215,6 +1218,7 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
     r.ms = MedianMs(o, sets, launch);
     r.tops = tops(r.ms);
     r.baseline_tops = baseline_tops;
+    r.ours16_tops = ours16_tops;
     CHECK_CUDA(cudaMemset(c0, 0xFF, m * n * 4));
     launch(0);
     r.rel_error = SampledError(sample, ref, n, static_cast<const float*>(c0));
@@ -1286,7 +1290,7 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
     }
   }
 
-  // FP16 baselines on fp16(xa), fp16(xb): hgemm_wmma (TN as ours, and NN) and cuBLAS.
+  // FP16 baselines on fp16(xa), fp16(xb): cuBLAS and our FP16 path.
   std::vector<uint16_t> a16(xa.size()), b16(xb.size());
   for (size_t i = 0; i < xa.size(); ++i) a16[i] = gemmd::FloatToHalfBits(xa[i]);
   for (size_t i = 0; i < xb.size(); ++i) b16[i] = gemmd::FloatToHalfBits(xb[i]);
@@ -1307,29 +1311,25 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
   });
   cub.tops = cub.baseline_tops = tops(cub.ms);
   Report(cub, rows);
-  const char* kHgemm = "hgemm_wmma_128x128x32_s4";
-  const GpuGemmKernel* hgemm = KernelRegistry::Global().Find(kHgemm);
-  if (hgemm == nullptr) {
-    std::cerr << kHgemm << " is not registered\n";
-    std::exit(1);
-  }
-  double hgemm_tops = 0;
-  for (bool tn : {true, false}) {
-    GemmProblem q = p;
-    q.transpose_b = tn;  // NN reads the same bytes as B [K, N]: a timing row only
-    check(hgemm->Check(q), kHgemm);
-    const size_t ws_bytes = hgemm->WorkspaceBytes(q);
+  // Our FP16 path on the same operands (the kernel SelectKernel picks for FP16 TN): every
+  // FP16 and NVFP4 row's second baseline.
+  {
+    const absl::StatusOr<const GpuGemmKernel*> ours16 = gemmd::gpu::SelectKernel(p, caps);
+    check(ours16.status(), "SelectKernel (FP16 TN)");
+    const GpuGemmKernel* kernel = *ours16;
+    const std::string name(kernel->name());
+    const size_t ws_bytes = kernel->WorkspaceBytes(p);
     DevMem ws(ws_bytes);
-    SquareRow r{shape, std::string(kHgemm) + (tn ? " (TN)" : " (NN)"), "FP16 x FP16",
-                "cuBLAS FP16"};
+    SquareRow r{shape, name + " (our FP16 path)", "FP16 x FP16", "cuBLAS FP16"};
     r.ms = MedianMs(o, sets16, [&](int set) {
-      check(hgemm->Launch(q, GemmOperands{da16[set].p, db16[set].p, nullptr, dc16[set].p}, ws.p,
-                          ws_bytes, nullptr),
-            kHgemm);
+      check(kernel->Launch(p, GemmOperands{da16[set].p, db16[set].p, nullptr, dc16[set].p}, ws.p,
+                           ws_bytes, nullptr),
+            name.c_str());
     });
     r.tops = tops(r.ms);
     r.baseline_tops = cub.tops;
-    if (tn) hgemm_tops = r.tops;
+    ours16_tops = r.tops;
+    r.ours16_tops = ours16_tops;
     Report(r, rows);
   }
 
@@ -1361,8 +1361,8 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
       }
     };
     time_and_check({shape, gemmd::gpu::SquareKernelName(QuantFormat::kNvfp4, fp16_a, path),
-                    fp16_a ? "FP16 x NVFP4" : "NVFP4 x NVFP4", "hgemm TN"},
-                   sets, launch, hgemm_tops, dc4[0].p,
+                    fp16_a ? "FP16 x NVFP4" : "NVFP4 x NVFP4", "cuBLAS FP16"},
+                   sets, launch, cub.tops, dc4[0].p,
                    DenseRefRows(sample, fp16_a ? a16f.data() : a_deq.data(), b_deq.data(), n, k));
    }
   }
@@ -1446,18 +1446,21 @@ void RunQuantizedSquare(const Options& o, const DeviceCaps& caps, cublasHandle_t
 
 void PrintSquareTable(const DeviceCaps& caps, const std::vector<SquareRow>& rows,
                       std::ostream& out) {
-  out << "\nSquare quantized GEMM on " << caps.name << " (median of CUDA-event times; TN: "
+  out << "\nSquare quantized GEMM on " << caps.name
+      << " (median of CUDA-event times; TN: "
          "A [M,K], B [N,K]; T/s = TOP/s for INT8, TFLOP/s otherwise; error on 4 rows of C vs "
          "FP64 on the dequantized operands)\n\n"
          "| shape | kernel | operands | ms | T/s | baseline | baseline T/s | of baseline | "
-         "rel. error |\n|---|---|---|---:|---:|---|---:|---:|---|\n";
+         "of our FP16 path | rel. error |\n|---|---|---|---:|---:|---|---:|---:|---:|---|\n";
   for (const SquareRow& r : rows) {
-    char line[512];
-    std::snprintf(line, sizeof(line), "| %s | %s | %s | %.4f | %.1f | %s | %.1f | %s | %s |\n",
-                  r.shape.c_str(), r.kernel.c_str(), r.operands.c_str(), r.ms, r.tops,
-                  r.baseline.empty() ? "-" : r.baseline.c_str(), r.baseline_tops,
-                  r.baseline.empty() ? "-" : (Fixed(100.0 * r.tops / r.baseline_tops, 1) + "%").c_str(),
-                  Sci(r.rel_error).c_str());
+    char line[640];
+    std::snprintf(
+        line, sizeof(line), "| %s | %s | %s | %.4f | %.1f | %s | %.1f | %s | %s | %s |\n",
+        r.shape.c_str(), r.kernel.c_str(), r.operands.c_str(), r.ms, r.tops,
+        r.baseline.empty() ? "-" : r.baseline.c_str(), r.baseline_tops,
+        r.baseline.empty() ? "-" : (Fixed(100.0 * r.tops / r.baseline_tops, 1) + "%").c_str(),
+        r.ours16_tops > 0 ? (Fixed(100.0 * r.tops / r.ours16_tops, 1) + "%").c_str() : "-",
+        Sci(r.rel_error).c_str());
     out << line;
   }
 }

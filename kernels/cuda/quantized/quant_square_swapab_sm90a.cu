@@ -1,28 +1,28 @@
 // The swap-AB kernel for many tokens (quant_swapab_wgmma.h, LaunchSquareSwapAbWgmma): C^T =
 // W * A^T on Hopper's warpgroup MMA, the decoded weight as wgmma's A operand from
-// registers, 128 tokens of activations as its B from shared memory.
+// registers, 256 (or 128) tokens of activations as its B from shared memory.
 //
 // Why: the square kernels (quant_square_nvfp4_sm90a.cu) decode both operands into FP16
 // tiles in shared memory, and those writes and the wgmmas' reads of them bound the kernel
 // at about half the dense FP16 rate. Here the weight never passes through shared memory
 // decoded: each lane decodes its 16 code bytes of a super-tile (kernels/quant_prepack.h)
-// straight into its A fragments, a few operations for a 64 x 128 x 64 piece of work, and
+// straight into its A fragments, a few operations for a 64 x 256 x 64 piece of work, and
 // the activations arrive by TMA as the dense kernel's B does.
-// How: a block of one producer warpgroup and two consumer warpgroups owns a band of 256
-// weight rows (two sets of 64 rows a warpgroup) and 128 tokens, or half a band (one set a
-// warpgroup) and 256 tokens (FP16 A past 8192 of K: 64 tokens, the accumulators added
-// into FP32 sums every 1024 of K). One producer thread fills a ring of stages, each one K
-// tile of 64: the block's codes (values) in one bulk copy, its scale bytes in another, and
-// one TMA box of the tokens' activations (128-byte swizzle, zeros past k and m). (NVFP4 A
-// is expanded to FP16 before: nvfp4_expand.h.) A consumer warp decodes its 16-row tile of a set
-// into A fragments and issues four m64nNk16 wgmmas; it decodes both sets and waits once a K tile
-// (or waits for each set's before decoding the other): the two consumer warpgroups
-// overlap each other's decode. (Waiting with one set's wgmmas still in flight made ptxas
-// serialize them all.) A stage goes back to the producer once both sets' wgmmas that
-// read it have retired. The epilogue stores C by TMA from shared memory, or each
-// accumulator straight from the registers. Blocks take the work a block at a time, or
-// stay (one an SM) and take it in turn, the producer loading the next item's stages while
-// the consumers store C.
+// How: the work comes in items of half a band of weight rows (one set of 64 rows a
+// consumer warpgroup) x 256 tokens, or a band of 256 rows (two sets a warpgroup) x 128
+// tokens (past 8192 of K: 64 tokens, the accumulators added into FP32 sums every 1024 of
+// K). A block is one producer warpgroup and two consumer warpgroups; it takes one item, or
+// stays (one an SM) and takes items in turn. One producer thread fills a ring of stages,
+// each one K tile of 64: the item's codes (values) in one bulk copy, its scale bytes in
+// another, and one TMA box of the tokens' activations (128-byte swizzle, zeros past k and
+// m); NVFP4 A is expanded to FP16 before (nvfp4_expand.h). A consumer warp decodes its
+// 16-row tile of a set into A fragments and issues four m64nNk16 wgmmas; with two sets it
+// decodes both and waits once a K tile (or waits for each set's before decoding the
+// other): the two consumer warpgroups overlap each other's decode. (Waiting with one set's
+// wgmmas still in flight made ptxas serialize them all.) A stage goes back to the
+// producer once the wgmmas that read it have retired. The epilogue stores C by TMA from
+// shared memory, the consumers going on to their next item while it drains, or each
+// accumulator straight from the registers.
 // Built only for sm_90a.
 #include <cuda.h>
 #include <cuda_fp16.h>
@@ -52,33 +52,32 @@ constexpr int kBandRows = swapab::kBandTiles * 16;  // 256: the layout's band
 // setmaxnreg: ptxas then spills and serializes the wgmmas.)
 constexpr int kConsumers = 2;
 constexpr int kThreads = 128 * (kConsumers + 1);
-// A block's weight rows: a whole band, or half of one with 256 tokens (one set of 64 rows
+// An item's weight rows: a whole band, or half of one with 256 tokens (one set of 64 rows
 // a consumer warpgroup, m64n256k16).
 constexpr int BlockRows(int tokens) { return tokens == 256 ? kBandRows / 2 : kBandRows; }
 static_assert(kBandRows == 256, "the layout's bands are 256 rows");
 
 constexpr int kLongK = 8192;        // past this, FP16 A's sums are promoted (kTokens = 64)
-// The options' defaults, the fastest measured (docs/KERNELS.md).
-constexpr int kSquareTokens = 256;  // a block's tokens
+// The options' defaults, the fastest measured (docs/KERNELS.md, issue 35 steps 7 and 8).
+constexpr int kSquareTokens = 256;  // an item's tokens
 constexpr int kSquareWaits = 1;     // waits a K tile
-// Persistent blocks with C stored by TMA where an SM takes at most this many items (a
-// block an item, C from the registers, past it): at 4096^3 (4 items an SM) they ran 2-5%
-// faster, at 8192^3 (16) INT8 and NVFP4 x NVFP4 ran 2-6% slower.
+// Persistent blocks with C stored by TMA where an SM takes at most this many items, a
+// block an item with C from the registers past it: with few items an SM the epilogue is a
+// larger share of each SM's time, and with many the persistent kernel measured slower.
 constexpr int kPersistentItems = 8;
 
 // The TMA-stored epilogue stages C in rounds of one set's 64 rows x kRound tokens: two
 // boxes of 32 rows (128 bytes of FP32: the 128-byte swizzle's row) x kRound tokens.
-// (Rounds of 16 or 32 tokens left the ring a stage more and ran 1-5% slower than 64.)
+// (Rounds of 16 or 32 tokens, a ring stage more, measured slower.)
 constexpr int kBoxRows = 32;
 constexpr int BoxBytes(int round) { return kBoxRows * round * 4; }
 constexpr int RoundBytes(int round) { return 2 * BoxBytes(round); }
 constexpr int kSquareRound = 64;
 
 // A stage: the activations of one K tile ([kTokens][64 halves], 128-byte swizzle) and the
-// block's codes (values) and scales.
-// With kRound > 0 (TMA-stored C), each consumer warpgroup's C rounds after the ring: two
-// buffers, so one drains while the next is written, or one where two would leave fewer
-// than 4 stages.
+// item's codes (values) and scales. With kRound > 0 (TMA-stored C), each consumer
+// warpgroup's C rounds come after the ring: two buffers, so one drains while the next is
+// written, or one where two would leave fewer than 4 stages.
 template <bool kInt8, int kTokens, int kRound>
 struct Ring {
   static constexpr int kTiles = BlockRows(kTokens) / 16;               // the block's 16-row tiles

@@ -149,7 +149,7 @@ std::vector<double> ReferenceGemm(const GemmProblem& problem, const GemmOperands
   const int64_t work = problem.batch * m * n * std::max<int64_t>(problem.k, 1);
   const int64_t threads = std::clamp<int64_t>(
       std::min<int64_t>(work / kWorkAThread, std::thread::hardware_concurrency()), 1, 16);
-  const int64_t blocks_an_item = std::min<int64_t>(m, threads * 4);
+  const int64_t blocks_an_item = threads == 1 ? 1 : std::min<int64_t>(m, threads * 4);
   const int64_t tasks = problem.batch * blocks_an_item;
   const auto run = [&](int64_t task) {
     const int64_t b = task / blocks_an_item, block = task % blocks_an_item;

@@ -451,7 +451,8 @@ std::vector<SwapAbCase> SwapAbCases() {
       }
     }
     // Persistent blocks at their default count (one an SM), with more items than SMs: 9
-    // token blocks x 17 bands (a short one) of 128 tokens, or x 33 half-bands of 256.
+    // blocks of 128 tokens x 17 bands (a short one), 153 items, or 5 blocks of 256 tokens x
+    // 33 half-bands, 165.
     for (int tokens : {128, 256}) {
       SwapAbOptions options{SwapAbPath::kWgmma};
       options.square_tokens = tokens;
